@@ -1,0 +1,177 @@
+"""Argument parsing only: every mode is a function elsewhere that takes the parsed namespace and returns
+an exit code (0 success, 1 the work ran and something failed, 2 bad usage or configuration)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+# mode -> "module:function"; each function takes the argparse namespace and returns an exit code
+HANDLERS: dict[str, str] = {
+    "tui": "ddtree_tui.ui.app:cli_main",
+    "run-bench": "ddtree_tui.bench.cli:cli_main",
+    "status": "ddtree_tui.commands:status_main",
+    "launch": "ddtree_tui.services.cli:cli_main",
+    "kill": "ddtree_tui.services.cli:cli_main",
+    "restart": "ddtree_tui.services.cli:cli_main",
+    "move": "ddtree_tui.services.cli:cli_main",
+    "logs": "ddtree_tui.services.cli:cli_main",
+    "patches": "ddtree_tui.services.patches:cli_main",
+    "doctor": "ddtree_tui.doctor:cli_main",
+    "todo": "ddtree_tui.todo:cli_main",
+    "sim": "ddtree_tui.sim.server:cli_main",
+}
+
+
+def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
+    d = argparse.SUPPRESS if suppress else None
+    g = p.add_argument_group("global options (before or after the mode word)")
+    g.add_argument(
+        "--profile", action="append", metavar="FILE", default=d, help="a host profile (repeatable)"
+    )
+    g.add_argument("--profiles", metavar="DIR", default=d, help="a directory of host profiles (*.toml)")
+    g.add_argument("--todos", metavar="FILE", default=d, help="todo file (default .ddtree/todos.json)")
+    g.add_argument("--theme", metavar="NAME", default=d, help="UI theme: dark, light, high-contrast")
+    g.add_argument(
+        "--demo",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="this machine + simulated DFlash/DDTree services + replayed H200 telemetry",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ddtree-tui",
+        description="Deploy, watch and benchmark DFlash / DDTree SGLang services on a few GPU hosts. "
+        "Without a mode word it starts the terminal UI.",
+    )
+    _globals(p, suppress=False)
+    b = p.add_argument_group("headless benchmark (--run-bench)")
+    b.add_argument("--run-bench", action="store_true", help="run a benchmark headless; table on stdout")
+    b.add_argument("--services", metavar="HOST/SVC,...", help="services to compare (default: all)")
+    b.add_argument(
+        "--prompts", metavar="SET|FILE.jsonl", default="seed3", help="seed3, agentic, longctx or a file"
+    )
+    b.add_argument("--repeats", type=int, default=1, metavar="N")
+    b.add_argument("--warmup", type=int, default=1, metavar="N")
+    b.add_argument("--concurrency", type=int, default=1, metavar="N")
+    b.add_argument("--max-new-tokens", type=int, default=256, metavar="N")
+    b.add_argument("--temperature", type=float, default=0.0)
+    b.add_argument(
+        "--api", choices=["generate", "chat"], default="generate", help="SGLang /generate or OpenAI chat"
+    )
+    b.add_argument("--timeout", type=float, default=None, help="per-request timeout, seconds")
+    b.add_argument("--baseline", metavar="HOST/SVC")
+    b.add_argument("--json", dest="json_out", metavar="FILE")
+    b.add_argument("--csv", dest="csv_out", metavar="FILE")
+    b.add_argument("--history", metavar="FILE", help="history file (default .ddtree/bench-history.jsonl)")
+
+    sub = p.add_subparsers(dest="mode", metavar="MODE")
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        _globals(sp, suppress=True)
+        return sp
+
+    sp = add("status", "one snapshot of hosts, GPUs and services, then exit")
+    sp.add_argument("--json", action="store_true", help="print the documented JSON object (schema 1)")
+    sp.add_argument("--timeout", type=float, default=8.0, help="seconds to wait for hosts and first samples")
+
+    for name, what in (
+        ("launch", "launch a service and wait until it is ready"),
+        ("kill", "stop a service we launched and wait until it is gone"),
+        ("restart", "kill then launch with the same spec (redeploy)"),
+    ):
+        sp = add(name, what)
+        sp.add_argument("service", metavar="HOST/SVC")
+        sp.add_argument("--timeout", type=float, default=None, help="seconds to wait for the result")
+        if name != "kill":
+            sp.add_argument(
+                "--dry-run", action="store_true", help="print the command exactly as it would run"
+            )
+    sp = add("move", "launch the same service spec on another host, then kill the old one")
+    sp.add_argument("service", metavar="HOST/SVC")
+    sp.add_argument("to_host", metavar="TOHOST")
+    sp.add_argument("--timeout", type=float, default=None)
+
+    sp = add("logs", "tail a service's log")
+    sp.add_argument("service", metavar="HOST/SVC")
+    sp.add_argument("-f", "--follow", action="store_true")
+    sp.add_argument("-n", "--lines", type=int, default=40)
+
+    sp = add("patches", "patch sets for a host's SGLang")
+    sp.add_argument("action", choices=["status", "apply", "revert", "list"])
+    sp.add_argument("host", nargs="?", metavar="HOST")
+    sp.add_argument("patch", nargs="?", metavar="NAME")
+    sp.add_argument("--patches-dir", default=None, help="directory of patch sets (default ./patches)")
+
+    sp = add("doctor", "preflight checks of a host's environment")
+    sp.add_argument("host", nargs="?", metavar="HOST")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("todo", "the todowrite-compatible checklist")
+    sp.add_argument(
+        "action", nargs="?", default="list", choices=["list", "add", "start", "done", "cancel", "check"]
+    )
+    sp.add_argument("arg", nargs="?", metavar="TEXT|N")
+    sp.add_argument("--priority", choices=["high", "medium", "low"], default="medium")
+    sp.add_argument(
+        "--check", dest="check_expr", metavar="EVIDENCE", help="e.g. 'service ct200/dflash ready'"
+    )
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("sim", "run one simulated SGLang server (always labelled simulated)")
+    sp.add_argument("--algorithm", choices=["dflash", "ddtree", "baseline"], default="dflash")
+    sp.add_argument("--mode", choices=["linear", "shadow-linear", "tree"], default=None)
+    sp.add_argument("--port", type=int, required=True)
+    sp.add_argument("--host", default="127.0.0.1")
+    sp.add_argument("--accept-length", type=float, default=None)
+    sp.add_argument("--decode-rate", type=float, default=40.0, help="verify passes per second")
+    sp.add_argument("--load-time", type=float, default=2.0, help="seconds /health answers 503")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--model-path", default="sim/Qwen3.6-35B-A3B")
+    sp.add_argument("--incremental-streaming-output", action="store_true")
+    sp.add_argument("--decode-log-interval", type=int, default=40)
+    sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
+    return p
+
+
+def _resolve(spec: str) -> Callable[[argparse.Namespace], int] | None:
+    mod_name, func = spec.split(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name and (e.name == mod_name or mod_name.startswith(e.name + ".")):
+            return None
+        raise
+    return getattr(mod, func, None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    for attr, default in (("profile", None), ("profiles", None), ("todos", None), ("theme", None)):
+        if not hasattr(ns, attr):
+            setattr(ns, attr, default)
+    if not hasattr(ns, "demo"):
+        ns.demo = False
+    mode = ns.mode or ("run-bench" if ns.run_bench else "tui")
+    if ns.mode and ns.run_bench:
+        parser.error("--run-bench is a mode of its own; do not combine it with a mode word")
+    handler = _resolve(HANDLERS[mode])
+    if handler is None:
+        print(f"ddtree-tui: mode '{mode}' is not built yet", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(handler(ns))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""Host profiles: TOML files, one a host, loaded with tomllib into strict pydantic models.
+
+Every error names the file, the line, the field and what was expected, because a profile is edited by hand
+and a traceback helps nobody at 2 a.m.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+SECRET_KEY_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|AUTH)", re.IGNORECASE)
+
+Algorithm = Literal["baseline", "dflash", "ddtree"]
+DDTreeMode = Literal["linear", "shadow-linear", "tree"]
+
+
+class ProfileError(Exception):
+    """A profile that cannot be used; the message names file, line, field and what was expected."""
+
+    def __init__(self, path: Path | str, line: int | None, field: str | None, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.message = message
+        where = f"{self.path}:{line}" if line else self.path
+        what = f" field '{field}'" if field else ""
+        super().__init__(f"{where}:{what} {message}".replace(": ", ": ", 1))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DDTreeFlags(_Strict):
+    """How a patched SGLang build spells DDTree's switches; every fork names them differently."""
+
+    algorithm: str = "DDTREE"
+    budget: str = "--speculative-ddtree-budget"
+    shadow_linear: str = "--speculative-ddtree-shadow-linear"
+    allow_hybrid_unsafe: str = "--speculative-ddtree-allow-hybrid-unsafe"
+
+
+class SimOptions(_Strict):
+    """Knobs of the simulated server (launcher = "sim")."""
+
+    accept_length: float | None = Field(default=None, gt=0, le=64)
+    decode_rate: float = Field(default=40.0, gt=0, le=100000, description="verify passes per second")
+    load_time: float = Field(default=2.0, ge=0, le=3600)
+    seed: int = 0
+
+
+class TelemetryOptions(_Strict):
+    """Where GPU numbers come from: the host itself, or a replay of a recording (always labelled)."""
+
+    source: Literal["auto", "nvml", "nvidia-smi", "replay", "none"] = "auto"
+    replay: str | None = None
+    interval_ms: int = Field(default=1000, ge=100, le=60000)
+
+
+class ServiceSpec(_Strict):
+    name: Annotated[str, Field(pattern=NAME_RE)]
+    algorithm: Algorithm = "dflash"
+    mode: DDTreeMode | None = None
+    launcher: Literal["sglang", "sim"] = "sglang"
+    model: str | None = None
+    draft_model: str | None = None
+    port: int = Field(ge=1, le=65535)
+    bind: str = "127.0.0.1"
+    gpus: list[Annotated[int, Field(ge=0, le=1023)]] = Field(default_factory=list)
+    tp_size: int = Field(default=1, ge=1, le=64)
+    attention_backend: str | None = None
+    draft_attention_backend: str | None = None
+    block_size: int | None = Field(default=None, ge=1, le=256)
+    budget: int | None = Field(default=None, ge=1, le=4096)
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
+    mamba_scheduler_strategy: str | None = None
+    trust_remote_code: bool = True
+    allow_hybrid_unsafe: bool = False
+    served_model_name: str | None = None
+    enable_metrics: bool = True
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    startup_timeout: float = Field(default=900, gt=0, le=86400)
+    kill_timeout: float = Field(default=30, gt=0, le=3600)
+    sim: SimOptions = Field(default_factory=SimOptions)
+
+    @model_validator(mode="after")
+    def _check_algorithm(self) -> ServiceSpec:
+        if self.algorithm == "ddtree" and self.mode not in ("shadow-linear", "tree"):
+            raise ValueError('algorithm \'ddtree\' needs mode = "shadow-linear" or "tree"')
+        if self.algorithm != "ddtree" and self.mode not in (None, "linear"):
+            raise ValueError(f"mode '{self.mode}' only applies to algorithm 'ddtree'")
+        if self.launcher == "sglang" and not self.model:
+            raise ValueError("launcher 'sglang' needs 'model' (the target model path)")
+        if self.launcher == "sglang" and self.algorithm in ("dflash", "ddtree") and not self.draft_model:
+            raise ValueError(f"algorithm '{self.algorithm}' needs 'draft_model' (the DFlash drafter path)")
+        return self
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+                raise ValueError(f"environment variable name {k!r} is not a valid name")
+        return v
+
+    @property
+    def display_mode(self) -> str:
+        """The mode a human reads: linear for DFlash, the DDTree mode, or plain for baseline."""
+        if self.algorithm == "ddtree":
+            return str(self.mode)
+        if self.algorithm == "dflash":
+            return "linear"
+        return "-"
+
+
+class HostProfile(_Strict):
+    name: Annotated[str, Field(pattern=NAME_RE)]
+    address: str = "local"
+    user: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    python: str = "python3"
+    workdir: str = "/var/tmp/ddtree"
+    known_hosts: Literal["strict", "accept-new"] = "strict"
+    connect_timeout: float = Field(default=10, gt=0, le=300)
+    keepalive_interval: float = Field(default=15, gt=0, le=3600)
+    keepalive_count_max: int = Field(default=3, ge=1, le=100)
+    description: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    ddtree_flags: DDTreeFlags = Field(default_factory=DDTreeFlags)
+    telemetry: TelemetryOptions = Field(default_factory=TelemetryOptions)
+    service: list[ServiceSpec] = Field(default_factory=list)
+
+    # where the profile came from, for messages; not a TOML key
+    source: str | None = Field(default=None, exclude=True)
+
+    @property
+    def is_local(self) -> bool:
+        return self.address == "local"
+
+    @property
+    def services(self) -> list[ServiceSpec]:
+        return self.service
+
+    def get_service(self, name: str) -> ServiceSpec | None:
+        return next((s for s in self.service if s.name == name), None)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]%]+", v) or v.startswith("-"):
+            raise ValueError('expected a hostname, an ssh config alias, an IP address or "local"')
+        return v
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*\$?", v):
+            raise ValueError("expected a user name")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        return ServiceSpec._env_names(v)
+
+    @model_validator(mode="after")
+    def _unique(self) -> HostProfile:
+        names: set[str] = set()
+        ports: dict[int, str] = {}
+        for i, s in enumerate(self.service):
+            if s.name in names:
+                raise _LocatedError(("service", i, "name"), f"service name '{s.name}' is used twice")
+            names.add(s.name)
+            if s.port in ports:
+                raise _LocatedError(
+                    ("service", i, "port"), f"port {s.port} is already used by service '{ports[s.port]}'"
+                )
+            ports[s.port] = s.name
+        return self
+
+
+class _LocatedError(ValueError):
+    def __init__(self, loc: tuple[Any, ...], msg: str) -> None:
+        self.loc = loc
+        super().__init__(msg)
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """Env with secret-looking values masked, for anything shown or logged."""
+    return {k: ("***" if SECRET_KEY_RE.search(k) else v) for k, v in env.items()}
+
+
+# --- locating a field in the TOML text -------------------------------------------------------------------
+
+_TABLE_RE = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
+_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-\"']+)\s*=")
+
+
+def _locate(text: str, loc: Sequence[Any]) -> int | None:
+    """Best line for a pydantic error location like ('service', 1, 'port') in TOML text."""
+    lines = text.splitlines()
+    keys = [k for k in loc if isinstance(k, str)]
+    index = next((k for k in loc if isinstance(k, int)), None)
+    table: str = ""
+    array_count: dict[str, int] = {}
+    best: int | None = None
+    target_table = keys[0] if index is not None and keys else None
+    for n, line in enumerate(lines, start=1):
+        m = _TABLE_RE.match(line)
+        if m:
+            table = m.group(2).replace('"', "").replace("'", "").strip()
+            if m.group(1) == "[[":
+                array_count[table] = array_count.get(table, -1) + 1
+            if target_table and table == target_table and array_count.get(table) == index:
+                best = best or n
+                inner = keys[1:]
+                if not inner:
+                    return n
+            elif not target_table and keys and table == ".".join(keys[:-1]):
+                best = best or n
+            continue
+        km = _KEY_RE.match(line)
+        if not km:
+            continue
+        key = km.group(1).strip("\"'")
+        if target_table:
+            in_target = table.split(".")[0] == target_table and array_count.get(target_table) == index
+            inner = keys[1:]
+            if in_target and inner:
+                sub = table.split(".")[1:]
+                if sub + [key] == inner[: len(sub) + 1] or (not sub and key == inner[0]):
+                    return n
+        else:
+            path = ([*table.split(".")] if table else []) + [key]
+            if keys and path == keys[: len(path)]:
+                return n
+    return best
+
+
+def _field_name(loc: Sequence[Any]) -> str:
+    out = ""
+    for k in loc:
+        if isinstance(k, int):
+            out += f"[{k}]"
+        else:
+            out += ("." if out else "") + str(k)
+    return out
+
+
+def _explain(err: dict[str, Any]) -> str:
+    typ = err.get("type", "")
+    if typ == "extra_forbidden":
+        return "unknown key (check the spelling; see hostprofiles/README.md for the fields)"
+    if typ == "missing":
+        return "is required but missing"
+    msg = str(err.get("msg", "invalid value"))
+    msg = msg.removeprefix("Value error, ")
+    inp = err.get("input")
+    if typ not in ("model_type",) and not isinstance(inp, dict | list):
+        msg += f" (got {inp!r})"
+    return msg
+
+
+def parse_profile(text: str, path: Path | str = "<profile>") -> HostProfile:
+    """Parse one profile's TOML text; raise ProfileError naming file, line, field and expectation."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        raise ProfileError(path, int(m.group(1)) if m else None, None, f"invalid TOML: {e}") from None
+    try:
+        return HostProfile.model_validate({**data, "source": str(path)} if "source" not in data else data)
+    except _LocatedError as e:
+        raise ProfileError(path, _locate(text, e.loc), _field_name(e.loc), str(e)) from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err.get("loc", ()))
+        # model-level validators report at the model's loc; point at its table
+        line = _locate(text, loc) if loc else None
+        if line is None and loc:
+            line = _locate(text, loc[:-1]) if len(loc) > 1 else None
+        extra = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise ProfileError(path, line, _field_name(loc) or None, _explain(err) + extra) from None
+
+
+def load_profile(path: Path | str) -> HostProfile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(p, None, None, "file not found") from None
+    except UnicodeDecodeError as e:
+        raise ProfileError(p, None, None, f"not UTF-8 text: {e}") from None
+    except OSError as e:
+        raise ProfileError(p, None, None, f"cannot read: {e.strerror}") from None
+    prof = parse_profile(text, p)
+    if prof.source != str(p):
+        prof = prof.model_copy(update={"source": str(p)})
+    return prof
+
+
+def load_profiles(paths: Iterable[Path | str]) -> list[HostProfile]:
+    """Load several profiles; host names must be unique across them."""
+    out: list[HostProfile] = []
+    seen: dict[str, str] = {}
+    for p in paths:
+        prof = load_profile(p)
+        if prof.name in seen:
+            text = Path(p).read_text(encoding="utf-8")
+            raise ProfileError(
+                p,
+                _locate(text, ("name",)),
+                "name",
+                f"host name '{prof.name}' is also used by {seen[prof.name]}",
+            )
+        seen[prof.name] = str(p)
+        out.append(prof)
+    return out
+
+
+def profile_dir_files(directory: Path | str) -> list[Path]:
+    d = Path(directory)
+    if not d.is_dir():
+        raise ProfileError(d, None, None, "not a directory of host profiles")
+    return sorted(d.glob("*.toml"))
+
+
+def packaged_demo_profile() -> Path:
+    """The shipped local-demo profile: next to the package in a checkout, or inside it when installed."""
+    here = Path(__file__).resolve().parent
+    for cand in (here.parent / "hostprofiles" / "local-demo.toml", here / "data" / "local-demo.toml"):
+        if cand.is_file():
+            return cand
+    raise ProfileError("local-demo.toml", None, None, "the demo profile is missing from this installation")
+
+
+def default_profile_paths(cwd: Path | None = None) -> list[Path]:
+    """./hostprofiles/ if it exists, else the user's config directory."""
+    base = cwd or Path.cwd()
+    local = base / "hostprofiles"
+    if local.is_dir():
+        return profile_dir_files(local)
+    user = Path(platformdirs.user_config_dir("ddtree-tui")) / "hostprofiles"
+    if user.is_dir():
+        return profile_dir_files(user)
+    return []
+
+
+def resolve_profiles(
+    profile_files: Sequence[str] | None, profiles_dir: str | None, demo: bool = False
+) -> list[HostProfile]:
+    if demo and not profile_files and not profiles_dir:
+        return load_profiles([packaged_demo_profile()])
+    paths: list[Path] = []
+    if profiles_dir:
+        paths.extend(profile_dir_files(profiles_dir))
+    if profile_files:
+        paths.extend(Path(p) for p in profile_files)
+    if not paths:
+        paths = default_profile_paths()
+    return load_profiles(paths)
+
+
+def find_service(profiles: Sequence[HostProfile], ref: str) -> tuple[HostProfile, ServiceSpec]:
+    """Resolve HOST/SVC; raises ValueError with the choices when it names nothing."""
+    if "/" not in ref:
+        raise ValueError(f"expected HOST/SVC, got {ref!r}")
+    host_name, svc_name = ref.split("/", 1)
+    host = next((h for h in profiles if h.name == host_name), None)
+    if host is None:
+        raise ValueError(f"no host '{host_name}' (known: {', '.join(h.name for h in profiles) or 'none'})")
+    svc = host.get_service(svc_name)
+    if svc is None:
+        names = ", ".join(s.name for s in host.service) or "none"
+        raise ValueError(f"host '{host_name}' has no service '{svc_name}' (known: {names})")
+    return host, svc
