@@ -1,0 +1,479 @@
+"""The core: the single owner of live state. It owns each host's transport, telemetry sampler and service
+manager, the todo store and benchmark runs; it publishes immutable snapshots and a stream of events.
+
+The UI and the headless reporters subscribe; they never reach a host themselves. Data flows one way:
+transport -> telemetry/services/bench -> fleet -> ui or reporter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ddtree_tui.config import HostProfile, ServiceSpec, find_service
+from ddtree_tui.events import (
+    BenchEventWrap,
+    FleetEvent,
+    GpuSampleEvent,
+    HostStateChanged,
+    LogLine,
+    Notice,
+    ServiceStateChanged,
+    TodoChanged,
+)
+from ddtree_tui.state import (
+    ConnStatus,
+    FleetSnapshot,
+    GpuSample,
+    HostSample,
+    HostView,
+    ServiceStatus,
+    TelemetryStatus,
+)
+from ddtree_tui.transport import Transport, make_transport
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TODOS = Path(".ddtree/todos.json")
+DEFAULT_HISTORY = Path(".ddtree/bench-history.jsonl")
+LOG_LINES_KEPT = 500
+QUEUE_SIZE = 2000
+
+
+class _Host:
+    """Everything the fleet keeps for one host."""
+
+    def __init__(self, profile: HostProfile, transport: Transport) -> None:
+        self.profile = profile
+        self.transport = transport
+        self.conn: ConnStatus = transport.status
+        self.host_sample: HostSample | None = None
+        self.gpus: list[GpuSample] = []
+        self.telemetry_status = TelemetryStatus()
+        self.telemetry: Any = None
+        self.services: Any = None  # ServiceManager
+        self.statuses: dict[str, ServiceStatus] = {}
+        self.extra_specs: dict[str, ServiceSpec] = {}  # services moved here from another host
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.sampled = asyncio.Event()
+
+
+class Fleet:
+    def __init__(
+        self,
+        profiles: Sequence[HostProfile],
+        *,
+        todos_path: Path | None = None,
+        history_path: Path | None = None,
+        demo: bool = False,
+        telemetry: bool = True,
+        probe_interval: float = 2.0,
+        auto_complete_todos: bool = True,
+    ) -> None:
+        self._profiles = list(profiles)
+        self.demo = demo
+        self.history_path = Path(history_path or DEFAULT_HISTORY)
+        self.todos_path = Path(todos_path or DEFAULT_TODOS)
+        self._telemetry_enabled = telemetry
+        self._probe_interval = probe_interval
+        self.auto_complete_todos = auto_complete_todos
+        self._hosts: dict[str, _Host] = {}
+        self._subscribers: list[asyncio.Queue[FleetEvent]] = []
+        self._logs: dict[str, deque[str]] = {}
+        self._started = False
+        self._bg: list[asyncio.Task[Any]] = []
+        self._launched: set[str] = set()  # refs we launched in this session (demo cleanup)
+        self._bench_lock = asyncio.Lock()
+        self._evidence: list[Any] = []
+        self.bench_running = False
+        from ddtree_tui.todo import TodoStore
+
+        self.todos = TodoStore(self.todos_path)
+        self.todos.load()
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+    def profiles(self) -> list[HostProfile]:
+        return list(self._profiles)
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for prof in self._profiles:
+            await self._start_host(prof)
+        self._bg.append(asyncio.create_task(self._todo_loop(), name="todo-loop"))
+
+    async def _start_host(self, prof: HostProfile) -> None:
+        transport = make_transport(prof)
+        h = _Host(prof, transport)
+        self._hosts[prof.name] = h
+        transport.add_listener(lambda st, name=prof.name: self._on_conn(name, st))
+        await transport.start()
+        from ddtree_tui.services.lifecycle import ServiceManager
+
+        h.services = ServiceManager(
+            transport,
+            prof,
+            on_status=lambda st, name=prof.name: self._on_service(name, st),
+            on_log=lambda svc, line, name=prof.name: self._on_log(name, svc, line),
+            probe_interval=self._probe_interval,
+        )
+        for st in h.services.statuses():
+            h.statuses[st.name] = st
+        await h.services.start()
+        if self._telemetry_enabled:
+            from ddtree_tui.telemetry.sampler import HostTelemetry
+
+            h.telemetry = HostTelemetry(
+                transport,
+                prof,
+                on_update=lambda hs, gpus, ts, name=prof.name: self._on_sample(name, hs, gpus, ts),
+            )
+            h.tasks.append(asyncio.create_task(self._guard(h.telemetry.run(), f"telemetry {prof.name}")))
+
+    async def _guard(self, coro: Any, what: str) -> None:
+        """A background task whose crash is reported, never silent and never fatal to the app."""
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # pragma: no cover - reported to the user
+            log.exception("%s failed", what)
+            self._publish(Notice(severity="error", text=f"{what} stopped: {e}"))
+
+    async def stop(self) -> None:
+        if self.demo:
+            for ref in list(self._launched):
+                with contextlib.suppress(Exception):
+                    await self.kill(ref)
+        for t in self._bg:
+            t.cancel()
+        for h in self._hosts.values():
+            for t in h.tasks:
+                t.cancel()
+        for t in [*self._bg, *(t for h in self._hosts.values() for t in h.tasks)]:
+            with contextlib.suppress(BaseException):
+                await t
+        for h in self._hosts.values():
+            if h.services is not None:
+                with contextlib.suppress(Exception):
+                    await h.services.stop()
+            with contextlib.suppress(Exception):
+                await h.transport.close()
+        self._started = False
+
+    async def __aenter__(self) -> Fleet:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def wait_settled(self, timeout: float) -> None:
+        """Wait until every host has connected and sent a first sample (or the timeout passes)."""
+        deadline = time.monotonic() + timeout
+
+        async def one(h: _Host) -> None:
+            left = max(0.0, deadline - time.monotonic())
+            ok = await h.transport.wait_connected(left)
+            if ok and self._telemetry_enabled:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(h.sampled.wait(), max(0.0, deadline - time.monotonic()))
+            if ok and h.services is not None and hasattr(h.services, "wait_first_probe"):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        h.services.wait_first_probe(), max(0.0, deadline - time.monotonic())
+                    )
+
+        await asyncio.gather(*(one(h) for h in self._hosts.values()))
+
+    # --- events --------------------------------------------------------------------------------------------
+    def subscribe(self) -> asyncio.Queue[FleetEvent]:
+        q: asyncio.Queue[FleetEvent] = asyncio.Queue(maxsize=QUEUE_SIZE)
+        self._subscribers.append(q)
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None:
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(q)
+
+    def _publish(self, ev: FleetEvent) -> None:
+        for q in self._subscribers:
+            if q.full():  # a slow reader loses the oldest events, the core never waits for it
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    q.get_nowait()
+            q.put_nowait(ev)
+
+    def _on_conn(self, host: str, st: ConnStatus) -> None:
+        h = self._hosts.get(host)
+        if h is None:
+            return
+        h.conn = st
+        if st.state != "connected":
+            for name, s in list(h.statuses.items()):
+                if s.state not in ("unknown",):
+                    h.statuses[name] = s.model_copy(update={"state": "unknown", "detail": st.error})
+        self._publish(HostStateChanged(host=host, status=st))
+
+    def _on_sample(
+        self, host: str, hs: HostSample | None, gpus: list[GpuSample], ts: TelemetryStatus
+    ) -> None:
+        h = self._hosts.get(host)
+        if h is None:
+            return
+        h.host_sample, h.gpus, h.telemetry_status = hs, gpus, ts
+        h.sampled.set()
+        self._publish(GpuSampleEvent(host=host, host_sample=hs, gpus=gpus, telemetry=ts))
+
+    def _on_service(self, host: str, st: ServiceStatus) -> None:
+        h = self._hosts.get(host)
+        if h is None:
+            return
+        prev = h.statuses.get(st.name)
+        h.statuses[st.name] = st
+        if h.telemetry is not None and h.services is not None:
+            with contextlib.suppress(Exception):
+                h.telemetry.set_service_pids(h.services.service_pids())
+        if prev is None or prev != st:
+            self._publish(ServiceStateChanged(host=host, status=st))
+
+    def _on_log(self, host: str, svc: str, line: str) -> None:
+        ref = f"{host}/{svc}"
+        buf = self._logs.setdefault(ref, deque(maxlen=LOG_LINES_KEPT))
+        buf.append(line)
+        self._publish(LogLine(host=host, service=svc, line=line))
+
+    # --- reads ---------------------------------------------------------------------------------------------
+    def snapshot(self) -> FleetSnapshot:
+        hosts: list[HostView] = []
+        for h in self._hosts.values():
+            services = [h.statuses[n] for n in self._service_names(h) if n in h.statuses]
+            gpus = self._label_gpus(h, services)
+            hosts.append(
+                HostView(
+                    name=h.profile.name,
+                    address=h.profile.address,
+                    state=h.conn.state,
+                    error=h.conn.error,
+                    next_retry_at=h.conn.next_retry_at,
+                    host=h.host_sample,
+                    gpus=gpus,
+                    telemetry=h.telemetry_status,
+                    services=services,
+                )
+            )
+        return FleetSnapshot(ts=time.time(), hosts=hosts)
+
+    def _service_names(self, h: _Host) -> list[str]:
+        return [s.name for s in h.profile.service] + [
+            n for n in h.extra_specs if h.profile.get_service(n) is None
+        ]
+
+    def _label_gpus(self, h: _Host, services: list[ServiceStatus]) -> list[GpuSample]:
+        """A replayed recording has no pids of ours: say which running service is configured on each GPU."""
+        if h.telemetry_status.source != "replay":
+            return h.gpus
+        out = []
+        for g in h.gpus:
+            names = [
+                s.name
+                for s in services
+                if s.state in ("starting", "ready", "unhealthy") and g.index in s.gpus
+            ]
+            out.append(g.model_copy(update={"service": ", ".join(names) or None}))
+        return out
+
+    def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:
+        h = self._hosts.get(host)
+        if h is None or h.telemetry is None:
+            return []
+        try:
+            return list(h.telemetry.history.series(gpu_index, metric))
+        except (KeyError, IndexError):
+            return []
+
+    def log_lines(self, ref: str) -> list[str]:
+        return list(self._logs.get(ref, ()))
+
+    def transport(self, host: str) -> Transport:
+        return self._host(host).transport
+
+    def _host(self, name: str) -> _Host:
+        h = self._hosts.get(name)
+        if h is None:
+            raise ValueError(f"no host '{name}' (known: {', '.join(self._hosts) or 'none'})")
+        return h
+
+    def _split(self, ref: str) -> tuple[_Host, str]:
+        if "/" not in ref:
+            raise ValueError(f"expected HOST/SVC, got {ref!r}")
+        host, svc = ref.split("/", 1)
+        h = self._host(host)
+        if h.profile.get_service(svc) is None and svc not in h.extra_specs:
+            find_service(self._profiles, ref)  # raises with the known names
+        return h, svc
+
+    # --- intents -------------------------------------------------------------------------------------------
+    async def launch(self, ref: str) -> Any:
+        h, svc = self._split(ref)
+        res = await h.services.launch(svc, h.extra_specs.get(svc))
+        if res.ok:
+            self._launched.add(ref)
+        self._notice(f"launch {ref}", res)
+        return res
+
+    async def kill(self, ref: str) -> Any:
+        h, svc = self._split(ref)
+        res = await h.services.kill(svc)
+        if res.ok:
+            self._launched.discard(ref)
+        self._notice(f"kill {ref}", res)
+        return res
+
+    async def restart(self, ref: str) -> Any:
+        h, svc = self._split(ref)
+        res = await h.services.restart(svc)
+        if res.ok:
+            self._launched.add(ref)
+        self._notice(f"restart {ref}", res)
+        return res
+
+    async def move(self, ref: str, to_host: str) -> Any:
+        from ddtree_tui.services.lifecycle import move_service
+
+        src, svc = self._split(ref)
+        dst = self._host(to_host)
+        spec = src.profile.get_service(svc) or src.extra_specs[svc]
+        if dst.profile.get_service(svc) is None:
+            dst.extra_specs[svc] = spec
+        res = await move_service(src.services, dst.services, svc)
+        if res.ok:
+            self._launched.discard(ref)
+            self._launched.add(f"{to_host}/{svc}")
+        self._notice(f"move {ref} -> {to_host}", res)
+        return res
+
+    def _notice(self, what: str, res: Any) -> None:
+        ok = bool(getattr(res, "ok", False))
+        msg = getattr(res, "message", "") or ""
+        sug = getattr(res, "suggestion", None)
+        text = f"{what}: {msg}" + (f" ({sug})" if sug else "")
+        self._publish(Notice(severity="information" if ok else "error", text=text))
+
+    # --- benchmark -----------------------------------------------------------------------------------------
+    async def bench_targets(self, refs: Sequence[str]) -> list[Any]:
+        from ddtree_tui.bench.runner import BenchTarget
+
+        targets = []
+        for ref in refs:
+            h, svc = self._split(ref)
+            spec = h.profile.get_service(svc) or h.extra_specs[svc]
+            base = await h.services.base_url(svc)
+            targets.append(
+                BenchTarget(ref=ref, base_url=base, algorithm=spec.algorithm, mode=spec.display_mode)
+            )
+        return targets
+
+    async def run_bench(
+        self,
+        refs: Sequence[str],
+        prompt_set: str = "seed3",
+        repeats: int = 1,
+        max_new_tokens: int = 128,
+        baseline: str | None = None,
+        warmup: int = 1,
+        **request: Any,
+    ) -> Any:
+        from ddtree_tui.bench import history
+        from ddtree_tui.bench.runner import BenchRequest, run_bench
+
+        async with self._bench_lock:
+            self.bench_running = True
+            try:
+                targets = await self.bench_targets(refs)
+                req = BenchRequest(
+                    prompts=prompt_set,
+                    repeats=repeats,
+                    warmup=warmup,
+                    max_new_tokens=max_new_tokens,
+                    baseline=baseline or (refs[0] if refs else None),
+                    **request,
+                )
+                run = await run_bench(
+                    req, targets, on_event=lambda ev: self._publish(BenchEventWrap(event=ev))
+                )
+                history.append(self.history_path, run)
+                return run
+            finally:
+                self.bench_running = False
+
+    def bench_history(self) -> list[Any]:
+        from ddtree_tui.bench import history
+
+        try:
+            return history.load(self.history_path)
+        except Exception as e:
+            self._publish(Notice(severity="warning", text=f"bench history unreadable: {e}"))
+            return []
+
+    # --- todos ---------------------------------------------------------------------------------------------
+    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
+        from ddtree_tui.todo import bench_ok_from_history
+
+        return bench_ok_from_history(self.history_path, service_ref, prompt_set)
+
+    @property
+    def snapshot_for_evidence(self) -> FleetSnapshot:
+        return self.snapshot()
+
+    def todo_evidence(self) -> list[Any]:
+        return list(self._evidence)
+
+    def refresh_todos(self) -> bool:
+        """Reload an externally changed file and re-evaluate evidence; True when anything changed."""
+        from ddtree_tui.todo import apply_auto_complete, evaluate
+
+        changed = False
+        with contextlib.suppress(Exception):
+            changed = bool(self.todos.reload_if_changed())
+        ctx = _EvidenceCtx(self.snapshot(), self)
+        ev = evaluate(self.todos.items, ctx)
+        if self.auto_complete_todos and not self.todos.read_only:
+            done = apply_auto_complete(self.todos, ev)
+            if done:
+                changed = True
+                ev = evaluate(self.todos.items, ctx)
+        if ev != self._evidence:
+            changed = True
+        self._evidence = ev
+        return changed
+
+    def todo_changed(self) -> None:
+        """The UI edited the store: save it and tell every subscriber."""
+        self.todos.save()
+        self.refresh_todos()
+        self._publish(TodoChanged())
+
+    async def _todo_loop(self) -> None:
+        while True:
+            try:
+                if self.refresh_todos():
+                    self._publish(TodoChanged())
+            except Exception as e:  # pragma: no cover - reported
+                self._publish(Notice(severity="warning", text=f"todo check failed: {e}"))
+            await asyncio.sleep(1.0)
+
+
+class _EvidenceCtx:
+    def __init__(self, snapshot: FleetSnapshot, fleet: Fleet) -> None:
+        self.snapshot = snapshot
+        self._fleet = fleet
+
+    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
+        return self._fleet.bench_ok(service_ref, prompt_set)
