@@ -1,0 +1,68 @@
+"""Intents that panes and screens post upward. A widget never acts on the fleet itself: it says what the user
+wants and the App carries it out in a worker, so no I/O ever runs on the UI path."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from textual.message import Message
+
+ServiceVerb = Literal["launch", "kill", "restart", "move", "logs", "bench"]
+
+
+class ServiceSelected(Message):
+    """The cursor moved onto a service (HOST/SVC); the log pane and actions follow it."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__()
+        self.ref = ref
+
+
+class HostSelected(Message):
+    """The cursor moved onto a host; the GPU pane narrows to it (None = all hosts)."""
+
+    def __init__(self, host: str | None) -> None:
+        super().__init__()
+        self.host = host
+
+
+class ServiceIntent(Message):
+    """The user asked for something to happen to a service (from a key, a button or the palette)."""
+
+    def __init__(self, verb: ServiceVerb, ref: str, to_host: str | None = None) -> None:
+        super().__init__()
+        self.verb = verb
+        self.ref = ref
+        self.to_host = to_host
+
+
+class TodoIntent(Message):
+    """A change to the todo list: add, edit, start, complete, toggle, delete, up, down."""
+
+    def __init__(
+        self,
+        verb: Literal["add", "edit", "start", "complete", "toggle", "delete", "up", "down"],
+        index: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.verb = verb
+        self.index = index
+
+
+class BenchIntent(Message):
+    """Run a benchmark over these services."""
+
+    def __init__(
+        self,
+        refs: list[str],
+        prompt_set: str = "seed3",
+        repeats: int = 1,
+        max_new_tokens: int = 128,
+        baseline: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.refs = refs
+        self.prompt_set = prompt_set
+        self.repeats = repeats
+        self.max_new_tokens = max_new_tokens
+        self.baseline = baseline
