@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("sim", "run one simulated SGLang server (always labelled simulated)")
     sp.add_argument("--algorithm", choices=["dflash", "ddtree", "baseline"], default="dflash")
-    sp.add_argument("--mode", choices=["linear", "shadow-linear", "tree"], default=None)
+    # dest differs from "mode": the subparsers' own dest is "mode" and would be overwritten
+    sp.add_argument("--mode", dest="sim_mode", choices=["linear", "shadow-linear", "tree"], default=None)
     sp.add_argument("--port", type=int, required=True)
     sp.add_argument("--host", default="127.0.0.1")
     sp.add_argument("--accept-length", type=float, default=None)

@@ -6,6 +6,7 @@ Fake tools (nvidia-smi, a fake python) go in `bin_dir`, first on the PATH of rem
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -13,6 +14,8 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+
+import psutil
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -109,10 +112,19 @@ SetEnv PATH={path}
         """Kill sshd and every session it spawned (the whole process group)."""
         if self.proc is None:
             return
+        # per-connection sshd processes call setsid() and retitle themselves ("sshd: user@notty"), so neither
+        # the listener's process group nor a name match reaches them: collect the tree before the kill
+        try:
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            tree = []
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for child in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
         self.proc.wait(5)
         self.proc = None
         # child sessions run in their own sessions; kill those started from our config too

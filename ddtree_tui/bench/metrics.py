@@ -1,0 +1,225 @@
+"""Pure measurement: one request's chunk timeline → its metrics, and many requests → per-prompt rows and
+per-service summaries with deltas against a baseline.
+
+Kept free of I/O so the definitions (what TTFT is, how ITL is spread over the tokens of a chunk) can be
+tested on numbers alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ddtree_tui.bench.models import BenchTarget, PromptRow, RequestResult, ServiceSummary
+
+
+@dataclass
+class Chunk:
+    t: float  # monotonic arrival time
+    new_tokens: float | None  # tokens this chunk added (None: not known yet, e.g. OpenAI without usage)
+    has_text: bool
+
+
+@dataclass
+class Timeline:
+    """Chunk arrivals of one streamed request."""
+
+    t_send: float
+    chunks: list[Chunk] = field(default_factory=list)
+    t_end: float | None = None
+
+    def add(self, t: float, new_tokens: float | None, has_text: bool) -> None:
+        self.chunks.append(Chunk(t, new_tokens, has_text))
+
+
+def percentile(xs: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    if len(s) == 1:
+        return s[0]
+    pos = (len(s) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, float | int | None]:
+    """TTFT, e2e, tok/s, decode tok/s, ITL spread and tokens per chunk of one request.
+
+    - TTFT: send → first chunk with non-empty text.
+    - tok/s: output tokens / end-to-end time (send → end of stream).
+    - decode tok/s: tokens after the first text chunk / time from it to the last token-bearing chunk.
+    - ITL: each gap between token-bearing chunks divided by the tokens of the later chunk, counted once per
+      token (SGLang's definition), so a 4-token chunk after 40 ms is four 10 ms samples.
+    Chunks whose token count is unknown share the known total evenly.
+    """
+    chunks = [c for c in tl.chunks if c.has_text or (c.new_tokens or 0) > 0]
+    out: dict[str, float | int | None] = {
+        "ttft_s": None,
+        "e2e_s": None,
+        "tok_s": None,
+        "decode_tok_s": None,
+        "itl_mean_ms": None,
+        "itl_p50_ms": None,
+        "itl_p90_ms": None,
+        "itl_p99_ms": None,
+        "tokens_per_chunk": None,
+        "chunks": len(chunks),
+    }
+    t_end = tl.t_end if tl.t_end is not None else (chunks[-1].t if chunks else None)
+    if t_end is not None:
+        out["e2e_s"] = max(0.0, t_end - tl.t_send)
+    first = next((i for i, c in enumerate(chunks) if c.has_text), None)
+    if first is not None:
+        out["ttft_s"] = chunks[first].t - tl.t_send
+    if not chunks or not total_tokens:
+        return out
+    known = [c.new_tokens for c in chunks if c.new_tokens is not None]
+    unknown = sum(1 for c in chunks if c.new_tokens is None)
+    rest = max(0.0, total_tokens - sum(known))
+    fill = rest / unknown if unknown else 0.0
+    ks = [c.new_tokens if c.new_tokens is not None else fill for c in chunks]
+    e2e = out["e2e_s"]
+    if isinstance(e2e, float) and e2e > 0:
+        out["tok_s"] = total_tokens / e2e
+    out["tokens_per_chunk"] = sum(ks) / len(ks)
+    if first is not None:
+        before = sum(ks[: first + 1])
+        span = chunks[-1].t - chunks[first].t
+        if span > 0 and total_tokens - before > 0:
+            out["decode_tok_s"] = (total_tokens - before) / span
+    itl: list[float] = []
+    for i in range(1, len(chunks)):
+        k = ks[i]
+        if k <= 0:
+            continue
+        gap = (chunks[i].t - chunks[i - 1].t) / k * 1000.0
+        itl.extend([gap] * max(1, round(k)))
+    if itl:
+        out["itl_mean_ms"] = sum(itl) / len(itl)
+        out["itl_p50_ms"] = percentile(itl, 50)
+        out["itl_p90_ms"] = percentile(itl, 90)
+        out["itl_p99_ms"] = percentile(itl, 99)
+    return out
+
+
+def _med(xs: Sequence[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return statistics.median(v) if v else None
+
+
+def _min(xs: Sequence[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return min(v) if v else None
+
+
+def _max(xs: Sequence[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return max(v) if v else None
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else x * 1000.0
+
+
+def delta_pct(value: float | None, base: float | None) -> float | None:
+    """(value − base) / base in %, None when either is missing or base is 0."""
+    if value is None or base is None or base == 0:
+        return None
+    return (value - base) / base * 100.0
+
+
+def summarize(
+    results: Sequence[RequestResult],
+    targets: Sequence[BenchTarget],
+    prompt_ids: Sequence[str],
+    baseline: str | None,
+    busy_s: dict[str, float] | None = None,
+) -> tuple[list[PromptRow], list[ServiceSummary]]:
+    """Per prompt × service rows (repeats aggregated) and per-service summaries; warm-ups excluded."""
+    counted = [r for r in results if not r.warmup]
+    rows: list[PromptRow] = []
+    for pid in prompt_ids:
+        for t in targets:
+            rs = [r for r in counted if r.service == t.ref and r.prompt_id == pid]
+            if not rs:
+                continue
+            ok = [r for r in rs if r.ok]
+            rows.append(
+                PromptRow(
+                    prompt_id=pid,
+                    service=t.ref,
+                    algorithm=t.algorithm,
+                    mode=t.mode,
+                    n=len(ok),
+                    failed=len(rs) - len(ok),
+                    tok_s_median=_med([r.tok_s for r in ok]),
+                    tok_s_min=_min([r.tok_s for r in ok]),
+                    tok_s_max=_max([r.tok_s for r in ok]),
+                    decode_tok_s_median=_med([r.decode_tok_s for r in ok]),
+                    ttft_ms_median=_ms(_med([r.ttft_s for r in ok])),
+                    ttft_ms_min=_ms(_min([r.ttft_s for r in ok])),
+                    ttft_ms_max=_ms(_max([r.ttft_s for r in ok])),
+                    e2e_s_median=_med([r.e2e_s for r in ok]),
+                    output_tokens_median=_med([r.output_tokens for r in ok]),
+                    accept_length_median=_med([r.accept_length for r in ok]),
+                    itl_ms_median=_med([r.itl_p50_ms for r in ok]),
+                    tokens_per_chunk_median=_med([r.tokens_per_chunk for r in ok]),
+                )
+            )
+    if baseline:
+        base_rows = {r.prompt_id: r for r in rows if r.service == baseline}
+        for i, row in enumerate(rows):
+            b = base_rows.get(row.prompt_id)
+            if b is None or row.service == baseline:
+                continue
+            rows[i] = row.model_copy(
+                update={
+                    "delta_tok_s_pct": delta_pct(row.tok_s_median, b.tok_s_median),
+                    "delta_ttft_pct": delta_pct(row.ttft_ms_median, b.ttft_ms_median),
+                }
+            )
+    summary: list[ServiceSummary] = []
+    for t in targets:
+        rs = [r for r in counted if r.service == t.ref]
+        ok = [r for r in rs if r.ok]
+        prompt_meds = [r.tok_s_median for r in rows if r.service == t.ref and r.tok_s_median is not None]
+        tokens = sum(r.output_tokens or 0 for r in ok)
+        spec = [r for r in ok if r.spec_verify_ct and r.output_tokens]
+        acc = (
+            sum(r.output_tokens or 0 for r in spec) / sum(r.spec_verify_ct or 0 for r in spec)
+            if spec
+            else _med([r.accept_length for r in ok])
+        )
+        busy = (busy_s or {}).get(t.ref)
+        summary.append(
+            ServiceSummary(
+                service=t.ref,
+                algorithm=t.algorithm,
+                mode=t.mode,
+                n=len(ok),
+                failed=len(rs) - len(ok),
+                tok_s_median=_med([r.tok_s for r in ok]),
+                tok_s_mean_of_prompts=sum(prompt_meds) / len(prompt_meds) if prompt_meds else None,
+                decode_tok_s_median=_med([r.decode_tok_s for r in ok]),
+                ttft_ms_median=_ms(_med([r.ttft_s for r in ok])),
+                accept_length_mean=acc,
+                output_tokens=tokens,
+                output_throughput=tokens / busy if busy else None,
+            )
+        )
+    if baseline:
+        base = next((s for s in summary if s.service == baseline), None)
+        if base is not None:
+            summary = [
+                s
+                if s.service == baseline
+                else s.model_copy(
+                    update={"delta_tok_s_pct": delta_pct(s.tok_s_mean_of_prompts, base.tok_s_mean_of_prompts)}
+                )
+                for s in summary
+            ]
+    return rows, summary

@@ -1,0 +1,249 @@
+"""The benchmark's data: what is asked (BenchRequest, BenchTarget), what is measured (RequestResult), what
+is reported (PromptRow, ServiceSummary, BenchRun) and what is streamed live (BenchEvent).
+
+Pydantic models because they cross module boundaries (runner → TUI, report, history) and are persisted as
+versioned JSON. The schema is documented in report.py.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ddtree_tui.bench.prompts import Prompt
+
+BENCH_SCHEMA = 1
+
+Api = Literal["generate", "chat"]
+
+
+class BenchTarget(BaseModel):
+    """One service to measure: `ref` is HOST/SVC; `mode` is linear / shadow-linear / tree (None: baseline)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ref: str
+    base_url: str
+    algorithm: str
+    mode: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # e.g. Authorization; never persisted
+
+    @property
+    def label(self) -> str:
+        return f"{self.ref} ({self.algorithm}/{self.mode or '-'})"
+
+
+class SamplingParams(BaseModel):
+    """Recorded with every result: acceptance depends on them (thinking mode above all)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    api: Api = "generate"
+
+
+class BenchRequest(BaseModel):
+    """What to run. `prompts` is a set name (seed3, agentic, longctx), a FILE.jsonl path or the prompts."""
+
+    prompts: str | list[Prompt] = "seed3"
+    repeats: int = Field(default=1, ge=1, le=10000)
+    warmup: int = Field(default=1, ge=0, le=1000)
+    concurrency: int = Field(default=1, ge=1, le=4096)
+    max_new_tokens: int = Field(default=256, ge=1, le=1_000_000)
+    temperature: float = Field(default=0.0, ge=0)
+    ignore_eos: bool = False
+    api: Api = "generate"
+    timeout: float | None = Field(default=300.0, gt=0, description="per-request limit, seconds")
+    baseline: str | None = None
+    tokens_event_interval: float = Field(default=0.1, ge=0, description="min seconds between token events")
+
+    def sampling(self, max_new_tokens: int | None = None) -> SamplingParams:
+        return SamplingParams(
+            max_new_tokens=max_new_tokens or self.max_new_tokens,
+            temperature=self.temperature,
+            ignore_eos=self.ignore_eos,
+            api=self.api,
+        )
+
+
+class RequestResult(BaseModel):
+    """One request, measured. Times in seconds, ITL in milliseconds; None where not measurable."""
+
+    service: str
+    algorithm: str
+    mode: str | None
+    prompt_id: str
+    repeat: int
+    seq: int  # dispatch order within the run (warm-ups are negative)
+    warmup: bool = False
+    started_at: float  # unix time the request was sent
+    ok: bool = True
+    error: str | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    tok_s: float | None = None  # output tokens / end-to-end time
+    decode_tok_s: float | None = None  # tokens after the first chunk / time after the first chunk
+    itl_mean_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    tokens_per_chunk: float | None = None
+    chunks: int = 0
+    accept_length: float | None = None  # from this request's meta_info
+    accept_rate: float | None = None
+    spec_verify_ct: int | None = None
+    finish_reason: str | None = None
+    text_mode: Literal["cumulative", "incremental"] | None = None
+    tokens_source: Literal["meta_info", "usage", "chunks"] | None = None
+    output_chars: int = 0
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+
+
+class PromptRow(BaseModel):
+    """One prompt × service: the repeats of it aggregated (median, min, max)."""
+
+    prompt_id: str
+    service: str
+    algorithm: str
+    mode: str | None
+    n: int = 0
+    failed: int = 0
+    tok_s_median: float | None = None
+    tok_s_min: float | None = None
+    tok_s_max: float | None = None
+    decode_tok_s_median: float | None = None
+    ttft_ms_median: float | None = None
+    ttft_ms_min: float | None = None
+    ttft_ms_max: float | None = None
+    e2e_s_median: float | None = None
+    output_tokens_median: float | None = None
+    accept_length_median: float | None = None
+    itl_ms_median: float | None = None
+    tokens_per_chunk_median: float | None = None
+    delta_tok_s_pct: float | None = None  # vs the baseline service on the same prompt
+    delta_ttft_pct: float | None = None
+
+
+class ServiceSummary(BaseModel):
+    service: str
+    algorithm: str
+    mode: str | None
+    n: int = 0
+    failed: int = 0
+    tok_s_median: float | None = None  # median over all successful requests
+    tok_s_mean_of_prompts: float | None = None  # mean of the per-prompt medians
+    decode_tok_s_median: float | None = None
+    ttft_ms_median: float | None = None
+    accept_length_mean: float | None = None  # Σ tokens / Σ verify passes over the requests that report them
+    output_tokens: int = 0
+    output_throughput: float | None = None  # Σ output tokens / wall time this service was being measured
+    delta_tok_s_pct: float | None = None
+
+
+class TargetInfo(BaseModel):
+    """A measured service, with what its /server_info said (so a simulated server is never mistaken)."""
+
+    ref: str
+    base_url: str
+    algorithm: str
+    mode: str | None
+    speculative_algorithm: str | None = None
+    model_path: str | None = None
+    server_version: str | None = None
+    simulated: bool | None = None
+
+
+class PromptInfo(BaseModel):
+    id: str
+    title: str
+    approx_tokens: int
+    turns: int = 1
+    max_new_tokens: int | None = None
+
+
+class BenchRun(BaseModel):
+    """One benchmark run; persisted as JSON (`schema` versioned) and one line of the history file."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_version: int = Field(default=BENCH_SCHEMA, alias="schema")
+    id: str
+    status: Literal["complete", "interrupted"] = "complete"
+    started_at: datetime
+    finished_at: datetime | None = None
+    wall_s: float | None = None
+    prompt_set: str
+    prompts: list[PromptInfo] = Field(default_factory=list)
+    sampling: SamplingParams
+    repeats: int
+    warmup: int
+    concurrency: int
+    timeout: float | None = None
+    targets: list[TargetInfo] = Field(default_factory=list)
+    baseline: str | None = None
+    order: list[str] = Field(default_factory=list)  # "HOST/SVC prompt #repeat" in dispatch order
+    results: list[RequestResult] = Field(default_factory=list)
+    rows: list[PromptRow] = Field(default_factory=list)
+    summary: list[ServiceSummary] = Field(default_factory=list)
+    failed: int = 0
+    warmup_failed: int = 0
+
+
+class RunStarted(BaseModel):
+    kind: Literal["run_started"] = "run_started"
+    run_id: str
+    total: int  # counted requests planned
+    targets: list[BenchTarget]
+    prompts: list[str]
+
+
+class PromptStarted(BaseModel):
+    kind: Literal["prompt_started"] = "prompt_started"
+    run_id: str
+    service: str
+    prompt_id: str
+    repeat: int
+    seq: int
+    warmup: bool = False
+
+
+class TokensReceived(BaseModel):
+    kind: Literal["tokens_received"] = "tokens_received"
+    run_id: str
+    service: str
+    prompt_id: str
+    repeat: int
+    seq: int
+    warmup: bool = False
+    tokens: int  # running count, from the server's numbers
+    elapsed_s: float
+    tok_s: float | None  # tokens so far / elapsed since the request was sent
+
+
+class PromptFinished(BaseModel):
+    kind: Literal["prompt_finished"] = "prompt_finished"
+    run_id: str
+    result: RequestResult
+    done: int  # counted requests finished so far
+    total: int
+
+
+class RunFinished(BaseModel):
+    kind: Literal["run_finished"] = "run_finished"
+    run: BenchRun
+
+
+BenchEvent = Annotated[
+    RunStarted | PromptStarted | TokensReceived | PromptFinished | RunFinished, Field(discriminator="kind")
+]
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True)

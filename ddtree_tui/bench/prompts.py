@@ -1,0 +1,259 @@
+"""Prompt sets: seed3 (the reference deployment's three prompts), agentic (multi-turn coding-agent
+conversations whose history grows each turn), longctx (a few thousand tokens of context) and FILE.jsonl.
+
+Each prompt carries chat messages; `/generate` gets them rendered with a ChatML-style template so the two
+APIs see the same conversation. Acceptance differs a lot between code, prose and short answers, which is why
+seed3 mixes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SETS = ("seed3", "agentic", "longctx")
+
+
+class PromptError(ValueError):
+    """A prompt set or file that cannot be used (names the file and line)."""
+
+
+class Prompt(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    title: str = ""
+    messages: list[dict[str, str]] = Field(default_factory=list)
+    text: str | None = None  # raw text for /generate; rendered from messages when None
+    max_new_tokens: int | None = None  # overrides the run's value for this prompt
+
+    def as_text(self) -> str:
+        if self.text is not None:
+            return self.text
+        return render_chatml(self.messages)
+
+    def as_messages(self) -> list[dict[str, str]]:
+        if self.messages:
+            return [dict(m) for m in self.messages]
+        return [{"role": "user", "content": self.text or ""}]
+
+    @property
+    def approx_tokens(self) -> int:
+        return max(1, math.ceil(len(self.as_text()) / 4))
+
+    @property
+    def turns(self) -> int:
+        return max(1, sum(1 for m in self.messages if m.get("role") == "user"))
+
+
+def render_chatml(messages: list[dict[str, str]]) -> str:
+    """The Qwen chat template, enough for a benchmark: same conversation on /generate as on chat."""
+    out = "".join(f"<|im_start|>{m.get('role', 'user')}\n{m.get('content', '')}<|im_end|>\n" for m in messages)
+    return out + "<|im_start|>assistant\n"
+
+
+def _user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def seed3() -> list[Prompt]:
+    """The three prompts of the reference deployment: code, prose, short answer."""
+    return [
+        Prompt(
+            id="fibonacci",
+            title="write a fibonacci function",
+            messages=_user(
+                "Write a Python function fibonacci(n) that returns the n-th Fibonacci number. "
+                "Use an iterative approach, handle n = 0 and n = 1, and add a short docstring."
+            ),
+        ),
+        Prompt(
+            id="quicksort",
+            title="explain quicksort",
+            messages=_user(
+                "Explain how the quicksort algorithm works, step by step: how the pivot is chosen, how the "
+                "array is partitioned, and what its average and worst-case time complexity are."
+            ),
+        ),
+        Prompt(
+            id="math",
+            title="short-answer math",
+            messages=_user("What is 17 multiplied by 23? Answer with the number only."),
+        ),
+    ]
+
+
+_AGENT_SYSTEM = (
+    "You are a coding agent working in a Python repository. You can call tools by writing a JSON object "
+    'on its own line: {"tool": "read_file", "path": ...}, {"tool": "run", "argv": [...]}, '
+    '{"tool": "edit", "path": ..., "old": ..., "new": ...}. Think briefly, then act. When the task is done, '
+    "say DONE and summarise the change in one paragraph."
+)
+
+_AGENT_TASKS: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "agent-bugfix",
+        [
+            (
+                "The test tests/test_stats.py::test_median fails with an IndexError for even-length lists. "
+                "Find the bug and fix it.",
+                '{"tool": "read_file", "path": "stats.py"}',
+            ),
+            (
+                "Tool result (stats.py):\n```python\ndef median(xs):\n    s = sorted(xs)\n    n = len(s)\n"
+                "    if n % 2:\n        return s[n // 2]\n    return (s[n // 2] + s[n // 2 + 1]) / 2\n```",
+                '{"tool": "edit", "path": "stats.py", "old": "s[n // 2 + 1]", "new": "s[n // 2 - 1]"}',
+            ),
+            (
+                "Tool result: edit applied. Now run the tests and tell me the outcome.",
+                '{"tool": "run", "argv": ["pytest", "-q", "tests/test_stats.py"]}',
+            ),
+            ("Tool result:\n```\n....                                   [100%]\n4 passed in 0.03s\n```", ""),
+        ],
+    ),
+    (
+        "agent-feature",
+        [
+            (
+                "Add a --json flag to the `report` command in cli.py that prints the report as JSON "
+                "instead of a table.",
+                '{"tool": "read_file", "path": "cli.py"}',
+            ),
+            (
+                "Tool result (cli.py):\n```python\nimport argparse\n\nfrom report import build, table\n\n"
+                "def main(argv=None):\n    p = argparse.ArgumentParser()\n    p.add_argument('path')\n"
+                "    ns = p.parse_args(argv)\n    print(table(build(ns.path)))\n```",
+                '{"tool": "edit", "path": "cli.py", "old": "    ns = p.parse_args(argv)", "new": '
+                '"    p.add_argument(\'--json\', action=\'store_true\')\\n    ns = p.parse_args(argv)"}',
+            ),
+            (
+                "Tool result: edit applied. Finish the change so --json prints json.dumps of the report, "
+                "then write a test for it.",
+                "",
+            ),
+        ],
+    ),
+]
+
+
+def agentic() -> list[Prompt]:
+    """One prompt per turn; turn N carries the whole history of turns 1..N-1 (prefix-cache friendly)."""
+    out: list[Prompt] = []
+    for name, turns in _AGENT_TASKS:
+        history: list[dict[str, str]] = [{"role": "system", "content": _AGENT_SYSTEM}]
+        for i, (user, reply) in enumerate(turns, start=1):
+            history = [*history, {"role": "user", "content": user}]
+            out.append(Prompt(id=f"{name}.t{i}", title=f"{name} turn {i}", messages=list(history)))
+            if reply:
+                history = [*history, {"role": "assistant", "content": reply}]
+    return out
+
+
+def _long_module(n_funcs: int) -> str:
+    """Deterministic, realistic-looking source code to fill a long context."""
+    parts = ['"""inventory.py: stock levels, reorder rules and reports for a small warehouse."""', ""]
+    for i in range(n_funcs):
+        parts.append(
+            f"def reorder_rule_{i}(stock: dict[str, int], sku: str, minimum: int = {5 + i % 7}) -> int:\n"
+            f'    """How many units of sku to reorder so that at least minimum remain (rule {i})."""\n'
+            f"    have = stock.get(sku, 0)\n"
+            f"    if have >= minimum:\n"
+            f"        return 0\n"
+            f"    batch = {10 + (i * 3) % 17}\n"
+            f"    need = minimum - have\n"
+            f"    return ((need + batch - 1) // batch) * batch\n"
+        )
+    return "\n".join(parts)
+
+
+def longctx() -> list[Prompt]:
+    """A few thousand tokens of context, then a question: prefill-heavy, tests TTFT and cache hits."""
+    code = _long_module(48)
+    return [
+        Prompt(
+            id="longctx-summary",
+            title="summarise a long module",
+            messages=_user(
+                f"Here is a Python module:\n```python\n{code}\n```\n"
+                "Summarise what this module does in five bullet points, then name the rule with the largest batch."
+            ),
+        ),
+        Prompt(
+            id="longctx-refactor",
+            title="refactor a long module",
+            messages=_user(
+                f"Here is a Python module:\n```python\n{code}\n```\n"
+                "The functions differ only in their constants. Rewrite the module as one function and a table "
+                "of constants, keeping the behaviour identical."
+            ),
+        ),
+    ]
+
+
+def load_jsonl(path: Path | str) -> list[Prompt]:
+    """One prompt a line: {"id"?, "prompt"|"text"|"messages", "max_new_tokens"?, "title"?}; # comments ok."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise PromptError(f"{p}: prompt file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PromptError(f"{p}: cannot read prompt file: {e}") from None
+    out: list[Prompt] = []
+    seen: set[str] = set()
+    for n, line in enumerate(lines, start=1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            obj: Any = json.loads(s)
+        except json.JSONDecodeError as e:
+            raise PromptError(f"{p}:{n}: not a JSON object: {e.msg}") from None
+        if not isinstance(obj, dict):
+            raise PromptError(f"{p}:{n}: expected a JSON object")
+        pid = str(obj.get("id") or f"{p.stem}-{len(out) + 1}")
+        if pid in seen:
+            raise PromptError(f"{p}:{n}: prompt id {pid!r} is used twice")
+        seen.add(pid)
+        mnt = obj.get("max_new_tokens")
+        if mnt is not None and (not isinstance(mnt, int) or mnt < 1):
+            raise PromptError(f"{p}:{n}: max_new_tokens must be a positive integer")
+        msgs = obj.get("messages")
+        title = str(obj.get("title") or "")
+        if msgs is not None:
+            if not isinstance(msgs, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("content"), str) for m in msgs
+            ):
+                raise PromptError(f"{p}:{n}: messages must be a list of {{role, content}} objects")
+            clean = [{"role": str(m.get("role", "user")), "content": m["content"]} for m in msgs]
+            out.append(Prompt(id=pid, title=title, messages=clean, max_new_tokens=mnt))
+            continue
+        text = obj.get("prompt", obj.get("text"))
+        if not isinstance(text, str):
+            raise PromptError(f"{p}:{n}: needs 'prompt', 'text' or 'messages'")
+        key = "text" if "text" in obj and "prompt" not in obj else "prompt"
+        # "text" is sent to /generate verbatim; "prompt" is a user message (templated for /generate)
+        if key == "text":
+            out.append(Prompt(id=pid, title=title, text=text, max_new_tokens=mnt))
+        else:
+            out.append(Prompt(id=pid, title=title, messages=_user(text), max_new_tokens=mnt))
+    if not out:
+        raise PromptError(f"{p}: no prompts in the file")
+    return out
+
+
+def load_prompts(spec: str) -> list[Prompt]:
+    """A set name or a .jsonl path."""
+    if spec == "seed3":
+        return seed3()
+    if spec == "agentic":
+        return agentic()
+    if spec == "longctx":
+        return longctx()
+    if spec.endswith(".jsonl") or Path(spec).is_file():
+        return load_jsonl(spec)
+    raise PromptError(f"unknown prompt set {spec!r} (expected {', '.join(SETS)} or a FILE.jsonl)")

@@ -1,0 +1,274 @@
+"""Runs a benchmark: warm-up (not counted), repeats, services interleaved A B A B so drift does not favour
+one, optional concurrency, then per-prompt × service rows and deltas against a baseline.
+
+Interleaving: at concurrency 1 every prompt goes to each service in turn (p1:A p1:B p2:A p2:B …); at higher
+concurrency each service gets a batch of up to N requests in flight, and the services take turns batch by
+batch. Services that may share a GPU are therefore never measured at the same time. The dispatch order is
+recorded in `BenchRun.order`.
+
+Events (RunStarted, PromptStarted, TokensReceived, PromptFinished, RunFinished) go to `on_event`, so the
+TUI's benchmark pane and the headless reporter show the same run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import httpx
+
+from ddtree_tui.bench.client import measure_request, server_info
+from ddtree_tui.bench.metrics import summarize
+from ddtree_tui.bench.models import (
+    BenchEvent,
+    BenchRequest,
+    BenchRun,
+    BenchTarget,
+    PromptFinished,
+    PromptInfo,
+    PromptStarted,
+    RequestResult,
+    RunFinished,
+    RunStarted,
+    TargetInfo,
+    TokensReceived,
+)
+from ddtree_tui.bench.prompts import Prompt, load_prompts
+
+EventCallback = Callable[[BenchEvent], None]
+
+
+class BenchUsageError(ValueError):
+    """The request cannot run as asked (unknown baseline, no targets, duplicate services)."""
+
+
+def plan(
+    prompts: Sequence[Prompt], targets: Sequence[BenchTarget], repeats: int, concurrency: int
+) -> list[list[tuple[BenchTarget, Prompt, int]]]:
+    """The counted requests as batches run one after another; a batch belongs to one service.
+
+    Concurrency 1: one request a batch, services alternating per prompt. Concurrency N: every prompt of a
+    repeat to one service in batches of N, services alternating per batch.
+    """
+    batches: list[list[tuple[BenchTarget, Prompt, int]]] = []
+    for rep in range(repeats):
+        if concurrency <= 1:
+            for p in prompts:
+                for t in targets:
+                    batches.append([(t, p, rep)])
+        else:
+            chunks = [list(prompts[i : i + concurrency]) for i in range(0, len(prompts), concurrency)]
+            for chunk in chunks:
+                for t in targets:
+                    batches.append([(t, p, rep) for p in chunk])
+    return batches
+
+
+class BenchRunner:
+    """One run; keeps what was measured so an interrupted run can still be reported and saved."""
+
+    def __init__(
+        self, req: BenchRequest, targets: Sequence[BenchTarget], on_event: EventCallback | None = None
+    ) -> None:
+        if not targets:
+            raise BenchUsageError("no services to benchmark")
+        refs = [t.ref for t in targets]
+        if len(set(refs)) != len(refs):
+            raise BenchUsageError(f"a service is listed twice: {', '.join(refs)}")
+        if req.baseline and req.baseline not in refs:
+            raise BenchUsageError(f"baseline {req.baseline!r} is not among the services ({', '.join(refs)})")
+        self.req = req
+        self.targets = list(targets)
+        self.on_event = on_event
+        if isinstance(req.prompts, str):
+            self.prompts = load_prompts(req.prompts)
+            self.prompt_set = req.prompts
+        else:
+            self.prompts = list(req.prompts)
+            self.prompt_set = "custom"
+        if not self.prompts:
+            raise BenchUsageError("no prompts")
+        self.run_id = uuid.uuid4().hex[:12]
+        self.results: list[RequestResult] = []
+        self.warmup_results: list[RequestResult] = []
+        self.order: list[str] = []
+        self.infos: dict[str, TargetInfo] = {}
+        self.busy: dict[str, float] = {}
+        self.started_at = datetime.now(UTC)
+        self._t0 = time.monotonic()
+        self.total = len(self.prompts) * len(self.targets) * req.repeats
+        self.done = 0
+
+    def _emit(self, ev: BenchEvent) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(ev)
+        except Exception:  # a listener's bug must not end the run
+            pass
+
+    async def _one(
+        self, client: httpx.AsyncClient, t: BenchTarget, p: Prompt, rep: int, seq: int, warmup: bool
+    ) -> RequestResult:
+        self._emit(
+            PromptStarted(run_id=self.run_id, service=t.ref, prompt_id=p.id, repeat=rep, seq=seq, warmup=warmup)
+        )
+
+        def on_tokens(n: int, elapsed: float) -> None:
+            self._emit(
+                TokensReceived(
+                    run_id=self.run_id,
+                    service=t.ref,
+                    prompt_id=p.id,
+                    repeat=rep,
+                    seq=seq,
+                    warmup=warmup,
+                    tokens=n,
+                    elapsed_s=elapsed,
+                    tok_s=n / elapsed if elapsed > 0 else None,
+                )
+            )
+
+        res = await measure_request(
+            client,
+            t,
+            p,
+            self.req.sampling(),
+            seq=seq,
+            repeat=rep,
+            warmup=warmup,
+            timeout=self.req.timeout,
+            on_tokens=on_tokens if self.on_event else None,
+            tokens_interval=self.req.tokens_event_interval,
+        )
+        if not warmup:
+            self.results.append(res)
+            self.done += 1
+        else:
+            self.warmup_results.append(res)
+        self._emit(PromptFinished(run_id=self.run_id, result=res, done=self.done, total=self.total))
+        return res
+
+    async def _batch(self, client: httpx.AsyncClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
+        t0 = time.monotonic()
+        coros = []
+        for t, p, rep in batch:
+            seq = len(self.order)
+            self.order.append(f"{t.ref} {p.id} #{rep + 1}")
+            coros.append(self._one(client, t, p, rep, seq, False))
+        try:
+            await asyncio.gather(*coros)
+        finally:
+            ref = batch[0][0].ref
+            self.busy[ref] = self.busy.get(ref, 0.0) + (time.monotonic() - t0)
+
+    async def run(self) -> BenchRun:
+        self._emit(
+            RunStarted(
+                run_id=self.run_id, total=self.total, targets=self.targets, prompts=[p.id for p in self.prompts]
+            )
+        )
+        conns = max(4, self.req.concurrency * 2)
+        timeout = httpx.Timeout(connect=10.0, read=self.req.timeout, write=30.0, pool=None)
+        async with httpx.AsyncClient(
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns),
+            trust_env=False,
+        ) as client:
+            for t in self.targets:
+                info = await server_info(client, t.base_url)
+                self.infos[t.ref] = _target_info(t, info)
+            seq = -1
+            for t in self.targets:  # warm-up: not counted, but recorded as failed when it fails
+                for i in range(self.req.warmup):
+                    p = self.prompts[i % len(self.prompts)]
+                    await self._one(client, t, p, i, seq, True)
+                    seq -= 1
+            for batch in plan(self.prompts, self.targets, self.req.repeats, self.req.concurrency):
+                await self._batch(client, batch)
+        return self.build("complete")
+
+    def build(self, status: str) -> BenchRun:
+        """The run as measured so far (the whole run when complete)."""
+        ids = [p.id for p in self.prompts]
+        rows, summary = summarize(self.results, self.targets, ids, self.req.baseline, self.busy)
+        sp = self.req.sampling()
+        return BenchRun(
+            id=self.run_id,
+            status=status,  # type: ignore[arg-type]
+            started_at=self.started_at,
+            finished_at=datetime.now(UTC),
+            wall_s=time.monotonic() - self._t0,
+            prompt_set=self.prompt_set,
+            prompts=[
+                PromptInfo(
+                    id=p.id, title=p.title, approx_tokens=p.approx_tokens, turns=p.turns, max_new_tokens=p.max_new_tokens
+                )
+                for p in self.prompts
+            ],
+            sampling=sp,
+            repeats=self.req.repeats,
+            warmup=self.req.warmup,
+            concurrency=self.req.concurrency,
+            timeout=self.req.timeout,
+            targets=[self.infos.get(t.ref) or _target_info(t, None) for t in self.targets],
+            baseline=self.req.baseline,
+            order=list(self.order),
+            results=sorted(self.results, key=lambda r: r.seq),
+            rows=rows,
+            summary=summary,
+            failed=sum(1 for r in self.results if not r.ok),
+            warmup_failed=sum(1 for r in self.warmup_results if not r.ok),
+        )
+
+
+def _target_info(t: BenchTarget, info: dict | None) -> TargetInfo:
+    info = info or {}
+    return TargetInfo(
+        ref=t.ref,
+        base_url=t.base_url,
+        algorithm=t.algorithm,
+        mode=t.mode,
+        speculative_algorithm=info.get("speculative_algorithm"),
+        model_path=info.get("model_path"),
+        server_version=str(info["version"]) if info.get("version") is not None else None,
+        simulated=bool(info["simulated"]) if "simulated" in info else (False if info else None),
+    )
+
+
+async def run_bench(
+    req: BenchRequest,
+    targets: Sequence[BenchTarget],
+    on_event: EventCallback | None = None,
+    stop: asyncio.Event | None = None,
+) -> BenchRun:
+    """Run the benchmark. Setting `stop` (or cancelling) ends it early: requests in flight are abandoned and
+    the run returned so far has status "interrupted" (cancellation re-raises after emitting RunFinished)."""
+    runner = BenchRunner(req, targets, on_event)
+    work = asyncio.ensure_future(runner.run())
+    stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    try:
+        waiters = {work} | ({stopper} if stopper else set())
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()
+        with contextlib.suppress(BaseException):
+            await work
+        runner._emit(RunFinished(run=runner.build("interrupted")))
+        raise
+    finally:
+        if stopper is not None:
+            stopper.cancel()
+    if work.done():
+        run = work.result()
+    else:
+        work.cancel()
+        with contextlib.suppress(BaseException):
+            await work
+        run = runner.build("interrupted")
+    runner._emit(RunFinished(run=run))
+    return run

@@ -1,0 +1,161 @@
+"""The exact command a service runs: argv for `python -m sglang.launch_server` per algorithm (or the simulator),
+its environment, working directory, log file and pidfile.
+
+Built in one place so that `launch --dry-run`, the TUI's confirm dialog and the real launch show and run the
+same words. DDTree flag names come from the host's `ddtree_flags` table because every patched build spells
+them differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import shlex
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ddtree_tui.config import HostProfile, ServiceSpec, redact_env
+
+
+class LaunchCommand(BaseModel):
+    """What will run on the host, in which directory, with which environment, logging where."""
+
+    model_config = ConfigDict(frozen=True)
+
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)  # only what we add; the host's own env is inherited
+    cwd: str
+    log_path: str
+    pidfile_path: str
+    exitfile_path: str = ""
+
+    def argv_hash(self) -> str:
+        return argv_hash(self.argv)
+
+    def display(self, redact: bool = True) -> str:
+        """The shell line equivalent to the launch, secrets masked: cd, env, argv, log redirection."""
+        env = redact_env(self.env) if redact else self.env
+        words = [f"cd {shlex.quote(self.cwd)} &&"]
+        if env:
+            words.append("env")
+            words.extend(shlex.quote(f"{k}={v}") for k, v in env.items())
+        words.extend(shlex.quote(a) for a in self.argv)
+        words.append(f">> {shlex.quote(self.log_path)} 2>&1")
+        return " ".join(words)
+
+
+def argv_hash(argv: list[str]) -> str:
+    """A stable fingerprint of an argv (what /proc/<pid>/cmdline must still show for us to signal it)."""
+    return hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:16]
+
+
+def host_python(profile: HostProfile) -> str:
+    """The Python to run on the host. A local profile saying plain "python3" means this interpreter (the venv
+    ddtree-tui runs from), so the demo's simulator is importable; a remote host's value is used as written."""
+    if profile.is_local and profile.python in ("python3", "python"):
+        return sys.executable
+    return profile.python
+
+
+def workdir(profile: HostProfile) -> str:
+    """The host's workdir; relative paths are relative to the current directory for local hosts (the demo's
+    ".ddtree/demo") and to the login directory for remote ones."""
+    if profile.is_local:
+        return str(Path(profile.workdir).expanduser().absolute())
+    return profile.workdir
+
+
+def service_paths(profile: HostProfile, name: str) -> dict[str, str]:
+    wd = workdir(profile)
+    return {
+        "workdir": wd,
+        "log": posixpath.join(wd, "logs", f"{name}.log"),
+        "pidfile": posixpath.join(wd, "run", f"{name}.json"),
+        "exitfile": posixpath.join(wd, "run", f"{name}.exit"),
+        "stopping": posixpath.join(wd, "run", f"{name}.stopping"),
+    }
+
+
+def _num(v: float) -> str:
+    """A float as a command-line word without noise: 2.0 -> "2", 0.75 -> "0.75"."""
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def sglang_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
+    """argv for `python -m sglang.launch_server` for baseline, DFlash or DDTree (shadow-linear / tree)."""
+    a: list[str] = [host_python(profile), "-m", "sglang.launch_server"]
+    a += ["--model-path", str(spec.model), "--host", spec.bind, "--port", str(spec.port)]
+    a += ["--tp-size", str(spec.tp_size)]
+    if spec.attention_backend:
+        a += ["--attention-backend", spec.attention_backend]
+    if spec.algorithm in ("dflash", "ddtree"):
+        flags = profile.ddtree_flags
+        algo = "DFLASH" if spec.algorithm == "dflash" else flags.algorithm
+        a += ["--speculative-algorithm", algo, "--speculative-draft-model-path", str(spec.draft_model)]
+        if spec.block_size is not None:
+            a += ["--speculative-num-draft-tokens", str(spec.block_size)]
+            a += ["--speculative-dflash-block-size", str(spec.block_size)]
+        if spec.draft_attention_backend:
+            a += ["--speculative-draft-attention-backend", spec.draft_attention_backend]
+        if spec.algorithm == "ddtree":
+            if spec.budget is not None:
+                a += [flags.budget, str(spec.budget)]
+            if spec.mode == "shadow-linear":
+                a.append(flags.shadow_linear)
+            if spec.mode == "tree" and spec.allow_hybrid_unsafe:
+                a.append(flags.allow_hybrid_unsafe)
+    if spec.mem_fraction_static is not None:
+        a += ["--mem-fraction-static", _num(spec.mem_fraction_static)]
+    if spec.mamba_scheduler_strategy:
+        a += ["--mamba-scheduler-strategy", spec.mamba_scheduler_strategy]
+    if spec.trust_remote_code:
+        a.append("--trust-remote-code")
+    if spec.served_model_name:
+        a += ["--served-model-name", spec.served_model_name]
+    if spec.enable_metrics:
+        a.append("--enable-metrics")
+    a += list(spec.extra_args)
+    return a
+
+
+def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
+    """argv for the simulated SGLang server (`ddtree-tui sim`)."""
+    a = [host_python(profile), "-m", "ddtree_tui.cli", "sim", "--algorithm", spec.algorithm]
+    if spec.mode:
+        a += ["--mode", spec.mode]
+    a += ["--port", str(spec.port), "--host", spec.bind]
+    if spec.sim.accept_length is not None:
+        a += ["--accept-length", _num(spec.sim.accept_length)]
+    a += ["--decode-rate", _num(spec.sim.decode_rate), "--load-time", _num(spec.sim.load_time)]
+    a += ["--seed", str(spec.sim.seed)]
+    if spec.model:
+        a += ["--model-path", spec.model]
+    a += list(spec.extra_args)
+    return a
+
+
+def service_env(profile: HostProfile, spec: ServiceSpec) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES from gpus, then the host's env, then the service's own (later wins)."""
+    env: dict[str, str] = {}
+    if spec.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpus)
+    env.update(profile.env)
+    env.update(spec.env)
+    return env
+
+
+def build_launch(profile: HostProfile, spec: ServiceSpec) -> LaunchCommand:
+    """The full launch of one service on one host."""
+    argv = sim_argv(profile, spec) if spec.launcher == "sim" else sglang_argv(profile, spec)
+    p = service_paths(profile, spec.name)
+    return LaunchCommand(
+        argv=argv,
+        env=service_env(profile, spec),
+        cwd=p["workdir"],
+        log_path=p["log"],
+        pidfile_path=p["pidfile"],
+        exitfile_path=p["exitfile"],
+    )

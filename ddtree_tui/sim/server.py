@@ -1,0 +1,883 @@
+"""An SGLang-compatible simulated server: the embedded default of the demo and the server of the tests.
+
+Real SGLang needs a GPU, so everything that talks to a service (health probes, the benchmark, the log parser)
+is exercised against this instead. It speaks SGLang's wire format (native `/generate` SSE with cumulative or
+incremental text and `meta_info`, the OpenAI endpoints, `/server_info`, Prometheus `/metrics`, scheduler log
+lines) and is deterministic: one verify pass every `1/decode_rate` seconds emits `k` tokens, `k` drawn from a
+seeded distribution whose mean is the accept length, so the true tok/s of any request is known exactly from
+`schedule()`. It always says it is simulated (banner, `/server_info`).
+
+Built on aiohttp's web server: well kept, native streaming responses, already a dependency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+SIM_VERSION = "0.5.23-sim"
+DEFAULT_ACCEPT_LENGTH = 3.4
+FAULT_KINDS = ("slow_first_token", "stall", "http500", "malformed", "drop", "exit")
+FAULT_HEADER = "X-Sim-Fault"
+
+_WORDS = (
+    "the def return if else for while in range value list node left right pivot array sort partition "
+    "recursion base case fibonacci memo cache result answer is of a to and we can so first then each "
+    "element smaller larger index n print function call stack time complexity log linear quick step"
+).split()
+
+
+class Fault(BaseModel):
+    """One injected failure: `kind` and its numeric argument (seconds or a token count)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["slow_first_token", "stall", "http500", "malformed", "drop", "exit"]
+    arg: float = 0.0
+
+
+def parse_fault(text: str) -> Fault:
+    """`KIND[=ARG]`, e.g. `stall=20`, `slow_first_token=1.5`, `http500`; ValueError on anything else."""
+    kind, _, arg = text.strip().partition("=")
+    kind = kind.strip().replace("-", "_")
+    if kind not in FAULT_KINDS:
+        raise ValueError(f"unknown fault {kind!r} (known: {', '.join(FAULT_KINDS)})")
+    try:
+        value = float(arg) if arg.strip() else 0.0
+    except ValueError:
+        raise ValueError(f"fault {kind!r} needs a number, got {arg!r}") from None
+    if value < 0:
+        raise ValueError(f"fault {kind!r} needs a number >= 0")
+    return Fault(kind=kind, arg=value)  # type: ignore[arg-type]
+
+
+def parse_faults(spec: str | list[str] | None) -> list[Fault]:
+    """Comma-separated (header) or listed (CLI) fault specs."""
+    if not spec:
+        return []
+    items = spec.split(",") if isinstance(spec, str) else [p for s in spec for p in s.split(",")]
+    return [parse_fault(s) for s in items if s.strip()]
+
+
+class SimConfig(BaseModel):
+    """What `ddtree-tui sim` takes on its command line; port 0 picks a free port."""
+
+    algorithm: Literal["dflash", "ddtree", "baseline"] = "dflash"
+    mode: Literal["linear", "shadow-linear", "tree"] | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535)
+    accept_length: float | None = Field(default=None, ge=1, le=64)
+    decode_rate: float = Field(default=40.0, gt=0, le=1_000_000, description="verify passes per second")
+    load_time: float = Field(default=0.0, ge=0)
+    seed: int = 0
+    model_path: str = "sim/Qwen3.6-35B-A3B"
+    incremental_streaming_output: bool = False
+    decode_log_interval: int = Field(default=40, ge=1)
+    block_size: int = Field(default=16, ge=2, le=256, description="max tokens one verify pass can emit")
+    faults: list[str] = Field(default_factory=list)
+    exit_process: bool = False  # the exit fault ends the process (CLI) or only this server (in-process)
+
+    @property
+    def effective_accept_length(self) -> float:
+        if self.algorithm == "baseline":
+            return 1.0
+        return self.accept_length if self.accept_length is not None else DEFAULT_ACCEPT_LENGTH
+
+    @property
+    def speculative_algorithm(self) -> str | None:
+        return {"dflash": "DFLASH", "ddtree": "DDTREE"}.get(self.algorithm)
+
+    @property
+    def display_mode(self) -> str | None:
+        if self.algorithm == "ddtree":
+            return self.mode or "shadow-linear"
+        return "linear" if self.algorithm == "dflash" else None
+
+    def schedule(self, prompt: str, max_new_tokens: int) -> list[int]:
+        return schedule(
+            self.seed, prompt, max_new_tokens, self.effective_accept_length, self.block_size, self.algorithm
+        )
+
+
+def _rng(seed: int, prompt: str, salt: str) -> random.Random:
+    h = hashlib.sha256(f"{seed}\x00{salt}\x00{prompt}".encode()).digest()
+    return random.Random(int.from_bytes(h[:8], "big"))
+
+
+def schedule(
+    seed: int,
+    prompt: str,
+    max_new_tokens: int,
+    accept_length: float = DEFAULT_ACCEPT_LENGTH,
+    block_size: int = 16,
+    algorithm: str = "dflash",
+) -> list[int]:
+    """Tokens emitted by each verify pass of one request: the ground truth the tests compare against.
+
+    k = 1 + Binomial(block_size - 1, (accept_length - 1) / (block_size - 1)), so k >= 1 and E[k] is the
+    accept length; the last pass is cut so the sum is exactly max_new_tokens. Baseline: k = 1 always.
+    """
+    n = max(0, int(max_new_tokens))
+    if n == 0:
+        return []
+    if algorithm == "baseline" or accept_length <= 1.0:
+        return [1] * n
+    rng = _rng(seed, prompt, "accept")
+    trials = block_size - 1
+    p = min(1.0, (accept_length - 1.0) / trials)
+    out: list[int] = []
+    left = n
+    while left > 0:
+        k = 1 + sum(1 for _ in range(trials) if rng.random() < p)
+        k = min(k, left)
+        out.append(k)
+        left -= k
+    return out
+
+
+def approx_tokens(text: str) -> int:
+    """A stable token count for prompts (about four characters a token)."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def token_texts(seed: int, prompt: str, n: int) -> list[str]:
+    """Deterministic fake output text, one string per token."""
+    rng = _rng(seed, prompt, "text")
+    out = []
+    for i in range(n):
+        w = rng.choice(_WORDS)
+        out.append(("\n" if i and i % 23 == 0 else " ") + w)
+    return out
+
+
+def _log_prefix() -> str:
+    return time.strftime("[%Y-%m-%d %H:%M:%S TP0] ")
+
+
+class _Hist:
+    """A Prometheus histogram kept by hand (no extra dependency)."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, v: float) -> None:
+        self.sum += v
+        self.count += 1
+        for i, b in enumerate(self.buckets):
+            if v <= b:
+                self.counts[i] += 1
+
+    def render(self, name: str, labels: str) -> list[str]:
+        lines = [f"# TYPE {name} histogram"]
+        for b, c in zip(self.buckets, self.counts, strict=True):
+            lines.append(f'{name}_bucket{{{labels},le="{b}"}} {c}')
+        lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
+        lines.append(f"{name}_sum{{{labels}}} {self.sum}")
+        lines.append(f"{name}_count{{{labels}}} {self.count}")
+        return lines
+
+
+class SimStats:
+    """Server-lifetime counters, for /metrics, /server_info and the decode log lines."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.running_tokens = 0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.requests_total = 0
+        self.verify_total = 0
+        self.accepted_total = 0  # tokens emitted by verify passes (spec accept length numerator)
+        self.passes_since_log = 0
+        self.tokens_since_log = 0
+        self.window_start = time.monotonic()
+        self.last_gen_throughput = 0.0
+        self.last_accept_length = 0.0
+        self.last_accept_rate = 0.0
+        self.cache_hit_tokens = 0
+        self.ttft = _Hist((0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+        self.itl = _Hist((0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1))
+        self.e2e = _Hist((0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+
+
+class SimServer:
+    """One simulated SGLang server, in this process: `async with SimServer(cfg) as s: s.base_url`."""
+
+    def __init__(self, cfg: SimConfig | None = None, log: Callable[[str], None] | None = None) -> None:
+        self.cfg = cfg or SimConfig()
+        self.faults = parse_faults(self.cfg.faults)
+        self.stats = SimStats()
+        self._log_sink = log
+        self._runner: web.AppRunner | None = None
+        self._started = 0.0
+        self._shutting_down = False
+        self._cache: list[str] = []
+        self.port: int = self.cfg.port
+        self.exited = asyncio.Event()  # set when the exit fault fired (in-process mode)
+        self._active: set[asyncio.Task[Any]] = set()  # generation handlers, cancelled on stop
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        host = self.cfg.host if self.cfg.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application()
+        r = app.router
+        r.add_get("/health", self._health)
+        r.add_get("/health_generate", self._health)
+        r.add_get("/server_info", self._server_info)
+        r.add_get("/get_server_info", self._server_info)
+        r.add_get("/model_info", self._model_info)
+        r.add_get("/get_model_info", self._model_info)
+        r.add_get("/v1/models", self._models)
+        r.add_route("*", "/flush_cache", self._flush_cache)
+        r.add_get("/metrics", self._metrics)
+        r.add_post("/generate", self._generate)
+        r.add_post("/v1/chat/completions", self._chat)
+        r.add_post("/v1/completions", self._completions)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.cfg.host, self.cfg.port, reuse_address=True)
+        await site.start()
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            self.port = server.sockets[0].getsockname()[1]
+        self._started = time.monotonic()
+
+    async def stop(self) -> None:
+        """Answer 503 from now on, then close every connection (stalled streams included)."""
+        self._shutting_down = True
+        me = asyncio.current_task()
+        for t in list(self._active):
+            if t is not me:
+                t.cancel()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def banner(self) -> str:
+        c = self.cfg
+        return (
+            f"*** SIMULATED SGLang server (ddtree-tui sim {SIM_VERSION}) — no model, no GPU ***\n"
+            f"algorithm={c.algorithm} mode={c.display_mode} speculative_algorithm={c.speculative_algorithm} "
+            f"accept_length={c.effective_accept_length} decode_rate={c.decode_rate}/s seed={c.seed} "
+            f"model_path={c.model_path} listening on {self.base_url}"
+        )
+
+    def log(self, msg: str) -> None:
+        line = _log_prefix() + msg
+        if self._log_sink is not None:
+            self._log_sink(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    @property
+    def loading(self) -> bool:
+        return time.monotonic() - self._started < self.cfg.load_time
+
+    # --- info endpoints ------------------------------------------------------------------------------
+    async def _health(self, request: web.Request) -> web.Response:
+        if self.loading or self._shutting_down:
+            return web.Response(status=503)
+        return web.Response(status=200)
+
+    def server_info(self) -> dict[str, Any]:
+        c = self.cfg
+        spec = c.speculative_algorithm is not None
+        state: dict[str, Any] = {"last_gen_throughput": round(self.stats.last_gen_throughput, 2)}
+        if spec:
+            avg = self.stats.accepted_total / self.stats.verify_total if self.stats.verify_total else 0.0
+            state["avg_spec_accept_length"] = round(avg, 4)
+        return {
+            "model_path": c.model_path,
+            "tokenizer_path": c.model_path,
+            "served_model_name": c.model_path,
+            "host": c.host,
+            "port": self.port,
+            "tp_size": 1,
+            "dp_size": 1,
+            "pp_size": 1,
+            "mem_fraction_static": 0.75,
+            "attention_backend": "triton",
+            "trust_remote_code": True,
+            "enable_metrics": True,
+            "decode_log_interval": c.decode_log_interval,
+            "incremental_streaming_output": c.incremental_streaming_output,
+            "stream_interval": 1,
+            "speculative_algorithm": c.speculative_algorithm,
+            "speculative_draft_model_path": (c.model_path + "-DFlash") if spec else None,
+            "speculative_num_steps": 1 if spec else None,
+            "speculative_eagle_topk": 1 if spec else None,
+            "speculative_num_draft_tokens": c.block_size if spec else None,
+            "speculative_dflash_block_size": c.block_size if spec else None,
+            "speculative_ddtree_budget": 32 if c.algorithm == "ddtree" else None,
+            "speculative_ddtree_shadow_linear": (c.display_mode == "shadow-linear")
+            if c.algorithm == "ddtree"
+            else None,
+            "version": SIM_VERSION,
+            "simulated": True,
+            "sim": {
+                "algorithm": c.algorithm,
+                "mode": c.display_mode,
+                "accept_length": c.effective_accept_length,
+                "decode_rate": c.decode_rate,
+                "seed": c.seed,
+                "faults": [f.model_dump() for f in self.faults],
+            },
+            "max_total_num_tokens": 1_000_000,
+            "internal_states": [state],
+        }
+
+    async def _server_info(self, request: web.Request) -> web.Response:
+        return web.json_response(self.server_info())
+
+    async def _model_info(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "model_path": self.cfg.model_path,
+                "tokenizer_path": self.cfg.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "simulated": True,
+            }
+        )
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.cfg.model_path,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "sglang",
+                        "root": self.cfg.model_path,
+                        "max_model_len": 262144,
+                    }
+                ],
+            }
+        )
+
+    async def _flush_cache(self, request: web.Request) -> web.Response:
+        self._cache.clear()
+        return web.Response(text="Cache flushed.\nPlease check backend logs for more details.\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        s = self.stats
+        labels = f'model_name="{self.cfg.model_path}",tp_rank="0"'
+        usage = min(1.0, s.running_tokens / 1_000_000)
+        hit = s.cache_hit_tokens / s.prompt_tokens_total if s.prompt_tokens_total else 0.0
+        lines: list[str] = []
+
+        def gauge(name: str, value: float, help_: str) -> None:
+            lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {value}"])
+
+        def counter(name: str, value: float, help_: str) -> None:
+            lines.extend(
+                [f"# HELP {name} {help_}", f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
+            )
+
+        gauge("sglang:num_running_reqs", s.running, "The number of running requests.")
+        gauge("sglang:num_queue_reqs", 0, "The number of requests in the waiting queue.")
+        gauge("sglang:token_usage", round(usage, 6), "The token usage.")
+        gauge("sglang:gen_throughput", round(s.last_gen_throughput, 3), "The generation throughput (token/s).")
+        gauge("sglang:cache_hit_rate", round(hit, 6), "The prefix cache hit rate.")
+        if self.cfg.speculative_algorithm:
+            gauge("sglang:spec_accept_length", round(s.last_accept_length, 4), "The average acceptance length.")
+            gauge("sglang:spec_accept_rate", round(s.last_accept_rate, 4), "The average acceptance rate.")
+        counter("sglang:prompt_tokens_total", s.prompt_tokens_total, "Number of prefill tokens processed.")
+        counter("sglang:generation_tokens_total", s.generation_tokens_total, "Number of generation tokens.")
+        counter("sglang:num_requests_total", s.requests_total, "Number of requests processed.")
+        lines += s.ttft.render("sglang:time_to_first_token_seconds", labels)
+        lines += s.itl.render("sglang:inter_token_latency_seconds", labels)
+        lines += s.e2e.render("sglang:e2e_request_latency_seconds", labels)
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    # --- the generation engine -----------------------------------------------------------------------
+    def _request_faults(self, request: web.Request, body: dict[str, Any]) -> list[Fault]:
+        faults = list(self.faults)
+        faults += parse_faults(request.headers.get(FAULT_HEADER))
+        sp = body.get("sampling_params")
+        for src in (body.get("sim_fault"), sp.get("sim_fault") if isinstance(sp, dict) else None):
+            if isinstance(src, str | list):
+                faults += parse_faults(src)
+        return faults
+
+    def _cached_tokens(self, prompt: str) -> int:
+        best = 0
+        for p in self._cache:
+            if len(p) > best and prompt.startswith(p):
+                best = len(p)
+        if prompt not in self._cache:
+            self._cache.append(prompt)
+            del self._cache[:-256]
+        return approx_tokens(prompt[:best]) if best else 0
+
+    async def _generation(
+        self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
+    ) -> dict[str, Any]:
+        """Run one request's schedule, calling `emit(event)` per verify pass; returns the final stats.
+
+        Pacing is by absolute deadlines (t0 + (i + 1) / decode_rate) so sleep overshoot never accumulates.
+        """
+        cfg = self.cfg
+        sched = cfg.schedule(prompt, max_new_tokens)
+        texts = token_texts(cfg.seed, prompt, sum(sched))
+        prompt_tokens = approx_tokens(prompt)
+        cached = self._cached_tokens(prompt)
+        st = self.stats
+        st.requests_total += 1
+        st.prompt_tokens_total += prompt_tokens
+        st.cache_hit_tokens += cached
+        self.log(
+            f"Prefill batch, #new-seq: 1, #new-token: {prompt_tokens - cached}, #cached-token: {cached}, "
+            f"token usage: {min(1.0, (st.running_tokens + prompt_tokens) / 1_000_000):.2f}, "
+            f"#running-req: {st.running}, #queue-req: 0, "
+        )
+        fmap = {f.kind: f.arg for f in faults}
+        rid = uuid.uuid4().hex
+        t0 = time.monotonic()
+        delay = fmap.get("slow_first_token", 0.0)
+        st.running += 1
+        st.running_tokens += prompt_tokens
+        done = 0
+        last_t = t0
+        try:
+            for i, k in enumerate(sched):
+                if "stall" in fmap and done >= fmap["stall"]:
+                    await asyncio.Event().wait()  # hang until the client or the server gives up
+                if "drop" in fmap and done >= fmap["drop"]:
+                    raise _Drop()
+                if "exit" in fmap and done >= fmap["exit"]:
+                    self._exit_now()
+                    raise _Drop()
+                deadline = t0 + delay + (i + 1) / cfg.decode_rate
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                now = time.monotonic()
+                if i == 0:
+                    st.ttft.observe(now - t0)
+                else:
+                    st.itl.observe((now - last_t) / k)
+                last_t = now
+                prev = done
+                done += k
+                st.running_tokens += k
+                st.generation_tokens_total += k
+                st.verify_total += 1
+                st.accepted_total += k
+                self._count_pass(k)
+                last = i == len(sched) - 1
+                ev: dict[str, Any] = {
+                    "id": rid,
+                    "delta": "".join(texts[prev:done]),
+                    "cumulative": "".join(texts[:done]),
+                    "ids_delta": [hash(t) % 150000 for t in texts[prev:done]],
+                    "completion_tokens": done,
+                    "prompt_tokens": prompt_tokens,
+                    "cached_tokens": cached,
+                    "last": last,
+                    "verify_ct": i + 1,
+                }
+                if last:
+                    ev["e2e_latency"] = now - t0
+                await emit(ev)
+                if i == 0 and "malformed" in fmap:
+                    await emit({"malformed": True})
+            if not sched:
+                await emit(
+                    {
+                        "id": rid,
+                        "delta": "",
+                        "cumulative": "",
+                        "ids_delta": [],
+                        "completion_tokens": 0,
+                        "prompt_tokens": prompt_tokens,
+                        "cached_tokens": cached,
+                        "last": True,
+                        "verify_ct": 0,
+                        "e2e_latency": time.monotonic() - t0,
+                    }
+                )
+        finally:
+            st.running -= 1
+            st.running_tokens -= prompt_tokens + done
+            st.e2e.observe(time.monotonic() - t0)
+        return {"id": rid, "completion_tokens": done, "prompt_tokens": prompt_tokens}
+
+    def _count_pass(self, k: int) -> None:
+        st = self.stats
+        st.passes_since_log += 1
+        st.tokens_since_log += k
+        if st.passes_since_log < self.cfg.decode_log_interval:
+            return
+        now = time.monotonic()
+        elapsed = max(1e-9, now - st.window_start)
+        acc_len = st.tokens_since_log / st.passes_since_log
+        acc_rate = (acc_len - 1) / (self.cfg.block_size - 1)
+        st.last_gen_throughput = st.tokens_since_log / elapsed
+        st.last_accept_length, st.last_accept_rate = acc_len, acc_rate
+        spec = (
+            f"accept len: {acc_len:.2f}, accept rate: {acc_rate:.2f}, " if self.cfg.speculative_algorithm else ""
+        )
+        self.log(
+            f"Decode batch, #running-req: {st.running}, #token: {st.running_tokens}, "
+            f"token usage: {min(1.0, st.running_tokens / 1_000_000):.2f}, {spec}cuda graph: True, "
+            f"gen throughput (token/s): {st.last_gen_throughput:.2f}, #queue-req: 0, "
+        )
+        st.passes_since_log = 0
+        st.tokens_since_log = 0
+        st.window_start = now
+
+    def _exit_now(self) -> None:
+        self.log("Simulated fault: process exit")
+        if self.cfg.exit_process:
+            sys.stderr.flush()
+            os._exit(3)
+        self.exited.set()
+        self._shutting_down = True
+        if self._runner is not None:
+            asyncio.get_running_loop().create_task(self.stop())
+
+    def _spec_final(self, completion_tokens: int, verify_ct: int) -> dict[str, Any]:
+        if not self.cfg.speculative_algorithm:
+            return {}
+        acc_len = completion_tokens / verify_ct if verify_ct else 0.0
+        return {
+            "spec_verify_ct": verify_ct,
+            "spec_accept_length": acc_len,
+            "spec_accept_rate": (acc_len - 1) / (self.cfg.block_size - 1) if verify_ct else 0.0,
+            "spec_accept_token_num": completion_tokens - verify_ct,
+            "spec_draft_token_num": verify_ct * (self.cfg.block_size - 1),
+        }
+
+    async def _read_body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        if self.loading or self._shutting_down:
+            return _error(503, "The server is not ready (loading).")
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "request body must be a JSON object")
+        return body
+
+    async def _stream(
+        self,
+        request: web.Request,
+        prompt: str,
+        max_new: int,
+        faults: list[Fault],
+        render: Callable[[dict[str, Any]], list[dict[str, Any]]],
+        stream: bool,
+        final: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    ) -> web.StreamResponse:
+        """The shared SSE (or single JSON) plumbing of the three generation endpoints."""
+        if any(f.kind == "http500" for f in faults):
+            return _error(500, "Simulated internal server error")
+        task = asyncio.current_task()
+        if task is not None:
+            self._active.add(task)
+            task.add_done_callback(self._active.discard)
+        events: list[dict[str, Any]] = []
+        if not stream:
+
+            async def collect(ev: dict[str, Any]) -> None:
+                if not ev.get("malformed"):
+                    events.append(ev)
+
+            try:
+                await self._generation(prompt, max_new, faults, collect)
+            except _Drop:
+                _abort(request)
+                raise web.HTTPInternalServerError() from None
+            return web.json_response(final(events))
+
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+
+        async def emit(ev: dict[str, Any]) -> None:
+            if ev.get("malformed"):
+                await resp.write(b'data: {"text": "this chunk is not json\n\n')
+                return
+            for obj in render(ev):
+                await resp.write(b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n")
+
+        try:
+            await self._generation(prompt, max_new, faults, emit)
+        except _Drop:
+            _abort(request)
+            return resp
+        except (ConnectionResetError, ConnectionError):
+            return resp
+        with contextlib.suppress(ConnectionResetError, ConnectionError):
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        return resp
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        body = await self._read_body(request)
+        if isinstance(body, web.Response):
+            return body
+        text = body.get("text")
+        if text is None and body.get("input_ids") is not None:
+            text = " ".join(str(i) for i in body["input_ids"])
+        if isinstance(text, list):
+            text = text[0] if text else ""
+        if not isinstance(text, str):
+            return _error(400, "either 'text' or 'input_ids' is required")
+        sp = body.get("sampling_params") or {}
+        max_new = int(sp.get("max_new_tokens", 128))
+        try:
+            faults = self._request_faults(request, body)
+        except ValueError as e:
+            return _error(400, str(e))
+        incremental = self.cfg.incremental_streaming_output
+
+        def meta(ev: dict[str, Any]) -> dict[str, Any]:
+            m: dict[str, Any] = {
+                "id": ev["id"],
+                "finish_reason": {"type": "length", "length": max_new} if ev["last"] else None,
+                "prompt_tokens": ev["prompt_tokens"],
+                "completion_tokens": ev["completion_tokens"],
+                "cached_tokens": ev["cached_tokens"],
+            }
+            if ev["last"]:
+                m["e2e_latency"] = ev["e2e_latency"]
+                m.update(self._spec_final(ev["completion_tokens"], ev["verify_ct"]))
+            return m
+
+        ids: list[int] = []
+
+        def render(ev: dict[str, Any]) -> list[dict[str, Any]]:
+            ids.extend(ev["ids_delta"])
+            return [
+                {
+                    "text": ev["delta"] if incremental else ev["cumulative"],
+                    "output_ids": ev["ids_delta"] if incremental else list(ids),
+                    "meta_info": meta(ev),
+                }
+            ]
+
+        def final(events: list[dict[str, Any]]) -> dict[str, Any]:
+            last = events[-1]
+            return {
+                "text": last["cumulative"],
+                "output_ids": [i for e in events for i in e["ids_delta"]],
+                "meta_info": meta(last),
+            }
+
+        return await self._stream(request, text, max_new, faults, render, bool(body.get("stream")), final)
+
+    async def _openai(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        body = await self._read_body(request)
+        if isinstance(body, web.Response):
+            return body
+        if chat:
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                return _error(400, "'messages' is required")
+            prompt = "".join(
+                f"<|im_start|>{m.get('role', 'user')}\n{_content(m.get('content'))}<|im_end|>\n"
+                for m in msgs
+                if isinstance(m, dict)
+            )
+            prompt += "<|im_start|>assistant\n"
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list):
+                prompt = prompt[0] if prompt else ""
+            if not isinstance(prompt, str):
+                return _error(400, "'prompt' is required")
+        max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
+        try:
+            faults = self._request_faults(request, body)
+        except ValueError as e:
+            return _error(400, str(e))
+        usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
+        model = body.get("model") or self.cfg.model_path
+        created = int(time.time())
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        first = [True]
+
+        def choice(ev: dict[str, Any]) -> dict[str, Any]:
+            fin = "length" if ev["last"] else None
+            if chat:
+                delta: dict[str, Any] = {"content": ev["delta"]}
+                if first[0]:
+                    delta["role"] = "assistant"
+                    first[0] = False
+                return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
+            return {"index": 0, "text": ev["delta"], "logprobs": None, "finish_reason": fin}
+
+        def usage(ev: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "prompt_tokens": ev["prompt_tokens"],
+                "completion_tokens": ev["completion_tokens"],
+                "total_tokens": ev["prompt_tokens"] + ev["completion_tokens"],
+                "prompt_tokens_details": {"cached_tokens": ev["cached_tokens"]},
+            }
+
+        def render(ev: dict[str, Any]) -> list[dict[str, Any]]:
+            out = [
+                {
+                    "id": ev["id"],
+                    "object": obj,
+                    "created": created,
+                    "model": model,
+                    "choices": [choice(ev)],
+                    "usage": None,
+                }
+            ]
+            if ev["last"] and usage_wanted:
+                out.append(
+                    {
+                        "id": ev["id"],
+                        "object": obj,
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage(ev),
+                    }
+                )
+            return out
+
+        def final(events: list[dict[str, Any]]) -> dict[str, Any]:
+            last = events[-1]
+            if chat:
+                ch: dict[str, Any] = {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": last["cumulative"]},
+                    "finish_reason": "length",
+                }
+            else:
+                ch = {"index": 0, "text": last["cumulative"], "finish_reason": "length"}
+            return {
+                "id": last["id"],
+                "object": "chat.completion" if chat else "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [ch],
+                "usage": usage(last),
+            }
+
+        return await self._stream(request, prompt, max_new, faults, render, bool(body.get("stream")), final)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, chat=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, chat=False)
+
+
+class _Drop(Exception):
+    """Close the connection without finishing the response."""
+
+
+def _abort(request: web.Request) -> None:
+    tr = request.transport
+    if tr is not None:
+        tr.abort()
+
+
+def _content(c: Any) -> str:
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "".join(str(p.get("text", "")) for p in c if isinstance(p, dict))
+    return "" if c is None else str(c)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response(
+        {"error": {"message": message, "type": "SimulatedError", "code": status}, "object": "error"},
+        status=status,
+    )
+
+
+# --- command line ---------------------------------------------------------------------------------------
+
+
+def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
+    return SimConfig(
+        algorithm=ns.algorithm,
+        mode=getattr(ns, "sim_mode", None),
+        host=ns.host,
+        port=ns.port,
+        accept_length=ns.accept_length,
+        decode_rate=ns.decode_rate,
+        load_time=ns.load_time,
+        seed=ns.seed,
+        model_path=ns.model_path,
+        incremental_streaming_output=ns.incremental_streaming_output,
+        decode_log_interval=ns.decode_log_interval,
+        faults=list(ns.fault or []),
+        exit_process=True,
+    )
+
+
+async def serve(cfg: SimConfig) -> int:
+    """Run until SIGTERM/SIGINT; /health answers 503 while shutting down."""
+    server = SimServer(cfg)
+    try:
+        await server.start()
+    except OSError as e:
+        print(f"ddtree-tui sim: cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    print(server.banner(), file=sys.stderr, flush=True)
+    server.log(f"The server is fired up and ready to roll! (SIMULATED, load time {cfg.load_time:g} s)")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    waiter = asyncio.ensure_future(server.exited.wait())
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    stopper.cancel()
+    server.log("Received shutdown signal, shutting down (SIMULATED).")
+    await server.stop()
+    return 0
+
+
+def cli_main(ns: argparse.Namespace) -> int:
+    try:
+        cfg = config_from_namespace(ns)
+        parse_faults(cfg.faults)
+    except ValueError as e:
+        print(f"ddtree-tui sim: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(cfg))

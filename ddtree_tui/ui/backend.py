@@ -1,0 +1,145 @@
+"""What the UI needs from the core (the Fleet), as a Protocol, plus StaticFleet: a frozen stand-in that
+renders one fixed snapshot. StaticFleet is how snapshot tests and screenshots get stable pixels (no clocks,
+no live data), and how the app is developed without hosts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from ddtree_tui.config import HostProfile
+from ddtree_tui.state import FleetSnapshot
+
+
+@runtime_checkable
+class FleetLike(Protocol):
+    """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally."""
+
+    todos: Any
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def snapshot(self) -> FleetSnapshot: ...
+    def subscribe(self) -> asyncio.Queue[Any]: ...
+    def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
+    def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]: ...
+    def log_lines(self, ref: str) -> list[str]: ...
+    async def launch(self, ref: str) -> Any: ...
+    async def kill(self, ref: str) -> Any: ...
+    async def restart(self, ref: str) -> Any: ...
+    async def move(self, ref: str, to_host: str) -> Any: ...
+    async def run_bench(
+        self,
+        refs: list[str],
+        prompt_set: str = "seed3",
+        repeats: int = 1,
+        max_new_tokens: int = 128,
+        baseline: str | None = None,
+    ) -> Any: ...
+    def bench_history(self) -> list[Any]: ...
+    def todo_evidence(self) -> list[Any]: ...
+    def profiles(self) -> list[HostProfile]: ...
+
+
+class StaticResult(BaseModel):
+    ok: bool
+    message: str
+    suggestion: str | None = None
+
+
+class StaticTodo(BaseModel):
+    content: str
+    status: str = "pending"
+    priority: str = "medium"
+    check: str | None = None
+    id: str | None = None
+
+
+class StaticTodos:
+    """An in-memory todo list with the TodoStore verbs, for frozen rendering."""
+
+    def __init__(self, items: list[StaticTodo] | None = None) -> None:
+        self.items: list[StaticTodo] = list(items or [])
+        self.error: str | None = None
+        self.read_only = False
+        self.path: Path | None = None
+
+
+class StaticFleet:
+    """A fleet frozen at one snapshot: intents answer 'frozen' and nothing is started."""
+
+    def __init__(
+        self,
+        snapshot: FleetSnapshot,
+        profiles: list[HostProfile] | None = None,
+        history: dict[tuple[str, int], list[float]] | None = None,
+        logs: dict[str, list[str]] | None = None,
+        todos: list[StaticTodo] | None = None,
+        evidence: list[Any] | None = None,
+        bench_runs: list[Any] | None = None,
+    ) -> None:
+        self._snap = snapshot
+        self._profiles = profiles or []
+        self._history = history or {}
+        self._logs = logs or {}
+        self.todos = StaticTodos(todos)
+        self._evidence = evidence or []
+        self._bench = bench_runs or []
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def snapshot(self) -> FleetSnapshot:
+        return self._snap
+
+    def subscribe(self) -> asyncio.Queue[Any]:
+        return asyncio.Queue()
+
+    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
+        return None
+
+    def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:
+        return list(self._history.get((host, gpu_index), []))
+
+    def log_lines(self, ref: str) -> list[str]:
+        return list(self._logs.get(ref, []))
+
+    async def _frozen(self, what: str) -> StaticResult:
+        return StaticResult(ok=False, message=f"{what}: the view is frozen (snapshot mode)")
+
+    async def launch(self, ref: str) -> StaticResult:
+        return await self._frozen(f"launch {ref}")
+
+    async def kill(self, ref: str) -> StaticResult:
+        return await self._frozen(f"kill {ref}")
+
+    async def restart(self, ref: str) -> StaticResult:
+        return await self._frozen(f"restart {ref}")
+
+    async def move(self, ref: str, to_host: str) -> StaticResult:
+        return await self._frozen(f"move {ref} to {to_host}")
+
+    async def run_bench(
+        self,
+        refs: list[str],
+        prompt_set: str = "seed3",
+        repeats: int = 1,
+        max_new_tokens: int = 128,
+        baseline: str | None = None,
+    ) -> StaticResult:
+        return await self._frozen("bench")
+
+    def bench_history(self) -> list[Any]:
+        return list(self._bench)
+
+    def todo_evidence(self) -> list[Any]:
+        return list(self._evidence)
+
+    def profiles(self) -> list[HostProfile]:
+        return list(self._profiles)

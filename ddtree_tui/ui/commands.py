@@ -1,0 +1,72 @@
+"""The command palette (ctrl+p): every action for every host and service, plus themes and panes. Built from
+the profiles and the latest snapshot, so a service moved to another host shows up there."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from ddtree_tui.ui.app import DDTreeApp
+
+
+def palette_commands(app: DDTreeApp) -> list[tuple[str, str, Callable[[], Any]]]:
+    """(title, help, callback) for everything the palette offers."""
+    out: list[tuple[str, str, Callable[[], Any]]] = []
+    snap = app.current_snapshot()
+    hosts = [h.name for h in snap.hosts] or [p.name for p in app.fleet.profiles()]
+    refs: list[str] = []
+    for h in snap.hosts:
+        refs += [f"{h.name}/{s.name}" for s in h.services]
+    if not refs:
+        for p in app.fleet.profiles():
+            refs += [f"{p.name}/{s.name}" for s in p.services]
+    for ref in refs:
+        for verb, what in (
+            ("launch", "start the service and wait until it is ready"),
+            ("kill", "stop the service (asks first)"),
+            ("restart", "redeploy: kill then launch with the same spec (asks first)"),
+            ("logs", "show and follow its log"),
+            ("bench", "benchmark it"),
+        ):
+            out.append((f"{verb} {ref}", what, partial(app.request_service, verb, ref)))
+        here = ref.split("/", 1)[0]
+        for other in hosts:
+            if other != here:
+                out.append(
+                    (
+                        f"move {ref} → {other}",
+                        "launch on the other host, then kill here (asks first)",
+                        partial(app.request_service, "move", ref, other),
+                    )
+                )
+    for h in hosts:
+        out.append((f"gpus of {h}", "narrow the GPU pane to this host", partial(app.select_host, h)))
+    out.append(("gpus of all hosts", "show every host's GPUs", partial(app.select_host, None)))
+    for name in app.theme_names():
+        out.append((f"theme {name}", "switch the colour theme", partial(app.set_theme_name, name)))
+    for n, title in app.pane_titles().items():
+        out.append((f"focus {title.lower()} pane", f"key {n}", partial(app.action_focus_pane, n)))
+    out.append(("bench: choose services", "open the benchmark dialog", app.action_bench))
+    out.append(("new todo", "add an item to the checklist", app.action_new_todo))
+    out.append(("help: keys", "every key binding", app.action_help))
+    out.append(("quit", "stop what the demo started and leave", app.action_quit))
+    return out
+
+
+class FleetCommands(Provider):
+    """Palette provider over palette_commands()."""
+
+    async def discover(self) -> Hits:
+        for title, help_, cb in palette_commands(self.app):  # type: ignore[arg-type]
+            yield DiscoveryHit(title, cb, help=help_)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_, cb in palette_commands(self.app):  # type: ignore[arg-type]
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), cb, help=help_)

@@ -1,0 +1,72 @@
+"""Add or edit a todo: text, priority and an optional evidence check (e.g. `service ct200/dflash ready`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select
+
+
+class TodoEditScreen(ModalScreen[dict[str, Any] | None]):
+    DEFAULT_CSS = """
+    TodoEditScreen { align: center middle; }
+    TodoEditScreen > #dialog { width: 72; max-width: 95%; height: auto; padding: 1 2;
+        border: thick $accent; background: $surface; }
+    TodoEditScreen Input, TodoEditScreen Select { margin-bottom: 1; }
+    TodoEditScreen #buttons { height: auto; align-horizontal: right; }
+    TodoEditScreen Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(
+        self, title: str, content: str = "", priority: str = "medium", check: str | None = None
+    ) -> None:
+        super().__init__()
+        self.title_text = title
+        self.content = content
+        self.priority = priority
+        self.check = check or ""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.title_text)
+            yield Input(self.content, placeholder="what needs doing", id="content")
+            yield Select(
+                [("high", "high"), ("medium", "medium"), ("low", "low")],
+                value=self.priority,
+                allow_blank=False,
+                id="priority",
+            )
+            yield Input(
+                self.check, placeholder="evidence, e.g. service local/dflash ready (optional)", id="check"
+            )
+            with Horizontal(id="buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Save", id="save", variant="primary")
+
+    def on_mount(self) -> None:
+        for inp in self.query(Input):
+            inp.cursor_blink = False
+        self.query_one("#content", Input).focus()
+
+    def _result(self) -> dict[str, Any]:
+        return {
+            "content": self.query_one("#content", Input).value,
+            "priority": str(self.query_one("#priority", Select).value),
+            "check": self.query_one("#check", Input).value,
+        }
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(self._result())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(self._result() if event.button.id == "save" else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,151 @@
+"""The common shape of a pane: a bordered container that renders from a View (the latest snapshot plus a
+clock) and knows how to update its DataTable in place, so repaints are cheap and keep the cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import DataTable
+
+from ddtree_tui.state import FleetSnapshot
+
+BADGES = (
+    "ok",
+    "warn",
+    "bad",
+    "dim",
+    "sim",
+    "replay",
+    "accent",
+)
+
+
+@dataclass
+class View:
+    """Everything a pane may read while it renders; built once per repaint by the App."""
+
+    snap: FleetSnapshot
+    now: float
+    fleet: Any
+    selected_host: str | None = None
+    selected_service: str | None = None
+    filter: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Pane(Vertical, can_focus=False):
+    """A titled pane. Colours of badges come from the theme's component classes (themes/*.tcss)."""
+
+    COMPONENT_CLASSES = {f"badge--{b}" for b in BADGES}
+    DEFAULT_CSS = """
+    Pane { border: round $primary 40%; height: 1fr; }
+    Pane:focus-within { border: round $accent; }
+    Pane > .badge--ok { color: green; text-style: bold; }
+    Pane > .badge--warn { color: yellow; text-style: bold; }
+    Pane > .badge--bad { color: red; text-style: bold; }
+    Pane > .badge--dim { color: $text-muted; }
+    Pane > .badge--sim { color: magenta; text-style: bold; }
+    Pane > .badge--replay { color: cyan; text-style: bold; }
+    Pane > .badge--accent { color: $accent; text-style: bold; }
+    """
+    pane_number: int = 0
+    pane_title: str = ""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.border_title = f"{self.pane_number} {self.pane_title}"
+        self.filter = ""
+
+    def style_of(self, badge: str) -> Style:
+        try:
+            return self.get_component_rich_style(f"badge--{badge}", partial=True)
+        except Exception:  # before mount the stylesheet is not there yet
+            return Style()
+
+    def t(self, text: str, badge: str | None = None) -> Text:
+        return Text(text, style=self.style_of(badge) if badge else "", no_wrap=True, overflow="ellipsis")
+
+    def is_narrow(self) -> bool:
+        """Compact columns below 120 cells of width (80x24 terminals, split tmux panes)."""
+        return (self.app.size.width or 80) < 120
+
+    def pick(
+        self, cells: dict[str, Any], wide: Sequence[str], narrow: Sequence[str]
+    ) -> tuple[list[str], list[Any]]:
+        cols = list(narrow if self.is_narrow() else wide)
+        return cols, [cells.get(c, "") for c in cols]
+
+    def active_filter(self, view: View) -> str:
+        """The `/` filter text when it targets this pane."""
+        return view.filter if view.extra.get("filter_pane") == self.pane_number else ""
+
+    def render_view(self, view: View) -> None:
+        """Redraw from the view; subclasses override."""
+
+    def focus_main(self) -> None:
+        """Give focus to the pane's main widget (its table)."""
+        tables = self.query(DataTable)
+        if tables:
+            tables.first().focus()
+        else:
+            self.focus()
+
+
+Row = tuple[str, Sequence[Any]]
+
+
+def sync_table(
+    table: DataTable[Any],
+    rows: Sequence[Row],
+    on_key: Callable[[str], None] | None = None,
+    columns: Sequence[str] | None = None,
+) -> None:
+    """Make `table` show `rows` (key, cells): update cells in place when the keys are unchanged, rebuild
+    otherwise while keeping the cursor on the same key. Cheap enough for 10 Hz on a few hundred rows.
+    With `columns`, the column set is changed first when it differs (compact vs wide layouts)."""
+    if columns is not None and [str(c.label) for c in table.columns.values()] != list(columns):
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_columns(*columns)
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+        return
+    keys = [k for k, _ in rows]
+    current = [str(rk.value) for rk in table.rows]
+    col_keys = list(table.columns)
+    if keys == current:
+        for key, cells in rows:
+            for ck, value in zip(col_keys, cells, strict=False):
+                old = table.get_cell(key, ck)
+                if _differs(old, value):
+                    table.update_cell(key, ck, value)
+        return
+    cursor_key: str | None = None
+    if table.row_count and 0 <= table.cursor_row < table.row_count:
+        cursor_key = current[table.cursor_row] if table.cursor_row < len(current) else None
+    table.clear(columns=False)
+    for key, cells in rows:
+        table.add_row(*cells, key=key)
+    if cursor_key in keys:
+        table.move_cursor(row=keys.index(cursor_key), animate=False)
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, Text) and isinstance(b, Text):
+        return a.plain != b.plain or a.style != b.style or a.spans != b.spans
+    return bool(a != b)
+
+
+def matches(filter_text: str, *fields: Any) -> bool:
+    """Case-insensitive substring filter over the visible text of a row."""
+    if not filter_text:
+        return True
+    f = filter_text.lower()
+    return any(f in str(x.plain if isinstance(x, Text) else x).lower() for x in fields if x is not None)

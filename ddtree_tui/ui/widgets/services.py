@@ -1,0 +1,121 @@
+"""Services pane: a row per service with a state badge, host, port, algorithm + DDTree mode, accept length,
+gen throughput, health latency and uptime. Simulated services say SIMULATED, always."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from ddtree_tui.state import ServiceStatus
+from ddtree_tui.ui import fmt
+from ddtree_tui.ui.messages import ServiceSelected
+from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
+
+STATE_BADGE = {
+    "ready": ("● ready", "ok"),
+    "starting": ("◌ starting", "warn"),
+    "unhealthy": ("▲ unhealthy", "warn"),
+    "crashed": ("✖ crashed", "bad"),
+    "stopped": ("○ stopped", "dim"),
+    "unknown": ("? unknown", "dim"),
+}
+
+
+def service_ref(s: ServiceStatus) -> str:
+    return f"{s.host}/{s.name}"
+
+
+WIDE = ["Service", "State", "Port", "Algorithm", "Kind", "Accept", "Gen tok/s", "Health", "Uptime", "Detail"]
+NARROW = ["Service", "State", "Algorithm", "Kind", "Accept", "tok/s", "Uptime"]
+
+
+class ServicesPane(Pane):
+    pane_number = 3
+    pane_title = "Services"
+    DEFAULT_CSS = "ServicesPane #service-detail { height: 1; color: $text-muted; }"
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="services-table", cursor_type="row")
+        yield Static("", id="service-detail")
+
+    def render_view(self, view: View) -> None:
+        rows = []
+        narrow = self.is_narrow()
+        selected = None
+        for h in view.snap.hosts:
+            for s in h.services:
+                if service_ref(s) == view.selected_service:
+                    selected = s
+                text, badge = STATE_BADGE.get(s.state, (s.state, "dim"))
+                sep = ":" if narrow else " "
+                mode = s.mode or ("linear" if s.algorithm == "dflash" else "")
+                if narrow and mode == "shadow-linear":
+                    mode = "shadow"
+                algo = s.algorithm + (
+                    f"{sep}{mode}" if mode and not (narrow and s.algorithm == "dflash") else ""
+                )
+                kind = self.t("SIMULATED", "sim") if s.simulated else self.t(s.launcher, "dim")
+                up = (
+                    fmt.duration(view.now - s.started_at)
+                    if (s.started_at and s.state in ("ready", "starting", "unhealthy"))
+                    else "-"
+                )
+                detail = s.detail or ""
+                named = {
+                    "Service": self.t(service_ref(s), "accent"),
+                    "State": self.t(text, badge),
+                    "Port": str(s.port),
+                    "Algorithm": algo,
+                    "Kind": kind,
+                    "Accept": fmt.num(s.accept_length, "{:.2f}"),
+                    "Gen tok/s": fmt.num(s.gen_throughput, "{:.1f}"),
+                    "tok/s": fmt.num(s.gen_throughput, "{:.1f}"),
+                    "Health": fmt.num(s.health_latency_ms, "{:.0f}", "ms"),
+                    "Uptime": up,
+                    "Detail": self.t(detail, "bad" if s.state in ("crashed", "unhealthy") else "dim"),
+                }
+                cells = self.pick(named, WIDE, NARROW)[1]
+                if matches(self.active_filter(view), service_ref(s), s.state, algo, detail):
+                    rows.append((service_ref(s), cells))
+        sync_table(self.query_one(DataTable), rows, columns=self.pick({}, WIDE, NARROW)[0])
+        self._detail(selected, view.now)
+
+    def _detail(self, s: ServiceStatus | None, now: float) -> None:
+        """One line about the selected service: what does not fit in the columns (port, pid, health, why)."""
+        line = Text(no_wrap=True, overflow="ellipsis")
+        if s is not None:
+            line.append(f"{service_ref(s)} ", self.style_of("accent"))
+            parts = [
+                f":{s.port}",
+                f"pid {s.pid or '-'}",
+                f"health {fmt.num(s.health_latency_ms, '{:.0f}', 'ms')}",
+            ]
+            if s.simulated:
+                parts.append("SIMULATED")
+            line.append(" · ".join(parts), self.style_of("dim"))
+            if s.detail:
+                line.append(
+                    " · " + s.detail, self.style_of("bad" if s.state in ("crashed", "unhealthy") else "dim")
+                )
+        self.query_one("#service-detail", Static).update(line)
+
+    def selected_ref(self) -> str | None:
+        t = self.query_one(DataTable)
+        if not t.row_count:
+            return None
+        try:
+            return str(t.coordinate_to_cell_key((t.cursor_row, 0)).row_key.value)
+        except Exception:
+            return None
+
+    def select_ref(self, ref: str) -> None:
+        t = self.query_one(DataTable)
+        try:
+            t.move_cursor(row=t.get_row_index(ref), animate=False)
+        except Exception:
+            pass
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.post_message(ServiceSelected(str(event.row_key.value)))

@@ -1,0 +1,101 @@
+"""Todo checklist pane: status, priority, text and the evidence flag (verified / failing / mismatch). Keys
+post TodoIntents; the App edits the store and saves it off the UI path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from ddtree_tui.ui.messages import TodoIntent
+from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
+
+STATUS_MARK = {
+    "pending": ("[ ]", "dim"),
+    "in_progress": ("[~]", "warn"),
+    "completed": ("[x]", "ok"),
+    "cancelled": ("[-]", "dim"),
+}
+PRIORITY_BADGE = {"high": "bad", "medium": "warn", "low": "dim"}
+EVIDENCE_BADGE = {
+    "verified": ("✓ verified", "ok"),
+    "failing": ("✗ failing", "bad"),
+    "unknown": ("? unknown", "warn"),
+    "none": ("", "dim"),
+}
+
+
+class TodosPane(Pane):
+    pane_number = 4
+    pane_title = "Todos"
+    BINDINGS = [
+        Binding("e", "todo('edit')", "Edit"),
+        Binding("s", "todo('start')", "Start"),
+        Binding("c", "todo('complete')", "Complete"),
+        Binding("space", "todo('toggle')", "Toggle done"),
+        Binding("x,delete", "todo('delete')", "Delete"),
+        Binding("shift+up,K", "todo('up')", "Move up"),
+        Binding("shift+down,J", "todo('down')", "Move down"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="todos-error")
+        t: DataTable[Any] = DataTable(id="todos-table", cursor_type="row")
+        t.add_columns("#", "Status", "Pri", "Todo", "Evidence")
+        yield t
+
+    def action_todo(self, verb: str) -> None:
+        t = self.query_one(DataTable)
+        index = None
+        if t.row_count:
+            try:
+                index = int(str(t.coordinate_to_cell_key((t.cursor_row, 0)).row_key.value))
+            except Exception:
+                index = None
+        if index is None:
+            self.app.bell()
+            return
+        self.post_message(TodoIntent(verb, index))  # type: ignore[arg-type]
+
+    def cursor_to(self, index: int) -> None:
+        t = self.query_one(DataTable)
+        try:
+            t.move_cursor(row=t.get_row_index(str(index)), animate=False)
+        except Exception:
+            pass
+
+    def render_view(self, view: View) -> None:
+        store = view.fleet.todos
+        evidence = {e.index: e for e in (view.fleet.todo_evidence() or [])}
+        err = self.query_one("#todos-error", Static)
+        problem = getattr(store, "error", None)
+        ro = getattr(store, "read_only", False)
+        msg = (f"read-only: {problem}" if ro else problem) or ""
+        err.update(self.t(msg, "bad") if msg else "")
+        err.display = bool(msg)
+        rows = []
+        for i, it in enumerate(store.items):
+            mark, badge = STATUS_MARK.get(it.status, (it.status, "dim"))
+            ev = evidence.get(i)
+            if ev is not None and ev.mismatch:
+                evtext = self.t(f"! {ev.mismatch}", "bad")
+            elif ev is not None:
+                label, eb = EVIDENCE_BADGE.get(ev.state, (ev.state, "dim"))
+                evtext = self.t(f"{label} {ev.detail}".strip() if ev.state != "none" else "", eb)
+            else:
+                evtext = self.t(it.check or "", "dim")
+            cells = [
+                str(i + 1),
+                self.t(mark, badge),
+                self.t(it.priority, PRIORITY_BADGE.get(it.priority, "dim")),
+                self.t(it.content, "dim" if it.status in ("completed", "cancelled") else None),
+                evtext,
+            ]
+            if matches(self.active_filter(view), it.content, it.status, it.priority, it.check):
+                rows.append((str(i), cells))
+        n = len(store.items)
+        done = sum(1 for it in store.items if it.status == "completed")
+        self.border_title = f"{self.pane_number} Todos · {done}/{n} done"
+        sync_table(self.query_one(DataTable), rows)
