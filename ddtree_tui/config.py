@@ -94,14 +94,18 @@ class ServiceSpec(_Strict):
 
     @model_validator(mode="after")
     def _check_algorithm(self) -> ServiceSpec:
+        # _LocatedError: the message names the field the fix goes in, not just the [[service]] table
         if self.algorithm == "ddtree" and self.mode not in ("shadow-linear", "tree"):
-            raise ValueError('algorithm \'ddtree\' needs mode = "shadow-linear" or "tree"')
+            raise _LocatedError(("mode",), 'algorithm \'ddtree\' needs mode = "shadow-linear" or "tree"')
         if self.algorithm != "ddtree" and self.mode not in (None, "linear"):
-            raise ValueError(f"mode '{self.mode}' only applies to algorithm 'ddtree'")
+            raise _LocatedError(("mode",), f"mode '{self.mode}' only applies to algorithm 'ddtree'")
         if self.launcher == "sglang" and not self.model:
-            raise ValueError("launcher 'sglang' needs 'model' (the target model path)")
+            raise _LocatedError(("model",), "launcher 'sglang' needs 'model' (the target model path)")
         if self.launcher == "sglang" and self.algorithm in ("dflash", "ddtree") and not self.draft_model:
-            raise ValueError(f"algorithm '{self.algorithm}' needs 'draft_model' (the DFlash drafter path)")
+            raise _LocatedError(
+                ("draft_model",),
+                f"algorithm '{self.algorithm}' needs 'draft_model' (the DFlash drafter path)",
+            )
         return self
 
     @field_validator("env")
@@ -202,7 +206,21 @@ def redact_env(env: dict[str, str]) -> dict[str, str]:
 # --- locating a field in the TOML text -------------------------------------------------------------------
 
 _TABLE_RE = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
-_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-\"']+)\s*=")
+_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=")
+
+
+def _key_path(raw: str) -> list[str]:
+    """`a.b = 1` (a dotted key) is the path [a, b]."""
+    return [part.strip().strip("\"'") for part in raw.split(".")]
+
+
+def _grep_key(text: str, loc: Sequence[Any]) -> int | None:
+    """Last resort for keys inside inline tables (`service = [{...}]`): the first line that sets the key."""
+    key = next((k for k in reversed(loc) if isinstance(k, str)), None)
+    if not key:
+        return None
+    pat = re.compile(rf"(^|[\s{{,.]){re.escape(key)}\s*=")
+    return next((n for n, line in enumerate(text.splitlines(), start=1) if pat.search(line)), None)
 
 
 def _locate(text: str, loc: Sequence[Any]) -> int | None:
@@ -225,22 +243,30 @@ def _locate(text: str, loc: Sequence[Any]) -> int | None:
                 inner = keys[1:]
                 if not inner:
                     return n
-            elif not target_table and keys and table == ".".join(keys[:-1]):
+            elif (
+                target_table
+                and table.split(".")[0] == target_table
+                and array_count.get(target_table) == index
+                and table.split(".")[1:] == keys[1:]
+            ):
+                return n  # [service.env] for ('service', 0, 'env')
+            elif not target_table and keys and table in (".".join(keys[:-1]), ".".join(keys)):
                 best = best or n
             continue
         km = _KEY_RE.match(line)
         if not km:
             continue
-        key = km.group(1).strip("\"'")
+        kpath = _key_path(km.group(1))
         if target_table:
             in_target = table.split(".")[0] == target_table and array_count.get(target_table) == index
             inner = keys[1:]
             if in_target and inner:
                 sub = table.split(".")[1:]
-                if sub + [key] == inner[: len(sub) + 1] or (not sub and key == inner[0]):
+                full = sub + kpath
+                if full == inner[: len(full)] or (not sub and kpath[0] == inner[0]):
                     return n
         else:
-            path = ([*table.split(".")] if table else []) + [key]
+            path = ([*table.split(".")] if table else []) + kpath
             if keys and path == keys[: len(path)]:
                 return n
     return best
@@ -277,19 +303,29 @@ def parse_profile(text: str, path: Path | str = "<profile>") -> HostProfile:
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+)", str(e))
         raise ProfileError(path, int(m.group(1)) if m else None, None, f"invalid TOML: {e}") from None
+    except RecursionError:
+        raise ProfileError(path, None, None, "invalid TOML: arrays or tables nested too deeply") from None
     try:
         return HostProfile.model_validate({**data, "source": str(path)} if "source" not in data else data)
     except _LocatedError as e:
         raise ProfileError(path, _locate(text, e.loc), _field_name(e.loc), str(e)) from None
+    except RecursionError:
+        raise ProfileError(path, None, None, "values nested too deeply") from None
     except ValidationError as e:
         err = e.errors()[0]
         loc = tuple(err.get("loc", ()))
-        # model-level validators report at the model's loc; point at its table
+        message = _explain(err)
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, _LocatedError):
+            # a model-level check that knows its field: the model's loc + the field inside it
+            loc, message = loc + tuple(cause.loc), str(cause)
         line = _locate(text, loc) if loc else None
-        if line is None and loc:
-            line = _locate(text, loc[:-1]) if len(loc) > 1 else None
+        if line is None and loc and err.get("type") != "missing":
+            line = _grep_key(text, loc)
+        if line is None and len(loc) > 1:
+            line = _locate(text, loc[:-1])  # at least the table it belongs to
         extra = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise ProfileError(path, line, _field_name(loc) or None, _explain(err) + extra) from None
+        raise ProfileError(path, line, _field_name(loc) or None, message + extra) from None
 
 
 def load_profile(path: Path | str) -> HostProfile:

@@ -211,7 +211,11 @@ def port_holder(port):
                             name = f.read().strip()
                     except Exception:
                         name = None
-                    return {"pid": int(pid), "name": name}
+                    try:
+                        pgid = os.getpgid(int(pid))
+                    except OSError:
+                        pgid = None
+                    return {"pid": int(pid), "name": name, "pgid": pgid}
         except Exception:
             continue
     return {"pid": None, "name": None}
@@ -246,6 +250,7 @@ def probe_ports(workdir):
                 rec = json.load(f)
             pid = rec.get("pid")
             r["pidfile_pid"] = pid
+            r["pidfile_pgid"] = rec.get("pgid")
             r["pidfile_alive"] = bool(isinstance(pid, int) and pid_alive(pid))
         except Exception:
             r["pidfile_pid"] = None
@@ -255,7 +260,7 @@ def probe_ports(workdir):
 def probe_workdir(wd):
     r = {"path": wd, "exists": os.path.isdir(wd)}
     d = wd
-    while d and not os.path.isdir(d):
+    while d and not os.path.exists(d):
         parent = os.path.dirname(d)
         if parent == d:
             break
@@ -268,7 +273,9 @@ def probe_workdir(wd):
             os.unlink(tmp)
             r["writable"] = True
         else:
-            r["writable"] = os.access(d, os.W_OK | os.X_OK)
+            r["writable"] = os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)
+            if not os.path.isdir(d):
+                r["error"] = "%s is not a directory" % d
     except OSError as e:
         r["writable"] = False
         r["error"] = e.strerror
@@ -524,10 +531,8 @@ def _pkg_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Finding]:
         err = str(info.get("error") or "import failed")
         if info.get("missing"):
             needed = (
-                name == "torch"
-                or (name in ("sglang", "sgl_kernel", "triton", "transformers") and uses_sglang)
-                or (name == "flashinfer" and uses_flashinfer)
-            )
+                name in ("torch", "sglang", "sgl_kernel", "triton", "transformers") and uses_sglang
+            ) or (name == "flashinfer" and uses_flashinfer)
             why = "" if needed else " (no service of this profile needs it)"
             out.append(
                 Finding(
@@ -792,7 +797,8 @@ def _service_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Findi
             else:
                 holder = p.get("holder") or {}
                 hp = holder.get("pid")
-                own = p.get("pidfile_alive") and (hp is None or hp == p.get("pidfile_pid"))
+                same_group = p.get("pidfile_pgid") is not None and holder.get("pgid") == p.get("pidfile_pgid")
+                own = p.get("pidfile_alive") and (hp is None or hp == p.get("pidfile_pid") or same_group)
                 who = f"pid {hp} ({holder.get('name')})" if hp else "another process"
                 if own:
                     out.append(
@@ -953,7 +959,7 @@ async def run_doctor(transport: Transport, profile: HostProfile) -> DoctorReport
         )
         return report
     (probe, perr), smi = await asyncio.gather(
-        _probe(transport, profile, profile.python, True), _smi(transport)
+        _probe(transport, profile, profile.python, True), _smi(transport, profile.env or None)
     )
     findings: list[Finding] = []
     if probe is None:

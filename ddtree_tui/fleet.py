@@ -74,7 +74,7 @@ class Fleet:
         demo: bool = False,
         telemetry: bool = True,
         probe_interval: float = 2.0,
-        auto_complete_todos: bool = True,
+        auto_complete_todos: bool | None = None,
     ) -> None:
         self._profiles = list(profiles)
         self.demo = demo
@@ -444,8 +444,9 @@ class Fleet:
             changed = bool(self.todos.reload_if_changed())
         ctx = _EvidenceCtx(self.snapshot(), self)
         ev = evaluate(self.todos.items, ctx)
-        if self.auto_complete_todos and not self.todos.read_only:
-            done = apply_auto_complete(self.todos, ev)
+        if not self.todos.read_only:
+            # None: the user's own switch in the todo file decides (off unless they turned it on)
+            done = apply_auto_complete(self.todos, ev, allowed=self.auto_complete_todos)
             if done:
                 changed = True
                 ev = evaluate(self.todos.items, ctx)

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -381,8 +382,18 @@ class TodoStore:
             fcntl.flock(lock, fcntl.LOCK_EX)  # our own writers take turns; foreign editors are merged
             try:
                 self._save_locked()
+                self._sweep_temp_files()
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _sweep_temp_files(self, older_than_s: float = 60.0) -> None:
+        """Temp files a killed writer left behind (ours are named .<file>.*.tmp), once they are stale."""
+        now = time.time()
+        for pat in (f".{self.path.name}.*.tmp", f".{self.backup_path.name}.*.tmp"):
+            for f in self.path.parent.glob(pat):
+                with contextlib.suppress(OSError):
+                    if now - f.stat().st_mtime > older_than_s:
+                        f.unlink()
 
     def _save_locked(self) -> None:
         base, base_extra = self._base, self._base_extra
@@ -868,7 +879,13 @@ def cli_main(ns: Any) -> int:
             print(_format_item(idx + 1, store.items[idx]))
             return 0
         if action == "check":
-            ctx = _build_context(ns, store)
+            from ddtree_tui.config import ProfileError
+
+            try:
+                ctx = _build_context(ns, store)
+            except ProfileError as e:
+                print(f"ddtree-tui todo: {e}", file=sys.stderr)
+                return 2
             evidence = evaluate(store.items, ctx)
             if as_json:
                 rows = [

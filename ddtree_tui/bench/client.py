@@ -294,6 +294,7 @@ def _result(
         if isinstance(details, dict):
             cached = details.get("cached_tokens", cached)
     rate = meta.get("spec_accept_rate")
+    server_e2e = meta.get("e2e_latency")
     return RequestResult(
         service=target.ref,
         algorithm=target.algorithm,
@@ -315,12 +316,15 @@ def _result(
         text_mode=acc.text_mode if sp.api == "generate" else "incremental",  # type: ignore[arg-type]
         tokens_source=source,  # type: ignore[arg-type]
         output_chars=len(acc.acc_text),
+        server_e2e_s=float(server_e2e) if isinstance(server_e2e, int | float) else None,
         sampling=sp,
         **m,  # type: ignore[arg-type]
     )
 
 
-async def server_info(client: httpx.AsyncClient, base_url: str, timeout: float = 5.0) -> dict[str, Any] | None:
+async def server_info(
+    client: httpx.AsyncClient, base_url: str, timeout: float = 5.0
+) -> dict[str, Any] | None:
     """`/server_info`, falling back to the older `/get_server_info`; None when neither answers."""
     for path in ("/server_info", "/get_server_info"):
         try:

@@ -23,7 +23,12 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 
-def append(run: BenchRun, path: Path | str = DEFAULT_HISTORY) -> Path:
+def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HISTORY) -> Path:
+    """Append one run as one line; `append(run, path)` (also accepts `append(path, run)`)."""
+    if isinstance(path, BenchRun):
+        run, path = path, run  # type: ignore[assignment]
+    if not isinstance(run, BenchRun) or isinstance(path, BenchRun):
+        raise TypeError("append(run: BenchRun, path)")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = (json.dumps(dump(run), ensure_ascii=False, separators=(",", ":")) + "\n").encode()

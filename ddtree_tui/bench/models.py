@@ -85,6 +85,7 @@ class RequestResult(BaseModel):
     error: str | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None
+    server_e2e_s: float | None = None  # the server's own meta_info.e2e_latency, when it reports one
     output_tokens: int | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None

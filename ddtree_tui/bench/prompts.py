@@ -52,7 +52,9 @@ class Prompt(BaseModel):
 
 def render_chatml(messages: list[dict[str, str]]) -> str:
     """The Qwen chat template, enough for a benchmark: same conversation on /generate as on chat."""
-    out = "".join(f"<|im_start|>{m.get('role', 'user')}\n{m.get('content', '')}<|im_end|>\n" for m in messages)
+    out = "".join(
+        f"<|im_start|>{m.get('role', 'user')}\n{m.get('content', '')}<|im_end|>\n" for m in messages
+    )
     return out + "<|im_start|>assistant\n"
 
 
@@ -128,7 +130,7 @@ _AGENT_TASKS: list[tuple[str, list[tuple[str, str]]]] = [
                 "def main(argv=None):\n    p = argparse.ArgumentParser()\n    p.add_argument('path')\n"
                 "    ns = p.parse_args(argv)\n    print(table(build(ns.path)))\n```",
                 '{"tool": "edit", "path": "cli.py", "old": "    ns = p.parse_args(argv)", "new": '
-                '"    p.add_argument(\'--json\', action=\'store_true\')\\n    ns = p.parse_args(argv)"}',
+                "\"    p.add_argument('--json', action='store_true')\\n    ns = p.parse_args(argv)\"}",
             ),
             (
                 "Tool result: edit applied. Finish the change so --json prints json.dumps of the report, "

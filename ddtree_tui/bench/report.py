@@ -21,7 +21,7 @@ JSON schema (`--json FILE`, and each line of the history file), `"schema": 1`:
     {"service": "ct200/dflash", "algorithm": "dflash", "mode": "linear", "prompt_id": "fibonacci",
      "repeat": 0, "seq": 0, "warmup": false, "started_at": 1795977917.2,
      "ok": true, "error": null,
-     "ttft_s": 0.045, "e2e_s": 1.82, "output_tokens": 256, "prompt_tokens": 40, "cached_tokens": 0,
+     "ttft_s": 0.045, "e2e_s": 1.82, "server_e2e_s": 1.81, "output_tokens": 256, "prompt_tokens": 40, "cached_tokens": 0,
      "tok_s": 140.6,                # output_tokens / e2e_s
      "decode_tok_s": 143.9,         # tokens after the first text chunk / time after it
      "itl_mean_ms": 7.1, "itl_p50_ms": 7.0, "itl_p90_ms": 7.4, "itl_p99_ms": 9.0,   # per token
@@ -123,7 +123,9 @@ def from_csv(text: str) -> list[PromptRow]:
     out = []
     fields = set(PromptRow.model_fields)
     for rec in csv.DictReader(io.StringIO(text)):
-        out.append(PromptRow.model_validate({k: (v if v != "" else None) for k, v in rec.items() if k in fields}))
+        out.append(
+            PromptRow.model_validate({k: (v if v != "" else None) for k, v in rec.items() if k in fields})
+        )
     return out
 
 
@@ -139,7 +141,10 @@ def _render(headers: list[str], rows: list[list[str]], right: set[int]) -> list[
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
@@ -161,8 +166,20 @@ def table(run: BenchRun) -> str:
     if run.baseline:
         lines.append(f"baseline: {run.baseline}")
     lines.append("")
-    headers = ["prompt", "service", "algorithm", "mode", "n", "tok/s", "[min-max]", "decode", "TTFT ms", "accept",
-               "tok/chunk", "Δ tok/s"]
+    headers = [
+        "prompt",
+        "service",
+        "algorithm",
+        "mode",
+        "n",
+        "tok/s",
+        "[min-max]",
+        "decode",
+        "TTFT ms",
+        "accept",
+        "tok/chunk",
+        "Δ tok/s",
+    ]
     body = []
     for r in run.rows:
         rng = "-" if r.tok_s_min is None else f"[{r.tok_s_min:.1f}-{r.tok_s_max:.1f}]"
@@ -184,8 +201,19 @@ def table(run: BenchRun) -> str:
         )
     lines += _render(headers, body, right={4, 5, 6, 7, 8, 9, 10, 11})
     lines.append("")
-    headers = ["service", "algorithm", "mode", "ok", "failed", "tok/s (mean of prompts)", "median tok/s",
-               "TTFT ms", "accept", "tokens", "Δ tok/s"]
+    headers = [
+        "service",
+        "algorithm",
+        "mode",
+        "ok",
+        "failed",
+        "tok/s (mean of prompts)",
+        "median tok/s",
+        "TTFT ms",
+        "accept",
+        "tokens",
+        "Δ tok/s",
+    ]
     body = []
     for s in run.summary:
         body.append(

@@ -115,7 +115,9 @@ class BenchRunner:
         self, client: httpx.AsyncClient, t: BenchTarget, p: Prompt, rep: int, seq: int, warmup: bool
     ) -> RequestResult:
         self._emit(
-            PromptStarted(run_id=self.run_id, service=t.ref, prompt_id=p.id, repeat=rep, seq=seq, warmup=warmup)
+            PromptStarted(
+                run_id=self.run_id, service=t.ref, prompt_id=p.id, repeat=rep, seq=seq, warmup=warmup
+            )
         )
 
         def on_tokens(n: int, elapsed: float) -> None:
@@ -169,7 +171,10 @@ class BenchRunner:
     async def run(self) -> BenchRun:
         self._emit(
             RunStarted(
-                run_id=self.run_id, total=self.total, targets=self.targets, prompts=[p.id for p in self.prompts]
+                run_id=self.run_id,
+                total=self.total,
+                targets=self.targets,
+                prompts=[p.id for p in self.prompts],
             )
         )
         conns = max(4, self.req.concurrency * 2)
@@ -183,11 +188,17 @@ class BenchRunner:
                 info = await server_info(client, t.base_url)
                 self.infos[t.ref] = _target_info(t, info)
             seq = -1
-            for t in self.targets:  # warm-up: not counted, but recorded as failed when it fails
+            # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
+            # connection pool is as warm as it will be while measuring
+            width = min(self.req.concurrency, len(self.prompts))
+            for t in self.targets:
                 for i in range(self.req.warmup):
-                    p = self.prompts[i % len(self.prompts)]
-                    await self._one(client, t, p, i, seq, True)
-                    seq -= 1
+                    batch = []
+                    for j in range(width):
+                        p = self.prompts[(i * width + j) % len(self.prompts)]
+                        batch.append(self._one(client, t, p, i, seq, True))
+                        seq -= 1
+                    await asyncio.gather(*batch)
             for batch in plan(self.prompts, self.targets, self.req.repeats, self.req.concurrency):
                 await self._batch(client, batch)
         return self.build("complete")
@@ -206,7 +217,11 @@ class BenchRunner:
             prompt_set=self.prompt_set,
             prompts=[
                 PromptInfo(
-                    id=p.id, title=p.title, approx_tokens=p.approx_tokens, turns=p.turns, max_new_tokens=p.max_new_tokens
+                    id=p.id,
+                    title=p.title,
+                    approx_tokens=p.approx_tokens,
+                    turns=p.turns,
+                    max_new_tokens=p.max_new_tokens,
                 )
                 for p in self.prompts
             ],

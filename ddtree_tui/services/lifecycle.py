@@ -65,8 +65,15 @@ class _Svc:
 
 
 _CLEARED: dict[str, Any] = dict.fromkeys(
-    ("health_latency_ms", "accept_length", "accept_rate", "gen_throughput", "running_reqs", "queue_reqs",
-     "token_usage"),
+    (
+        "health_latency_ms",
+        "accept_length",
+        "accept_rate",
+        "gen_throughput",
+        "running_reqs",
+        "queue_reqs",
+        "token_usage",
+    ),
 )
 
 

@@ -409,10 +409,14 @@ class SimServer:
         gauge("sglang:num_running_reqs", s.running, "The number of running requests.")
         gauge("sglang:num_queue_reqs", 0, "The number of requests in the waiting queue.")
         gauge("sglang:token_usage", round(usage, 6), "The token usage.")
-        gauge("sglang:gen_throughput", round(s.last_gen_throughput, 3), "The generation throughput (token/s).")
+        gauge(
+            "sglang:gen_throughput", round(s.last_gen_throughput, 3), "The generation throughput (token/s)."
+        )
         gauge("sglang:cache_hit_rate", round(hit, 6), "The prefix cache hit rate.")
         if self.cfg.speculative_algorithm:
-            gauge("sglang:spec_accept_length", round(s.last_accept_length, 4), "The average acceptance length.")
+            gauge(
+                "sglang:spec_accept_length", round(s.last_accept_length, 4), "The average acceptance length."
+            )
             gauge("sglang:spec_accept_rate", round(s.last_accept_rate, 4), "The average acceptance rate.")
         counter("sglang:prompt_tokens_total", s.prompt_tokens_total, "Number of prefill tokens processed.")
         counter("sglang:generation_tokens_total", s.generation_tokens_total, "Number of generation tokens.")
@@ -548,7 +552,9 @@ class SimServer:
         st.last_gen_throughput = st.tokens_since_log / elapsed
         st.last_accept_length, st.last_accept_rate = acc_len, acc_rate
         spec = (
-            f"accept len: {acc_len:.2f}, accept rate: {acc_rate:.2f}, " if self.cfg.speculative_algorithm else ""
+            f"accept len: {acc_len:.2f}, accept rate: {acc_rate:.2f}, "
+            if self.cfg.speculative_algorithm
+            else ""
         )
         self.log(
             f"Decode batch, #running-req: {st.running}, #token: {st.running_tokens}, "

@@ -111,7 +111,9 @@ class FrameBuilder:
             if g.health == "fault" and g.fault:
                 prev = next((p for p in self.gpus if p.index == g.index), None)
                 fill = {k: getattr(prev, k) for k in ("uuid", "name", "pci_bus_id") if getattr(g, k) is None}
-                g = g.model_copy(update={**(fill if prev else {}), "fault_at": self._since(f"gpu{g.index}", g.fault, ts)})
+                g = g.model_copy(
+                    update={**(fill if prev else {}), "fault_at": self._since(f"gpu{g.index}", g.fault, ts)}
+                )
             else:
                 self._clear(f"gpu{g.index}")
             out.append(self._with_services(g, procs, anc))
@@ -123,7 +125,11 @@ class FrameBuilder:
                 continue
             prev = next((p for p in self.gpus if bus_key(p.pci_bus_id) == key), None)
             used = {g.index for g in out}
-            index = prev.index if prev else next(i for i in range(len(out) + len(parsed.gpu_faults) + 1) if i not in used)
+            index = (
+                prev.index
+                if prev
+                else next(i for i in range(len(out) + len(parsed.gpu_faults) + 1) if i not in used)
+            )
             out.append(
                 GpuSample(
                     index=index,
@@ -139,9 +145,9 @@ class FrameBuilder:
         out.sort(key=lambda g: g.index)
         return out, parsed.fault, parsed.driver_version
 
-    def build(self, line: Mapping[str, Any], now: float | None = None) -> tuple[
-        HostSample | None, list[GpuSample], TelemetryStatus
-    ]:
+    def build(
+        self, line: Mapping[str, Any], now: float | None = None
+    ) -> tuple[HostSample | None, list[GpuSample], TelemetryStatus]:
         """The models for one sampler line; a line that carries no GPU part keeps the last GPUs."""
         now = time.time() if now is None else now
         ts = now
@@ -164,7 +170,11 @@ class FrameBuilder:
             # the whole GPU source failed (no devices, driver gone): keep the GPUs on screen, as faults
             gpus = [
                 g.model_copy(
-                    update={"health": "fault", "fault": fault, "fault_at": self._since(f"gpu{g.index}", fault, ts)}
+                    update={
+                        "health": "fault",
+                        "fault": fault,
+                        "fault_at": self._since(f"gpu{g.index}", fault, ts),
+                    }
                 )
                 for g in self.gpus
             ]
@@ -182,14 +192,20 @@ class FrameBuilder:
         self.status = status
         return self.host if host is None else host, gpus, status
 
-    def stalled(self, message: str, now: float | None = None) -> tuple[
-        HostSample | None, list[GpuSample], TelemetryStatus
-    ]:
+    def stalled(
+        self, message: str, now: float | None = None
+    ) -> tuple[HostSample | None, list[GpuSample], TelemetryStatus]:
         """The sampler stopped answering or died: everything we show is stale, and says so."""
         now = time.time() if now is None else now
         at = self._since("host", message, now)
         gpus = [
-            g.model_copy(update={"health": "fault", "fault": message, "fault_at": self._since(f"gpu{g.index}", message, now)})
+            g.model_copy(
+                update={
+                    "health": "fault",
+                    "fault": message,
+                    "fault_at": self._since(f"gpu{g.index}", message, now),
+                }
+            )
             for g in self.gpus
         ]
         self.status = self.status.model_copy(update={"fault": message, "fault_at": at})

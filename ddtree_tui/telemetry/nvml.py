@@ -9,7 +9,7 @@ from typing import Any
 
 from ddtree_tui.telemetry.sampler_program import NvmlCollector, NvmlUnavailable, proc_ancestors
 
-__all__ = ["NvmlCollector", "NvmlUnavailable", "open_nvml", "nvml_line"]
+__all__ = ["NvmlCollector", "NvmlUnavailable", "nvml_line", "open_nvml"]
 
 
 def open_nvml(module: Any = None) -> NvmlCollector:

@@ -9,6 +9,7 @@ device handle for GPU…", "GPU is lost").
 from __future__ import annotations
 
 import csv
+import math
 import io
 import re
 from collections.abc import Iterable, Sequence
@@ -49,7 +50,15 @@ ALIASES: dict[str, str] = {
 }
 FLOAT_ATTRS = {"power_w", "power_limit_w"}
 INT_ATTRS = {"index", "util_gpu", "util_mem", "mem_used_mb", "mem_total_mb", "temp_c", "sm_clock_mhz"}
-MISSING = {"", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[insufficient permissions]"}
+MISSING = {
+    "",
+    "[n/a]",
+    "n/a",
+    "[not supported]",
+    "not supported",
+    "[unknown error]",
+    "[insufficient permissions]",
+}
 DEFAULT_FIELDS = [
     "index", "uuid", "name", "pci.bus_id", "driver_version", "pstate", "temperature.gpu", "utilization.gpu",
     "utilization.memory", "memory.total", "memory.used", "memory.free", "power.draw", "power.limit", "clocks.sm",
@@ -127,10 +136,11 @@ def _convert(attr: str, raw: str) -> object:
     m = _VALUE_UNIT_RE.match(v)
     if m:
         v = m.group(1)
-    if attr in INT_ATTRS:
-        return int(float(v))
-    if attr in FLOAT_ATTRS:
-        return float(v)
+    if attr in INT_ATTRS or attr in FLOAT_ATTRS:
+        f = float(v)
+        if not math.isfinite(f) or abs(f) > 1e12:
+            raise ValueError(f"not a plausible number: {raw!r}")
+        return int(f) if attr in INT_ATTRS else f
     if attr == "throttle_reasons":
         return decode_throttle(int(v, 16) if v.lower().startswith("0x") else int(v))
     return v
@@ -158,8 +168,10 @@ def _split(line: str) -> list[str]:
 
 
 def _looks_like_header(cells: Sequence[str]) -> bool:
-    return bool(cells) and canonical(cells[0]) in ("index", "uuid", "name", "pci.bus_id") and not any(
-        c.strip().isdigit() for c in cells[:1]
+    return (
+        bool(cells)
+        and canonical(cells[0]) in ("index", "uuid", "name", "pci.bus_id")
+        and not any(c.strip().isdigit() for c in cells[:1])
     )
 
 
@@ -203,7 +215,11 @@ def parse_query(
             else:
                 host_fault = host_fault or found[1]
             continue
-        if found and found[0] in ("no-devices", "driver", "field", "missing", "unknown") and not _is_row(cells):
+        if (
+            found
+            and found[0] in ("no-devices", "driver", "field", "missing", "unknown")
+            and not _is_row(cells)
+        ):
             host_fault = host_fault or found[1]
             continue
         if names is None:
@@ -215,7 +231,7 @@ def parse_query(
             continue
         try:
             sample = _row_to_sample(names, cells, ts, fault_at)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):
             skipped.append(line)
             continue
         if sample is None:
@@ -234,7 +250,9 @@ def _is_row(cells: Sequence[str]) -> bool:
     return bool(cells) and cells[0].strip().isdigit()
 
 
-def _row_to_sample(names: Sequence[str], cells: Sequence[str], ts: float, fault_at: float | None) -> GpuSample | None:
+def _row_to_sample(
+    names: Sequence[str], cells: Sequence[str], ts: float, fault_at: float | None
+) -> GpuSample | None:
     data: dict[str, object] = {"ts": ts}
     lost: str | None = None
     for name, raw in zip(names, cells, strict=True):

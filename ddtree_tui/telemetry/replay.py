@@ -40,7 +40,9 @@ def load_recording(ref: str | None) -> tuple[list[dict[str, Any]], str]:
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             known = ", ".join(BUILTIN)
-            raise ReplayError(f"replay {ref!r}: not a built-in recording ({known}) nor a readable file: {e}") from None
+            raise ReplayError(
+                f"replay {ref!r}: not a built-in recording ({known}) nor a readable file: {e}"
+            ) from None
         note = f"replay of {p.name} (not live)"
     frames: list[dict[str, Any]] = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -69,7 +71,9 @@ _NUMERIC = ("util_gpu", "util_mem", "mem_used_mb", "temp_c", "power_w", "sm_cloc
 
 
 def _lerp(a: GpuSample, b: GpuSample, f: float) -> dict[str, Any]:
-    d = a.model_dump(exclude={"processes", "ts", "health", "fault", "fault_at", "service", "throttle_reasons"})
+    d = a.model_dump(
+        exclude={"processes", "ts", "health", "fault", "fault_at", "service", "throttle_reasons"}
+    )
     for k in _NUMERIC:
         va, vb = getattr(a, k), getattr(b, k)
         if va is None or vb is None:

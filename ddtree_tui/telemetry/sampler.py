@@ -234,7 +234,9 @@ class HostTelemetry:
 
     async def _shell_fields(self) -> list[str]:
         try:
-            res = await self.transport.run(["nvidia-smi", "--help-query-gpu"], timeout=15, env=self.profile.env or None)
+            res = await self.transport.run(
+                ["nvidia-smi", "--help-query-gpu"], timeout=15, env=self.profile.env or None
+            )
         except TransportError:
             return pick_fields(None)
         return pick_fields(parse_help_fields(res.stdout) if res.ok else None)
@@ -244,7 +246,12 @@ class HostTelemetry:
         use_shell = False
         while True:
             if not await self.transport.wait_connected(timeout=max(self.interval, backoff)):
-                self._publish(self._builder.stalled(f"host not connected: {self.transport.status.error or ''}".strip(" :")), record=False)
+                self._publish(
+                    self._builder.stalled(
+                        f"host not connected: {self.transport.status.error or ''}".strip(" :")
+                    ),
+                    record=False,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.backoff_max)
                 continue
@@ -259,7 +266,12 @@ class HostTelemetry:
                 self.mode_used = "program"
             lines, healthy_s, reason, text = await self._consume(argv, parser)
             if lines == 0 and not use_shell and _NO_PYTHON_RE.search(text):
-                log.info("%s: %s unusable (%s); falling back to a sh loop", self.profile.name, self.profile.python, text[-200:])
+                log.info(
+                    "%s: %s unusable (%s); falling back to a sh loop",
+                    self.profile.name,
+                    self.profile.python,
+                    text[-200:],
+                )
                 use_shell = True
                 continue
             if healthy_s > 10 * self.interval:
@@ -306,7 +318,12 @@ class HostTelemetry:
                     return count, last - started, reason, "\n".join(other)
                 silent = time.monotonic() - last
                 if silent > limit:
-                    return count, last - started, f"sampler not answering for {silent:.0f} s", "\n".join(other)
+                    return (
+                        count,
+                        last - started,
+                        f"sampler not answering for {silent:.0f} s",
+                        "\n".join(other),
+                    )
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -327,7 +344,9 @@ async def snapshot_once(transport: Transport, profile: HostProfile, timeout: flo
         return None, [], TelemetryStatus(fault=str(e), fault_at=now)
 
 
-async def _snapshot(transport: Transport, profile: HostProfile, src: str, local: bool, timeout: float) -> Update:
+async def _snapshot(
+    transport: Transport, profile: HostProfile, src: str, local: bool, timeout: float
+) -> Update:
     if src == "replay":
         try:
             frames, note = load_recording(profile.telemetry.replay)
@@ -383,7 +402,9 @@ async def _snapshot_program(transport: Transport, profile: HostProfile, mode: st
     text = (res.stderr or res.stdout).strip()
     if res.exit_status == 127 or _NO_PYTHON_RE.search(text):
         fields = pick_fields(None)
-        help_res = await transport.run(["nvidia-smi", "--help-query-gpu"], timeout=timeout, env=profile.env or None)
+        help_res = await transport.run(
+            ["nvidia-smi", "--help-query-gpu"], timeout=timeout, env=profile.env or None
+        )
         if help_res.ok:
             fields = pick_fields(parse_help_fields(help_res.stdout))
         sh = await transport.run(shell_argv(profile.workdir, fields, 0.2, count=2), timeout=timeout)

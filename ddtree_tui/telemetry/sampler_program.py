@@ -6,7 +6,7 @@ One long-lived process per host, one JSON line per tick on stdout: host stats fr
 ("err", a GPU's "fault"), never a crash. It exits when stdout breaks (EPIPE), when stdin reaches EOF (only with
 --stdin-eof-exit), or when its parent goes away, so it dies with the SSH channel.
 
-Stdlib only and Python >= 3.6 compatible: it runs with whatever Python the host has. The client imports this
+Stdlib only and Python >= 3.7 compatible: it runs with whatever Python the host has. The client imports this
 module too (the NVML collector and the /proc parsers), so there is one copy of that code.
 """
 
@@ -174,7 +174,7 @@ def proc_ancestors(pid: int, depth: int = 8) -> list[int]:
     out: list[int] = []
     cur = pid
     for _ in range(depth):
-        text = read_text("/proc/%d/stat" % cur)
+        text = read_text(f"/proc/{cur}/stat")
         if not text:
             break
         try:
@@ -189,7 +189,7 @@ def proc_ancestors(pid: int, depth: int = 8) -> list[int]:
 
 
 def proc_name(pid: int) -> str | None:
-    text = read_text("/proc/%d/comm" % pid)
+    text = read_text(f"/proc/{pid}/comm")
     return text.strip() if text else None
 
 
@@ -216,7 +216,7 @@ class NvmlCollector:
             try:
                 import pynvml as nv  # nvidia-ml-py (or the old pynvml package): same module name
             except Exception as e:
-                raise NvmlUnavailable("pynvml not importable: %s" % e, no_gpu=False) from None
+                raise NvmlUnavailable(f"pynvml not importable: {e}", no_gpu=False) from None
         self.nv = nv
         try:
             nv.nvmlInit()
@@ -242,7 +242,7 @@ class NvmlCollector:
         try:
             h = nv.nvmlDeviceGetHandleByIndex(i)
         except Exception as e:
-            self.handle_err[i] = "Unable to determine the device handle for GPU %d: %s" % (i, e)
+            self.handle_err[i] = f"Unable to determine the device handle for GPU {i}: {e}"
             return
         st: dict = {}
         for key, fn in (("uuid", "nvmlDeviceGetUUID"), ("name", "nvmlDeviceGetName")):
@@ -329,7 +329,7 @@ class NvmlCollector:
         g["power_limit_w"] = round(pl / 1000.0, 2) if pl is not None else None
         g["sm_clock_mhz"] = self._call("nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1))
         ps = self._call("nvmlDeviceGetPerformanceState", h)
-        g["pstate"] = "P%d" % ps if isinstance(ps, int) and 0 <= ps < 32 else None
+        g["pstate"] = f"P{ps}" if isinstance(ps, int) and 0 <= ps < 32 else None
         fn = "nvmlDeviceGetCurrentClocksEventReasons"
         if not hasattr(nv, fn):
             fn = "nvmlDeviceGetCurrentClocksThrottleReasons"
@@ -405,10 +405,13 @@ def run_smi(args: list[str], timeout: float) -> tuple[int | None, str]:
     except FileNotFoundError:
         return None, "nvidia-smi: command not found"
     except subprocess.TimeoutExpired:
-        return None, "nvidia-smi did not answer within %.0f s" % timeout
+        return None, f"nvidia-smi did not answer within {timeout:.0f} s"
     except OSError as e:
-        return None, "nvidia-smi: %s" % e
+        return None, f"nvidia-smi: {e}"
     return p.returncode, p.stdout.decode(errors="replace")
+
+
+_HOST_FAULT_RE = re.compile(r"No devices were found|NVIDIA-SMI has failed|Failed to initialize NVML")
 
 
 def is_row(line: str) -> bool:
@@ -468,8 +471,8 @@ class SmiStream:
             if not line.strip():
                 continue
             with self.lock:
-                if len(self.output) < 50:
-                    self.output.append(line)
+                if not is_row(line):  # what it said besides rows: the reason when it dies
+                    self.output = [*self.output[-19:], line]
                 if is_row(line):
                     idx = int(line.split(",", 1)[0])
                     if idx <= last_index:
@@ -481,6 +484,9 @@ class SmiStream:
                         self._finish_group()
                         last_index = -1
                 else:
+                    if _HOST_FAULT_RE.search(line):  # the whole source failed: not part of this tick's rows
+                        self._finish_group()
+                        last_index = -1
                     self.errs.append(line)
         with self.lock:
             self._finish_group()
@@ -611,7 +617,7 @@ class SmiSource:
         rows = [ln for ln in lines if is_row(ln)]
         errs = [ln for ln in lines if not is_row(ln)]
         if rc != 0 and not rows:
-            self._backoff(out.strip() or "nvidia-smi exit status %s" % rc)
+            self._backoff(out.strip() or f"nvidia-smi exit status {rc}")
             return {"fields": self.fields, "rows": [], "errs": errs[-5:]}
         self.failures = 0
         self.err = None
@@ -640,7 +646,9 @@ def parse_args(argv: list[str]) -> dict:
         a = argv[i]
         if a == "--stdin-eof-exit":
             opts["stdin_eof_exit"] = True
-        elif a in ("--interval-ms", "--mode", "--count", "--workdir", "--backoff-max-ms") and i + 1 < len(argv):
+        elif a in ("--interval-ms", "--mode", "--count", "--workdir", "--backoff-max-ms") and i + 1 < len(
+            argv
+        ):
             key = a[2:].replace("-", "_")
             val = argv[i + 1]
             opts[key] = val if key in ("mode", "workdir") else int(val)
@@ -669,7 +677,7 @@ class Sampler:
                 nvml_err = str(e)
                 self.no_gpu = e.no_gpu
             except Exception as e:
-                nvml_err = "NVML: %s" % e
+                nvml_err = f"NVML: {e}"
         if self.nvml is None and mode in ("auto", "nvidia-smi", "oneshot"):
             self.smi = SmiSource(
                 opts["interval_ms"],
@@ -691,7 +699,7 @@ class Sampler:
                 gpus = self.nvml.sample()
             except Exception as e:  # never let one bad tick end the stream
                 gpus = []
-                line["err"] = "NVML: %s" % e
+                line["err"] = f"NVML: {e}"
             line["gpus"] = gpus
             pids = [p["pid"] for g in gpus for p in g.get("processes", [])]
         elif self.smi is not None:

@@ -31,19 +31,29 @@ from ddtree_tui.config import HostProfile
 from ddtree_tui.state import ConnStatus
 from ddtree_tui.transport.base import RunResult, Transport, TransportError, quote_argv
 
-# $1 = number of input bytes for the command's stdin, then the command's argv. The watcher (first pipeline
-# stage) feeds the input, closes the command's stdin, then waits for EOF on the channel's stdin; if the
-# wrapper shell ($$) is still alive by then, the client went away: kill the session's process group.
+# $1 = number of input bytes for the command's stdin, then the command's argv. The command runs in the
+# background; with input, exactly $1 bytes of the channel's stdin reach it through a FIFO (`head -c`, which
+# never reads past its count). Then a watcher reads the rest of the channel's stdin: EOF there while the
+# command still runs means the client went away (cancel, timeout, lost connection), so it kills the session's
+# process group, TERM then KILL. When the command ends by itself the wrapper kills the watcher and exits with
+# the command's status (re-raising its signal, so the client sees exit-signal as with a plain exec).
 _WRAPPER = r"""n=$1; shift
 exec 3<&0 </dev/null
-{ trap '' TERM
-  if [ "$n" -gt 0 ]; then head -c "$n" <&3; fi
-  exec >&- 2>/dev/null
-  cat <&3 >/dev/null
-  if kill -0 $$ 2>/dev/null; then kill -TERM 0; sleep 1; kill -KILL 0; fi
-} | "$@" 3<&- &
-wait $!
+if [ "$n" -gt 0 ]; then
+  d=$(mktemp -d) && mkfifo "$d/in" || exit 125
+  "$@" <"$d/in" 3<&- &
+  p=$!
+  head -c "$n" <&3 >"$d/in"
+  rm -rf "$d"
+else
+  "$@" 3<&- &
+  p=$!
+fi
+( trap '' TERM; cat <&3; kill -TERM 0; sleep 1; kill -KILL 0 ) >/dev/null 2>&1 &
+w=$!
+wait $p 2>/dev/null
 s=$?
+kill -KILL $w 2>/dev/null
 if [ "$s" -gt 128 ] && [ "$s" -lt 160 ]; then kill -$((s - 128)) $$; fi
 exit $s"""
 

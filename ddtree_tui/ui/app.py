@@ -617,8 +617,8 @@ class DDTreeApp(App[int]):
 
     def _apply_theme(self, name: str) -> None:
         for old in self._themes:
-            self.remove_class(f"-theme-{old}")
-        self.add_class(f"-theme-{name}")
+            self.remove_class(f"-skin-{old}")
+        self.add_class(f"-skin-{name}")
         base = self._themes[name][1]
         with contextlib.suppress(Exception):
             self.theme = base

@@ -38,17 +38,44 @@ def snapshot() -> FleetSnapshot:
         name="local",
         address="local",
         state="connected",
-        host=HostSample(cpu_percent=12.0, load1=0.8, mem_used_mb=20480, mem_total_mb=64000,
-                        disk_free_mb=120000, disk_total_mb=500000, ts=T0),
+        host=HostSample(
+            cpu_percent=12.0,
+            load1=0.8,
+            mem_used_mb=20480,
+            mem_total_mb=64000,
+            disk_free_mb=120000,
+            disk_total_mb=500000,
+            ts=T0,
+        ),
         gpus=[_gpu(0, 97, 21491, "dflash,ddtree-shadow")],
         telemetry=TelemetryStatus(source="replay", note="replay of a real H200 recording"),
         services=[
-            ServiceStatus(name="dflash", host="local", algorithm="dflash", launcher="sim", simulated=True,
-                          port=31010, state="ready", pid=4242, started_at=T0 - 125, accept_length=3.41,
-                          gen_throughput=139.6, health_latency_ms=3.2),
-            ServiceStatus(name="ddtree-shadow", host="local", algorithm="ddtree", mode="shadow-linear",
-                          launcher="sim", simulated=True, port=31011, state="starting", started_at=T0 - 4,
-                          detail="Load weight begin"),
+            ServiceStatus(
+                name="dflash",
+                host="local",
+                algorithm="dflash",
+                launcher="sim",
+                simulated=True,
+                port=31010,
+                state="ready",
+                pid=4242,
+                started_at=T0 - 125,
+                accept_length=3.41,
+                gen_throughput=139.6,
+                health_latency_ms=3.2,
+            ),
+            ServiceStatus(
+                name="ddtree-shadow",
+                host="local",
+                algorithm="ddtree",
+                mode="shadow-linear",
+                launcher="sim",
+                simulated=True,
+                port=31011,
+                state="starting",
+                started_at=T0 - 4,
+                detail="Load weight begin",
+            ),
         ],
     )
     ct200 = HostView(
@@ -60,8 +87,15 @@ def snapshot() -> FleetSnapshot:
         telemetry=TelemetryStatus(source="nvidia-smi"),
         gpus=[_gpu(1, 0, 512, None, "Xid 79: GPU has fallen off the bus")],
         services=[
-            ServiceStatus(name="ddtree-tree", host="ct200", algorithm="ddtree", mode="tree", port=30011,
-                          state="crashed", detail="exit status 1: CUDA out of memory"),
+            ServiceStatus(
+                name="ddtree-tree",
+                host="ct200",
+                algorithm="ddtree",
+                mode="tree",
+                port=30011,
+                state="crashed",
+                detail="exit status 1: CUDA out of memory",
+            ),
         ],
     )
     return FleetSnapshot(ts=T0, hosts=[local, ct200])
@@ -77,11 +111,18 @@ def static_fleet() -> StaticFleet:
         HostProfile(name="ct200", address="ct200"),
     ]
     todos = [
-        StaticTodo(content="launch dflash on local", status="completed", priority="high",
-                   check="service local/dflash ready"),
+        StaticTodo(
+            content="launch dflash on local",
+            status="completed",
+            priority="high",
+            check="service local/dflash ready",
+        ),
         StaticTodo(content="benchmark seed3", status="in_progress", priority="medium"),
         StaticTodo(content="move ddtree to ct200", status="pending", priority="low"),
     ]
-    logs = {"local/dflash": [f"[2025-06-15 12:00:{i:02d}] Decode batch. #running-req: 1, accept len: 3.41"
-                             for i in range(30)]}
+    logs = {
+        "local/dflash": [
+            f"[2025-06-15 12:00:{i:02d}] Decode batch. #running-req: 1, accept len: 3.41" for i in range(30)
+        ]
+    }
     return StaticFleet(snapshot(), profiles=profiles, history=history(), logs=logs, todos=todos)

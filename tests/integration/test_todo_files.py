@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.cli import main
+from ddtree_tui.todo import TodoStore
+from tests.sshd import SshdServer
 
 WRITER = r"""
 import sys
@@ -61,6 +63,14 @@ def test_writer_killed_mid_saves_never_leaves_an_unreadable_file(tmp_path: Path)
         if bak.exists():
             json.loads(bak.read_text())
     assert kills_mid_run >= 5  # the kills really landed while it was saving
+    # temp files a killed writer left are swept by a later save once stale
+    for f in tmp_path.glob(".todos.json.*.tmp"):
+        os.utime(f, (time.time() - 120, time.time() - 120))
+    s = TodoStore(p)
+    s.load()
+    s.add("after")
+    s.save()
+    assert not list(tmp_path.glob(".todos.json.*.tmp")) and not list(tmp_path.glob(".todos.json.bak.*.tmp"))
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -143,3 +153,26 @@ def test_todo_check_against_live_fleet(tmp_path: Path, capsys: pytest.CaptureFix
         ("failing", "completed but evidence fails"),
     ], err
     assert rc == 1
+
+
+def test_todo_check_against_sshd_host(
+    sshd: SshdServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """host evidence of a real ssh host, and a service the host does not run (unknown, no mismatch)."""
+    prof = tmp_path / "t.toml"
+    prof.write_text(
+        f'name = "t"\naddress = "testhost"\nworkdir = "{tmp_path / "wd"}"\n[telemetry]\nsource = "none"\n'
+    )
+    f = str(tmp_path / "todos.json")
+    assert _run(capsys, "todo", "add", "reach t", "--check", "host t connected", "--todos", f)[0] == 0
+    assert _run(capsys, "todo", "add", "svc", "--check", "service t/nope ready", "--todos", f)[0] == 0
+    assert _run(capsys, "todo", "done", "1", "--todos", f)[0] == 0
+    assert _run(capsys, "todo", "done", "2", "--todos", f)[0] == 0
+    rc, out, err = _run(capsys, "--profile", str(prof), "todo", "check", "--json", "--todos", f)
+    items = json.loads(out)["items"]
+    assert [(i["state"], i["mismatch"]) for i in items] == [("verified", None), ("unknown", None)], err
+    assert rc == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "t"\nbogus = 1\n')
+    rc, _, err = _run(capsys, "--profile", str(bad), "todo", "check", "--todos", f)
+    assert rc == 2 and "bogus" in err

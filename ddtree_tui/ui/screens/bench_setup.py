@@ -71,7 +71,7 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
                 "prompt_set": str(self.query_one("#prompts", Select).value),
                 "repeats": repeats,
                 "max_new_tokens": max_tokens,
-                "baseline": None if baseline is Select.BLANK else str(baseline),
+                "baseline": baseline if isinstance(baseline, str) else None,
             }
         )
 

@@ -125,7 +125,7 @@ def sync_table(
             for ck, value in zip(col_keys, cells, strict=False):
                 old = table.get_cell(key, ck)
                 if _differs(old, value):
-                    table.update_cell(key, ck, value)
+                    table.update_cell(key, ck, value, update_width=True)
         return
     cursor_key: str | None = None
     if table.row_count and 0 <= table.cursor_row < table.row_count:

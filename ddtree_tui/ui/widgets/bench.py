@@ -43,52 +43,57 @@ class BenchLive:
         self.total, self.done, self.status, self.run, self.running = total, 0, status, None, True
 
     def apply(self, ev: Any) -> None:
-        name = type(ev).__name__.lower()
-        kind = str(_get(ev, "kind", "type", default="")).lower()
-        tag = name + " " + kind
-        ref = str(_get(ev, "ref", "service", "target", default="?"))
-        prompt = str(_get(ev, "prompt_id", "prompt", "prompt_index", "index", default="?"))
-        rep = _get(ev, "repeat", default=0)
-        key = f"{ref}|{prompt}|{rep}"
-        if "runstart" in tag or "run_start" in tag:
-            total = int(_get(ev, "total", "total_requests", "n_requests", default=0) or 0)
-            self.reset(total, "running")
-        elif "promptstart" in tag or "prompt_start" in tag:
-            self.running = True
-            self.rows[key] = {
-                "ref": ref,
-                "prompt": prompt,
-                "tokens": 0,
-                "tok_s": None,
-                "ttft": None,
-                "state": "…",
-            }
-        elif "token" in tag:
-            row = self.rows.setdefault(key, {"ref": ref, "prompt": prompt, "state": "…", "ttft": None})
-            row["tokens"] = _get(ev, "tokens", "n_tokens", "completion_tokens", default=row.get("tokens", 0))
-            row["tok_s"] = _get(ev, "tok_s", "tokens_per_s", "running_tok_s", default=row.get("tok_s"))
-            row["ttft"] = _get(ev, "ttft_ms", "ttft", default=row.get("ttft"))
-        elif "promptfinish" in tag or "prompt_finish" in tag or "promptdone" in tag or "prompt_done" in tag:
-            row = self.rows.setdefault(key, {"ref": ref, "prompt": prompt})
-            err = _get(ev, "error")
-            row["tokens"] = _get(ev, "tokens", "completion_tokens", "n_tokens", default=row.get("tokens", 0))
-            row["tok_s"] = _get(ev, "tok_s", "tokens_per_s", default=row.get("tok_s"))
-            row["ttft"] = _get(ev, "ttft_ms", "ttft", default=row.get("ttft"))
-            row["state"] = f"error: {err}" if err else "done"
-            self.done += 1
-            total = _get(ev, "total", default=None)
-            if total:
-                self.total = int(total)
-        elif "runfinish" in tag or "run_finish" in tag or "rundone" in tag or "run_done" in tag:
-            self.run = _get(ev, "run", "result", default=ev)
+        """Fold one ddtree_tui.bench.models event (RunStarted, PromptStarted, TokensReceived, PromptFinished,
+        RunFinished) into the rows; read by `kind` and field names."""
+        kind = str(_get(ev, "kind", default=type(ev).__name__)).lower()
+        if kind in ("run_started", "runstarted"):
+            self.reset(int(_get(ev, "total", default=0) or 0), "running")
+            return
+        if kind in ("run_finished", "runfinished"):
+            self.run = _get(ev, "run", default=ev)
             self.running = False
-            self.status = "finished"
-        if self.total:
-            self.status = f"running · {self.done}/{self.total} requests" if self.running else self.status
+            status = _get(self.run, "status", default="complete")
+            self.status = f"finished ({status}) · {self.done}/{self.total} requests"
+            return
+        res = _get(ev, "result")
+        src = res if res is not None else ev
+        ref = str(_get(src, "service", "ref", default="?"))
+        prompt = str(_get(src, "prompt_id", "prompt", default="?"))
+        warm = bool(_get(src, "warmup", default=False))
+        rep = _get(src, "repeat", default=0)
+        key = f"{ref}|{prompt}|{'w' if warm else rep}"
+        label = f"{prompt}" + (" (warm-up)" if warm else (f" #{rep}" if rep else ""))
+        row = self.rows.setdefault(
+            key, {"ref": ref, "prompt": label, "tokens": 0, "tok_s": None, "ttft": None, "state": "…"}
+        )
+        if kind in ("prompt_started", "promptstarted"):
+            row["state"] = "sending"
+        elif kind in ("tokens_received", "tokensreceived"):
+            row["tokens"] = _get(ev, "tokens", default=row["tokens"])
+            row["tok_s"] = _get(ev, "tok_s", default=row["tok_s"])
+            row["state"] = "streaming"
+        elif kind in ("prompt_finished", "promptfinished"):
+            row["tokens"] = _get(src, "output_tokens", default=row["tokens"])
+            row["tok_s"] = _get(src, "tok_s", default=row["tok_s"])
+            ttft = _get(src, "ttft_s")
+            row["ttft"] = ttft * 1000.0 if ttft is not None else row["ttft"]
+            row["accept"] = _get(src, "accept_length")
+            ok = _get(src, "ok", default=True)
+            row["state"] = "done" if ok else f"error: {_get(src, 'error', default='failed')}"
+            self.done = int(_get(ev, "done", default=self.done + (0 if warm else 1)))
+            self.total = int(_get(ev, "total", default=self.total))
+        if self.running:
+            self.status = f"running · {self.done}/{self.total} requests"
 
 
 def run_summaries(run: Any) -> list[Any]:
-    return list(_get(run, "summaries", "services", "results", default=[]) or [])
+    return list(_get(run, "summary", "summaries", default=[]) or [])
+
+
+def _mode(s: Any) -> str:
+    algo = str(_get(s, "algorithm", default="-"))
+    mode = _get(s, "mode")
+    return f"{algo} {mode}" if mode and mode != "-" else algo
 
 
 class BenchPane(Pane):
@@ -158,12 +163,12 @@ class BenchPane(Pane):
             sums = run_summaries(run)
             base_tps = None
             for s in sums:
-                if _get(s, "ref", "service") == baseline:
-                    base_tps = _get(s, "tok_s", "tokens_per_s", "mean_tok_s")
+                if _get(s, "service", "ref") == baseline:
+                    base_tps = _get(s, "tok_s_median", "tok_s")
             for s in sums:
-                ref = str(_get(s, "ref", "service", default="?"))
-                tps = _get(s, "tok_s", "tokens_per_s", "mean_tok_s")
-                delta = _get(s, "delta_pct", "delta_vs_baseline_pct")
+                ref = str(_get(s, "service", "ref", default="?"))
+                tps = _get(s, "tok_s_median", "tok_s")
+                delta = _get(s, "delta_tok_s_pct", "delta_pct")
                 delta_text = (
                     "baseline"
                     if ref == baseline
@@ -179,12 +184,12 @@ class BenchPane(Pane):
                         ref,
                         [
                             self.t(ref, "accent"),
-                            str(_get(s, "mode", "algorithm", default="-")),
+                            _mode(s),
                             fmt.num(tps, "{:.1f}"),
-                            fmt.num(_get(s, "ttft_ms", "mean_ttft_ms", "ttft"), "{:.0f}"),
-                            fmt.num(_get(s, "accept_length", "mean_accept_length"), "{:.2f}"),
+                            fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
+                            fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
                             self.t(delta_text, badge),
-                            str(_get(s, "errors", "n_errors", default=0)),
+                            str(_get(s, "failed", "errors", default=0)),
                         ],
                     )
                 )
@@ -194,16 +199,21 @@ class BenchPane(Pane):
         rows = []
         for i, run in enumerate(reversed(history[-20:])):
             started = _get(run, "started_at", "ts", "finished_at")
-            when = dt.datetime.fromtimestamp(float(started)).strftime("%m-%d %H:%M") if started else "-"
+            if isinstance(started, dt.datetime):
+                when = started.astimezone().strftime("%m-%d %H:%M")
+            elif isinstance(started, int | float):
+                when = dt.datetime.fromtimestamp(float(started)).strftime("%m-%d %H:%M")
+            else:
+                when = "-"
             sums = run_summaries(run)
-            best = max((_get(s, "tok_s", "tokens_per_s", "mean_tok_s") or 0 for s in sums), default=None)
+            best = max((_get(s, "tok_s_median", "tok_s") or 0 for s in sums), default=None)
             rows.append(
                 (
-                    str(_get(run, "run_id", "id", default=i)),
+                    f"{_get(run, 'id', 'run_id', default='')}#{i}",
                     [
                         when,
                         str(_get(run, "prompt_set", "prompts", default="-")),
-                        ", ".join(str(_get(s, "ref", "service", default="?")) for s in sums),
+                        ", ".join(str(_get(s, "service", "ref", default="?")) for s in sums),
                         fmt.num(best, "{:.1f}"),
                         str(_get(run, "baseline", default="-")),
                     ],

@@ -1,0 +1,170 @@
+"""What a command costs over SSH, measured against a real OpenSSH sshd on 127.0.0.1 (tests/sshd.py).
+
+    .venv/bin/python benchmarks/transport.py [--spawn N] [--run N] [--line N] [--http N]
+
+Prints a markdown table (median and p90 per operation). It starts its own sshd in a temp dir and points HOME
+there, so it never touches your ~/.ssh. The point of the numbers: anything polled every tick (telemetry,
+health) must ride a channel or TCP connection that is already open, not open a new session each time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.server
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+
+from ddtree_tui.config import parse_profile
+from ddtree_tui.transport.ssh import SshTransport
+from tests.sshd import SshEnv
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+async def timed(n: int, fn: Callable[[], Awaitable[object]]) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+class _Ok(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def bench(env: SshEnv, args: argparse.Namespace) -> list[tuple[str, int, list[float]]]:
+    rows: list[tuple[str, int, list[float]]] = []
+    argv = env.ssh_argv("testhost")
+
+    def spawn() -> None:
+        subprocess.run([*argv, "true"], check=True, stdin=subprocess.DEVNULL)
+
+    loop = asyncio.get_running_loop()
+    spawn()  # warm-up
+    rows.append(
+        (
+            "(a) `ssh -o BatchMode=yes testhost true`, a new process + connection each time",
+            args.spawn,
+            await timed(args.spawn, lambda: loop.run_in_executor(None, spawn)),
+        )
+    )
+
+    t = SshTransport(parse_profile(env.profile_toml("testhost")))
+    await t.start()
+    if not await t.wait_connected(10):
+        raise SystemExit(f"cannot connect: {t.status.error}")
+    try:
+        await t.run(["true"])
+        rows.append(
+            (
+                '(b) `await t.run(["true"])`: a new channel on one persistent connection',
+                args.run,
+                await timed(args.run, lambda: t.run(["true"])),
+            )
+        )
+        conn = t.connection
+        assert conn is not None
+        rows.append(
+            (
+                '(b\') raw asyncssh `conn.run("true")`, no kill-on-close wrapper (for comparison)',
+                args.run,
+                await timed(args.run, lambda: conn.run("true")),
+            )
+        )
+        proc = await conn.create_process("cat")
+
+        async def echo() -> None:
+            proc.stdin.write("ping\n")
+            assert await proc.stdout.readline() == "ping\n"
+
+        await echo()
+        rows.append(
+            (
+                "(c) one request/response line over an already-open channel (remote `cat`)",
+                args.line,
+                await timed(args.line, echo),
+            )
+        )
+        proc.close()
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            port = await t.forward_port(srv.server_address[1])
+            async with httpx.AsyncClient(timeout=5) as client:
+                await client.get(f"http://127.0.0.1:{port}/")
+                rows.append(
+                    (
+                        "(d) HTTP GET through `forward_port`, keep-alive (one tunnel channel)",
+                        args.http,
+                        await timed(args.http, lambda: client.get(f"http://127.0.0.1:{port}/")),
+                    )
+                )
+            async with httpx.AsyncClient(
+                timeout=5, limits=httpx.Limits(max_keepalive_connections=0)
+            ) as client:
+                rows.append(
+                    (
+                        "(e) HTTP GET through `forward_port`, a new TCP connection (new channel) each",
+                        args.http,
+                        await timed(args.http, lambda: client.get(f"http://127.0.0.1:{port}/")),
+                    )
+                )
+        finally:
+            srv.shutdown()
+            srv.server_close()
+    finally:
+        await t.close()
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--spawn", type=int, default=20)
+    ap.add_argument("--run", type=int, default=50)
+    ap.add_argument("--line", type=int, default=500)
+    ap.add_argument("--http", type=int, default=200)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ddtree-bench-") as tmp:
+        env = SshEnv(Path(tmp))
+        os.environ["HOME"] = str(env.home)
+        env.add_server("testhost")
+        try:
+            rows = asyncio.run(bench(env, args))
+        finally:
+            env.stop()
+    print("| operation | N | median ms | p90 ms |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, n, xs in rows:
+        print(f"| {name} | {n} | {statistics.median(xs):.2f} | {pct(xs, 0.9):.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

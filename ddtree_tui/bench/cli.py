@@ -1,0 +1,373 @@
+"""Headless `ddtree-tui --run-bench`: progress on stderr, the table on stdout, JSON/CSV/history files.
+
+Exit codes: 0 every counted request succeeded; 1 the run finished but a request failed (the others are still
+measured and saved) or a service could not be reached; 2 bad usage or configuration; 130 interrupted (what
+was measured is still printed and saved).
+
+With `--demo` the demo profile's simulated services are started here as child processes and stopped after;
+otherwise the services must already be running (the TUI or `ddtree-tui launch` starts them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from ddtree_tui.bench import history, report
+from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
+from ddtree_tui.bench.prompts import PromptError, load_prompts
+from ddtree_tui.bench.runner import BenchUsageError, run_bench
+from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEFAULT_TIMEOUT = 300.0
+
+
+def _err(msg: str) -> None:
+    print(f"ddtree-tui --run-bench: {msg}", file=sys.stderr, flush=True)
+
+
+def target_mode(spec: ServiceSpec) -> str | None:
+    """linear (DFlash), shadow-linear / tree (DDTree), None (baseline): shown on every result."""
+    if spec.algorithm == "ddtree":
+        return spec.mode
+    if spec.algorithm == "dflash":
+        return "linear"
+    return None
+
+
+def select_services(
+    profiles: Sequence[HostProfile], services: str | None
+) -> list[tuple[HostProfile, ServiceSpec]]:
+    """`--services HOST/SVC,...` or every service of every profile; ValueError names what is unknown."""
+    if services:
+        refs = [s.strip() for s in services.split(",") if s.strip()]
+        if not refs:
+            raise ValueError("--services is empty")
+        return [find_service(profiles, r) for r in refs]
+    out = [(h, s) for h in profiles for s in h.service]
+    if not out:
+        raise ValueError("no services in the host profiles (add [[service]] tables or use --demo)")
+    return out
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def sim_argv(spec: ServiceSpec, port: int) -> list[str]:
+    """The child command for a simulated service, from its ServiceSpec's `sim` options."""
+    argv = [sys.executable, "-m", "ddtree_tui.cli", "sim", "--algorithm", spec.algorithm, "--port", str(port)]
+    if spec.mode:
+        argv += ["--mode", spec.mode]
+    o = spec.sim
+    if o.accept_length is not None:
+        argv += ["--accept-length", str(o.accept_length)]
+    argv += ["--decode-rate", str(o.decode_rate), "--load-time", str(o.load_time), "--seed", str(o.seed)]
+    if spec.model:
+        argv += ["--model-path", spec.model]
+    return argv
+
+
+@dataclass
+class SimChild:
+    ref: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    def tail(self, n: int = 600) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            self.log.seek(0)
+            return self.log.read().decode("utf-8", "replace")[-n:]
+        return ""
+
+
+@dataclass
+class Session:
+    """Everything started for a run, so it can all be stopped however the run ends."""
+
+    sims: list[SimChild] = field(default_factory=list)
+    transports: list[Any] = field(default_factory=list)
+
+    def stop_sims(self, grace: float = 5.0) -> None:
+        for c in self.sims:
+            if c.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for c in self.sims:
+            try:
+                c.proc.wait(timeout=max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.kill()
+                c.proc.wait(timeout=5)
+            c.log.close()
+        self.sims.clear()
+
+    async def close_transports(self) -> None:
+        for t in self.transports:
+            with contextlib.suppress(Exception):
+                await t.close()
+        self.transports.clear()
+
+
+def start_sim(sess: Session, ref: str, spec: ServiceSpec) -> SimChild:
+    port = spec.port if port_free(spec.port) else free_port()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(sim_argv(spec, port), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    child = SimChild(ref, port, proc, log)
+    sess.sims.append(child)
+    return child
+
+
+async def wait_healthy(child: SimChild, timeout: float) -> None:
+    """Poll /health until 200; RuntimeError when the child dies or the time is up."""
+    url = f"http://127.0.0.1:{child.port}/health"
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(trust_env=False, timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if child.proc.poll() is not None:
+                raise RuntimeError(f"simulated {child.ref} exited ({child.proc.returncode}): {child.tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(url)).status_code == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"simulated {child.ref} not healthy after {timeout:g} s")
+
+
+async def make_targets(
+    sess: Session, chosen: list[tuple[HostProfile, ServiceSpec]], demo: bool, connect_timeout: float = 30.0
+) -> list[BenchTarget]:
+    """A base URL for each service: a demo child, 127.0.0.1 for a local host, a forwarded port otherwise."""
+    targets: list[BenchTarget] = []
+    transports: dict[str, Any] = {}
+    for host, spec in chosen:
+        ref = f"{host.name}/{spec.name}"
+        mode = target_mode(spec)
+        if demo and host.is_local and spec.launcher == "sim":
+            child = start_sim(sess, ref, spec)
+            targets.append(
+                BenchTarget(
+                    ref=ref, base_url=f"http://127.0.0.1:{child.port}", algorithm=spec.algorithm, mode=mode
+                )
+            )
+        elif host.is_local:
+            targets.append(
+                BenchTarget(
+                    ref=ref, base_url=f"http://127.0.0.1:{spec.port}", algorithm=spec.algorithm, mode=mode
+                )
+            )
+        else:
+            t = transports.get(host.name)
+            if t is None:
+                from ddtree_tui.transport import make_transport
+
+                t = make_transport(host)
+                sess.transports.append(t)
+                transports[host.name] = t
+                await t.start()
+                if not await t.wait_connected(connect_timeout):
+                    raise RuntimeError(f"cannot reach host {host.name}: {t.status.error or 'timed out'}")
+            port = await t.forward_port(spec.port)
+            targets.append(
+                BenchTarget(ref=ref, base_url=f"http://127.0.0.1:{port}", algorithm=spec.algorithm, mode=mode)
+            )
+    for child in sess.sims:
+        spec = next(s for h, s in chosen if f"{h.name}/{s.name}" == child.ref)
+        await wait_healthy(child, spec.sim.load_time + 30.0)
+    return targets
+
+
+class Progress:
+    """Human progress lines on stderr."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+
+    def __call__(self, ev: BenchEvent) -> None:
+        out = self.stream
+        if ev.kind == "run_started":
+            names = ", ".join(f"{t.ref} ({t.algorithm}/{t.mode or '-'})" for t in ev.targets)
+            print(f"bench {ev.run_id}: {ev.total} requests over {names}", file=out, flush=True)
+        elif ev.kind == "prompt_finished":
+            r = ev.result
+            where = f"{r.service} ({r.algorithm}/{r.mode or '-'}) {r.prompt_id} #{r.repeat + 1}"
+            tag = "warm-up" if r.warmup else f"[{ev.done}/{ev.total}]"
+            if r.ok:
+                acc = f", accept {r.accept_length:.2f}" if r.accept_length is not None else ""
+                ttft = f"{r.ttft_s * 1000:.0f} ms" if r.ttft_s is not None else "-"
+                rate = f"{r.tok_s:.1f}" if r.tok_s is not None else "-"
+                print(
+                    f"{tag} {where}: {rate} tok/s, TTFT {ttft}{acc}, {r.output_tokens} tokens",
+                    file=out,
+                    flush=True,
+                )
+            else:
+                print(f"{tag} {where}: FAILED: {r.error}", file=out, flush=True)
+        elif ev.kind == "run_finished":
+            run = ev.run
+            print(
+                f"bench {run.id}: {run.status}, {run.failed} failed, {run.wall_s or 0:.1f} s",
+                file=out,
+                flush=True,
+            )
+
+
+def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
+    """Write --json, --csv and the history line; returns the problems (never raises for I/O)."""
+    problems: list[str] = []
+    for path, text in ((ns.json_out, lambda: report.to_json(run)), (ns.csv_out, lambda: report.to_csv(run))):
+        if not path:
+            continue
+        try:
+            _atomic_write(Path(path), text())
+        except OSError as e:
+            problems.append(f"cannot write {path}: {e.strerror or e}")
+    hist = Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
+    try:
+        history.append(run, hist)
+    except OSError as e:
+        problems.append(f"cannot append to history {hist}: {e.strerror or e}")
+    return problems
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def build_request(ns: argparse.Namespace) -> BenchRequest:
+    return BenchRequest(
+        prompts=ns.prompts,
+        repeats=ns.repeats,
+        warmup=ns.warmup,
+        concurrency=ns.concurrency,
+        max_new_tokens=ns.max_new_tokens,
+        temperature=ns.temperature,
+        api=ns.api,
+        timeout=ns.timeout if ns.timeout is not None else DEFAULT_TIMEOUT,
+        baseline=ns.baseline,
+    )
+
+
+async def _main(
+    ns: argparse.Namespace, req: BenchRequest, chosen: list[tuple[HostProfile, ServiceSpec]]
+) -> int:
+    sess = Session()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        _err("interrupted: stopping, saving what was measured (Ctrl-C again to quit at once)")
+        stop.set()
+        with contextlib.suppress(Exception):
+            loop.remove_signal_handler(signal.SIGINT)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal)
+    try:
+        try:
+            targets = await make_targets(sess, chosen, ns.demo)
+        except (RuntimeError, OSError) as e:
+            _err(str(e))
+            return EXIT_FAIL
+        if stop.is_set():
+            return EXIT_INTERRUPTED
+        try:
+            run = await run_bench(req, targets, on_event=Progress(), stop=stop)
+        except BenchUsageError as e:
+            _err(str(e))
+            return EXIT_USAGE
+    finally:
+        sess.stop_sims()
+        await sess.close_transports()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+    sys.stdout.write(report.table(run))
+    sys.stdout.flush()
+    for p in save(run, ns):
+        _err(p)
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if run.failed else EXIT_OK
+
+
+def cli_main(ns: argparse.Namespace) -> int:
+    for name, low in (("repeats", 1), ("warmup", 0), ("concurrency", 1), ("max_new_tokens", 1)):
+        if getattr(ns, name) < low:
+            _err(f"--{name.replace('_', '-')} must be at least {low}")
+            return EXIT_USAGE
+    if ns.timeout is not None and ns.timeout <= 0:
+        _err("--timeout must be positive")
+        return EXIT_USAGE
+    if ns.temperature < 0:
+        _err("--temperature must be >= 0")
+        return EXIT_USAGE
+    try:
+        profiles = resolve_profiles(ns.profile, ns.profiles, ns.demo)
+        chosen = select_services(profiles, ns.services)
+    except ProfileError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    try:
+        load_prompts(ns.prompts)
+    except PromptError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    refs = [f"{h.name}/{s.name}" for h, s in chosen]
+    if len(set(refs)) != len(refs):
+        _err(f"a service is listed twice: {', '.join(refs)}")
+        return EXIT_USAGE
+    if ns.baseline and ns.baseline not in refs:
+        _err(f"--baseline {ns.baseline} is not among the services ({', '.join(refs)})")
+        return EXIT_USAGE
+    if not ns.baseline and len(refs) > 1:
+        ns.baseline = refs[0]  # deltas against the first service unless told otherwise
+    try:
+        req = build_request(ns)
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    return asyncio.run(_main(ns, req, chosen))

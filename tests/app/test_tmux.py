@@ -1,0 +1,84 @@
+"""`ddtree-tui --demo` in a real terminal: a detached tmux session (its own server socket, 256 colours),
+keys sent with send-keys, the screen read back with capture-pane."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+EXE = Path(sys.executable).parent / "ddtree-tui"
+
+
+class Tmux:
+    def __init__(self, sock: str) -> None:
+        self.sock = sock
+
+    def run(self, *args: str, check: bool = True) -> str:
+        out = subprocess.run(["tmux", "-L", self.sock, *args], capture_output=True, text=True, timeout=10)
+        if check and out.returncode != 0:
+            raise AssertionError(f"tmux {args}: {out.stderr}")
+        return out.stdout
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "ui")
+
+    def wait_for(self, text: str, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
+
+    def alive(self) -> bool:
+        return (
+            subprocess.run(
+                ["tmux", "-L", self.sock, "has-session", "-t", "ui"], capture_output=True
+            ).returncode
+            == 0
+        )
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    if not shutil.which("tmux"):
+        pytest.fail("tmux is not installed (apt-get install tmux)")
+    t = Tmux(f"ddtree-test-{tmp_path.name}")
+    yield t
+    t.run("kill-server", check=False)  # only the server on our own socket
+
+
+@pytest.mark.timeout(90)
+def test_demo_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
+    cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --todos {tmp_path / 'todos.json'}"
+    tmux.run("new-session", "-d", "-s", "ui", "-x", "100", "-y", "30", cmd)
+    screen = tmux.wait_for("● connected", 30)
+    for want in ("DEMO", "REPLAY", "SIMULATED", "Services", "local/dflash"):
+        assert want in screen, want
+    tmux.run("send-keys", "-t", "ui", "?")
+    tmux.wait_for("Keys (Esc or ? closes)")
+    tmux.run("send-keys", "-t", "ui", "Escape")
+    time.sleep(0.3)
+    tmux.run("send-keys", "-t", "ui", "4")
+    tmux.wait_for("Todos · 0/0 done")
+    tmux.run("send-keys", "-t", "ui", "t")
+    tmux.wait_for("New todo")
+    tmux.run("send-keys", "-t", "ui", "-l", "check the demo")
+    tmux.run("send-keys", "-t", "ui", "Enter")
+    tmux.wait_for("check the demo")
+    tmux.run("send-keys", "-t", "ui", " ")
+    tmux.wait_for("[x]")
+    tmux.run("send-keys", "-t", "ui", "q")
+    deadline = time.monotonic() + 20
+    while tmux.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not tmux.alive(), "q did not quit"
+    assert "check the demo" in (tmp_path / "todos.json").read_text()

@@ -1,0 +1,161 @@
+"""The simulated SGLang server, over real HTTP on 127.0.0.1: endpoints, stream formats, log lines, faults,
+a real child process (banner, SIGTERM, exit fault)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import signal
+import time
+
+import httpx
+import pytest
+
+from ddtree_tui.sim.process import SimProcess
+from ddtree_tui.sim.server import SimConfig, SimServer
+
+LOG_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] ")
+
+
+def _sse(text: str) -> list:
+    out = []
+    for block in text.split("\n\n"):
+        if block.startswith("data: "):
+            p = block[6:]
+            out.append(p if p == "[DONE]" else json.loads(p))
+    return out
+
+
+async def test_health_loads_then_serves_and_info_endpoints() -> None:
+    async with SimServer(SimConfig(algorithm="ddtree", mode="tree", load_time=0.3), log=lambda s: None) as s:
+        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+            r = await c.get("/health")
+            assert r.status_code == 503 and r.content == b""
+            assert (await c.post("/generate", json={"text": "x"})).status_code == 503
+            await asyncio.sleep(0.35)
+            r = await c.get("/health")
+            assert r.status_code == 200 and r.content == b""
+            for path in ("/server_info", "/get_server_info"):
+                info = (await c.get(path)).json()
+                assert info["speculative_algorithm"] == "DDTREE" and info["simulated"] is True
+                assert info["version"].endswith("-sim") and info["port"] == s.port and info["tp_size"] == 1
+                assert set(info["internal_states"][0]) == {"avg_spec_accept_length", "last_gen_throughput"}
+                assert info["sim"]["mode"] == "tree"
+            for path in ("/model_info", "/get_model_info"):
+                assert (await c.get(path)).json()["model_path"] == "sim/Qwen3.6-35B-A3B"
+            assert (await c.get("/v1/models")).json()["data"][0]["id"] == "sim/Qwen3.6-35B-A3B"
+            assert (await c.post("/flush_cache")).status_code == 200
+
+
+async def test_baseline_server_info_has_no_speculation() -> None:
+    async with SimServer(SimConfig(algorithm="baseline"), log=lambda s: None) as s:
+        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+            info = (await c.get("/server_info")).json()
+            assert info["speculative_algorithm"] is None
+            r = await c.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 3}})
+            meta = r.json()["meta_info"]
+            assert meta["completion_tokens"] == 3 and "spec_verify_ct" not in meta
+
+
+async def test_generate_stream_cumulative_and_incremental_and_logs() -> None:
+    lines: list[str] = []
+    cfg = SimConfig(decode_rate=2000, accept_length=3.0, decode_log_interval=5, seed=3)
+    sched = cfg.schedule("hello", 40)
+    async with SimServer(cfg, log=lines.append) as s:
+        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+            body = {"text": "hello", "sampling_params": {"max_new_tokens": 40}, "stream": True}
+            chunks = _sse((await c.post("/generate", json=body)).text)
+            assert chunks[-1] == "[DONE]"
+            data = chunks[:-1]
+            assert len(data) == len(sched)
+            assert [d["meta_info"]["completion_tokens"] for d in data] == [
+                sum(sched[: i + 1]) for i in range(len(sched))
+            ]
+            for a, b in itertools.pairwise(data):
+                assert b["text"].startswith(a["text"]) and len(b["text"]) > len(a["text"])
+            last = data[-1]["meta_info"]
+            assert last["finish_reason"] == {"type": "length", "length": 40}
+            assert last["spec_verify_ct"] == len(sched)
+            assert last["spec_accept_length"] == pytest.approx(40 / len(sched))
+            assert 0 <= last["spec_accept_rate"] <= 1 and last["e2e_latency"] > 0
+            assert data[0]["meta_info"]["finish_reason"] is None and "e2e_latency" not in data[0]["meta_info"]
+            # the same prompt again hits the prefix cache
+            again = _sse((await c.post("/generate", json=body)).text)
+            assert again[0]["meta_info"]["cached_tokens"] > 0
+            metrics = (await c.get("/metrics")).text
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:gen_throughput",
+        "sglang:spec_accept_length",
+        "sglang:generation_tokens_total",
+        "sglang:time_to_first_token_seconds_bucket",
+    ):
+        assert name in metrics
+    assert 'sglang:generation_tokens_total{model_name="sim/Qwen3.6-35B-A3B",tp_rank="0"} 80.0' in metrics
+    assert all(LOG_RE.match(ln) for ln in lines)
+    decode = [ln for ln in lines if "Decode batch" in ln]
+    assert decode and "accept len: " in decode[0] and "gen throughput (token/s): " in decode[0]
+    assert "cuda graph: True" in decode[0] and "#running-req: " in decode[0] and "#queue-req: 0" in decode[0]
+    assert any("Prefill batch, #new-seq: 1, #new-token: " in ln for ln in lines)
+
+    cfg_inc = cfg.model_copy(update={"incremental_streaming_output": True})
+    async with SimServer(cfg_inc, log=lambda s: None) as s:
+        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+            data = _sse((await c.post("/generate", json=body)).text)[:-1]
+            assert "".join(d["text"] for d in data) == chunks[-2]["text"]
+
+
+async def test_openai_streams_with_usage() -> None:
+    async with SimServer(SimConfig(decode_rate=2000), log=lambda s: None) as s:
+        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+            body = {
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 20,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            ch = _sse((await c.post("/v1/chat/completions", json=body)).text)
+            assert ch[-1] == "[DONE]"
+            assert ch[-2]["choices"] == [] and ch[-2]["usage"]["completion_tokens"] == 20
+            assert ch[0]["choices"][0]["delta"]["role"] == "assistant"
+            assert ch[-3]["choices"][0]["finish_reason"] == "length"
+            body2 = {"prompt": "hi", "max_tokens": 7, "stream": True}
+            ch2 = _sse((await c.post("/v1/completions", json=body2)).text)
+            assert all("usage" not in c or c["usage"] is None for c in ch2[:-1])
+            assert "".join(c["choices"][0]["text"] for c in ch2[:-1])
+            full = (await c.post("/v1/chat/completions", json={**body, "stream": False})).json()
+            assert full["usage"]["completion_tokens"] == 20 and full["choices"][0]["message"]["content"]
+
+
+async def test_faults_per_request() -> None:
+    async with SimServer(SimConfig(decode_rate=2000), log=lambda s: None) as s:
+        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+            body = {"text": "x", "sampling_params": {"max_new_tokens": 30}, "stream": True}
+            r = await c.post("/generate", json=body, headers={"X-Sim-Fault": "http500"})
+            assert r.status_code == 500 and "error" in r.json()
+            r = await c.post("/generate", json={**body, "sim_fault": "malformed"})
+            assert "this chunk is not json" in r.text and r.text.endswith("data: [DONE]\n\n")
+            with pytest.raises(httpx.RemoteProtocolError):
+                await c.post("/generate", json=body, headers={"X-Sim-Fault": "drop=5"})
+            t0 = time.monotonic()
+            r = await c.post("/generate", json=body, headers={"X-Sim-Fault": "slow_first_token=0.3"})
+            assert time.monotonic() - t0 >= 0.3 and r.status_code == 200
+            with pytest.raises(httpx.ReadTimeout):
+                await c.post("/generate", json=body, headers={"X-Sim-Fault": "stall=5"}, timeout=0.3)
+            assert (await c.post("/generate", json=body, headers={"X-Sim-Fault": "bogus"})).status_code == 400
+
+
+def test_child_process_banner_sigterm_and_exit_fault() -> None:
+    with SimProcess(SimConfig(load_time=0.0, decode_rate=500)) as p:
+        assert "SIMULATED" in p.output()
+        assert httpx.get(p.base_url + "/server_info", trust_env=False).json()["simulated"] is True
+        p.proc.send_signal(signal.SIGTERM)
+        assert p.proc.wait(timeout=10) == 0
+    with SimProcess(SimConfig(load_time=0.0, decode_rate=500, faults=["exit=4"])) as p:
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(
+                p.base_url + "/generate", json={"text": "x", "stream": True}, trust_env=False, timeout=5
+            )
+        assert p.proc.wait(timeout=10) != 0
