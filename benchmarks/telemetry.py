@@ -52,11 +52,15 @@ def fake_smi_dir(tmp: Path, ngpus: int) -> Path:
     smi = d / "nvidia-smi"
     smi.write_text(f"#!{sys.executable}\n" + (FIX / "telemetry" / "fake_nvidia_smi.py").read_text())
     smi.chmod(0o755)
-    (d / "nvidia-smi.json").write_text(json.dumps({"fixtures": str(FIX / "gpu"), "mode": "load", "ngpus": ngpus}))
+    (d / "nvidia-smi.json").write_text(
+        json.dumps({"fixtures": str(FIX / "gpu"), "mode": "load", "ngpus": ngpus})
+    )
     return d
 
 
-def program_cpu_per_tick(env: dict[str, str], mode: str, interval_ms: int, seconds: float) -> tuple[float, int]:
+def program_cpu_per_tick(
+    env: dict[str, str], mode: str, interval_ms: int, seconds: float
+) -> tuple[float, int]:
     """Run the sampler program for `seconds`; (CPU ms of it and its children per tick, ticks)."""
     argv = [sys.executable, "-u", "-c", SAMPLER_PROGRAM, "--interval-ms", str(interval_ms), "--mode", mode]
     t0 = os.times()
@@ -115,20 +119,38 @@ def host_side(seconds: float, ngpus: int) -> None:
         times.append(time.perf_counter() - t)
     s.close()
     rows.append(
-        [f"sampler tick in-process (fake NVML, {ngpus} GPUs, /proc host stats)", f"{statistics.median(times) * 1000:.3f}", "wall, median of 300"]
+        [
+            f"sampler tick in-process (fake NVML, {ngpus} GPUs, /proc host stats)",
+            f"{statistics.median(times) * 1000:.3f}",
+            "wall, median of 300",
+        ]
     )
     cpu_ms, n = program_cpu_per_tick(nvml_env, "nvml", 100, min(seconds, 5))
-    rows.append([f"sampler program process, NVML mode ({n} ticks at 10 Hz)", f"{cpu_ms:.3f}", "CPU per tick incl. JSON out"])
+    rows.append(
+        [
+            f"sampler program process, NVML mode ({n} ticks at 10 Hz)",
+            f"{cpu_ms:.3f}",
+            "CPU per tick incl. JSON out",
+        ]
+    )
     cpu_ms, n = program_cpu_per_tick(base, "nvidia-smi", 200, min(seconds, 5))
     rows.append(
-        [f"sampler program, nvidia-smi -lms streamed ({n} ticks at 5 Hz)", f"{cpu_ms:.3f}", "CPU per tick, program + fake smi"]
+        [
+            f"sampler program, nvidia-smi -lms streamed ({n} ticks at 5 Hz)",
+            f"{cpu_ms:.3f}",
+            "CPU per tick, program + fake smi",
+        ]
     )
     spawn = []
     cpu0 = os.times()
     for _ in range(20):
         t = time.perf_counter()
         subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,utilization.gpu,memory.used,power.draw", "--format=csv,noheader,nounits"],
+            [
+                "nvidia-smi",
+                "--query-gpu=index,uuid,utilization.gpu,memory.used,power.draw",
+                "--format=csv,noheader,nounits",
+            ],
             env=base,
             stdout=subprocess.DEVNULL,
             check=True,
@@ -136,9 +158,21 @@ def host_side(seconds: float, ngpus: int) -> None:
         spawn.append(time.perf_counter() - t)
     cpu1 = os.times()
     child_cpu = (cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system) / 20
-    rows.append(["spawn fake nvidia-smi per tick (a Python start)", f"{statistics.median(spawn) * 1000:.1f}", f"wall; CPU {child_cpu * 1000:.1f} ms"])
+    rows.append(
+        [
+            "spawn fake nvidia-smi per tick (a Python start)",
+            f"{statistics.median(spawn) * 1000:.1f}",
+            f"wall; CPU {child_cpu * 1000:.1f} ms",
+        ]
+    )
     rows.append(["H200 reference: one real `nvidia-smi --query-gpu`", "42", "fixture README, median"])
-    rows.append(["H200 reference: NVML sweep of 2 GPUs (nvidia-ml-py)", "0.03", "fixture README, after nvmlInit (14 ms)"])
+    rows.append(
+        [
+            "H200 reference: NVML sweep of 2 GPUs (nvidia-ml-py)",
+            "0.03",
+            "fixture README, after nvmlInit (14 ms)",
+        ]
+    )
     table("(a) host side, cost per tick", ["what", "ms", "note"], rows)
 
 

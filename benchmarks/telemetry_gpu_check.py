@@ -123,7 +123,9 @@ def costs() -> None:
              "--format=csv,noheader,nounits"], capture_output=True)  # fmt: skip
         spawns.append((time.perf_counter() - t) * 1000)
     print("\n== 4. cost per tick")
-    print(f"nvmlInit: {init_ms:.1f} ms; NVML sweep of {len(hs)} GPUs: median {statistics.median(sweeps):.3f} ms")
+    print(
+        f"nvmlInit: {init_ms:.1f} ms; NVML sweep of {len(hs)} GPUs: median {statistics.median(sweeps):.3f} ms"
+    )
     print(f"one nvidia-smi --query-gpu process: median {statistics.median(spawns):.1f} ms")
 
 

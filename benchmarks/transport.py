@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import http.server
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -47,6 +48,7 @@ async def timed(n: int, fn: Callable[[], Awaitable[object]]) -> list[float]:
 
 class _Ok(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    wbufsize = 65536  # one write per response, like uvicorn; unbuffered writes meet Nagle + delayed ACK
 
     def do_GET(self) -> None:
         self.send_response(200)
@@ -116,7 +118,17 @@ async def bench(env: SshEnv, args: argparse.Namespace) -> list[tuple[str, int, l
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         try:
-            port = await t.forward_port(srv.server_address[1])
+            direct = srv.server_address[1]
+            async with httpx.AsyncClient(timeout=5) as client:
+                await client.get(f"http://127.0.0.1:{direct}/")
+                rows.append(
+                    (
+                        "(d0) HTTP GET straight to the server, keep-alive, no ssh (for comparison)",
+                        args.http,
+                        await timed(args.http, lambda: client.get(f"http://127.0.0.1:{direct}/")),
+                    )
+                )
+            port = await t.forward_port(direct)
             async with httpx.AsyncClient(timeout=5) as client:
                 await client.get(f"http://127.0.0.1:{port}/")
                 rows.append(
@@ -151,6 +163,7 @@ def main() -> int:
     ap.add_argument("--line", type=int, default=500)
     ap.add_argument("--http", type=int, default=200)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops our sshd on a kill
     with tempfile.TemporaryDirectory(prefix="ddtree-bench-") as tmp:
         env = SshEnv(Path(tmp))
         os.environ["HOME"] = str(env.home)

@@ -127,6 +127,7 @@ async def run(minutes: float, hosts: int) -> list[tuple[str, str, str]]:
 
         app._display = spy  # type: ignore[method-assign]
         i = 0
+        await pilot.press("3")
         while time.monotonic() < deadline:
             if not bench.live.running and not any(w.name == "bench" and w.is_running for w in app.workers):
                 app.start_bench(refs, "seed3", repeats=2, max_new_tokens=128)
@@ -134,7 +135,12 @@ async def run(minutes: float, hosts: int) -> list[tuple[str, str, str]]:
                 await pilot.press("3")  # back to the fleet tab: the busiest one
                 await pilot.pause(0.2)
             # the key goes in as the terminal driver would post it; latency ends at the next frame on screen
-            key = "down" if i % 2 == 0 else "up"
+            table = app.query_one("#services-table")
+            if app.focused is not table:  # a key that changes nothing never repaints: only time real moves
+                table.focus()
+                await pilot.pause(0.2)
+                continue
+            key = "down" if table.cursor_row == 0 else "up"  # type: ignore[attr-defined]
             i += 1
             n = len(paints)
             start = time.perf_counter()

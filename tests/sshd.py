@@ -70,6 +70,10 @@ class SshdServer:
         self.log = self.dir / "sshd.log"
 
     def write_config(self, authorized_keys: Path, extra: str = "") -> None:
+        """SHLVL=1 keeps Debian's bash from sourcing ~/.bashrc for ssh commands (it does when SHLVL < 2):
+        a developer's rc (pyenv init and its `pyenv rehash` lock, PATH changes) must not slow down or
+        change the test host, and a session killed inside `pyenv rehash` left a stale lock that made every
+        later session wait 60 s."""
         path = f"{self.bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
         venv_bin = os.path.dirname(os.path.realpath(os.sys.executable))  # type: ignore[attr-defined]
         path = f"{self.bin_dir}:{venv_bin}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
@@ -88,7 +92,7 @@ AllowTcpForwarding yes
 MaxSessions 64
 MaxStartups 64:30:128
 ClientAliveInterval 0
-SetEnv PATH={path}
+SetEnv PATH={path} SHLVL=1
 {extra}
 """
         )

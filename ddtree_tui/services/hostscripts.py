@@ -312,6 +312,15 @@ def one(svc, grp):
         r['other_cmd'] = st if who != 'dead' else None
         r['stopping'] = os.path.exists(svc['stopping'])
         r['exit'] = read_json(svc['exitfile'])
+        wpid = int(rec.get('wrapper_pid') or 0)
+        t_end = time.time() + 1.0
+        # the service just died and its wrapper is writing the exit status: give it a moment
+        while r['exit'] is None and wpid > 0 and time.time() < t_end:
+            wst = proc_stat(wpid)
+            if wst is None or wst['state'] == 'Z':
+                break
+            time.sleep(0.02)
+            r['exit'] = read_json(svc['exitfile'])
         r['tail'] = tail(svc['log'], 20)
     return r
 while True:

@@ -762,6 +762,15 @@ async def move_service(src: ServiceManager, dst: ServiceManager, name: str) -> A
     source host that cannot be reached does not block the move (the result says so).
     """
     spec = src.spec(name)
+    own = dst._svcs.get(name)
+    if own is not None and own.spec != spec:  # launch would overwrite dst's own service of that name
+        return ActionResult(
+            ok=False,
+            status=own.status,
+            message=f"{dst.profile.name} already has a different service named '{name}' "
+            f"(port {own.spec.port}); nothing was launched",
+            suggestion="rename one of them in its profile, or move to another host",
+        )
     r = await dst.launch(name, spec)
     if not r.ok:
         return r

@@ -107,7 +107,7 @@ class FrameBuilder:
         apps = parse_apps([str(a) for a in smi.get("apps") or []])
         out: list[GpuSample] = []
         for g in parsed.samples:
-            procs = apps.get(g.uuid or "", []) or apps.get("bus:" + str(bus_key(g.pci_bus_id)), [])
+            procs = apps.get(g.uuid or "\x00", []) + apps.get("bus:" + str(bus_key(g.pci_bus_id)), [])
             if g.health == "fault" and g.fault:
                 prev = next((p for p in self.gpus if p.index == g.index), None)
                 fill = {k: getattr(prev, k) for k in ("uuid", "name", "pci_bus_id") if getattr(g, k) is None}

@@ -9,8 +9,8 @@ device handle for GPU…", "GPU is lost").
 from __future__ import annotations
 
 import csv
-import math
 import io
+import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -274,7 +274,7 @@ def parse_apps(
     text_or_rows: str | Iterable[str], service_of: dict[int, str] | None = None
 ) -> dict[str, list[GpuProcess]]:
     """`--query-compute-apps=pid,process_name,used_memory,gpu_uuid,gpu_bus_id` rows → processes per GPU uuid
-    (and per bus key, so a GPU without uuid still matches). An empty output means no process."""
+    (per "bus:<bus key>" for a row without uuid). An empty output means no process."""
     rows = text_or_rows.splitlines() if isinstance(text_or_rows, str) else list(text_or_rows)
     out: dict[str, list[GpuProcess]] = {}
     for line in rows:
@@ -294,9 +294,9 @@ def parse_apps(
             used_memory_mb=mem,
             service=(service_of or {}).get(pid),
         )
-        keys = [cells[3].strip()]
-        if len(cells) > 4 and bus_key(cells[4]):
-            keys.append("bus:" + str(bus_key(cells[4])))
-        for k in keys:
-            out.setdefault(k, []).append(proc)
+        uuid = cells[3].strip()
+        if not is_missing(uuid):
+            out.setdefault(uuid, []).append(proc)
+        elif len(cells) > 4 and bus_key(cells[4]):  # no uuid: the bus id is the next best name
+            out.setdefault("bus:" + str(bus_key(cells[4])), []).append(proc)
     return out

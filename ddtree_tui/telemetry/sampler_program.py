@@ -591,6 +591,7 @@ class SmiSource:
                 return {}
             self.last_new = now
             self.last_seq = 0
+            self.apps_at = 0.0  # a new stream: ask for the processes at once too
         seq, rows, errs = self.stream.take()
         self._apps(now)
         if seq != self.last_seq:

@@ -37,25 +37,15 @@ from ddtree_tui.transport.base import RunResult, Transport, TransportError, quot
 # command still runs means the client went away (cancel, timeout, lost connection), so it kills the session's
 # process group, TERM then KILL. When the command ends by itself the wrapper kills the watcher and exits with
 # the command's status (re-raising its signal, so the client sees exit-signal as with a plain exec).
-_WRAPPER = r"""n=$1; shift
-exec 3<&0 </dev/null
-if [ "$n" -gt 0 ]; then
-  d=$(mktemp -d) && mkfifo "$d/in" || exit 125
-  "$@" <"$d/in" 3<&- &
-  p=$!
-  head -c "$n" <&3 >"$d/in"
-  rm -rf "$d"
-else
-  "$@" 3<&- &
-  p=$!
-fi
-( trap '' TERM; cat <&3; kill -TERM 0; sleep 1; kill -KILL 0 ) >/dev/null 2>&1 &
-w=$!
-wait $p 2>/dev/null
-s=$?
-kill -KILL $w 2>/dev/null
-if [ "$s" -gt 128 ] && [ "$s" -lt 160 ]; then kill -$((s - 128)) $$; fi
-exit $s"""
+_WRAPPER = (  # one line: some login shells (csh) refuse newlines inside a quoted word
+    r"n=$1; shift; exec 3<&0 </dev/null; "
+    r'if [ "$n" -gt 0 ]; then d=$(mktemp -d) && mkfifo "$d/in" || exit 125; '
+    r'"$@" <"$d/in" 3<&- & p=$!; head -c "$n" <&3 >"$d/in"; rm -rf "$d"; '
+    r'else "$@" 3<&- & p=$!; fi; '
+    r"( trap '' TERM; cat <&3; kill -TERM 0; sleep 1; kill -KILL 0 ) >/dev/null 2>&1 & w=$!; "
+    r"wait $p 2>/dev/null; s=$?; kill -KILL $w 2>/dev/null; "
+    r'if [ "$s" -gt 128 ] && [ "$s" -lt 160 ]; then kill -$((s - 128)) $$; fi; exit $s'
+)
 
 _READ_CHUNK = 65536
 
@@ -396,6 +386,9 @@ class SshTransport(Transport):
                 await proc.wait_closed()
             if proc.exit_status is None and proc.exit_signal is None:
                 raise TransportError(f"{self.name}: connection lost while streaming {argv[0]}")
+            if proc.exit_status in (126, 127):  # as LocalTransport: a program that cannot start is an error
+                why = "not found" if proc.exit_status == 127 else "not executable"
+                raise TransportError(f"{self.name}: cannot start {argv[0]!r}: {why}")
         finally:
             if proc.exit_status is None and proc.exit_signal is None:
                 proc.close()  # the wrapper sees the channel go and kills the process group
@@ -420,6 +413,8 @@ class SshTransport(Transport):
                 self._pumps.add(task)
             try:
                 await self._pump(key, reader, writer)
+            except asyncio.CancelledError:
+                pass  # close() cancelled it; a cancelled handler task is logged as an error by asyncio
             finally:
                 if task is not None:
                     self._pumps.discard(task)

@@ -69,6 +69,7 @@ PANE_CLASSES: dict[int, type[Pane]] = {
     5: BenchPane,
     6: LogsPane,
 }
+LOG_BUF_MAX = 500
 # actions that only make sense on the main screen (not while a dialog is open)
 MAIN_ONLY = {"service", "bench", "logs", "new_todo", "filter", "focus_pane", "help", "cycle_theme"}
 
@@ -164,6 +165,7 @@ class DDTreeApp(App[int]):
         self._dirty: set[str] = {"fleet", "todos", "bench", "logs"}
         self._stale: set[int] = set()
         self._log_buf: list[str] = []
+        self._log_overflow = False
         self._bench_history: list[Any] = []
         self._last_clock_paint = 0.0
         self._busy: set[str] = set()
@@ -232,6 +234,9 @@ class DDTreeApp(App[int]):
         elif isinstance(ev, LogLine):
             if f"{ev.host}/{ev.service}" == self.selected_service:
                 self._log_buf.append(ev.line)
+                if len(self._log_buf) > LOG_BUF_MAX:  # hidden for long: reload from the fleet's tail at paint
+                    del self._log_buf[: len(self._log_buf) - LOG_BUF_MAX]
+                    self._log_overflow = True
                 self._dirty.add("logs")
         elif isinstance(ev, BenchEventWrap):
             self.query_one(BenchPane).live.apply(ev.event)
@@ -307,12 +312,18 @@ class DDTreeApp(App[int]):
     def _paint(self, n: int, view: View) -> None:
         pane = self.pane(n)
         if n == 6 and isinstance(pane, LogsPane):
-            if pane.ref == view.selected_service and pane._search == pane.active_filter(view):
+            overflow, self._log_overflow = self._log_overflow, False
+            if (
+                not overflow
+                and pane.ref == view.selected_service
+                and pane._search == pane.active_filter(view)
+            ):
                 buf, self._log_buf = self._log_buf, []
                 pane.append(buf)
                 pane._title()
                 return
             self._log_buf = []
+            pane.ref = None  # force a full reload from fleet.log_lines()
         try:
             pane.render_view(view)
         except Exception as e:  # a bad sample must not take the app down

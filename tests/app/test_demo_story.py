@@ -72,6 +72,10 @@ async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             await pilot.pause(0.3)
             results = bench.query_one("#bench-results", DataTable)
             assert sorted(str(k.value) for k in results.rows) == ["local/ddtree-shadow", "local/dflash"]
+            for key in results.rows:
+                row = [str(c) for c in results.get_row(key)]
+                assert row[-1] == "0", row  # no failed requests
+                assert row[3] == "baseline" or row[3].endswith("%"), row  # a delta vs the baseline
             text = screen_text(app)
             assert "baseline" in text and "%" in text and "shadow-linear" in text
             # kill dflash: Cancel (the default) keeps it running

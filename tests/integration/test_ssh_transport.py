@@ -140,6 +140,14 @@ async def test_stream_lines_and_stderr(host: SshTransport) -> None:
     assert sorted(merged) == ["a", "b", "c"]
 
 
+async def test_missing_program(host: SshTransport) -> None:
+    r = await host.run(["definitely-not-a-program-xyz", "a"])
+    assert r.exit_status == 127 and "not found" in r.stderr
+    with pytest.raises(TransportError, match="cannot start 'definitely-not-a-program-xyz': not found"):
+        async for _ in host.stream(["definitely-not-a-program-xyz"]):
+            pass
+
+
 async def test_stream_input_program(host: SshTransport) -> None:
     prog = "import sys\nfor i in range(3):\n    print('tick', i, flush=True)\n"
     lines = [ln async for ln in host.stream(["python3", "-"], input=prog)]

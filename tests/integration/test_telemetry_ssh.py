@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -191,7 +190,7 @@ async def test_no_python_uses_sh_fallback(connect, tmp_path: Path, sshd: SshdSer
     t, prof = await connect('python = "/nonexistent/python3"\n')
     run = Run(t, prof)
     try:
-        host, gpus, status = await run.until(lambda u: len(u[1]) == 2, what="sh fallback rows")
+        _, gpus, status = await run.until(lambda u: len(u[1]) == 2, what="sh fallback rows")
         assert status.source == "nvidia-smi-oneshot" and gpus[0].power_w == 691.29
         assert gpus[0].processes[0].pid == 567
         _, _, _ = await run.until(lambda u: u[0] is not None and u[0].cpu_percent is not None, what="cpu")
@@ -241,11 +240,10 @@ async def test_sshd_killed_leaves_nothing_and_recovers(connect, tmp_path: Path, 
         assert len(leftovers(tmp_path)) >= 2  # the sampler and its nvidia-smi -lms are running
         sshd.stop()
         _, gpus, status = await run.until(lambda u: u[2].fault is not None, what="fault after sshd death")
-        assert all(g.health == "fault" for g in gpus)
+        assert all(g.health == "fault" for g in gpus) and status.fault_at
         assert await wait_no_leftovers(tmp_path) == []
         sshd.start()
         await run.until(lambda u: u[2].fault is None and len(u[1]) == 2, timeout=40, what="recovery")
     finally:
         await run.stop()
     assert await wait_no_leftovers(tmp_path) == []
-    assert shutil.which("sshd") or Path("/usr/sbin/sshd").exists()

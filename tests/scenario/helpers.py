@@ -235,7 +235,12 @@ def build_world(root: Path, ssh_env: SshEnv) -> World:
     """Two sshd hosts with fake environments, their profiles on disk, a todo file; nothing launched."""
     world = World(root=root, ssh_env=ssh_env)
     p = free_ports(4)
-    world.ports = {"ct200/dflash": p[0], "ct200/ddtree-shadow": p[1], "ct129/dflash-prod": p[2], "spare": p[3]}
+    world.ports = {
+        "ct200/dflash": p[0],
+        "ct200/ddtree-shadow": p[1],
+        "ct129/dflash-prod": p[2],
+        "spare": p[3],
+    }
     world.hosts["ct129"] = _host_env(
         world, "ct129", "13.0", _service_toml("dflash-prod", "dflash", world.ports["ct129/dflash-prod"])
     )
@@ -257,7 +262,11 @@ def build_world(root: Path, ssh_env: SshEnv) -> World:
 
 
 async def until(
-    cond: Callable[[], Any], timeout: float, what: str, tick: float = 0.05, detail: Callable[[], Any] | None = None
+    cond: Callable[[], Any],
+    timeout: float,
+    what: str,
+    tick: float = 0.05,
+    detail: Callable[[], Any] | None = None,
 ) -> Any:
     """Poll cond() until it returns something truthy; AssertionError naming `what` after the timeout."""
     deadline = time.monotonic() + timeout
@@ -327,7 +336,10 @@ async def smoke(fleet: Fleet, ref: str, max_new_tokens: int = 16) -> dict[str, A
     async with httpx.AsyncClient(trust_env=False, timeout=20) as client:
         r = await client.post(
             f"{target.base_url}/generate",
-            json={"text": "Write a fibonacci function.", "sampling_params": {"max_new_tokens": max_new_tokens}},
+            json={
+                "text": "Write a fibonacci function.",
+                "sampling_params": {"max_new_tokens": max_new_tokens},
+            },
         )
     r.raise_for_status()
     return r.json()
@@ -504,7 +516,9 @@ async def play_story(world: World, timer: Timer) -> StoryResult:
                 st = [it.status for it in fleet.todos.items]
                 return len(ev) == 3 and st[:2] == ["completed", "completed"] and bool(ev[2].mismatch)
 
-            await until(settled, 10, "todo evidence", detail=lambda: (fleet.todo_evidence(), fleet.todos.items))
+            await until(
+                settled, 10, "todo evidence", detail=lambda: (fleet.todo_evidence(), fleet.todos.items)
+            )
             res.todo_status = [it.status for it in fleet.todos.items]
             res.todo_evidence = fleet.todo_evidence()
             res.todos_on_disk = json.loads(world.todos_path.read_text())["todos"]

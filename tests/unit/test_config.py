@@ -278,7 +278,7 @@ def _toml(doc: dict[str, Any]) -> str:
 _service = st.dictionaries(_key, _value, max_size=8)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_key, _value, max_size=10), st.lists(_service, max_size=3))
 def test_any_toml_document(doc: dict[str, Any], services: list[dict[str, Any]]) -> None:
     text = _toml(doc)

@@ -148,7 +148,8 @@ def test_apps_fixture_and_empty() -> None:
     apps = parse_apps(text("query-apps-under-load.csv"), {567: "dflash"})
     (proc,) = apps["GPU-a3d17c95-2dae-bb06-e486-01c3ab05eacd"]
     assert (proc.pid, proc.name, proc.used_memory_mb, proc.service) == (567, "python3", 21482, "dflash")
-    assert apps["bus:00:06.0"] == [proc]
+    assert "bus:00:06.0" not in apps
+    assert parse_apps("7, x, 5, [N/A], 00000000:41:00.0")["bus:41:00.0"][0].pid == 7
     assert parse_apps("") == {}
 
 

@@ -120,7 +120,7 @@ class BenchPane(Pane):
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
         res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
-        res.add_columns("Service", "Mode", "tok/s", "TTFT ms", "Accept", "Δ vs baseline", "Errors")
+        res.add_columns("Service", "Mode", "tok/s", "Δ vs base", "Accept", "TTFT ms", "Errors")
         yield res
         hist: DataTable[Any] = DataTable(id="bench-history", cursor_type="row")
         hist.add_columns("When", "Prompts", "Services", "Best tok/s", "Baseline")
@@ -186,9 +186,9 @@ class BenchPane(Pane):
                             self.t(ref, "accent"),
                             _mode(s),
                             fmt.num(tps, "{:.1f}"),
-                            fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
-                            fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
                             self.t(delta_text, badge),
+                            fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
+                            fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
                             str(_get(s, "failed", "errors", default=0)),
                         ],
                     )

@@ -1,0 +1,37 @@
+"""cli_main's contract: a broken profile or an unknown theme is a usage error (exit 2) with a message that
+names the problem, before any terminal is taken over."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from ddtree_tui.ui.app import cli_main, discover_themes
+
+
+def _ns(**kw: object) -> argparse.Namespace:
+    base = {"profile": None, "profiles": None, "todos": None, "theme": None, "demo": False}
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_bad_profile_exits_2_naming_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[[service]]\nname = "a"\nport = 99999\nlauncher = "sim"\n')
+    assert cli_main(_ns(profile=[str(bad)])) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml:4" in err and "port" in err
+
+
+def test_unknown_theme_exits_2_listing_themes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(_ns(demo=True, theme="neon")) == 2
+    err = capsys.readouterr().err
+    assert "neon" in err and "high-contrast" in err
+
+
+def test_shipped_themes() -> None:
+    themes = discover_themes()
+    assert {"dark", "light", "high-contrast"} <= set(themes)
+    assert themes["light"][1] == "textual-light"
