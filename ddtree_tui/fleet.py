@@ -185,11 +185,9 @@ class Fleet:
             if ok and self._telemetry_enabled:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(h.sampled.wait(), max(0.0, deadline - time.monotonic()))
-            if ok and h.services is not None and hasattr(h.services, "wait_first_probe"):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        h.services.wait_first_probe(), max(0.0, deadline - time.monotonic())
-                    )
+            if ok and h.services is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(h.services.refresh(), max(0.1, deadline - time.monotonic()))
 
         await asyncio.gather(*(one(h) for h in self._hosts.values()))
 
