@@ -234,13 +234,8 @@ TODOS = [
 def build_world(root: Path, ssh_env: SshEnv) -> World:
     """Two sshd hosts with fake environments, their profiles on disk, a todo file; nothing launched."""
     world = World(root=root, ssh_env=ssh_env)
-    p = free_ports(4)
-    world.ports = {
-        "ct200/dflash": p[0],
-        "ct200/ddtree-shadow": p[1],
-        "ct129/dflash-prod": p[2],
-        "spare": p[3],
-    }
+    p = free_ports(3)
+    world.ports = {"ct200/dflash": p[0], "ct200/ddtree-shadow": p[1], "ct129/dflash-prod": p[2]}
     world.hosts["ct129"] = _host_env(
         world, "ct129", "13.0", _service_toml("dflash-prod", "dflash", world.ports["ct129/dflash-prod"])
     )
@@ -517,7 +512,7 @@ async def play_story(world: World, timer: Timer) -> StoryResult:
                 return len(ev) == 3 and st[:2] == ["completed", "completed"] and bool(ev[2].mismatch)
 
             await until(
-                settled, 10, "todo evidence", detail=lambda: (fleet.todo_evidence(), fleet.todos.items)
+                settled, 15, "todo evidence", detail=lambda: (fleet.todo_evidence(), fleet.todos.items)
             )
             res.todo_status = [it.status for it in fleet.todos.items]
             res.todo_evidence = fleet.todo_evidence()
@@ -551,10 +546,10 @@ async def play_story(world: World, timer: Timer) -> StoryResult:
 
 async def _start(fleet: Fleet) -> None:
     await fleet.start()
-    await fleet.wait_settled(20)
+    await fleet.wait_settled(30)
     await until(
         lambda: all(h.state == "connected" and h.gpus for h in fleet.snapshot().hosts),
-        20,
+        30,
         "both hosts connected with GPU samples",
         detail=lambda: [(h.name, h.state, h.error, len(h.gpus)) for h in fleet.snapshot().hosts],
     )
