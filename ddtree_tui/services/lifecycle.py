@@ -130,7 +130,9 @@ class ServiceManager:
             name=spec.name,
             host=self.profile.name,
             algorithm=spec.algorithm,
-            mode=spec.mode if spec.algorithm == "ddtree" else ("linear" if spec.algorithm == "dflash" else None),
+            mode=spec.mode
+            if spec.algorithm == "ddtree"
+            else ("linear" if spec.algorithm == "dflash" else None),
             launcher=spec.launcher,
             simulated=spec.launcher == "sim",
             port=spec.port,

@@ -61,9 +61,21 @@ def test_bad_profile_exits_2_naming_file_line_field(tmp_path: Path) -> None:
 
 def test_status_json_local_host(tmp_path: Path) -> None:
     prof = tmp_path / "p.toml"
-    prof.write_text(f'name = "here"\naddress = "local"\nworkdir = "{tmp_path / "w"}"\n[telemetry]\nsource = "none"\n')
+    prof.write_text(
+        f'name = "here"\naddress = "local"\nworkdir = "{tmp_path / "w"}"\n[telemetry]\nsource = "none"\n'
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "ddtree_tui.cli", "status", "--json", "--profile", str(prof), "--timeout", "5"],
+        [
+            sys.executable,
+            "-m",
+            "ddtree_tui.cli",
+            "status",
+            "--json",
+            "--profile",
+            str(prof),
+            "--timeout",
+            "5",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
