@@ -364,6 +364,13 @@ class Fleet:
         text = f"{what}: {msg}" + (f" ({sug})" if sug else "")
         self._publish(Notice(severity="information" if ok else "error", text=text))
 
+    async def doctor(self, host: str) -> Any:
+        """Preflight checks of one host over its already-open transport (a DoctorReport)."""
+        from ddtree_tui.doctor import run_doctor
+
+        h = self._host(host)
+        return await run_doctor(h.transport, h.profile)
+
     # --- benchmark -----------------------------------------------------------------------------------------
     async def bench_targets(self, refs: Sequence[str]) -> list[Any]:
         from ddtree_tui.bench.runner import BenchTarget

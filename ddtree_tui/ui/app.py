@@ -34,6 +34,7 @@ from ddtree_tui.ui.commands import FleetCommands
 from ddtree_tui.ui.messages import BenchIntent, HostSelected, ServiceIntent, ServiceSelected, TodoIntent
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
+from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import HelpScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
@@ -71,7 +72,7 @@ PANE_CLASSES: dict[int, type[Pane]] = {
 }
 LOG_BUF_MAX = 500
 # actions that only make sense on the main screen (not while a dialog is open)
-MAIN_ONLY = {"service", "bench", "logs", "new_todo", "filter", "focus_pane", "help", "cycle_theme"}
+MAIN_ONLY = {"service", "bench", "logs", "doctor", "new_todo", "filter", "focus_pane", "help", "cycle_theme"}
 
 
 def themes_dir() -> Path:
@@ -121,6 +122,13 @@ class DDTreeApp(App[int]):
         Binding("m", "service('move')", "Move", tooltip="move the selected service to another host (asks)"),
         Binding("b", "bench", "Bench", tooltip="benchmark: pick services and a prompt set, run"),
         Binding("L", "logs", "Logs", tooltip="show and follow the selected service's log"),
+        Binding(
+            "D",
+            "doctor",
+            "Doctor",
+            show=False,
+            tooltip="doctor: preflight checks of the selected host",
+        ),
         Binding("t", "new_todo", "Todo+", tooltip="add a todo"),
         Binding("slash", "filter", "Filter", show=False, tooltip="filter the focused pane / search the log"),
         Binding("T", "cycle_theme", "Theme", show=False, tooltip="next colour theme"),
@@ -447,6 +455,27 @@ class DDTreeApp(App[int]):
         if self.selected_service:
             self.request_service("logs", self.selected_service)
 
+    # --- doctor ------------------------------------------------------------------------------------------
+    def doctor_host(self) -> str | None:
+        """The selected host, else the selected service's host, else the first host."""
+        if self.selected_host:
+            return self.selected_host
+        if self.selected_service:
+            return self.selected_service.split("/", 1)[0]
+        hosts = [h.name for h in self._snap.hosts] or [p.name for p in self.fleet.profiles()]
+        return hosts[0] if hosts else None
+
+    def action_doctor(self) -> None:
+        host = self.doctor_host()
+        if host is None:
+            self.notify("no host to check", severity="warning")
+            return
+        self.open_doctor(host)
+
+    def open_doctor(self, host: str) -> None:
+        """The checks run in the screen's worker, over the fleet's open transport to the host."""
+        self.push_screen(DoctorScreen(host, self.fleet.doctor))
+
     # --- bench -------------------------------------------------------------------------------------------
     def action_bench(self) -> None:
         ready = [f"{h.name}/{s.name}" for h in self._snap.hosts for s in h.services if s.state == "ready"]
@@ -652,7 +681,12 @@ class DDTreeApp(App[int]):
         for n, cls in PANE_CLASSES.items():
             if cls.BINDINGS:
                 groups.append((f"{cls.pane_title} pane ({n})", list(cls.BINDINGS)))
-        groups.append(("dialogs", list(ConfirmScreen.BINDINGS) + list(BenchSetupScreen.BINDINGS)))
+        groups.append(
+            (
+                "dialogs",
+                list(ConfirmScreen.BINDINGS) + list(BenchSetupScreen.BINDINGS) + list(DoctorScreen.BINDINGS),
+            )
+        )
         return groups
 
     def action_help(self) -> None:

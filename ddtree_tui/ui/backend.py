@@ -40,6 +40,7 @@ class FleetLike(Protocol):
         baseline: str | None = None,
     ) -> Any: ...
     def bench_history(self) -> list[Any]: ...
+    async def doctor(self, host: str) -> Any: ...
     def todo_evidence(self) -> list[Any]: ...
     def profiles(self) -> list[HostProfile]: ...
 
@@ -80,6 +81,7 @@ class StaticFleet:
         todos: list[StaticTodo] | None = None,
         evidence: list[Any] | None = None,
         bench_runs: list[Any] | None = None,
+        doctor_reports: dict[str, Any] | None = None,
     ) -> None:
         self._snap = snapshot
         self._profiles = profiles or []
@@ -88,6 +90,7 @@ class StaticFleet:
         self.todos = StaticTodos(todos)
         self._evidence = evidence or []
         self._bench = bench_runs or []
+        self._doctor = doctor_reports or {}
 
     async def start(self) -> None:
         return None
@@ -137,6 +140,26 @@ class StaticFleet:
 
     def bench_history(self) -> list[Any]:
         return list(self._bench)
+
+    async def doctor(self, host: str) -> Any:
+        """The report given for the host, else one finding saying nothing was checked."""
+        from ddtree_tui.doctor import DoctorReport, Finding
+
+        if host in self._doctor:
+            return self._doctor[host]
+        addr = next((p.address for p in self._profiles if p.name == host), "")
+        return DoctorReport(
+            host=host,
+            address=addr,
+            findings=[
+                Finding(
+                    check="doctor",
+                    status="warn",
+                    evidence="the view is frozen (snapshot mode): no checks ran",
+                    fix=f"run `ddtree-tui doctor {host}`",
+                )
+            ],
+        )
 
     def todo_evidence(self) -> list[Any]:
         return list(self._evidence)
