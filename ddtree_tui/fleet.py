@@ -318,29 +318,26 @@ class Fleet:
         return h, svc
 
     # --- intents -------------------------------------------------------------------------------------------
-    async def launch(self, ref: str) -> Any:
+    async def _lifecycle(self, verb: str, ref: str) -> Any:
+        """launch / kill / restart one service; remember what we started so the demo can clean up."""
         h, svc = self._split(ref)
-        res = await h.services.launch(svc, h.extra_specs.get(svc))
+        if verb == "launch":
+            res = await h.services.launch(svc, h.extra_specs.get(svc))
+        else:
+            res = await getattr(h.services, verb)(svc)
         if res.ok:
-            self._launched.add(ref)
-        self._notice(f"launch {ref}", res)
+            (self._launched.discard if verb == "kill" else self._launched.add)(ref)
+        self._notice(f"{verb} {ref}", res)
         return res
+
+    async def launch(self, ref: str) -> Any:
+        return await self._lifecycle("launch", ref)
 
     async def kill(self, ref: str) -> Any:
-        h, svc = self._split(ref)
-        res = await h.services.kill(svc)
-        if res.ok:
-            self._launched.discard(ref)
-        self._notice(f"kill {ref}", res)
-        return res
+        return await self._lifecycle("kill", ref)
 
     async def restart(self, ref: str) -> Any:
-        h, svc = self._split(ref)
-        res = await h.services.restart(svc)
-        if res.ok:
-            self._launched.add(ref)
-        self._notice(f"restart {ref}", res)
-        return res
+        return await self._lifecycle("restart", ref)
 
     async def move(self, ref: str, to_host: str) -> Any:
         from ddtree_tui.services.lifecycle import move_service
