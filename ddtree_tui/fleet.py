@@ -430,10 +430,6 @@ class Fleet:
 
         return bench_ok_from_history(self.history_path, service_ref, prompt_set)
 
-    @property
-    def snapshot_for_evidence(self) -> FleetSnapshot:
-        return self.snapshot()
-
     def todo_evidence(self) -> list[Any]:
         return list(self._evidence)
 
@@ -456,12 +452,6 @@ class Fleet:
             changed = True
         self._evidence = ev
         return changed
-
-    def todo_changed(self) -> None:
-        """The UI edited the store: save it and tell every subscriber."""
-        self.todos.save()
-        self.refresh_todos()
-        self._publish(TodoChanged())
 
     async def _todo_loop(self) -> None:
         while True:

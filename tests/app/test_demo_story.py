@@ -5,9 +5,7 @@ table shows both with deltas -> Cancel on the kill dialog keeps it running -> ki
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.widgets import DataTable
@@ -18,17 +16,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.screen_text import screen_text
-
-
-async def _until(pilot: Any, cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await pilot.pause(0.1)
-    notes = [n.message for n in pilot.app._notifications]
-    raise AssertionError(f"timed out waiting for {what}; notices: {notes}; text:\n{screen_text(pilot.app)}")
+from tests.app.screen_text import screen_text, until
 
 
 def _state(app: DDTreeApp, svc: str) -> str | None:
@@ -48,27 +36,25 @@ async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:
         async with app.run_test(size=(120, 36)) as pilot:
-            await _until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
+            await until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
             assert "DEMO" in screen_text(app) and "REPLAY" in screen_text(app)
             # launch both: the cursor starts on dflash, `down` selects ddtree-shadow
             await pilot.press("3", "l", "down", "l")
-            await _until(
+            await until(
                 pilot,
                 lambda: _state(app, "dflash") == "ready" and _state(app, "ddtree-shadow") == "ready",
                 40,
                 "both services ready",
             )
-            await _until(pilot, lambda: screen_text(app).count("● ready") == 2, 5, "both badges ready")
+            await until(pilot, lambda: screen_text(app).count("● ready") == 2, 5, "both badges ready")
             # benchmark: `b` preselects the ready services; ctrl+r runs seed3
             await pilot.press("b")
             await pilot.pause()
             assert isinstance(app.screen, BenchSetupScreen)
             await pilot.press("ctrl+r")
             bench = app.query_one(BenchPane)
-            await _until(pilot, lambda: bench.live.rows and bench.live.running, 20, "the bench to stream")
-            await _until(
-                pilot, lambda: bench.live.run is not None and not bench.live.running, 60, "bench end"
-            )
+            await until(pilot, lambda: bench.live.rows and bench.live.running, 20, "the bench to stream")
+            await until(pilot, lambda: bench.live.run is not None and not bench.live.running, 60, "bench end")
             await pilot.pause(0.3)
             results = bench.query_one("#bench-results", DataTable)
             assert sorted(str(k.value) for k in results.rows) == ["local/ddtree-shadow", "local/dflash"]
@@ -93,8 +79,8 @@ async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             await pilot.press("k")
             await pilot.pause()
             await pilot.press("tab", "enter")
-            await _until(pilot, lambda: _state(app, "dflash") == "stopped", 20, "dflash stopped")
-            await _until(pilot, lambda: "○ stopped" in screen_text(app), 5, "the stopped badge")
+            await until(pilot, lambda: _state(app, "dflash") == "stopped", 20, "dflash stopped")
+            await until(pilot, lambda: "○ stopped" in screen_text(app), 5, "the stopped badge")
             assert _state(app, "ddtree-shadow") == "ready"
             await app.action_quit()
     finally:

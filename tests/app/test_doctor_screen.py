@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,8 @@ from ddtree_tui.ui.backend import StaticFleet
 from ddtree_tui.ui.commands import palette_commands
 from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import HelpScreen
-from tests.app.screen_text import screen_text
+from tests.app.screen_text import screen_text, until
 from tests.app.snapdata import static_fleet
-
-
-async def _until(pilot: Any, cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
 
 
 @pytest.mark.timeout(120)
@@ -50,13 +40,13 @@ source = "none"
     app = DDTreeApp(fleet, refresh_hz=10)
     try:
         async with app.run_test(size=(140, 40)) as pilot:
-            await _until(pilot, lambda: "● connected" in screen_text(app), 20, "connected")
+            await until(pilot, lambda: "● connected" in screen_text(app), 20, "connected")
             await pilot.press("D")
             await pilot.pause()
             screen = app.screen
             assert isinstance(screen, DoctorScreen)
             assert screen.host == "here"
-            await _until(pilot, lambda: screen.report is not None or screen.error, 90, "the findings")
+            await until(pilot, lambda: screen.report is not None or screen.error, 90, "the findings")
             assert screen.error is None, screen.error
             checks = {f.check: f for f in screen.report.findings}
             assert checks["python"].status == "ok"
@@ -94,7 +84,7 @@ async def test_doctor_error_is_shown_in_the_screen() -> None:
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, DoctorScreen)
-        await _until(pilot, lambda: screen.error is not None, 5, "the error")
+        await until(pilot, lambda: screen.error is not None, 5, "the error")
         await pilot.pause()
         text = screen_text(app)
         assert "Connection refused" in text and "did not run" in text
@@ -131,7 +121,7 @@ async def test_doctor_given_report_palette_and_help() -> None:
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, DoctorScreen)
-        await _until(pilot, lambda: screen.report is not None, 5, "the report")
+        await until(pilot, lambda: screen.report is not None, 5, "the report")
         await pilot.pause()
         text = screen_text(app)
         for want in ("1 ok, 0 warn, 1 fail", "FAIL", "cuda-runtimes", "one consistent set", "/opt/venv"):

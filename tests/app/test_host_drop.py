@@ -4,7 +4,6 @@ its badge while the app keeps answering keys, then recovers to connected."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,7 @@ from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.help import HelpScreen
-from tests.app.screen_text import screen_text
-
-
-async def _until(pilot: Any, cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
+from tests.app.screen_text import screen_text, until
 
 
 @pytest.mark.timeout(90)
@@ -45,16 +35,16 @@ source = "none"
     app = DDTreeApp(fleet, refresh_hz=10)
     try:
         async with app.run_test(size=(120, 30)) as pilot:
-            await _until(pilot, lambda: "● connected" in screen_text(app), 20, "connected")
+            await until(pilot, lambda: "● connected" in screen_text(app), 20, "connected")
             sshd.stop()
-            await _until(pilot, lambda: "reconnecting in" in screen_text(app), 20, "the reconnecting badge")
+            await until(pilot, lambda: "reconnecting in" in screen_text(app), 20, "the reconnecting badge")
             # the UI still answers keys while the host is down
             await pilot.press("question_mark")
             await pilot.pause()
             assert isinstance(app.screen, HelpScreen)
             await pilot.press("escape")
             sshd.start()
-            await _until(pilot, lambda: "● connected" in screen_text(app), 40, "recovery")
+            await until(pilot, lambda: "● connected" in screen_text(app), 40, "recovery")
             await app.action_quit()
     finally:
         await asyncio.wait_for(fleet.stop(), 20)

@@ -8,7 +8,6 @@ Fewer asserts than tests/scenario/test_reference_story.py: this one checks that 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.services import ServicesPane
-from tests.app.screen_text import screen_text
+from tests.app.screen_text import screen_text, until
 from tests.scenario.helpers import (
     World,
     all_gone,
@@ -37,17 +36,6 @@ from tests.sshd import SshEnv
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(150)]
 SIZE = (160, 48)
-
-
-async def _until(pilot: Any, cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        await pilot.pause(0.05)
-    notes = [n.message for n in pilot.app._notifications]
-    raise AssertionError(f"timed out waiting for {what}; notices: {notes}; text:\n{screen_text(pilot.app)}")
 
 
 def _state(app: DDTreeApp, ref: str) -> str | None:
@@ -69,7 +57,7 @@ async def _select(pilot: Any, ref: str) -> None:
 
 
 async def _connected(pilot: Any) -> None:
-    await _until(
+    await until(
         pilot,
         lambda: all(h.state == "connected" and h.gpus for h in pilot.app.fleet.snapshot().hosts),
         30,
@@ -84,11 +72,11 @@ async def _first_session(world: World) -> int:
         await _connected(pilot)
         await _select(pilot, "ct129/dflash-prod")
         await pilot.press("l")
-        await _until(pilot, lambda: _state(app, "ct129/dflash-prod") == "ready", 30, "ct129 ready")
+        await until(pilot, lambda: _state(app, "ct129/dflash-prod") == "ready", 30, "ct129 ready")
         with hold_port(world.ports["ct200/dflash"]):
             await _select(pilot, "ct200/dflash")
             await pilot.press("l")
-            await _until(pilot, lambda: "already in use" in _notices(app), 20, "the port refusal")
+            await until(pilot, lambda: "already in use" in _notices(app), 20, "the port refusal")
         port = suggested_port(_notices(app))
         await pilot.press("q")
     return port
@@ -98,14 +86,14 @@ async def _second_session(world: World) -> None:
     app = DDTreeApp(world.fleet(), refresh_hz=10)
     async with app.run_test(size=SIZE) as pilot:
         await _connected(pilot)
-        assert _state(app, "ct129/dflash-prod") == "ready" or await _until(
+        assert _state(app, "ct129/dflash-prod") == "ready" or await until(
             pilot, lambda: _state(app, "ct129/dflash-prod") == "ready", 10, "ct129 still ready after restart"
         )
         for ref in ("ct200/dflash", "ct200/ddtree-shadow"):
             await _select(pilot, ref)
             await pilot.press("l")
         refs = ("ct200/dflash", "ct200/ddtree-shadow")
-        await _until(pilot, lambda: all(_state(app, r) == "ready" for r in refs), 30, "both ready")
+        await until(pilot, lambda: all(_state(app, r) == "ready" for r in refs), 30, "both ready")
         for ref in refs:  # the smoke test goes through the same fleet (and port forward) as the TUI
             assert (await smoke(app.fleet, ref))["meta_info"]["completion_tokens"] == 16  # type: ignore[arg-type]
         # bench: `b` ticks every ready service; untick CT129's (the first row), run seed3 with ctrl+r
@@ -114,20 +102,20 @@ async def _second_session(world: World) -> None:
         assert isinstance(app.screen, BenchSetupScreen)
         await pilot.press("space", "ctrl+r")
         bench = app.query_one(BenchPane)
-        await _until(pilot, lambda: bench.live.run is not None and not bench.live.running, 40, "bench end")
+        await until(pilot, lambda: bench.live.run is not None and not bench.live.running, 40, "bench end")
         run = bench.live.run
         assert {r.service for r in run.rows} == set(refs) and run.baseline == "ct200/dflash"
         # todos: pane 4 shows the flag on the in-progress item whose evidence holds
         await pilot.press("4")
-        await _until(pilot, lambda: "evidence holds but still in_progress" in screen_text(app), 15, "flag")
+        await until(pilot, lambda: "evidence holds but still in_progress" in screen_text(app), 15, "flag")
         assert [it.status for it in app.fleet.todos.items][:2] == ["completed", "completed"]  # type: ignore[attr-defined]
         # CT129 crashes and loses GPU 1: the GPU pane (2) shows the driver's error
         pid = service(app.fleet.snapshot(), "ct129/dflash-prod").pid  # type: ignore[arg-type,union-attr]
         world.hosts["ct129"].set_smi("handle")
         crash(pid)
         await pilot.press("2")
-        await _until(pilot, lambda: "Unable to determine the device handle" in screen_text(app), 15, "fault")
-        await _until(pilot, lambda: _state(app, "ct129/dflash-prod") == "crashed", 15, "crashed")
+        await until(pilot, lambda: "Unable to determine the device handle" in screen_text(app), 15, "fault")
+        await until(pilot, lambda: _state(app, "ct129/dflash-prod") == "crashed", 15, "crashed")
         # `m`: pick CT200, confirm Move (tab from the default Cancel)
         await _select(pilot, "ct129/dflash-prod")
         await pilot.press("m")
@@ -137,7 +125,7 @@ async def _second_session(world: World) -> None:
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("tab", "enter")
-        await _until(pilot, lambda: _state(app, "ct200/dflash-prod") == "ready", 40, "moved and ready")
+        await until(pilot, lambda: _state(app, "ct200/dflash-prod") == "ready", 40, "moved and ready")
         # `k` on each CT200 service, confirmed
         for ref in ("ct200/dflash", "ct200/ddtree-shadow", "ct200/dflash-prod"):
             await _select(pilot, ref)
@@ -145,7 +133,7 @@ async def _second_session(world: World) -> None:
             await pilot.pause()
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("tab", "enter")
-            await _until(pilot, lambda r=ref: _state(app, r) == "stopped", 20, f"{ref} stopped")
+            await until(pilot, lambda r=ref: _state(app, r) == "stopped", 20, f"{ref} stopped")
         await pilot.press("q")
 
 
