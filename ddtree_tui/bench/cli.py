@@ -32,6 +32,7 @@ from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTar
 from ddtree_tui.bench.prompts import PromptError, load_prompts
 from ddtree_tui.bench.runner import BenchUsageError, run_bench
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
+from ddtree_tui.transport.base import TransportError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_TIMEOUT = 300.0
@@ -163,9 +164,15 @@ async def wait_healthy(child: SimChild, timeout: float) -> None:
 
 
 async def make_targets(
-    sess: Session, chosen: list[tuple[HostProfile, ServiceSpec]], demo: bool, connect_timeout: float = 30.0
+    sess: Session,
+    chosen: list[tuple[HostProfile, ServiceSpec]],
+    demo: bool,
+    connect_timeout: float | None = None,
 ) -> list[BenchTarget]:
-    """A base URL for each service: a demo child, 127.0.0.1 for a local host, a forwarded port otherwise."""
+    """A base URL for each service: a demo child, 127.0.0.1 for a local host, a forwarded port otherwise.
+
+    A remote host gets `connect_timeout` seconds to connect, by default its profile's connect_timeout plus a
+    little for the retry after a refused connection: an unreachable host fails the run in bounded time."""
     targets: list[BenchTarget] = []
     transports: dict[str, Any] = {}
     for host, spec in chosen:
@@ -193,9 +200,13 @@ async def make_targets(
                 sess.transports.append(t)
                 transports[host.name] = t
                 await t.start()
-                if not await t.wait_connected(connect_timeout):
+                wait = connect_timeout if connect_timeout is not None else host.connect_timeout + 2.0
+                if not await t.wait_connected(wait):
                     raise RuntimeError(f"cannot reach host {host.name}: {t.status.error or 'timed out'}")
-            port = await t.forward_port(spec.port)
+            try:
+                port = await t.forward_port(spec.port)
+            except TransportError as e:
+                raise RuntimeError(f"cannot forward port {spec.port} of host {host.name}: {e}") from None
             targets.append(
                 BenchTarget(ref=ref, base_url=f"http://127.0.0.1:{port}", algorithm=spec.algorithm, mode=mode)
             )
