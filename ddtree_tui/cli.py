@@ -15,6 +15,7 @@ HANDLERS: dict[str, str] = {
     "tui": "ddtree_tui.ui.app:cli_main",
     "run-bench": "ddtree_tui.bench.cli:cli_main",
     "status": "ddtree_tui.commands:status_main",
+    "smoke": "ddtree_tui.commands:smoke_main",
     "launch": "ddtree_tui.services.cli:cli_main",
     "kill": "ddtree_tui.services.cli:cli_main",
     "restart": "ddtree_tui.services.cli:cli_main",
@@ -94,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument(
                 "--dry-run", action="store_true", help="print the command exactly as it would run"
             )
+    sp = add("smoke", "one short streaming /generate request to a service: ok or why not")
+    sp.add_argument("service", metavar="HOST/SVC")
+    sp.add_argument("--prompt", default="Say hello in one short sentence.", metavar="TEXT")
+    sp.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
+    sp.add_argument("--timeout", type=float, default=30.0, help="seconds for the whole request")
+    sp.add_argument("--json", action="store_true", help="print the result as a JSON object")
+
     sp = add("move", "launch the same service spec on another host, then kill the old one")
     sp.add_argument("service", metavar="HOST/SVC")
     sp.add_argument("to_host", metavar="TOHOST")

@@ -1,4 +1,4 @@
-"""Headless one-shot modes that read the core's state: `status [--json]`."""
+"""Headless one-shot modes that read the core's state: `status [--json]`, `smoke HOST/SVC [--json]`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ddtree_tui.config import HostProfile, ProfileError, resolve_profiles
+from ddtree_tui.config import HostProfile, ProfileError, find_service, resolve_profiles
 from ddtree_tui.state import FleetSnapshot, HostView
+
+if TYPE_CHECKING:
+    from ddtree_tui.bench.smoke import SmokeResult
 
 
 async def collect_snapshot(
@@ -101,3 +105,36 @@ def status_main(ns: argparse.Namespace) -> int:
     else:
         print(render_text(snap))
     return 0
+
+
+async def run_smoke(
+    profiles: Sequence[HostProfile], ref: str, prompt: str, max_new_tokens: int, timeout: float
+) -> SmokeResult:
+    """Start a fleet without telemetry (a smoke test needs no GPU numbers), send the request, let go."""
+    from ddtree_tui.fleet import Fleet
+
+    fleet = Fleet(profiles, telemetry=False, auto_complete_todos=False)
+    await fleet.start()
+    try:
+        return await fleet.smoke(ref, prompt=prompt, max_new_tokens=max_new_tokens, timeout=timeout)
+    finally:
+        await fleet.stop()
+
+
+def smoke_main(ns: argparse.Namespace) -> int:
+    """`smoke HOST/SVC`: exit 0 when the service answered, 1 when it did not, 2 for a bad profile or ref."""
+    try:
+        profiles = resolve_profiles(ns.profile, ns.profiles, ns.demo)
+        find_service(profiles, ns.service)
+    except (ProfileError, ValueError) as e:
+        print(f"ddtree-tui: {e}", file=sys.stderr)
+        return 2
+    if ns.max_new_tokens < 1 or ns.timeout <= 0:
+        print("ddtree-tui: --max-new-tokens and --timeout must be positive", file=sys.stderr)
+        return 2
+    res = asyncio.run(run_smoke(profiles, ns.service, ns.prompt, ns.max_new_tokens, ns.timeout))
+    if ns.json:
+        print(json.dumps(res.model_dump(mode="json"), indent=2))
+    else:
+        print(res.line())
+    return 0 if res.ok else 1

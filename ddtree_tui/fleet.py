@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.events import (
@@ -37,6 +37,9 @@ from ddtree_tui.state import (
     TelemetryStatus,
 )
 from ddtree_tui.transport import Transport, make_transport
+
+if TYPE_CHECKING:
+    from ddtree_tui.bench.smoke import SmokeResult
 
 log = logging.getLogger(__name__)
 
@@ -369,6 +372,49 @@ class Fleet:
         return await run_doctor(h.transport, h.profile)
 
     # --- benchmark -----------------------------------------------------------------------------------------
+    async def smoke(
+        self,
+        ref: str,
+        prompt: str = "Say hello in one short sentence.",
+        max_new_tokens: int = 32,
+        timeout: float = 30.0,
+    ) -> SmokeResult:
+        """One short /generate request (the post-deploy curl), bounded by `timeout` including the port
+        forward; the result (a SmokeResult) is also published as a Notice. Raises only for a bad ref."""
+        from ddtree_tui.bench.smoke import failed, smoke_request
+
+        h, svc = self._split(ref)
+        spec = h.profile.get_service(svc) or h.extra_specs[svc]
+        deadline = time.monotonic() + timeout
+        try:
+            async with asyncio.timeout(timeout):
+                base = await h.services.base_url(svc)
+        except TimeoutError:
+            res = failed(ref, f"no route to the service within {timeout:g} s")
+        except Exception as e:
+            res = failed(ref, f"port forward failed: {e}")
+        else:
+            res = await smoke_request(
+                ref,
+                base,
+                algorithm=spec.algorithm,
+                mode=spec.display_mode,
+                prompt=prompt,
+                max_new_tokens=max_new_tokens,
+                timeout=max(0.1, deadline - time.monotonic()),
+            )
+        st = h.statuses.get(svc)
+        left = min(5.0, deadline - time.monotonic())
+        # a fresh fleet (the headless mode) has not probed yet: ask now, so the error says stopped/crashed
+        if not res.ok and (st is None or st.state == "unknown") and left > 0.1:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(h.services.refresh(), left)
+            st = h.statuses.get(svc)
+        if not res.ok and st is not None and st.state != "ready":
+            res = res.model_copy(update={"error": f"service is {st.state}; {res.error}"})
+        self._publish(Notice(severity="information" if res.ok else "error", text=res.line()))
+        return res
+
     async def bench_targets(self, refs: Sequence[str]) -> list[Any]:
         from ddtree_tui.bench.runner import BenchTarget
 
@@ -419,7 +465,7 @@ class Fleet:
         from ddtree_tui.bench import history
 
         try:
-            return history.load(self.history_path)
+            return history.load_tail(self.history_path)  # the last runs, read incrementally
         except Exception as e:
             self._publish(Notice(severity="warning", text=f"bench history unreadable: {e}"))
             return []

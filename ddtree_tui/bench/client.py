@@ -208,8 +208,12 @@ async def measure_request(
     timeout: float | None = None,
     on_tokens: TokensCallback | None = None,
     tokens_interval: float = 0.1,
+    on_text: Callable[[str], None] | None = None,
 ) -> RequestResult:
-    """Send one streaming request and measure it; never raises for anything the server does."""
+    """Send one streaming request and measure it; never raises for anything the server does.
+
+    `on_text` gets the whole output text once, at the end: a smoke test shows it, a benchmark does not keep it.
+    """
     path, body = request_body(prompt, sp)
     sp = sp.model_copy(update={"max_new_tokens": prompt.max_new_tokens or sp.max_new_tokens})
     handle = _handle_openai if sp.api == "chat" else _handle_generate
@@ -259,6 +263,8 @@ async def measure_request(
         acc.tl.t_end = time.monotonic()
         if not acc.errors:
             acc.errors.append("stream ended without [DONE]")
+    if on_text is not None:
+        on_text(acc.acc_text)
     return _result(acc, target, prompt, sp, seq, repeat, warmup, started_at)
 
 

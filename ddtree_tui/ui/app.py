@@ -425,6 +425,21 @@ class DDTreeApp(App[int]):
             self.action_focus_pane(6)
         elif verb == "bench":
             self._open_bench([ref])
+        elif verb == "smoke":
+            self.notify(f"smoke {ref} …", timeout=3)
+            self.run_worker(self._do_smoke(ref), group=f"smoke:{ref}", exclusive=True, name=f"smoke {ref}")
+
+    async def _do_smoke(self, ref: str) -> Any:
+        """Read-only, so it does not mark the service busy; a live fleet reports it as a Notice event."""
+        try:
+            res = await self.fleet.smoke(ref)
+        except Exception as e:
+            self.notify(f"smoke {ref} failed: {e}", severity="error", timeout=10)
+            return None
+        if not self.live:
+            ok = bool(getattr(res, "ok", False))
+            self.notify(res.line(), severity="information" if ok else "error", timeout=10)
+        return res
 
     def _start_intent(self, verb: str, ref: str, to_host: str | None = None) -> None:
         if ref in self._busy:

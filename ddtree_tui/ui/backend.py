@@ -31,6 +31,9 @@ class FleetLike(Protocol):
     async def kill(self, ref: str) -> Any: ...
     async def restart(self, ref: str) -> Any: ...
     async def move(self, ref: str, to_host: str) -> Any: ...
+    async def smoke(
+        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
+    ) -> Any: ...
     async def run_bench(
         self,
         refs: list[str],
@@ -127,6 +130,14 @@ class StaticFleet:
 
     async def move(self, ref: str, to_host: str) -> StaticResult:
         return await self._frozen(f"move {ref} to {to_host}")
+
+    async def smoke(
+        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
+    ) -> Any:
+        """A failed SmokeResult: a frozen view sends no request."""
+        from ddtree_tui.bench.smoke import failed
+
+        return failed(ref, "the view is frozen (snapshot mode): no request sent")
 
     async def run_bench(
         self,

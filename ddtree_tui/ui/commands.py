@@ -31,6 +31,7 @@ def palette_commands(app: DDTreeApp) -> list[tuple[str, str, Callable[[], Any]]]
             ("restart", "redeploy: kill then launch with the same spec (asks first)"),
             ("logs", "show and follow its log"),
             ("bench", "benchmark it"),
+            ("smoke", "one short /generate request: does it answer? (key s in the services pane)"),
         ):
             out.append((f"{verb} {ref}", what, partial(app.request_service, verb, ref)))
         here = ref.split("/", 1)[0]

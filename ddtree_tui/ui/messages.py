@@ -7,7 +7,7 @@ from typing import Literal
 
 from textual.message import Message
 
-ServiceVerb = Literal["launch", "kill", "restart", "move", "logs", "bench"]
+ServiceVerb = Literal["launch", "kill", "restart", "move", "logs", "bench", "smoke"]
 
 
 class ServiceSelected(Message):

@@ -19,7 +19,19 @@ def test_help_lists_every_mode(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for mode in ("status", "launch", "kill", "restart", "move", "patches", "logs", "doctor", "todo", "sim"):
+    for mode in (
+        "status",
+        "smoke",
+        "launch",
+        "kill",
+        "restart",
+        "move",
+        "patches",
+        "logs",
+        "doctor",
+        "todo",
+        "sim",
+    ):
         assert mode in out
     assert "--run-bench" in out and "--demo" in out
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ddtree_tui.state import ServiceStatus
 from ddtree_tui.ui import fmt
-from ddtree_tui.ui.messages import ServiceSelected
+from ddtree_tui.ui.messages import ServiceIntent, ServiceSelected
 from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
 
 STATE_BADGE = {
@@ -34,6 +35,16 @@ class ServicesPane(Pane):
     pane_number = 3
     pane_title = "Services"
     DEFAULT_CSS = "ServicesPane #service-detail { height: 1; color: $text-muted; }"
+    # show=False keeps the footer as it was; `?` lists it
+    BINDINGS = [
+        Binding(
+            "s",
+            "smoke",
+            "Smoke",
+            show=False,
+            tooltip="smoke test: one short /generate request to the service",
+        )
+    ]
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="services-table", cursor_type="row")
@@ -115,6 +126,11 @@ class ServicesPane(Pane):
             t.move_cursor(row=t.get_row_index(ref), animate=False)
         except Exception:
             pass
+
+    def action_smoke(self) -> None:
+        ref = self.selected_ref()
+        if ref is not None:
+            self.post_message(ServiceIntent("smoke", ref))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:

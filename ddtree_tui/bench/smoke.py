@@ -1,0 +1,94 @@
+"""A smoke test: one short streaming /generate request to one service, bounded in time, summed up in a line.
+
+It replaces the `curl -N .../generate` an engineer types after a deploy. It reuses the benchmark's client
+(`measure_request`), so the numbers (server token counts, TTFT, accept length) mean what they mean in a
+benchmark, and nothing a server does can raise out of it: every failure is the result's `error`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+from pydantic import BaseModel
+
+from ddtree_tui.bench.client import measure_request
+from ddtree_tui.bench.models import BenchTarget, SamplingParams
+from ddtree_tui.bench.prompts import Prompt
+
+DEFAULT_PROMPT = "Say hello in one short sentence."
+DEFAULT_MAX_NEW_TOKENS = 32
+DEFAULT_TIMEOUT = 30.0
+OUTPUT_KEPT = 200  # characters of the answer kept: enough to see it is language, small enough for a line
+
+
+class SmokeResult(BaseModel):
+    """One smoke request, measured. `ok` is False with `error` saying why; numbers are None when unknown."""
+
+    ref: str
+    ok: bool
+    error: str | None = None
+    output: str = ""  # the first OUTPUT_KEPT characters of the answer
+    output_tokens: int | None = None  # the server's count (meta_info.completion_tokens)
+    ttft_ms: float | None = None
+    tok_s: float | None = None  # output tokens / end-to-end time
+    accept_length: float | None = None  # speculative decoding only
+    latency_s: float | None = None  # end to end, as the client saw it
+    base_url: str | None = None
+    finish_reason: str | None = None
+
+    def line(self) -> str:
+        """The one-line summary printed by `ddtree-tui smoke` and shown as the TUI's notification."""
+        if not self.ok:
+            return f"smoke {self.ref}: FAILED — {self.error or 'unknown error'}"
+        bits = [f"{self.output_tokens if self.output_tokens is not None else '?'} tokens"]
+        if self.ttft_ms is not None:
+            bits.append(f"TTFT {self.ttft_ms:.0f} ms")
+        if self.tok_s is not None:
+            bits.append(f"{self.tok_s:.1f} tok/s")
+        if self.accept_length is not None:
+            bits.append(f"accept {self.accept_length:.2f}")
+        if self.latency_s is not None:
+            bits.append(f"{self.latency_s:.2f} s")
+        text = self.output.replace("\n", " ").strip()
+        if len(text) > 60:
+            text = text[:59] + "…"
+        return f"smoke {self.ref}: ok — {', '.join(bits)} — {text!r}"
+
+
+def failed(ref: str, error: str, base_url: str | None = None) -> SmokeResult:
+    return SmokeResult(ref=ref, ok=False, error=error, base_url=base_url)
+
+
+async def smoke_request(
+    ref: str,
+    base_url: str,
+    *,
+    algorithm: str = "dflash",
+    mode: str | None = None,
+    prompt: str = DEFAULT_PROMPT,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> SmokeResult:
+    """One streaming /generate request through the bench client; never raises for what the server does."""
+    target = BenchTarget(ref=ref, base_url=base_url, algorithm=algorithm, mode=mode)
+    p = Prompt(id="smoke", title="smoke", messages=[{"role": "user", "content": prompt}])
+    sp = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, api="generate")
+    texts: list[str] = []
+    t0 = time.monotonic()
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0))) as client:
+        r = await measure_request(client, target, p, sp, timeout=timeout, on_text=texts.append)
+    latency = r.e2e_s if r.e2e_s is not None else time.monotonic() - t0
+    return SmokeResult(
+        ref=ref,
+        ok=r.ok,
+        error=r.error,
+        output=(texts[0] if texts else "")[:OUTPUT_KEPT],
+        output_tokens=r.output_tokens,
+        ttft_ms=r.ttft_s * 1000 if r.ttft_s is not None else None,
+        tok_s=r.tok_s,
+        accept_length=r.accept_length,
+        latency_s=latency,
+        base_url=base_url,
+        finish_reason=r.finish_reason,
+    )
