@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,12 +138,12 @@ class Fleet:
                 prof,
                 on_update=lambda hs, gpus, ts, name=prof.name: self._on_sample(name, hs, gpus, ts),
             )
-            h.tasks.append(asyncio.create_task(self._guard(h.telemetry.run(), f"telemetry {prof.name}")))
+            h.tasks.append(asyncio.create_task(self._guard(h.telemetry.run, f"telemetry {prof.name}")))
 
-    async def _guard(self, coro: Any, what: str) -> None:
+    async def _guard(self, run: Callable[[], Awaitable[None]], what: str) -> None:
         """A background task whose crash is reported, never silent and never fatal to the app."""
         try:
-            await coro
+            await run()
         except asyncio.CancelledError:
             raise
         except Exception as e:  # pragma: no cover - reported to the user
@@ -157,19 +157,63 @@ class Fleet:
                     await self.kill(ref)
         for t in self._bg:
             t.cancel()
-        for h in self._hosts.values():
-            for t in h.tasks:
-                t.cancel()
-        for t in [*self._bg, *(t for h in self._hosts.values() for t in h.tasks)]:
+        for t in self._bg:
             with contextlib.suppress(BaseException):
                 await t
         for h in self._hosts.values():
-            if h.services is not None:
-                with contextlib.suppress(Exception):
-                    await h.services.stop()
-            with contextlib.suppress(Exception):
-                await h.transport.close()
+            await self._stop_host(h)
         self._started = False
+
+    async def _stop_host(self, h: _Host) -> None:
+        """Stop watching a host (its services keep running; their pidfiles find them again)."""
+        for t in h.tasks:
+            t.cancel()
+        for t in h.tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        if h.services is not None:
+            with contextlib.suppress(Exception):
+                await h.services.stop()
+        with contextlib.suppress(Exception):
+            await h.transport.close()
+
+    async def reload_profiles(self, profiles: Sequence[HostProfile] | None = None) -> list[str]:
+        """Pick up edited profiles without a restart: re-read each profile's file (or take `profiles`),
+        restart the watchers of hosts whose profile changed, add new hosts, drop removed ones. Running
+        services are never touched. A bad profile changes nothing and is reported. Returns what changed."""
+        from ddtree_tui.config import ProfileError, load_profiles
+
+        if profiles is None:
+            sources = [p.source for p in self._profiles]
+            if any(src is None for src in sources):
+                raise ValueError("these profiles were not loaded from files; pass the new profiles")
+            try:
+                profiles = load_profiles([str(src) for src in sources])
+            except ProfileError as e:
+                self._publish(Notice(severity="error", text=f"profiles not reloaded: {e}"))
+                raise
+        new = {p.name: p for p in profiles}
+        changes: list[str] = []
+        for name in list(self._hosts):
+            if name not in new:
+                await self._stop_host(self._hosts.pop(name))
+                changes.append(f"removed {name}")
+        for prof in profiles:
+            old = self._hosts.get(prof.name)
+            if old is not None and old.profile == prof:
+                continue
+            extra = old.extra_specs if old is not None else {}
+            if old is not None:
+                await self._stop_host(old)
+            await self._start_host(prof)
+            self._hosts[prof.name].extra_specs.update(extra)
+            changes.append(f"{'reloaded' if old is not None else 'added'} {prof.name}")
+        self._profiles = list(profiles)
+        text = "profiles reloaded: " + (", ".join(changes) if changes else "nothing changed")
+        self._publish(Notice(severity="information", text=text))
+        for h in self._hosts.values():
+            self._publish(HostStateChanged(host=h.profile.name, status=h.conn))
+        return changes
 
     async def __aenter__(self) -> Fleet:
         await self.start()

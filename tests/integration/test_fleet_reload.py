@@ -1,0 +1,108 @@
+"""Profiles edited while the app runs are picked up without a restart, and a running service survives it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ddtree_tui.config import ProfileError, load_profile
+from ddtree_tui.events import Notice
+from ddtree_tui.fleet import Fleet
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _profile(path: Path, work: Path, port: int, name: str = "loc") -> None:
+    path.write_text(
+        f"""name = "{name}"
+address = "local"
+python = "{sys.executable}"
+workdir = "{work}"
+[telemetry]
+source = "none"
+
+[[service]]
+name = "sim"
+algorithm = "dflash"
+launcher = "sim"
+port = {port}
+[service.sim]
+load_time = 0.1
+decode_rate = 500
+"""
+    )
+
+
+async def _until(cond, what: str, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.timeout(90)
+async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_path: Path) -> None:
+    prof_path = tmp_path / "loc.toml"
+    work = tmp_path / "w"
+    port_a, port_b = _free_port(), _free_port()
+    _profile(prof_path, work, port_a)
+    fleet = Fleet([load_profile(prof_path)], todos_path=tmp_path / "t.json", probe_interval=0.2)
+    q = fleet.subscribe()
+    await fleet.start()
+    try:
+        assert (await fleet.launch("loc/sim")).ok
+        await _until(lambda: fleet.snapshot().service("loc", "sim").state == "ready", "ready")
+        pid = fleet.snapshot().service("loc", "sim").pid
+
+        # unchanged file: nothing restarts
+        assert await fleet.reload_profiles() == []
+
+        # a bad edit is refused, reported, and the old profile stays in force
+        prof_path.write_text(prof_path.read_text().replace(f"port = {port_a}", 'port = "x"'))
+        with pytest.raises(ProfileError):
+            await fleet.reload_profiles()
+        notices = []
+        while not q.empty():
+            ev = q.get_nowait()
+            if isinstance(ev, Notice):
+                notices.append(ev.text)
+        assert any("profiles not reloaded" in n and "service[0].port" in n for n in notices), notices
+        assert fleet.snapshot().service("loc", "sim").port == port_a
+
+        # a good edit of the port: that host's watchers restart with the new spec
+        _profile(prof_path, work, port_b)
+        changes = await fleet.reload_profiles()
+        assert changes == ["reloaded loc"]
+        assert fleet.profiles()[0].get_service("sim").port == port_b
+        # the running service was found again through its pidfile, not restarted
+        await _until(lambda: fleet.snapshot().service("loc", "sim").pid == pid, "the same pid found again")
+        assert fleet.snapshot().service("loc", "sim").state in ("ready", "starting", "unhealthy")
+    finally:
+        await fleet.kill("loc/sim")
+        await fleet.stop()
+
+
+async def test_reload_adds_and_removes_hosts(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    _profile(a, tmp_path / "wa", _free_port(), "a")
+    _profile(b, tmp_path / "wb", _free_port(), "b")
+    fleet = Fleet([load_profile(a)], todos_path=tmp_path / "t.json")
+    await fleet.start()
+    try:
+        assert await fleet.reload_profiles([load_profile(a), load_profile(b)]) == ["added b"]
+        assert [h.name for h in fleet.snapshot().hosts] == ["a", "b"]
+        assert await fleet.reload_profiles([load_profile(b)]) == ["removed a"]
+        assert [h.name for h in fleet.snapshot().hosts] == ["b"]
+    finally:
+        await fleet.stop()
