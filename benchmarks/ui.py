@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import psutil
@@ -83,8 +85,23 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
-async def run(minutes: float, hosts: int) -> list[tuple[str, str, str]]:
+RSS_AT_MIN = (0.5, 1, 2, 4, 6, 10)  # minutes after the load starts: RSS checkpoints reported in the table
+
+
+def _trace_diff(old: tracemalloc.Snapshot, new: tracemalloc.Snapshot, label: str, top: int = 15) -> None:
+    """Print the allocations that grew most between two snapshots, by traceback (to stderr)."""
+    stats = new.compare_to(old, "traceback")
+    total = sum(st.size_diff for st in stats) / 1024 / 1024
+    print(f"--- tracemalloc growth {label}: {total:+.1f} MiB traced; top {top} ---", file=sys.stderr)
+    for st in stats[:top]:
+        print(f"{st.size_diff / 1024:+9.1f} KiB {st.count_diff:+7d} blocks", file=sys.stderr)
+        for line in st.traceback.format()[-12:]:
+            print(f"    {line}", file=sys.stderr)
+
+
+async def run(minutes: float, hosts: int, trace: int = 0) -> list[tuple[str, str, str]]:
     tmp = Path(tempfile.mkdtemp(prefix="ddtree-ui-bench-"))
+    home = os.getcwd()
     os.chdir(tmp)
     profiles = []
     for i in range(hosts):
@@ -117,7 +134,13 @@ async def run(minutes: float, hosts: int) -> list[tuple[str, str, str]]:
             await fleet.launch(ref)
         refs = ["h00/dflash", "h00/ddtree-shadow"]
         bench = app.query_one(BenchPane)
-        deadline = time.monotonic() + minutes * 60
+        load_start = time.monotonic()
+        deadline = load_start + minutes * 60
+        rss_marks = [m for m in RSS_AT_MIN if m < minutes]
+        rss_at: list[tuple[float, float]] = []
+        snaps: list[tuple[float, tracemalloc.Snapshot]] = []
+        if trace:
+            tracemalloc.start(trace)
         paints: list[float] = []
         display = app._display
 
@@ -129,6 +152,11 @@ async def run(minutes: float, hosts: int) -> list[tuple[str, str, str]]:
         i = 0
         await pilot.press("3")
         while time.monotonic() < deadline:
+            if rss_marks and time.monotonic() - load_start >= rss_marks[0] * 60:
+                mark = rss_marks.pop(0)
+                rss_at.append((mark, psutil.Process().memory_info().rss / 1024 / 1024))
+                if trace:
+                    snaps.append((mark, tracemalloc.take_snapshot()))
             if not bench.live.running and not any(w.name == "bench" and w.is_running for w in app.workers):
                 app.start_bench(refs, "seed3", repeats=2, max_new_tokens=128)
                 bench_runs += 1
@@ -150,8 +178,15 @@ async def run(minutes: float, hosts: int) -> list[tuple[str, str, str]]:
             latencies.append(((paints[n] if len(paints) > n else time.perf_counter()) - start) * 1000)
             await asyncio.sleep(0.1)
         rss = psutil.Process().memory_info().rss / 1024 / 1024
+        if trace and snaps:
+            end = tracemalloc.take_snapshot()
+            mark, first = next(((m, s) for m, s in snaps if m >= 1), snaps[0])
+            _trace_diff(first, end, f"from minute {mark:g} to the end")
+            tracemalloc.stop()
         await app.action_quit()
     await fleet.stop()
+    os.chdir(home)
+    shutil.rmtree(tmp, ignore_errors=True)  # workdirs, logs, the history file: nothing left behind in /tmp
     return [
         ("hosts sampled", str(hosts), ""),
         ("bench runs streamed", str(bench_runs), ""),
@@ -162,6 +197,7 @@ async def run(minutes: float, hosts: int) -> list[tuple[str, str, str]]:
         ("repaint (flush) p50", f"{statistics.median(flush_ms):.1f} ms", ""),
         ("repaint (flush) p95", f"{pct(flush_ms, 95):.1f} ms", ""),
         ("time to first paint", f"{first_paint * 1000:.0f} ms", "< 1000 ms"),
+        *[(f"RSS at {m:g} min", f"{r:.0f} MB", "") for m, r in rss_at],
         (f"RSS after {minutes:g} min", f"{rss:.0f} MB", "< 200 MB"),
     ]
 
@@ -170,8 +206,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0, help="how long to keep the load on (default 10)")
     ap.add_argument("--hosts", type=int, default=16)
+    ap.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="trace allocations (FRAMES deep) and print the top growth from minute 1 to the end (slow)",
+    )
     ns = ap.parse_args()
-    rows = asyncio.run(run(ns.minutes, ns.hosts))
+    rows = asyncio.run(run(ns.minutes, ns.hosts, ns.tracemalloc))
     w = max(len(r[0]) for r in rows)
     print(f"{'metric':<{w}}  {'value':>12}  target")
     for name, value, target in rows:

@@ -17,7 +17,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.theme import Theme
-from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+from textual.widgets import Header, Input, TabbedContent, TabPane
 
 from ddtree_tui.events import (
     BenchEventWrap,
@@ -40,6 +40,7 @@ from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
 from ddtree_tui.ui.widgets.base import Pane, View
 from ddtree_tui.ui.widgets.bench import BenchPane
+from ddtree_tui.ui.widgets.footer import LeanFooter
 from ddtree_tui.ui.widgets.gpus import GpusPane
 from ddtree_tui.ui.widgets.hosts import HostsPane
 from ddtree_tui.ui.widgets.logs import LogsPane
@@ -201,7 +202,7 @@ class DDTreeApp(App[int]):
             with TabPane("Logs 6", id="tab-logs"):
                 yield LogsPane(id="pane-6")
         yield Input(placeholder="filter", id="filter")
-        yield Footer()
+        yield LeanFooter()  # Footer minus the leak of its old keys
 
     def pane(self, n: int) -> Pane:
         return self.query_one(f"#pane-{n}", Pane)

@@ -1,0 +1,31 @@
+"""Textual's Footer, minus a leak: every recompose left the old keys alive (RSS grew with each focus change)."""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+
+
+class LeanFooter(Footer):
+    """Footer that drops the watchers of the keys a recompose removed.
+
+    Footer recomposes its FooterKeys on every bindings change (each focus move), and each key is bound to
+    `Footer.compact` with `data_bind`, which adds a (key, setter) watcher on the Footer. Textual (8.2) prunes
+    watchers of closed nodes only when `compact` itself changes, which in this app it never does, so every
+    removed key stayed reachable with its styles, message queue and renders: ~10 widgets per focus change.
+    """
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        prune_closed_watchers(self)
+
+
+def prune_closed_watchers(node: object) -> int:
+    """Drop watchers registered on `node` by nodes that have since closed; how many were dropped."""
+    watchers = getattr(node, "__watchers", None)
+    dropped = 0
+    if isinstance(watchers, dict):
+        for name, entries in watchers.items():
+            keep = [(n, cb) for n, cb in entries if not getattr(n, "_closing", False)]
+            dropped += len(entries) - len(keep)
+            watchers[name][:] = keep
+    return dropped

@@ -1,0 +1,63 @@
+"""A table updated in place for a long time keeps a bounded render cache (RSS must not grow with uptime)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable
+
+from ddtree_tui.ui.widgets.base import sync_table
+
+
+class _TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        t: DataTable[Any] = DataTable(id="t", cursor_type="row")
+        t.add_columns("host", "util", "mem", "power")
+        yield t
+
+
+def _cached(table: DataTable[Any]) -> int:
+    # DataTable's render caches, keyed by its update counter (Textual internals, read for this bound only)
+    return len(table._cell_render_cache) + len(table._row_render_cache) + len(table._line_cache)
+
+
+async def test_in_place_updates_do_not_accumulate_renders() -> None:
+    app = _TableApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        table = app.query_one("#t", DataTable)
+        peak = 0
+        for tick in range(120):  # two minutes of 1 Hz updates, every cell changing
+            rows = [
+                (f"h{r}", [f"h{r}", f"{tick + r}%", f"{tick * 7 + r} MB", f"{tick % 50} W"]) for r in range(6)
+            ]
+            sync_table(table, rows)
+            await pilot.pause()
+            assert [str(k.value) for k in table.rows] == [f"h{r}" for r in range(6)]
+            peak = max(peak, _cached(table))
+        # one frame's worth (6 rows x 4 cells + lines), not one per update; unbounded-until-10k it was > 2800
+        assert peak < 200, peak
+        assert table.get_cell("h5", list(table.columns)[1]) == "124%"
+
+
+async def test_focus_changes_do_not_leak_footer_keys() -> None:
+    import gc
+
+    from textual.widgets._footer import FooterKey
+
+    from ddtree_tui.ui.app import DDTreeApp
+    from tests.app.snapdata import static_fleet
+
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        for _ in range(15):  # each pane switch moves focus: the footer recomposes its keys
+            await pilot.press("5")
+            await pilot.pause()
+            await pilot.press("3")
+            await pilot.pause()
+        gc.collect()
+        alive = sum(1 for o in gc.get_objects() if isinstance(o, FooterKey))
+        mounted = len(app.query(FooterKey))
+        assert mounted > 0
+        assert alive <= 2 * mounted, (alive, mounted)  # was ~37 more per switch: every key ever shown
