@@ -133,6 +133,7 @@ class DDTreeApp(App[int]):
         Binding("t", "new_todo", "Todo+", tooltip="add a todo"),
         Binding("slash", "filter", "Filter", show=False, tooltip="filter the focused pane / search the log"),
         Binding("T", "cycle_theme", "Theme", show=False, tooltip="next colour theme"),
+        Binding("R", "reload_profiles", "Reload", show=False, tooltip="re-read the host profiles from disk"),
         Binding("question_mark", "help", "Help", tooltip="this list of keys"),
         Binding(
             "ctrl+p",
@@ -687,6 +688,19 @@ class DDTreeApp(App[int]):
         self._apply_theme(name)
         self.call_after_refresh(self.flush, True)  # badge colours are read at paint time
         self.notify(f"theme: {name}", timeout=2)
+
+    def action_reload_profiles(self) -> None:
+        self.notify("reloading host profiles …", timeout=3)
+        self.run_worker(self._do_reload(), group="reload", exclusive=True, name="reload profiles")
+
+    async def _do_reload(self) -> None:
+        """Edited profiles (a port after a refusal, a new host) without a restart; the fleet reports it."""
+        try:
+            await self.fleet.reload_profiles()
+        except Exception as e:  # a bad profile: the fleet already said which file, line and field
+            if not self.live:
+                self.notify(f"profiles not reloaded: {e}", severity="error", timeout=10)
+        self._dirty.add("fleet")
 
     def action_cycle_theme(self) -> None:
         names = self.theme_names()
