@@ -51,7 +51,15 @@ async def _until(cond, what: str, timeout: float = 20.0) -> None:  # type: ignor
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.timeout(90)
+async def _step(aw, what: str, timeout: float = 20.0):  # type: ignore[no-untyped-def]
+    """Each step bounded, so a hang names the step instead of the whole test timing out."""
+    try:
+        return await asyncio.wait_for(aw, timeout)
+    except TimeoutError:
+        raise AssertionError(f"{what} did not finish in {timeout} s") from None
+
+
+@pytest.mark.timeout(150)
 async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_path: Path) -> None:
     prof_path = tmp_path / "loc.toml"
     work = tmp_path / "w"
@@ -61,17 +69,17 @@ async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_pat
     q = fleet.subscribe()
     await fleet.start()
     try:
-        assert (await fleet.launch("loc/sim")).ok
-        await _until(lambda: fleet.snapshot().service("loc", "sim").state == "ready", "ready")
+        assert (await _step(fleet.launch("loc/sim"), "launch")).ok
+        await _until(lambda: fleet.snapshot().service("loc", "sim").state == "ready", "ready", 40)
         pid = fleet.snapshot().service("loc", "sim").pid
 
         # unchanged file: nothing restarts
-        assert await fleet.reload_profiles() == []
+        assert await _step(fleet.reload_profiles(), "reload unchanged") == []
 
         # a bad edit is refused, reported, and the old profile stays in force
         prof_path.write_text(prof_path.read_text().replace(f"port = {port_a}", 'port = "x"'))
         with pytest.raises(ProfileError):
-            await fleet.reload_profiles()
+            await _step(fleet.reload_profiles(), "reload bad")
         notices = []
         while not q.empty():
             ev = q.get_nowait()
@@ -82,15 +90,15 @@ async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_pat
 
         # a good edit of the port: that host's watchers restart with the new spec
         _profile(prof_path, work, port_b)
-        changes = await fleet.reload_profiles()
+        changes = await _step(fleet.reload_profiles(), "reload edited")
         assert changes == ["reloaded loc"]
         assert fleet.profiles()[0].get_service("sim").port == port_b
         # the running service was found again through its pidfile, not restarted
         await _until(lambda: fleet.snapshot().service("loc", "sim").pid == pid, "the same pid found again")
         assert fleet.snapshot().service("loc", "sim").state in ("ready", "starting", "unhealthy")
     finally:
-        await fleet.kill("loc/sim")
-        await fleet.stop()
+        await _step(fleet.kill("loc/sim"), "kill", 40)
+        await _step(fleet.stop(), "stop")
 
 
 async def test_reload_adds_and_removes_hosts(tmp_path: Path) -> None:
