@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from ddtree_tui import cli
@@ -21,6 +20,7 @@ from ddtree_tui.services.commands import argv_hash, build_launch
 from ddtree_tui.services.lifecycle import ServiceManager, move_service
 from ddtree_tui.transport.local import LocalTransport
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+from tests.procs import alive
 from tests.sshd import free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -94,8 +94,8 @@ async def test_launch_ready_kill_stopped(workdir: Path) -> None:
         assert k.ok and "SIGTERM" in k.message, k.message
         st = await m.wait_state("a", {"stopped"}, 5)
         assert st.state == "stopped" and st.pid is None and st.accept_length is None
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        assert not any(p in psutil.pids() and psutil.Process(p).status() != "zombie" for p in pids)
+        assert not alive(pid)
+        assert not any(alive(p) for p in pids)
         assert not (workdir / "run" / "a.json").exists()
         assert (await m.kill("a")).message.endswith("is not running")
         log = await m.read_log("a", 5)
@@ -184,7 +184,7 @@ async def test_kill_escalates_to_sigkill_when_term_is_ignored(workdir: Path) -> 
     k = await m.kill("t", timeout=0.5)
     assert k.ok and "SIGKILL" in k.message, k.message
     assert 0.4 < time.monotonic() - t0 < 10
-    assert not psutil.pid_exists(r.status.pid) or psutil.Process(r.status.pid).status() == "zombie"
+    assert not alive(r.status.pid)
     assert m.status("t").state == "stopped"
 
 

@@ -17,6 +17,7 @@ from ddtree_tui.services.commands import argv_hash, build_launch
 from ddtree_tui.services.lifecycle import ServiceManager
 from ddtree_tui.transport import make_transport
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+from tests.procs import alive
 from tests.sshd import free_port
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(90)]
@@ -79,7 +80,7 @@ async def test_ssh_launch_ready_kill_crash_and_follow(ssh_env, sshd) -> None:
         k = await m.kill("a")
         assert k.ok and "SIGTERM" in k.message, k.message
         assert (await m.wait_state("a", {"stopped"}, 10)).state == "stopped"
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+        assert not alive(pid)
     finally:
         await m.stop()
         await t.close()

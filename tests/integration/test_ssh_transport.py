@@ -23,6 +23,7 @@ from ddtree_tui.state import ConnStatus
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import TransportError
 from ddtree_tui.transport.ssh import SshTransport
+from tests.procs import alive
 from tests.sshd import SshdServer, SshEnv, free_port
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(60)]
@@ -61,11 +62,11 @@ def procs_with(marker: str) -> list[psutil.Process]:
 async def wait_gone(marker: str, timeout: float = 3.0) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        left = [p for p in procs_with(marker) if p.status() != psutil.STATUS_ZOMBIE]
+        left = [p for p in procs_with(marker) if alive(p)]
         if not left:
             return []
         await asyncio.sleep(0.05)
-    return [p for p in procs_with(marker) if p.status() != psutil.STATUS_ZOMBIE]
+    return [p for p in procs_with(marker) if alive(p)]
 
 
 async def wait_present(marker: str, timeout: float = 5.0) -> None:
@@ -401,7 +402,7 @@ Host viajump
     try:
         assert await t.wait_connected(10), t.status
         assert (await t.run(["echo", "hop"])).stdout == "hop\n"
-        jumped = [c for c in psutil.Process(jump.proc.pid).children() if c.status() != psutil.STATUS_ZOMBIE]  # type: ignore[union-attr]
+        jumped = [c for c in psutil.Process(jump.proc.pid).children() if alive(c)]  # type: ignore[union-attr]
         assert jumped, "the connection did not go through the jump host"
     finally:
         await t.close()

@@ -39,6 +39,7 @@ from ddtree_tui.config import HostProfile, load_profiles
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.state import FleetSnapshot, ServiceStatus
 from tests.integration.test_doctor_local import FakeHost
+from tests.procs import alive
 from tests.sshd import SshdServer, SshEnv
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -382,18 +383,13 @@ async def all_gone(world: World, timeout: float = 10) -> tuple[list[str], list[s
     ports = set(world.ports.values())
     deadline = time.monotonic() + timeout
     while True:
-        sims = [f"{p.pid}: {' '.join(p.cmdline())[:150]}" for p in sim_processes(ports) if _alive(p)]
+        sims = [
+            f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:150]}" for p in sim_processes(ports) if alive(p)
+        ]
         left = leftovers(world.root)
         if (not sims and not left) or time.monotonic() > deadline:
             return sims, left
         await asyncio.sleep(0.1)
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 class Timer:
