@@ -231,10 +231,12 @@ class Fleet:
             ok = await h.transport.wait_connected(left)
             if ok and self._telemetry_enabled:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(h.sampled.wait(), max(0.0, deadline - time.monotonic()))
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        await h.sampled.wait()
             if ok and h.services is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(h.services.refresh(), max(0.1, deadline - time.monotonic()))
+                    async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
+                        await h.services.refresh()
 
         await asyncio.gather(*(one(h) for h in self._hosts.values()))
 
@@ -452,7 +454,8 @@ class Fleet:
         # a fresh fleet (the headless mode) has not probed yet: ask now, so the error says stopped/crashed
         if not res.ok and (st is None or st.state == "unknown") and left > 0.1:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(h.services.refresh(), left)
+                async with asyncio.timeout(left):
+                    await h.services.refresh()
             st = h.statuses.get(svc)
         if not res.ok and st is not None and st.state != "ready":
             res = res.model_copy(update={"error": f"service is {st.state}; {res.error}"})

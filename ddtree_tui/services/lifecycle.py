@@ -364,7 +364,10 @@ class ServiceManager:
             try:
                 while True:
                     try:
-                        line = await asyncio.wait_for(anext(agen), stale_after)
+                        # asyncio.timeout, never wait_for: on Python 3.11 wait_for returns a result that
+                        # races a cancel and drops the cancel, and stop() would then wait on this loop forever
+                        async with asyncio.timeout(stale_after):
+                            line = await anext(agen)
                     except StopAsyncIteration:
                         if tail_err:
                             err = "watcher: " + " | ".join(tail_err)
@@ -564,7 +567,8 @@ class ServiceManager:
             if self._started:
                 ev = self._changed
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ev.wait(), left)
+                    async with asyncio.timeout(left):
+                        await ev.wait()
             else:
                 await self.refresh()
                 if svc.status.state in states:

@@ -337,7 +337,8 @@ async def snapshot_once(transport: Transport, profile: HostProfile, timeout: flo
     now = time.time()
     local = is_local(transport, profile)
     try:
-        return await asyncio.wait_for(_snapshot(transport, profile, src, local, timeout), timeout)
+        async with asyncio.timeout(timeout):
+            return await _snapshot(transport, profile, src, local, timeout)
     except TimeoutError:
         return None, [], TelemetryStatus(fault=f"no telemetry within {timeout:g} s", fault_at=now)
     except TransportError as e:

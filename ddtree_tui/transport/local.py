@@ -69,15 +69,15 @@ class LocalTransport(Transport):
             )
         timed_out = False
         try:
-            out, err = await asyncio.wait_for(
-                proc.communicate(input.encode() if input is not None else None), timeout
-            )
+            async with asyncio.timeout(timeout):
+                out, err = await proc.communicate(input.encode() if input is not None else None)
         except TimeoutError:
             timed_out = True
             _kill_group(proc)
             out, err = b"", b""
             with contextlib.suppress(Exception):
-                out, err = await asyncio.wait_for(proc.communicate(), 2)
+                async with asyncio.timeout(2):
+                    out, err = await proc.communicate()
         except asyncio.CancelledError:
             _kill_group(proc)
             raise
@@ -116,7 +116,8 @@ class LocalTransport(Transport):
             if proc.returncode is None:
                 _kill_group(proc, signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(proc.wait(), 2)
+                    async with asyncio.timeout(2):
+                        await proc.wait()
                 except (TimeoutError, asyncio.CancelledError):
                     _kill_group(proc)
             else:

@@ -129,7 +129,8 @@ class SshTransport(Transport):
         if self._conn is not None:
             return True
         try:
-            await asyncio.wait_for(self._connected.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._connected.wait()
         except TimeoutError:
             return False
         return self._conn is not None
@@ -156,7 +157,8 @@ class SshTransport(Transport):
         if conn is not None:
             conn.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), 2)
+                async with asyncio.timeout(2):
+                    await conn.wait_closed()
         self._set_status(ConnStatus(state="disconnected", error="closed", since=time.time()))
 
     def _delay(self, attempt: int) -> float:
@@ -204,7 +206,8 @@ class SshTransport(Transport):
         )
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
 
     def _load_options(self) -> asyncssh.SSHClientConnectionOptions:
         """~/.ssh/config for this host (HostName, User, Port, IdentityFile, ProxyJump...), profile overrides."""
@@ -234,16 +237,15 @@ class SshTransport(Transport):
         existing = [str(f) for f in self._known_hosts_files if f.is_file()]
         self._hostkey_problem = None
         timeout = self.profile.connect_timeout
-        return await asyncio.wait_for(
-            asyncssh.connect(
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that races completion
+        async with asyncio.timeout(timeout):
+            return await asyncssh.connect(
                 self.profile.address,
                 self.profile.port or (),
                 options=opts,
                 known_hosts=existing or b"",  # never None: None would switch host key checking off
                 client_factory=lambda: _Client(self),
-            ),
-            timeout,
-        )
+            )
 
     def _judge_host_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         """Called for a host key that known_hosts does not list: accept-new takes an unknown host's key and
@@ -333,7 +335,8 @@ class SshTransport(Transport):
 
         timed_out = False
         try:
-            await asyncio.wait_for(finish(), timeout)
+            async with asyncio.timeout(timeout):
+                await finish()
         except TimeoutError:
             timed_out = True
         except (asyncssh.Error, OSError) as e:

@@ -733,7 +733,8 @@ class DDTreeApp(App[int]):
             self._fleet_stopped = True
             self.notify("stopping…", timeout=2)
             try:
-                await asyncio.wait_for(self.fleet.stop(), self.stop_timeout)
+                async with asyncio.timeout(self.stop_timeout):
+                    await self.fleet.stop()
             except Exception as e:
                 print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)
 
