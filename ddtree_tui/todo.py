@@ -464,6 +464,11 @@ def _atomic_write(path: Path, text: str, backup: Path | None, expect: _Sig | Non
 
 def _make_backup(path: Path, backup: Path) -> None:
     """The previous version as <file>.bak: a hard link swapped in atomically, or a copy where links fail."""
+    with contextlib.suppress(OSError):
+        # a writer killed between backup and rename leaves <file> and <file>.bak as one inode; rename() of
+        # two links to one inode does nothing, so the temp link would stay behind: the backup is already right
+        if os.path.samestat(os.stat(path), os.stat(backup)):
+            return
     tmp = backup.with_name(f".{backup.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         os.link(path, tmp)

@@ -60,9 +60,9 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
 def test_demo_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
     cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --todos {tmp_path / 'todos.json'}"
     tmux.run("new-session", "-d", "-s", "ui", "-x", "100", "-y", "30", cmd)
-    screen = tmux.wait_for("● connected", 30)
+    tmux.wait_for("● connected", 30)
     for want in ("DEMO", "REPLAY", "SIMULATED", "Services", "local/dflash"):
-        assert want in screen, want
+        tmux.wait_for(want, 20)  # the first replayed sample may land a repaint after the connection
     tmux.run("send-keys", "-t", "ui", "?")
     tmux.wait_for("Keys (Esc or ? closes)")
     tmux.run("send-keys", "-t", "ui", "Escape")

@@ -442,3 +442,26 @@ def test_history_bench_context(tmp_path: Path) -> None:
     assert (
         HistoryBenchContext(FleetSnapshot(), tmp_path / "missing.jsonl").bench_ok("ct200/a", "seed3") is None
     )
+
+
+def test_backup_when_file_and_backup_are_one_inode_leaves_no_temp(tmp_path: Path) -> None:
+    """A writer killed between making the backup and its rename leaves todos.json and .bak as one inode."""
+    from ddtree_tui.todo import TodoStore
+
+    p = tmp_path / "todos.json"
+    s = TodoStore(p)
+    s.load()
+    s.add("one")
+    s.save()
+    bak = p.with_name(p.name + ".bak")
+    bak.unlink(missing_ok=True)
+    os.link(p, bak)  # what the killed writer left
+    s2 = TodoStore(p)
+    s2.load()
+    s2.add("two")
+    s2.save()
+    assert list(tmp_path.glob(".todos.json*.tmp")) == []
+    again = TodoStore(p)
+    again.load()
+    assert [i.content for i in again.items] == ["one", "two"]
+    assert "one" in bak.read_text() and "two" not in bak.read_text()
