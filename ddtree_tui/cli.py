@@ -25,6 +25,7 @@ HANDLERS: dict[str, str] = {
     "doctor": "ddtree_tui.doctor:cli_main",
     "todo": "ddtree_tui.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
+    "report": "ddtree_tui.report.cli:cli_main",
 }
 
 
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--baseline", metavar="HOST/SVC")
     b.add_argument("--json", dest="json_out", metavar="FILE")
     b.add_argument("--csv", dest="csv_out", metavar="FILE")
+    b.add_argument("--html", dest="html_out", metavar="FILE", help="a self-contained HTML report of the run")
     b.add_argument("--history", metavar="FILE", help="history file (default .ddtree/bench-history.jsonl)")
 
     sub = p.add_subparsers(dest="mode", metavar="MODE")
@@ -132,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", dest="check_expr", metavar="EVIDENCE", help="e.g. 'service ct200/dflash ready'"
     )
     sp.add_argument("--json", action="store_true")
+
+    sp = add("report", "one or more run JSON files: the aligned comparison, or a self-contained HTML report")
+    sp.add_argument("runs", nargs="+", metavar="RUN.json", help="files written by --run-bench --json")
+    sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
     sp = add("sim", "run one simulated SGLang server (always labelled simulated)")
     sp.add_argument("--algorithm", choices=["dflash", "ddtree", "baseline"], default="dflash")

@@ -163,6 +163,18 @@ async def wait_healthy(child: SimChild, timeout: float) -> None:
     raise RuntimeError(f"simulated {child.ref} not healthy after {timeout:g} s")
 
 
+def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
+    """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
+    the host's telemetry source (replay: the GPU numbers are a recording)."""
+    from ddtree_tui.services.commands import build_launch
+
+    try:
+        argv: list[str] | None = build_launch(host, spec).argv
+    except Exception:  # a manifest must never stop a benchmark
+        argv = None
+    return {"argv": argv, "gpus": list(spec.gpus) or None, "telemetry": host.telemetry.source}
+
+
 async def make_targets(
     sess: Session,
     chosen: list[tuple[HostProfile, ServiceSpec]],
@@ -178,17 +190,27 @@ async def make_targets(
     for host, spec in chosen:
         ref = f"{host.name}/{spec.name}"
         mode = target_mode(spec)
+        manifest = _manifest(host, spec)
         if demo and host.is_local and spec.launcher == "sim":
             child = start_sim(sess, ref, spec)
+            manifest["argv"] = sim_argv(spec, child.port)
             targets.append(
                 BenchTarget(
-                    ref=ref, base_url=f"http://127.0.0.1:{child.port}", algorithm=spec.algorithm, mode=mode
+                    ref=ref,
+                    base_url=f"http://127.0.0.1:{child.port}",
+                    algorithm=spec.algorithm,
+                    mode=mode,
+                    **manifest,
                 )
             )
         elif host.is_local:
             targets.append(
                 BenchTarget(
-                    ref=ref, base_url=f"http://127.0.0.1:{spec.port}", algorithm=spec.algorithm, mode=mode
+                    ref=ref,
+                    base_url=f"http://127.0.0.1:{spec.port}",
+                    algorithm=spec.algorithm,
+                    mode=mode,
+                    **manifest,
                 )
             )
         else:
@@ -208,7 +230,13 @@ async def make_targets(
             except TransportError as e:
                 raise RuntimeError(f"cannot forward port {spec.port} of host {host.name}: {e}") from None
             targets.append(
-                BenchTarget(ref=ref, base_url=f"http://127.0.0.1:{port}", algorithm=spec.algorithm, mode=mode)
+                BenchTarget(
+                    ref=ref,
+                    base_url=f"http://127.0.0.1:{port}",
+                    algorithm=spec.algorithm,
+                    mode=mode,
+                    **manifest,
+                )
             )
     for child in sess.sims:
         spec = next(s for h, s in chosen if f"{h.name}/{s.name}" == child.ref)

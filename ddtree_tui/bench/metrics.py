@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ddtree_tui.bench.models import BenchTarget, PromptRow, RequestResult, ServiceSummary
 
@@ -46,18 +47,20 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, float | int | None]:
+def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
     """TTFT, e2e, tok/s, decode tok/s, ITL spread and tokens per chunk of one request.
 
     - TTFT: send → first chunk with non-empty text.
     - tok/s: output tokens / end-to-end time (send → end of stream).
     - decode tok/s: tokens after the first text chunk / time from it to the last token-bearing chunk.
     - ITL: each gap between token-bearing chunks divided by the tokens of the later chunk, counted once per
-      token (SGLang's definition), so a 4-token chunk after 40 ms is four 10 ms samples.
+      token (SGLang's definition), so a 4-token chunk after 40 ms is four 10 ms samples; its quantiles at
+      0, 5, …, 100 % are kept (`itl_quantiles_ms`) for the report's CDF.
+    - chunk_tokens_hist: how many chunks carried 1, 2, … tokens (chunks whose count the server gave).
     Chunks whose token count is unknown share the known total evenly.
     """
     chunks = [c for c in tl.chunks if c.has_text or (c.new_tokens or 0) > 0]
-    out: dict[str, float | int | None] = {
+    out: dict[str, Any] = {
         "ttft_s": None,
         "e2e_s": None,
         "tok_s": None,
@@ -77,6 +80,7 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, float 
         out["ttft_s"] = chunks[first].t - tl.t_send
     if not chunks or not total_tokens:
         return out
+    out.update(_distributions(tl))
     known = [c.new_tokens for c in chunks if c.new_tokens is not None]
     unknown = sum(1 for c in chunks if c.new_tokens is None)
     rest = max(0.0, total_tokens - sum(known))
@@ -99,10 +103,30 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, float 
         gap = (chunks[i].t - chunks[i - 1].t) / k * 1000.0
         itl.extend([gap] * max(1, round(k)))
     if itl:
+        q = [percentile(itl, p) for p in ITL_QUANTILES]
+        out["itl_quantiles_ms"] = [round(x, 4) for x in q if x is not None]
         out["itl_mean_ms"] = sum(itl) / len(itl)
         out["itl_p50_ms"] = percentile(itl, 50)
         out["itl_p90_ms"] = percentile(itl, 90)
         out["itl_p99_ms"] = percentile(itl, 99)
+    return out
+
+
+ITL_QUANTILES = tuple(range(0, 101, 5))
+
+
+def _distributions(tl: Timeline) -> dict[str, Any]:
+    """What the HTML report draws as distributions: the ITL quantiles and the tokens-per-chunk histogram
+    (chunks with a known token count only)."""
+    out: dict[str, Any] = {}
+    chunks = [c for c in tl.chunks if c.has_text or (c.new_tokens or 0) > 0]
+    hist: dict[int, int] = {}
+    for c in chunks:
+        if c.new_tokens is not None and c.new_tokens > 0:
+            k = round(c.new_tokens)
+            hist[k] = hist.get(k, 0) + 1
+    if hist:
+        out["chunk_tokens_hist"] = dict(sorted(hist.items()))
     return out
 
 

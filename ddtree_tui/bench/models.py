@@ -29,6 +29,11 @@ class BenchTarget(BaseModel):
     algorithm: str
     mode: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)  # e.g. Authorization; never persisted
+    # for the report's manifest (optional): the command the service runs with, its GPUs, where GPU numbers
+    # come from (nvml, replay, ...)
+    argv: list[str] | None = None
+    gpus: list[int] | None = None
+    telemetry: str | None = None
 
     @property
     def label(self) -> str:
@@ -105,6 +110,9 @@ class RequestResult(BaseModel):
     tokens_source: Literal["meta_info", "usage", "chunks"] | None = None
     output_chars: int = 0
     sampling: SamplingParams = Field(default_factory=SamplingParams)
+    # distributions for the HTML report (optional, added without a schema bump: readers ignore them)
+    itl_quantiles_ms: list[float] | None = None  # per-token ITL at 0, 5, …, 100 % (21 values)
+    chunk_tokens_hist: dict[int, int] | None = None  # tokens in a chunk -> how many chunks had that many
 
 
 class PromptRow(BaseModel):
@@ -159,6 +167,10 @@ class TargetInfo(BaseModel):
     model_path: str | None = None
     server_version: str | None = None
     simulated: bool | None = None
+    argv: list[str] | None = None  # the launch command as the host profile builds it
+    gpus: list[int] | None = None  # CUDA_VISIBLE_DEVICES of the profile
+    telemetry: str | None = None  # the host's GPU telemetry source: nvml, nvidia-smi, replay (a recording)
+    server_args: dict[str, Any] | None = None  # the speculative / serving settings /server_info reported
 
 
 class PromptInfo(BaseModel):

@@ -252,7 +252,42 @@ def _target_info(t: BenchTarget, info: dict | None) -> TargetInfo:
         model_path=info.get("model_path"),
         server_version=str(info["version"]) if info.get("version") is not None else None,
         simulated=bool(info["simulated"]) if "simulated" in info else (False if info else None),
+        argv=t.argv,
+        gpus=t.gpus,
+        telemetry=t.telemetry,
+        server_args=_server_args(info),
     )
+
+
+# the serving settings of /server_info worth keeping beside a result (besides every speculative_* key)
+SERVER_ARG_KEYS = (
+    "model_path",
+    "served_model_name",
+    "tp_size",
+    "dp_size",
+    "pp_size",
+    "dtype",
+    "kv_cache_dtype",
+    "quantization",
+    "attention_backend",
+    "mem_fraction_static",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "cuda_graph_max_bs",
+    "page_size",
+    "context_length",
+    "stream_interval",
+    "incremental_streaming_output",
+)
+
+
+def _server_args(info: dict) -> dict | None:
+    out = {
+        k: v
+        for k, v in info.items()
+        if (k in SERVER_ARG_KEYS or k.startswith("speculative_")) and isinstance(v, str | int | float | bool)
+    }
+    return out or None
 
 
 async def run_bench(

@@ -216,14 +216,14 @@ def bootstrap_delta(
 
 
 def fmt_pct(x: float | None, signed: bool = True) -> str:
-    """+3.1 / −0.7 with a real minus sign; '-' for None."""
+    """+3.1 / −0.7 with a real minus sign, 0.0 unsigned; '-' for None."""
     if x is None:
         return "-"
     s = f"{abs(x):.1f}"
     if not signed:
         return s
     if s.strip("0.") == "":
-        return "±0.0" if signed else s
+        return s  # rounds to zero: no sign
     return ("+" if x > 0 else "\u2212") + s
 
 

@@ -97,7 +97,7 @@ def test_verdict_sentences() -> None:
     )
     assert verdict(Delta(pct=2.0, n=1)) == "not enough data for an interval (Δ +2.0 %, n=1)"
     assert verdict(Delta(pct=None, n=0)).startswith("no data")
-    assert fmt_pct(None) == "-" and fmt_pct(0.0) == "±0.0" and fmt_pct(-0.04) == "±0.0"
+    assert fmt_pct(None) == "-" and fmt_pct(0.0) == "0.0" and fmt_pct(-0.04) == "0.0"
 
 
 def test_ecdfs() -> None:

@@ -239,3 +239,23 @@ def test_history_append_accepts_path_first(tmp_path: Path) -> None:
     assert [r.id for r in history.load(h)] == ["r1"]
     with pytest.raises(TypeError):
         history.append(h, h)
+
+
+def test_timeline_distributions_for_the_report() -> None:
+    tl = Timeline(t_send=10.0)
+    tl.add(10.1, 2, True)
+    tl.add(10.14, 4, True)  # four 10 ms samples
+    tl.add(10.16, 1, True)  # one 20 ms sample
+    tl.add(10.2, 4, True)  # four 10 ms samples
+    tl.t_end = 10.2
+    m = timeline_metrics(tl, 11)
+    assert m["chunk_tokens_hist"] == {1: 1, 2: 1, 4: 2}
+    q = m["itl_quantiles_ms"]
+    assert len(q) == 21 and q[0] == pytest.approx(10) and q[-1] == pytest.approx(20)
+    assert q == sorted(q)
+    # unknown token counts: no histogram, the ITL quantiles still come from the shared total
+    tl2 = Timeline(t_send=0.0)
+    for i in range(4):
+        tl2.add(0.1 * (i + 1), None, True)
+    m2 = timeline_metrics(tl2, 8)
+    assert "chunk_tokens_hist" not in m2 and m2["itl_quantiles_ms"][10] == pytest.approx(50.0)

@@ -1,0 +1,91 @@
+"""`ddtree-tui report RUN.json [RUN2.json ...] [--html FILE]`: the aligned table on stdout (one run: its
+table and verdicts), and with --html one self-contained HTML file.
+
+Exit codes: 0 done; 1 the HTML could not be written; 2 an input is missing or not a run JSON (the message
+names the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from ddtree_tui.report.runs import LoadedRun, ReportInputError, load_runs
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def write_output(path: Path | str, text: str) -> None:
+    """Write `text` to `path`: atomically (temp file + rename) for a regular file or a new path; directly
+    for anything else (/dev/stdout, a FIFO), which a rename would replace with a regular file."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(21, "is a directory", str(p))
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if st is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_html(runs: Sequence[LoadedRun], path: Path | str) -> int:
+    """Render and write the HTML report; returns its size in bytes."""
+    from ddtree_tui.report.html import render
+
+    text = render(runs)
+    write_output(path, text)
+    return len(text.encode("utf-8"))
+
+
+def terminal_text(runs: Sequence[LoadedRun]) -> str:
+    from ddtree_tui.report.compare import comparison_table, single_run_text
+
+    return single_run_text(runs[0]) if len(runs) == 1 else comparison_table(runs)
+
+
+def _err(msg: str) -> None:
+    print(f"ddtree-tui report: {msg}", file=sys.stderr, flush=True)
+
+
+def cli_main(ns: argparse.Namespace) -> int:
+    try:
+        runs = load_runs(list(ns.runs))
+    except ReportInputError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    sys.stdout.write(terminal_text(runs))
+    sys.stdout.flush()
+    if ns.html_out:
+        try:
+            size = write_html(runs, ns.html_out)
+        except OSError as e:
+            _err(f"cannot write {ns.html_out}: {e.strerror or e}")
+            return EXIT_FAIL
+        print(f"wrote {ns.html_out} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+    return EXIT_OK

@@ -1,0 +1,98 @@
+"""Reading run JSON files for a report: every problem is one clear sentence that names the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ddtree_tui.bench.models import BENCH_SCHEMA, BenchRun
+
+
+class ReportInputError(Exception):
+    """A report input that cannot be used; the message names the file."""
+
+
+class LoadedRun(BaseModel):
+    """One run of a report: where it came from, the run, and the raw JSON (for keys later issues add)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    path: str
+    label: str  # A, B, C, ...
+    run: BenchRun
+    raw: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    @property
+    def simulated(self) -> bool:
+        return any(t.simulated for t in self.run.targets)
+
+    @property
+    def replay(self) -> bool:
+        return any(t.telemetry == "replay" for t in self.run.targets)
+
+
+def parse_run(text: str, path: str) -> tuple[BenchRun, dict[str, Any]]:
+    """The run in `text` (read from `path`); ReportInputError names the file and what is wrong."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if len(lines) > 1:
+            try:
+                first = json.loads(lines[0])
+            except json.JSONDecodeError:
+                first = None
+            if isinstance(first, dict) and "schema" in first:
+                raise ReportInputError(
+                    f"{path}: a history file (one run a line), not one run's JSON; "
+                    "use the file written by --run-bench --json FILE"
+                ) from None
+        raise ReportInputError(f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(obj, dict) or "schema" not in obj or "results" not in obj:
+        raise ReportInputError(
+            f"{path}: not a bench run (expected the object --run-bench --json writes, "
+            'with "schema" and "results")'
+        )
+    if obj["schema"] != BENCH_SCHEMA:
+        raise ReportInputError(
+            f"{path}: bench schema {obj['schema']!r}; this ddtree-tui reads schema {BENCH_SCHEMA}"
+        )
+    try:
+        run = BenchRun.model_validate(obj)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise ReportInputError(f"{path}: not a valid bench run: {where}: {err['msg']}") from None
+    return run, obj
+
+
+def load_runs(paths: list[str]) -> list[LoadedRun]:
+    """Every file in order, labelled A, B, C, …; the first problem raises ReportInputError."""
+    out: list[LoadedRun] = []
+    for i, p in enumerate(paths):
+        path = Path(p)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ReportInputError(f"{p}: no such file") from None
+        except IsADirectoryError:
+            raise ReportInputError(f"{p}: is a directory, not a run JSON file") from None
+        except UnicodeDecodeError:
+            raise ReportInputError(f"{p}: not a text file (not UTF-8)") from None
+        except OSError as e:
+            raise ReportInputError(f"{p}: cannot read: {e.strerror or e}") from None
+        run, raw = parse_run(text, p)
+        out.append(LoadedRun(path=p, label=run_label(i), run=run, raw=raw))
+    return out
+
+
+def run_label(i: int) -> str:
+    """A … Z, then R27, R28, …"""
+    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
