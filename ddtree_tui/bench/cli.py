@@ -289,6 +289,14 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
             _atomic_write(Path(path), text())
         except OSError as e:
             problems.append(f"cannot write {path}: {e.strerror or e}")
+    html_out = getattr(ns, "html_out", None)
+    if html_out:
+        from ddtree_tui.report.cli import html_for_run
+
+        try:
+            html_for_run(run, html_out, source=ns.json_out)
+        except OSError as e:
+            problems.append(f"cannot write {html_out}: {e.strerror or e}")
     hist = Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
     try:
         history.append(run, hist)

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ddtree_tui.bench.models import BenchRun, dump
 from ddtree_tui.report.runs import LoadedRun, ReportInputError, load_runs
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -61,6 +62,12 @@ def write_html(runs: Sequence[LoadedRun], path: Path | str) -> int:
     text = render(runs)
     write_output(path, text)
     return len(text.encode("utf-8"))
+
+
+def html_for_run(run: BenchRun, path: Path | str, source: str | None = None) -> int:
+    """The HTML report of a run just measured (`--run-bench --html FILE`); returns its size in bytes."""
+    lr = LoadedRun(path=source or f"run {run.id}", label="A", run=run, raw=dump(run))
+    return write_html([lr], path)
 
 
 def terminal_text(runs: Sequence[LoadedRun]) -> str:
