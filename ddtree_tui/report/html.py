@@ -53,12 +53,15 @@ h1 { font-size: 1.45rem; margin: 0 0 .3rem; } h2 { font-size: 1.15rem; margin: 1
 .banner.bad { border-color: var(--bad); background: var(--badbg); color: var(--bad); }
 .tag { display: inline-block; font-size: .75rem; font-weight: 700; letter-spacing: .04em; padding: 0 .35rem;
        border: 1.5px solid currentColor; border-radius: 3px; color: var(--warn); }
-table { border-collapse: collapse; margin: .3rem 0 .8rem; font-size: 13px; }
-th, td { border-bottom: 1px solid var(--line); padding: .22rem .55rem; text-align: left; vertical-align: top; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; margin: .3rem 0 .8rem; font-size: 12.5px; }
+th, td { border-bottom: 1px solid var(--line); padding: .2rem .45rem; text-align: left; vertical-align: top; }
+td:nth-child(-n+3) { white-space: nowrap; }
+.wrap { white-space: normal; min-width: 14rem; }
 th { background: #f3f3f3; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 code, .argv { font: 12px/1.35 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }
-.argv { white-space: pre-wrap; word-break: break-all; max-width: 46rem; }
+.argv { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 62rem; }
 ul.verdicts li { margin: .15rem 0; }
 .better { color: var(--ok); font-weight: 600; } .worse { color: var(--bad); font-weight: 600; }
 figure.chart { margin: 1rem 0 1.4rem; page-break-inside: avoid; break-inside: avoid; }
@@ -91,7 +94,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], num: set[int],
         "<tr>" + "".join(f"<td{' class=num' if i in num else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
         for r in rows
     )
-    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<div class="scroll"><table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _verdict_html(text: str, d: Delta | None, higher_is_better: bool = True) -> str:
@@ -99,6 +102,17 @@ def _verdict_html(text: str, d: Delta | None, higher_is_better: bool = True) -> 
         return e(text)
     good = (d.pct > 0) == higher_is_better
     return f'<span class="{"better" if good else "worse"}">{e(text)}</span>'
+
+
+def short_verdict(d: Delta, higher_is_better: bool = True) -> str:
+    """One or two words for a table cell; the sentence is in the Verdicts section."""
+    if d.pct is None:
+        return "no data"
+    if not d.has_ci:
+        return f"n={d.n}: no interval"
+    if not d.measurable:
+        return "no measurable difference"
+    return "faster" if (d.pct > 0) == higher_is_better else "slower"
 
 
 def _est(x: Estimate | None, fmt: str = "{:.1f}") -> str:
@@ -237,7 +251,7 @@ def manifest(runs: Sequence[LoadedRun]) -> str:
                 tags.append('<span class="tag">REPLAY</span>')
             gpu = ",".join(str(g) for g in t.gpus) if t.gpus else "-"
             if t.telemetry:
-                gpu += f" (telemetry: {t.telemetry})"
+                gpu += f" · {t.telemetry}"
             args = t.server_args or {}
             spec = ", ".join(
                 f"{k.removeprefix('speculative_')}={v}"
@@ -249,20 +263,23 @@ def manifest(runs: Sequence[LoadedRun]) -> str:
                     e(t.ref) + (" " + " ".join(tags) if tags else ""),
                     e(t.algorithm),
                     e(t.mode or "-"),
-                    e(t.speculative_algorithm or "-") + (f"<br><code>{e(spec)}</code>" if spec else ""),
+                    e(t.speculative_algorithm or "-")
+                    + (f'<div class="wrap"><code>{e(spec)}</code></div>' if spec else ""),
                     e(t.model_path or "-"),
                     e(t.server_version or "-"),
                     e(gpu),
-                    f'<div class="argv">{e(" ".join(t.argv))}</div>' if t.argv else "-",
                 ]
             )
         out.append(
             _table(
-                ["service", "algorithm", "DDTree mode", "speculative", "model", "version", "GPUs", "argv"],
+                ["service", "algorithm", "DDTree mode", "speculative", "model", "version", "GPUs"],
                 rows,
                 set(),
             )
         )
+        argvs = [[e(t.ref), f'<div class="argv">{e(" ".join(t.argv))}</div>'] for t in r.targets if t.argv]
+        if argvs:
+            out.append(_table(["service", "effective argv (as the host profile builds it)"], argvs, set()))
     return "\n".join(out)
 
 
@@ -341,7 +358,8 @@ def prompt_tables(runs: Sequence[LoadedRun]) -> str:
                     e(_num(row.accept_length_median, "{:.2f}")),
                     e(_num(row.tokens_per_chunk_median, "{:.2f}")),
                     "base" if base else e(delta_text(d)),
-                    "" if base or d is None else _verdict_html(verdict(d, row.service), d),
+                    "" if base or d is None else e(ci_text(d).removeprefix("95 % CI ")),
+                    "" if base or d is None else _verdict_html(short_verdict(d), d),
                 ]
             )
         out.append(
@@ -359,10 +377,11 @@ def prompt_tables(runs: Sequence[LoadedRun]) -> str:
                     "accept",
                     "tok/chunk",
                     "Δ tok/s",
-                    "verdict (paired)",
+                    "95 % CI",
+                    "paired",
                 ],
                 rows,
-                set(range(3, 12)),
+                set(range(3, 13)),
             )
         )
     return "\n".join(out)
@@ -382,7 +401,7 @@ def aligned_table(runs: Sequence[LoadedRun]) -> str | None:
             cells += [
                 e(delta_text(d)),
                 e(ci_text(d).removeprefix("95 % CI ") if d else "-"),
-                _verdict_html(v, d),
+                f'<div class="wrap">{_verdict_html(v, d)}</div>',
             ]
         rows.append(cells)
     n = len(runs)
