@@ -277,7 +277,7 @@ def accept_length(series: Sequence[Series]) -> Chart | None:
     def draw(fig) -> None:  # type: ignore[no-untyped-def]
         ax = fig.add_subplot()
         data = [vals[s.label] for s in shown]
-        bp = ax.boxplot(data, vert=False, widths=0.5, patch_artist=True, showfliers=False)
+        bp = ax.boxplot(data, orientation="horizontal", widths=0.5, patch_artist=True, showfliers=False)
         for patch, s in zip(bp["boxes"], shown, strict=True):
             patch.set(facecolor="white", edgecolor=s.color, linewidth=1.4, hatch=s.hatch)
         for med in bp["medians"]:
