@@ -61,16 +61,21 @@ class Series(BaseModel):
         return PALETTE[self.index % len(PALETTE)]
 
     @property
+    def _style(self) -> int:
+        # past the palette's length the styles shift, so colour + style stays unique for 49 series
+        return self.index + self.index // len(PALETTE)
+
+    @property
     def marker(self) -> str:
-        return MARKERS[self.index % len(MARKERS)]
+        return MARKERS[self._style % len(MARKERS)]
 
     @property
     def linestyle(self) -> str | tuple:
-        return LINESTYLES[self.index % len(LINESTYLES)]
+        return LINESTYLES[self._style % len(LINESTYLES)]
 
     @property
     def hatch(self) -> str:
-        return HATCHES[self.index % len(HATCHES)]
+        return HATCHES[self._style % len(HATCHES)]
 
     def ok(self, prompt: str | None = None) -> list[RequestResult]:
         return [
@@ -144,9 +149,21 @@ def _render(chart_id: str, title: str, caption: str, draw) -> Chart:  # type: ig
     return Chart(id=chart_id, title=title, caption=caption, svg=svg)
 
 
-def _legend(ax, n: int) -> None:  # type: ignore[no-untyped-def]
-    if n:
-        ax.legend(loc="best", fontsize=8)
+FEW = 4  # up to this many series the legend sits inside the axes; more go below them, the figure grows
+
+
+def _legend(ax, n: int, loc: str = "best") -> None:  # type: ignore[no-untyped-def]
+    if not n:
+        return
+    if n <= FEW:
+        ax.legend(loc=loc, ncol=1 if loc == "best" else min(3, n), fontsize=8)
+        return
+    fig = ax.figure
+    ncol = 3
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(w, h + 0.17 * -(-n // ncol))
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=7)
 
 
 def tok_s_bars(series: Sequence[Series]) -> Chart | None:
@@ -185,7 +202,7 @@ def tok_s_bars(series: Sequence[Series]) -> Chart | None:
         ax.set_ylabel("tok/s (mean, 95 % CI)")
         ax.grid(axis="x", visible=False)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # room for the legend above the bars
-        ax.legend(loc="upper left", ncol=min(3, len(series)), fontsize=8)
+        _legend(ax, len(series), "upper left")
 
     return _render(
         "chart-tok-s",
@@ -410,7 +427,7 @@ def load_curve(runs: Sequence[LoadedRun]) -> Chart | None:
         a1.set_ylabel("output tok/s (all requests)")
         a2.set_xlabel("output tok/s (all requests)")
         a2.set_ylabel("TTFT median (ms)")
-        a1.legend(fontsize=8)
+        _legend(a1, len(pts))
 
     return _render(
         "chart-load",

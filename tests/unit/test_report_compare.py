@@ -164,3 +164,14 @@ def test_parse_run_errors_name_the_file() -> None:
     with pytest.raises(ReportInputError, match=r"^x\.json: not a bench run"):
         parse_run("[1, 2]", "x.json")
     assert run_label(0) == "A" and run_label(25) == "Z" and run_label(26) == "R27"
+
+
+def test_series_styles_stay_distinct_past_the_palette() -> None:
+    from ddtree_tui.report.charts import PALETTE, Series
+
+    run = _run({"h/a": {"p1": [1.0]}})
+    looks = {
+        (s.color, s.hatch, s.marker, s.linestyle)
+        for s in (Series(label=str(i), run=run, run_label="A", service="h/a", index=i) for i in range(30))
+    }
+    assert len(looks) == 30 and len(PALETTE) < 30
