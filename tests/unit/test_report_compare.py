@@ -7,7 +7,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ddtree_tui.bench.models import BenchRun, PromptInfo, RequestResult, SamplingParams, TargetInfo, dump
+from ddtree_tui.bench.metrics import summarize
+from ddtree_tui.bench.models import (
+    BenchRun,
+    BenchTarget,
+    PromptInfo,
+    RequestResult,
+    SamplingParams,
+    TargetInfo,
+    dump,
+)
 from ddtree_tui.report import html
 from ddtree_tui.report.compare import (
     aligned,
@@ -60,24 +69,36 @@ def _run(
                     )
                 )
                 seq += 1
-    return BenchRun(
-        id=run_id,
-        started_at=datetime(2026, 12, 1, tzinfo=UTC),
-        prompt_set="seed3",
-        prompts=[PromptInfo(id=p, title=p, approx_tokens=10) for p in prompts],
-        sampling=SamplingParams(max_new_tokens=max_new_tokens),
-        repeats=3,
-        warmup=0,
-        concurrency=concurrency,
-        targets=[
-            TargetInfo(
-                ref=s, base_url="http://127.0.0.1:1", algorithm="dflash", mode="linear", model_path=model
-            )
-            for s in speeds
-        ],
-        baseline=next(iter(speeds)),
-        results=results,
+    return _summarized(
+        BenchRun(
+            id=run_id,
+            started_at=datetime(2026, 12, 1, tzinfo=UTC),
+            prompt_set="seed3",
+            prompts=[PromptInfo(id=p, title=p, approx_tokens=10) for p in prompts],
+            sampling=SamplingParams(max_new_tokens=max_new_tokens),
+            repeats=3,
+            warmup=0,
+            concurrency=concurrency,
+            targets=[
+                TargetInfo(
+                    ref=s, base_url="http://127.0.0.1:1", algorithm="dflash", mode="linear", model_path=model
+                )
+                for s in speeds
+            ],
+            baseline=next(iter(speeds)),
+            results=results,
+        )
     )
+
+
+def _summarized(run: BenchRun) -> BenchRun:
+    """rows and summary as the runner computes them (each service measured for 2 s)."""
+    tgt = [
+        BenchTarget(ref=t.ref, base_url=t.base_url, algorithm=t.algorithm, mode=t.mode) for t in run.targets
+    ]
+    pids = [p.id for p in run.prompts]
+    rows, summary = summarize(run.results, tgt, pids, run.baseline, {t.ref: 2.0 for t in tgt})
+    return run.model_copy(update={"rows": rows, "summary": summary})
 
 
 def _lr(run: BenchRun, i: int = 0) -> LoadedRun:
@@ -146,14 +167,6 @@ def test_html_parts_follow_the_data() -> None:
     assert "the runs carry no data for them: Δ tok/s with intervals, ITL CDF, tokens per chunk" in page
     # two runs at different concurrency: the load chart
     c4 = _run({"h/a": {"p1": [300.0, 310.0]}}, concurrency=4, run_id="c4")
-    for r in (old, c4):
-        r.summary.clear()
-    from ddtree_tui.bench.metrics import summarize
-    from ddtree_tui.bench.models import BenchTarget
-
-    tgt = [BenchTarget(ref="h/a", base_url="http://127.0.0.1:1", algorithm="dflash", mode="linear")]
-    for r in (old, c4):
-        r.rows[:], r.summary[:] = summarize(r.results, tgt, ["p1"], None, {"h/a": 2.0})
     page = html.render([_lr(old), _lr(c4, 1)])
     assert 'id="chart-load"' in page and "NOT COMPARABLE" in page
 
@@ -175,3 +188,16 @@ def test_series_styles_stay_distinct_past_the_palette() -> None:
         for s in (Series(label=str(i), run=run, run_label="A", service="h/a", index=i) for i in range(30))
     }
     assert len(looks) == 30 and len(PALETTE) < 30
+
+
+def test_interrupted_run_with_failures_is_flagged() -> None:
+    run = _run({"h/a": {"p1": [100.0, 101.0]}, "h/b": {"p1": [90.0, 91.0]}})
+    bad = run.results[0].model_copy(update={"ok": False, "error": "HTTP 500: boom <b>", "tok_s": None})
+    run = _summarized(
+        run.model_copy(update={"status": "interrupted", "failed": 1, "results": [bad, *run.results[1:]]})
+    )
+    page = html.render([_lr(run)])
+    assert '<div class="banner bad">A (r1.json): interrupted, 1 failed request(s).</div>' in page
+    assert "<h2>Failed requests</h2>" in page and "HTTP 500: boom &lt;b&gt;" in page
+    # the failed request is out of the numbers: h/a keeps one repeat, so no interval
+    assert "101.0 (n=1)" in page and ">1 (1 failed)</td>" in page
