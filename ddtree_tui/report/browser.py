@@ -34,6 +34,7 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 FLAGS = (
     "--headless=new",
     "--disable-gpu",
+    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
     "--no-first-run",
     "--no-default-browser-check",
     "--disable-background-networking",
