@@ -423,6 +423,9 @@ def load_curve(runs: Sequence[LoadedRun]) -> Chart | None:
             lat = [(t, ttft) for _, t, ttft in p if ttft is not None]
             a2.plot([t for t, _ in lat], [x for _, x in lat], **kw)
         a1.set_xscale("log", base=2)
+        ticks = sorted(levels)
+        a1.set_xticks(ticks, [str(c) for c in ticks])
+        a1.minorticks_off()
         a1.set_xlabel("concurrency")
         a1.set_ylabel("output tok/s (all requests)")
         a2.set_xlabel("output tok/s (all requests)")
