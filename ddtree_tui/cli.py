@@ -64,7 +64,23 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-new-tokens", type=int, default=256, metavar="N")
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument(
-        "--api", choices=["generate", "chat"], default="generate", help="SGLang /generate or OpenAI chat"
+        "--api",
+        choices=["generate", "chat", "completions"],
+        default="generate",
+        help="SGLang /generate, OpenAI /v1/chat/completions or /v1/completions",
+    )
+    b.add_argument(
+        "--url",
+        metavar="URL[,URL2...]",
+        help="bench running servers directly (e.g. http://127.0.0.1:30000), no profile needed",
+    )
+    b.add_argument(
+        "--model", metavar="NAME", help='the OpenAI "model" field (default: what /v1/models lists)'
+    )
+    b.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        help="send ignore_eos (SGLang's sampling parameter; always sent on /generate, only then on OpenAI APIs)",
     )
     b.add_argument("--timeout", type=float, default=None, help="per-request timeout, seconds")
     b.add_argument("--baseline", metavar="HOST/SVC")
@@ -95,8 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument(
                 "--dry-run", action="store_true", help="print the command exactly as it would run"
             )
-    sp = add("smoke", "one short streaming /generate request to a service: ok or why not")
-    sp.add_argument("service", metavar="HOST/SVC")
+            sp.add_argument(
+                "--force",
+                action="store_true",
+                help="launch even when the host's SGLang parser rejects the command line",
+            )
+    sp = add("smoke", "one short streaming request to a service: ok or why not")
+    sp.add_argument("service", metavar="HOST/SVC|URL")
+    sp.add_argument("--api", choices=["generate", "chat", "completions"], default="generate")
+    sp.add_argument("--model", metavar="NAME", help='the OpenAI "model" field (default: from /v1/models)')
     sp.add_argument("--prompt", default="Say hello in one short sentence.", metavar="TEXT")
     sp.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
     sp.add_argument("--timeout", type=float, default=30.0, help="seconds for the whole request")

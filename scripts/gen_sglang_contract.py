@@ -37,6 +37,7 @@ CI never runs this: it uses the checked-in output. Re-run it for a new SGLang ve
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -90,7 +91,9 @@ def run_child(mode: str, wheel: Path, deps: Path, extra: dict | None = None) -> 
     last = ""
     for _ in range(60):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"}
-        payload = json.dumps({"mode": mode, "wheel": str(wheel), "deps": str(deps), "stubs": stubs, **(extra or {})})
+        payload = json.dumps(
+            {"mode": mode, "wheel": str(wheel), "deps": str(deps), "stubs": stubs, **(extra or {})}
+        )
         p = subprocess.run(
             [sys.executable, "-I", "-S", "-B", __file__, "--child"],
             input=payload,
@@ -103,7 +106,9 @@ def run_child(mode: str, wheel: Path, deps: Path, extra: dict | None = None) -> 
         if p.returncode == 0 and out:
             return json.loads(out[-1])
         last = p.stderr
-        missing = [ln.split("'")[1] for ln in p.stderr.splitlines() if "ModuleNotFoundError: No module named" in ln]
+        missing = [
+            ln.split("'")[1] for ln in p.stderr.splitlines() if "ModuleNotFoundError: No module named" in ln
+        ]
         top = missing[-1].split(".")[0] if missing else None
         if not top or top in stubs or top == "sglang":
             break
@@ -120,9 +125,18 @@ def renames_between(tables: list[tuple[str, dict]]) -> list[dict]:
             nf = a.get("new_flag")
             if a.get("deprecated") and nf:
                 for old in a["flags"]:
-                    out.setdefault(old, {"old": old, "new": nf, "deprecated_in": version, "last_seen": version, "removed_in": None})
+                    out.setdefault(
+                        old,
+                        {
+                            "old": old,
+                            "new": nf,
+                            "deprecated_in": version,
+                            "last_seen": version,
+                            "removed_in": None,
+                        },
+                    )
                     out[old]["last_seen"] = version
-    for (v_old, old_t), (v_new, new_t) in zip(tables, tables[1:], strict=False):
+    for (v_old, old_t), (v_new, new_t) in itertools.pairwise(tables):
         new_flags = {f for a in new_t["flags"] for f in a["flags"]}
         new_by_dest: dict[str, str] = {}
         for a in new_t["flags"]:
@@ -139,7 +153,13 @@ def renames_between(tables: list[tuple[str, dict]]) -> list[dict]:
                     continue
                 target = new_by_dest.get(a["dest"])
                 if target and target != f:
-                    out[f] = {"old": f, "new": target, "deprecated_in": None, "last_seen": v_old, "removed_in": v_new}
+                    out[f] = {
+                        "old": f,
+                        "new": target,
+                        "deprecated_in": None,
+                        "last_seen": v_old,
+                        "removed_in": v_new,
+                    }
     return sorted(out.values(), key=lambda r: r["old"])
 
 
@@ -147,7 +167,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--version", default="0.5.23", help="the release to record streams and logs from")
     ap.add_argument(
-        "--history", nargs="*", default=["0.5.16", "0.5.19", "0.5.20"], help="older releases for the flag tables and renames"
+        "--history",
+        nargs="*",
+        default=["0.5.16", "0.5.19", "0.5.20"],
+        help="older releases for the flag tables and renames",
     )
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "ddtree-tui" / "sglang"))
     ap.add_argument("--flags-out", default=str(ROOT / "ddtree_tui" / "data" / "sglang"))
@@ -156,7 +179,10 @@ def main() -> int:
     cache = Path(ns.cache)
     cache.mkdir(parents=True, exist_ok=True)
     deps = ensure_deps(cache)
-    versions = sorted({*ns.history, ns.version}, key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("post", ".").split(".")])
+    versions = sorted(
+        {*ns.history, ns.version},
+        key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("post", ".").split(".")],
+    )
     flags_out = Path(ns.flags_out)
     flags_out.mkdir(parents=True, exist_ok=True)
     tables = []
@@ -182,7 +208,12 @@ def main() -> int:
     fx.mkdir(parents=True, exist_ok=True)
     for mode, name in (("streams", "streams.json"), ("logs", "log_lines.json")):
         data = run_child(mode, wheel, deps)
-        data = {"schema": SCHEMA, "sglang_version": ns.version, "generated_by": "scripts/gen_sglang_contract.py", **data}
+        data = {
+            "schema": SCHEMA,
+            "sglang_version": ns.version,
+            "generated_by": "scripts/gen_sglang_contract.py",
+            **data,
+        }
         (fx / name).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
         n = len(data.get("cases") or data.get("lines") or [])
         print(f"{fx / name}: {n} entries")
@@ -356,7 +387,11 @@ def _child() -> None:
             if a.choices is not None:
                 vals = list(a.choices)
                 if all(isinstance(c, (str, int, float)) for c in vals):
-                    choices = sorted(str(c) for c in vals) if isinstance(a.choices, (set, frozenset)) else [str(c) for c in vals]
+                    choices = (
+                        sorted(str(c) for c in vals)
+                        if isinstance(a.choices, (set, frozenset))
+                        else [str(c) for c in vals]
+                    )
                 else:
                     choices_known = False
             flags.append(
@@ -375,13 +410,22 @@ def _child() -> None:
                     "default": jsonable(a.default),
                 }
             )
-        print(json.dumps({"stubbed": sorted(stubbed), "prog": parser.prog, "allow_abbrev": parser.allow_abbrev, "flags": flags}, default=repr))
+        print(
+            json.dumps(
+                {
+                    "stubbed": sorted(stubbed),
+                    "prog": parser.prog,
+                    "allow_abbrev": parser.allow_abbrev,
+                    "flags": flags,
+                },
+                default=repr,
+            )
+        )
         return
 
     if mode == "streams":
-        from http import HTTPStatus
-
         import importlib.util
+        from http import HTTPStatus
 
         def load_file(modname: str, rel: str):
             spec = importlib.util.spec_from_file_location(modname, os.path.join(src_root, rel))
@@ -394,7 +438,13 @@ def _child() -> None:
         dumps_json = jr.dumps_json
         fin = exec_classes(
             "managers/schedule_batch.py",
-            ["BaseFinishReason", "FINISH_MATCHED_TOKEN", "FINISH_MATCHED_STR", "FINISH_LENGTH", "FINISH_ABORT"],
+            [
+                "BaseFinishReason",
+                "FINISH_MATCHED_TOKEN",
+                "FINISH_MATCHED_STR",
+                "FINISH_LENGTH",
+                "FINISH_ABORT",
+            ],
             {"Union": object, "List": list, "Optional": object},
         )
         sse = load_file("sglang.srt.entrypoints.openai.sse_utils", "entrypoints/openai/sse_utils.py")
@@ -416,7 +466,14 @@ def _child() -> None:
 
         tm = src("managers/tokenizer_manager.py")
         sb = src("managers/schedule_batch.py")
-        for key in ("spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct", "spec_accept_length", "e2e_latency", "num_retractions"):
+        for key in (
+            "spec_num_correct_drafts",
+            "spec_num_proposed_drafts",
+            "spec_verify_ct",
+            "spec_accept_length",
+            "e2e_latency",
+            "num_retractions",
+        ):
             assert f'"{key}"' in tm, key  # the meta_info keys below are the release's own
         retract_msg = "Retracted under decode memory pressure without a KV backup. Retry later."
         assert '"Retracted under decode memory pressure without a KV "' in sb
@@ -469,10 +526,41 @@ def _child() -> None:
             ids = list(range(100, 100 + n))
             last = i == len(pieces) - 1
             fr = fin["FINISH_LENGTH"](length=10) if last else None
-            events.append({"t": round(t, 3), "data": sse_gen(gen_chunk(text, ids, 12, n, fr, spec=spec_meta(n, 4) if last else None, e2e=round(t, 3) if last else None))})
+            events.append(
+                {
+                    "t": round(t, 3),
+                    "data": sse_gen(
+                        gen_chunk(
+                            text,
+                            ids,
+                            12,
+                            n,
+                            fr,
+                            spec=spec_meta(n, 4) if last else None,
+                            e2e=round(t, 3) if last else None,
+                        )
+                    ),
+                }
+            )
             t += 0.024
         events.append({"t": round(t - 0.023, 3), "data": done})
-        cases.append({"name": "generate_cumulative", "api": "generate", "note": "default cumulative text; DFlash puts several tokens in a chunk; first chunk is the prefill's one token", "expect": {"ok": True, "output_tokens": 10, "text": text, "finish_reason": "length", "text_mode": "cumulative", "ttft_s": 0.048, "accept_length": 2.5}, "events": events})
+        cases.append(
+            {
+                "name": "generate_cumulative",
+                "api": "generate",
+                "note": "default cumulative text; DFlash puts several tokens in a chunk; first chunk is the prefill's one token",
+                "expect": {
+                    "ok": True,
+                    "output_tokens": 10,
+                    "text": text,
+                    "finish_reason": "length",
+                    "text_mode": "cumulative",
+                    "ttft_s": 0.048,
+                    "accept_length": 2.5,
+                },
+                "events": events,
+            }
+        )
 
         # /generate, cumulative with an exactly repeated chunk (an empty detokenizer piece on incomplete UTF-8)
         steps = [("你好", 2), ("你好", 3), ("你好世界", 5), ("你好世界😀", 7), ("你好世界😀!", 8)]
@@ -480,10 +568,31 @@ def _child() -> None:
         for i, (txt, ct) in enumerate(steps):
             last = i == len(steps) - 1
             fr = fin["FINISH_MATCHED_TOKEN"](matched=151645) if last else None
-            events.append({"t": round(t, 3), "data": sse_gen(gen_chunk(txt, list(range(ct)), 9, ct, fr, e2e=round(t, 3) if last else None))})
+            events.append(
+                {
+                    "t": round(t, 3),
+                    "data": sse_gen(
+                        gen_chunk(txt, list(range(ct)), 9, ct, fr, e2e=round(t, 3) if last else None)
+                    ),
+                }
+            )
             t += 0.02
         events.append({"t": round(t - 0.019, 3), "data": done})
-        cases.append({"name": "generate_repeated_text", "api": "generate", "note": "cumulative text where chunk 2 repeats chunk 1 exactly (tokens 3 but no new character)", "expect": {"ok": True, "output_tokens": 8, "text": "你好世界😀!", "finish_reason": "stop", "text_mode": "cumulative"}, "events": events})
+        cases.append(
+            {
+                "name": "generate_repeated_text",
+                "api": "generate",
+                "note": "cumulative text where chunk 2 repeats chunk 1 exactly (tokens 3 but no new character)",
+                "expect": {
+                    "ok": True,
+                    "output_tokens": 8,
+                    "text": "你好世界😀!",
+                    "finish_reason": "stop",
+                    "text_mode": "cumulative",
+                },
+                "events": events,
+            }
+        )
 
         # /generate with --incremental-streaming-output: deltas, and a delta that happens to start like the text so far
         deltas = [("ab", 1), ("ab", 1), ("abc", 2), ("d", 1)]
@@ -492,90 +601,312 @@ def _child() -> None:
             last = i == len(deltas) - 1
             ct = sum(x[1] for x in deltas[: i + 1])
             fr = fin["FINISH_LENGTH"](length=5) if last else None
-            events.append({"t": round(t, 3), "data": sse_gen(gen_chunk(d, [1] * k, 9, ct, fr, e2e=round(t, 3) if last else None))})
+            events.append(
+                {
+                    "t": round(t, 3),
+                    "data": sse_gen(gen_chunk(d, [1] * k, 9, ct, fr, e2e=round(t, 3) if last else None)),
+                }
+            )
             t += 0.02
         events.append({"t": round(t - 0.019, 3), "data": done})
-        cases.append({"name": "generate_incremental", "api": "generate", "note": "--incremental-streaming-output: each chunk is the delta; chunk 3 starts with the text so far and still is a delta", "expect": {"ok": True, "output_tokens": 5, "text": "abababcd", "finish_reason": "length", "text_mode": "incremental"}, "events": events})
+        cases.append(
+            {
+                "name": "generate_incremental",
+                "api": "generate",
+                "note": "--incremental-streaming-output: each chunk is the delta; chunk 3 starts with the text so far and still is a delta",
+                "expect": {
+                    "ok": True,
+                    "output_tokens": 5,
+                    "text": "abababcd",
+                    "finish_reason": "length",
+                    "text_mode": "incremental",
+                },
+                "events": events,
+            }
+        )
 
         # /generate aborted by decode retraction (503), then [DONE]
         events = [
             {"t": 0.05, "data": sse_gen(gen_chunk("The", [1], 20, 1))},
             {"t": 0.07, "data": sse_gen(gen_chunk("The answer", [1, 2], 20, 2))},
-            {"t": 0.40, "data": sse_gen(gen_chunk("The answer", [1, 2], 20, 2, fin["FINISH_ABORT"](retract_msg, status_code=HTTPStatus.SERVICE_UNAVAILABLE), e2e=0.4))},
+            {
+                "t": 0.40,
+                "data": sse_gen(
+                    gen_chunk(
+                        "The answer",
+                        [1, 2],
+                        20,
+                        2,
+                        fin["FINISH_ABORT"](retract_msg, status_code=HTTPStatus.SERVICE_UNAVAILABLE),
+                        e2e=0.4,
+                    )
+                ),
+            },
             {"t": 0.401, "data": done},
         ]
-        cases.append({"name": "generate_abort_503", "api": "generate", "note": "decode out-of-memory retraction without a KV backup: a normal chunk whose finish_reason is abort, then [DONE]", "expect": {"ok": False, "status_code": 503, "error_contains": "Retracted under decode memory pressure", "finish_reason": "abort"}, "events": events})
+        cases.append(
+            {
+                "name": "generate_abort_503",
+                "api": "generate",
+                "note": "decode out-of-memory retraction without a KV backup: a normal chunk whose finish_reason is abort, then [DONE]",
+                "expect": {
+                    "ok": False,
+                    "status_code": 503,
+                    "error_contains": "Retracted under decode memory pressure",
+                    "finish_reason": "abort",
+                },
+                "events": events,
+            }
+        )
         events = [
             {"t": 0.05, "data": sse_gen(gen_chunk("x", [1], 20, 1))},
-            {"t": 0.30, "data": sse_gen(gen_chunk("x", [1], 20, 1, fin["FINISH_ABORT"](oom_msg, status_code=HTTPStatus.INTERNAL_SERVER_ERROR), e2e=0.3))},
+            {
+                "t": 0.30,
+                "data": sse_gen(
+                    gen_chunk(
+                        "x",
+                        [1],
+                        20,
+                        1,
+                        fin["FINISH_ABORT"](oom_msg, status_code=HTTPStatus.INTERNAL_SERVER_ERROR),
+                        e2e=0.3,
+                    )
+                ),
+            },
             {"t": 0.301, "data": done},
         ]
-        cases.append({"name": "generate_abort_500", "api": "generate", "note": "the last request of a batch that cannot fit even alone", "expect": {"ok": False, "status_code": 500, "error_contains": "Out of memory even after retracting", "finish_reason": "abort"}, "events": events})
+        cases.append(
+            {
+                "name": "generate_abort_500",
+                "api": "generate",
+                "note": "the last request of a batch that cannot fit even alone",
+                "expect": {
+                    "ok": False,
+                    "status_code": 500,
+                    "error_contains": "Out of memory even after retracting",
+                    "finish_reason": "abort",
+                },
+                "events": events,
+            }
+        )
 
         # /generate error inside the stream (ValueError in generate_request), then [DONE]
-        err = {"error": {"message": "The input (40000 tokens) is longer than the model's context length (32768 tokens).", "type": "invalid_request_error", "code": 400, "retryable": False}}
+        err = {
+            "error": {
+                "message": "The input (40000 tokens) is longer than the model's context length (32768 tokens).",
+                "type": "invalid_request_error",
+                "code": 400,
+                "retryable": False,
+            }
+        }
         assert '"type": "invalid_request_error"' in src("entrypoints/http_server.py")
-        cases.append({"name": "generate_error", "api": "generate", "note": "http_server.py stream_results: a ValueError becomes an error object, then [DONE]", "expect": {"ok": False, "error_contains": "longer than the model's context length"}, "events": [{"t": 0.01, "data": sse_gen(err)}, {"t": 0.011, "data": done}]})
+        cases.append(
+            {
+                "name": "generate_error",
+                "api": "generate",
+                "note": "http_server.py stream_results: a ValueError becomes an error object, then [DONE]",
+                "expect": {"ok": False, "error_contains": "longer than the model's context length"},
+                "events": [{"t": 0.01, "data": sse_gen(err)}, {"t": 0.011, "data": done}],
+            }
+        )
 
         # chat: role chunk, content chunks, finish chunk, usage chunk, [DONE]
         created = 1767225600
         model = "default"
 
         def usage_chunk(prompt, ct, reasoning=0):
-            u = UsageProcessor.calculate_streaming_usage({0: prompt}, {0: reasoning}, {0: ct}, {0: 0}, n_choices=1)
+            u = UsageProcessor.calculate_streaming_usage(
+                {0: prompt}, {0: reasoning}, {0: ct}, {0: 0}, n_choices=1
+            )
             c = P.ChatCompletionStreamResponse(id=rid, created=created, choices=[], model=model, usage=u)
             return f"data: {c.model_dump_json()}\n\n"
 
         b = sse.build_sse_content
         events = [
-            {"t": 0.050, "data": b(chunk_id=rid, created=created, model=model, index=0, role="assistant", content="")},
+            {
+                "t": 0.050,
+                "data": b(chunk_id=rid, created=created, model=model, index=0, role="assistant", content=""),
+            },
             {"t": 0.050, "data": b(chunk_id=rid, created=created, model=model, index=0, content="Hello")},
             {"t": 0.074, "data": b(chunk_id=rid, created=created, model=model, index=0, content=" there! I")},
-            {"t": 0.098, "data": b(chunk_id=rid, created=created, model=model, index=0, content=" am a helpful")},
-            {"t": 0.099, "data": b(chunk_id=rid, created=created, model=model, index=0, finish_reason="stop", matched_stop=151645)},
+            {
+                "t": 0.098,
+                "data": b(chunk_id=rid, created=created, model=model, index=0, content=" am a helpful"),
+            },
+            {
+                "t": 0.099,
+                "data": b(
+                    chunk_id=rid,
+                    created=created,
+                    model=model,
+                    index=0,
+                    finish_reason="stop",
+                    matched_stop=151645,
+                ),
+            },
             {"t": 0.099, "data": usage_chunk(12, 7)},
             {"t": 0.0995, "data": done},
         ]
-        cases.append({"name": "chat_usage_last", "api": "chat", "note": "stream_options.include_usage: usage only on a last chunk with choices []; tokens per chunk unknown", "expect": {"ok": True, "output_tokens": 7, "text": "Hello there! I am a helpful", "finish_reason": "stop", "ttft_s": 0.05, "tokens_source": "usage-estimated"}, "events": events})
+        cases.append(
+            {
+                "name": "chat_usage_last",
+                "api": "chat",
+                "note": "stream_options.include_usage: usage only on a last chunk with choices []; tokens per chunk unknown",
+                "expect": {
+                    "ok": True,
+                    "output_tokens": 7,
+                    "text": "Hello there! I am a helpful",
+                    "finish_reason": "stop",
+                    "ttft_s": 0.05,
+                    "tokens_source": "usage-estimated",
+                },
+                "events": events,
+            }
+        )
 
         # chat with a reasoning parser: reasoning_content first, then content
         events = [
-            {"t": 0.050, "data": b(chunk_id=rid, created=created, model=model, index=0, role="assistant", content="")},
-            {"t": 0.050, "data": b(chunk_id=rid, created=created, model=model, index=0, reasoning_content="Okay, the user")},
-            {"t": 0.080, "data": b(chunk_id=rid, created=created, model=model, index=0, reasoning_content=" wants a greeting.")},
-            {"t": 0.110, "data": b(chunk_id=rid, created=created, model=model, index=0, reasoning_content=" Keep it short.")},
+            {
+                "t": 0.050,
+                "data": b(chunk_id=rid, created=created, model=model, index=0, role="assistant", content=""),
+            },
+            {
+                "t": 0.050,
+                "data": b(
+                    chunk_id=rid, created=created, model=model, index=0, reasoning_content="Okay, the user"
+                ),
+            },
+            {
+                "t": 0.080,
+                "data": b(
+                    chunk_id=rid,
+                    created=created,
+                    model=model,
+                    index=0,
+                    reasoning_content=" wants a greeting.",
+                ),
+            },
+            {
+                "t": 0.110,
+                "data": b(
+                    chunk_id=rid, created=created, model=model, index=0, reasoning_content=" Keep it short."
+                ),
+            },
             {"t": 0.204, "data": b(chunk_id=rid, created=created, model=model, index=0, content="Hello!")},
-            {"t": 0.234, "data": b(chunk_id=rid, created=created, model=model, index=0, content=" How can I help?")},
-            {"t": 0.235, "data": b(chunk_id=rid, created=created, model=model, index=0, finish_reason="stop", matched_stop=151645)},
+            {
+                "t": 0.234,
+                "data": b(chunk_id=rid, created=created, model=model, index=0, content=" How can I help?"),
+            },
+            {
+                "t": 0.235,
+                "data": b(
+                    chunk_id=rid,
+                    created=created,
+                    model=model,
+                    index=0,
+                    finish_reason="stop",
+                    matched_stop=151645,
+                ),
+            },
             {"t": 0.235, "data": usage_chunk(12, 20, reasoning=12)},
             {"t": 0.2355, "data": done},
         ]
-        cases.append({"name": "chat_reasoning", "api": "chat", "note": "--reasoning-parser: thinking as delta.reasoning_content before delta.content; both are generated tokens", "expect": {"ok": True, "output_tokens": 20, "ttft_s": 0.05, "first_answer_s": 0.204, "finish_reason": "stop", "text": "Hello! How can I help?"}, "events": events})
+        cases.append(
+            {
+                "name": "chat_reasoning",
+                "api": "chat",
+                "note": "--reasoning-parser: thinking as delta.reasoning_content before delta.content; both are generated tokens",
+                "expect": {
+                    "ok": True,
+                    "output_tokens": 20,
+                    "ttft_s": 0.05,
+                    "first_answer_s": 0.204,
+                    "finish_reason": "stop",
+                    "text": "Hello! How can I help?",
+                },
+                "events": events,
+            }
+        )
 
         # chat aborted with a status code: an error chunk instead of a finish chunk, usage, [DONE]
         events = [
-            {"t": 0.050, "data": b(chunk_id=rid, created=created, model=model, index=0, role="assistant", content="")},
+            {
+                "t": 0.050,
+                "data": b(chunk_id=rid, created=created, model=model, index=0, role="assistant", content=""),
+            },
             {"t": 0.050, "data": b(chunk_id=rid, created=created, model=model, index=0, content="The")},
-            {"t": 0.400, "data": "data: " + streaming_error(None, retract_msg, HTTPStatus.SERVICE_UNAVAILABLE.name, HTTPStatus.SERVICE_UNAVAILABLE.value) + "\n\n"},
+            {
+                "t": 0.400,
+                "data": "data: "
+                + streaming_error(
+                    None,
+                    retract_msg,
+                    HTTPStatus.SERVICE_UNAVAILABLE.name,
+                    HTTPStatus.SERVICE_UNAVAILABLE.value,
+                )
+                + "\n\n",
+            },
             {"t": 0.400, "data": usage_chunk(20, 2)},
             {"t": 0.4005, "data": done},
         ]
-        cases.append({"name": "chat_abort_503", "api": "chat", "note": "serving_chat.py: abort with a status_code becomes create_streaming_error_response, then the usage chunk and [DONE]", "expect": {"ok": False, "status_code": 503, "error_contains": "Retracted under decode memory pressure"}, "events": events})
-        print(json.dumps({"stubbed": sorted(stubbed), "timing": "arrival times are synthetic, in seconds after the request was sent", "cases": cases}))
+        cases.append(
+            {
+                "name": "chat_abort_503",
+                "api": "chat",
+                "note": "serving_chat.py: abort with a status_code becomes create_streaming_error_response, then the usage chunk and [DONE]",
+                "expect": {
+                    "ok": False,
+                    "status_code": 503,
+                    "error_contains": "Retracted under decode memory pressure",
+                },
+                "events": events,
+            }
+        )
+        print(
+            json.dumps(
+                {
+                    "stubbed": sorted(stubbed),
+                    "timing": "arrival times are synthetic, in seconds after the request was sent",
+                    "cases": cases,
+                }
+            )
+        )
         return
 
     if mode == "logs":
         ps_ns: dict = {}
         tree = ast.parse(src("managers/scheduler_components/pool_stats_observer.py"))
         cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PoolStats")
-        cls.body = [n for n in cls.body if not (isinstance(n, ast.FunctionDef) and n.name not in ("get_prefill_usage_msg_parts", "get_decode_usage_msg_parts", "get_max_pool_usage", "get_kv_token_stats"))]
+        cls.body = [
+            n
+            for n in cls.body
+            if not (
+                isinstance(n, ast.FunctionDef)
+                and n.name
+                not in (
+                    "get_prefill_usage_msg_parts",
+                    "get_decode_usage_msg_parts",
+                    "get_max_pool_usage",
+                    "get_kv_token_stats",
+                )
+            )
+        ]
         import dataclasses
         import typing
 
         psmod = types.ModuleType("pool_stats_observer")
         sys.modules[psmod.__name__] = psmod
-        psmod.__dict__.update(dataclasses=dataclasses, dataclass=dataclasses.dataclass, Optional=typing.Optional, List=typing.List, Tuple=typing.Tuple, Any=typing.Any)
-        exec(compile(ast.Module(body=[cls], type_ignores=[]), "pool_stats_observer.py", "exec"), psmod.__dict__)
+        psmod.__dict__.update(
+            dataclasses=dataclasses,
+            dataclass=dataclasses.dataclass,
+            Optional=typing.Optional,
+            List=list,
+            Tuple=tuple,
+            Any=typing.Any,
+        )
+        exec(
+            compile(ast.Module(body=[cls], type_ignores=[]), "pool_stats_observer.py", "exec"), psmod.__dict__
+        )
         ps_ns = psmod.__dict__
         PoolStats = ps_ns["PoolStats"]
         mr_tree = ast.parse(src("managers/scheduler_components/metrics_reporter.py"))
@@ -584,7 +915,8 @@ def _child() -> None:
             out = []
             for node in ast.walk(mr_tree):
                 if isinstance(node, ast.FunctionDef) and any(
-                    isinstance(c, ast.Constant) and isinstance(c.value, str) and marker in c.value for c in ast.walk(node)
+                    isinstance(c, ast.Constant) and isinstance(c.value, str) and marker in c.value
+                    for c in ast.walk(node)
                 ):
                     for st in ast.walk(node):
                         if isinstance(st, (ast.Assign, ast.AugAssign)):
@@ -627,10 +959,19 @@ def _child() -> None:
         dec = fstrings_containing("Decode batch")
         pre = fstrings_containing("Prefill batch")
         graph = "cuda graph"
-        common = {"self._graph_backend_label": graph, "can_run_cuda_graph": True, "len(self.scheduler.waiting_queue)": 0}
+        common = {
+            "self._graph_backend_label": graph,
+            "can_run_cuda_graph": True,
+            "len(self.scheduler.waiting_queue)": 0,
+        }
 
         def pools(kind: str):
-            p = PoolStats(full_num_used=612, full_token_usage=0.01 if kind == "plain" else 0.02, full_available_size=60000, full_evictable_size=0)
+            p = PoolStats(
+                full_num_used=612,
+                full_token_usage=0.01 if kind == "plain" else 0.02,
+                full_available_size=60000,
+                full_evictable_size=0,
+            )
             if kind in ("swa", "swa+mamba"):
                 p.is_hybrid_swa, p.swa_num_used, p.swa_token_usage = True, 2048, 0.31
             if kind in ("mamba", "swa+mamba"):
@@ -643,12 +984,23 @@ def _child() -> None:
             ("tp0", "[2026-11-29 18:07:27 TP0] ", {"tp_rank": 0}),
             ("dp_tp", "[2026-11-29 18:07:27 DP1 TP3] ", {"dp_rank": 1, "tp_rank": 3}),
             ("ms", "[2026-11-29 18:07:27.123 TP0] ", {"tp_rank": 0, "ms": True}),
-            ("multi_rank", "[2026-11-29 18:07:27.045 DP0 PP1 ATTN_CP1 MOE_DP0 TP2 EP2] ", {"dp_rank": 0, "tp_rank": 2, "ms": True}),
-            ("ray", "(SchedulerProcess pid=123, ip=10.0.0.5) [2026-11-29 18:07:27 DP0 TP0] ", {"dp_rank": 0, "tp_rank": 0}),
+            (
+                "multi_rank",
+                "[2026-11-29 18:07:27.045 DP0 PP1 ATTN_CP1 MOE_DP0 TP2 EP2] ",
+                {"dp_rank": 0, "tp_rank": 2, "ms": True},
+            ),
+            (
+                "ray",
+                "(SchedulerProcess pid=123, ip=10.0.0.5) [2026-11-29 18:07:27 DP0 TP0] ",
+                {"dp_rank": 0, "tp_rank": 0},
+            ),
         ]
         cl = src("utils/common.py")
         assert 'maybe_ms = ".%(msecs)03d" if envs.SGLANG_LOG_MS.get() else ""' in cl
-        assert 'format = f"[%(asctime)s{maybe_ms}{prefix}] %(message)s"' in cl and 'datefmt="%Y-%m-%d %H:%M:%S"' in cl
+        assert (
+            'format = f"[%(asctime)s{maybe_ms}{prefix}] %(message)s"' in cl
+            and 'datefmt="%Y-%m-%d %H:%M:%S"' in cl
+        )
         sch = src("managers/scheduler.py")
         for tag in ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP"):
             assert f'prefix += f" {tag}' in sch, tag
@@ -658,9 +1010,26 @@ def _child() -> None:
             dparts = ", ".join(p.get_decode_usage_msg_parts()) + ", "
             pparts = ", ".join(p.get_prefill_usage_msg_parts()) + ", "
             for spec, iter_tag in ((True, ""), (True, " [1234]"), (False, "")):
-                v = {**common, "iter_msg": iter_tag, "num_running_reqs": 4, "token_usage_msg": dparts, "spec_accept_length": 3.42, "spec_accept_rate": 0.61, "spec_cap_length": 3.9, "spec_block_accept_length": 3.1, "self.last_gen_throughput": 140.62}
+                v = {
+                    **common,
+                    "iter_msg": iter_tag,
+                    "num_running_reqs": 4,
+                    "token_usage_msg": dparts,
+                    "spec_accept_length": 3.42,
+                    "spec_accept_rate": 0.61,
+                    "spec_cap_length": 3.9,
+                    "spec_block_accept_length": 3.1,
+                    "self.last_gen_throughput": 140.62,
+                }
                 msg = piece(dec, "Decode batch", v)
-                expect = {"kind": "decode", "running_req": 4, "gen_throughput": 140.62, "queue_req": 0, "token_usage": round(usage_max, 2), "cuda_graph": True}
+                expect = {
+                    "kind": "decode",
+                    "running_req": 4,
+                    "gen_throughput": 140.62,
+                    "queue_req": 0,
+                    "token_usage": round(usage_max, 2),
+                    "cuda_graph": True,
+                }
                 if spec:
                     msg += piece(dec, "accept len", v)
                     expect.update(accept_len=3.42, accept_rate=0.61)
@@ -671,16 +1040,56 @@ def _child() -> None:
                     expect["iteration"] = 1234
                 msg += piece(dec, f"{graph}:", v)
                 lines.append({"pool": kind, "spec": spec, "message": msg, "expect": expect})
-            vp = {**common, "iter_msg": "", "prefill_stats.num_new_seqs": 1, "prefill_stats.log_input_tokens": 37, "prefill_stats.log_hit_tokens": 0, "token_usage_msg": pparts, "prefill_stats.num_running_reqs.total": 0, "prefill_stats.num_pending_tokens": 0, "self.last_input_throughput": 1234.5}
-            msg = piece(pre, "Prefill batch", vp) + piece(pre, f"{graph}:", vp) + piece(pre, "input throughput", vp)
-            lines.append({"pool": kind, "spec": False, "message": msg, "expect": {"kind": "prefill", "new_seq": 1, "new_token": 37, "cached_token": 0, "running_req": 0, "queue_req": 0, "input_throughput": 1234.5, "token_usage": round(usage_max, 2)}})
+            vp = {
+                **common,
+                "iter_msg": "",
+                "prefill_stats.num_new_seqs": 1,
+                "prefill_stats.log_input_tokens": 37,
+                "prefill_stats.log_hit_tokens": 0,
+                "token_usage_msg": pparts,
+                "prefill_stats.num_running_reqs.total": 0,
+                "prefill_stats.num_pending_tokens": 0,
+                "self.last_input_throughput": 1234.5,
+            }
+            msg = (
+                piece(pre, "Prefill batch", vp)
+                + piece(pre, f"{graph}:", vp)
+                + piece(pre, "input throughput", vp)
+            )
+            lines.append(
+                {
+                    "pool": kind,
+                    "spec": False,
+                    "message": msg,
+                    "expect": {
+                        "kind": "prefill",
+                        "new_seq": 1,
+                        "new_token": 37,
+                        "cached_token": 0,
+                        "running_req": 0,
+                        "queue_req": 0,
+                        "input_throughput": 1234.5,
+                        "token_usage": round(usage_max, 2),
+                    },
+                }
+            )
         out = []
         for pname, prefix, pexp in prefixes:
             for ln in lines:
                 exp = dict(ln["expect"])
                 exp.update({k: v for k, v in pexp.items() if k != "ms"})
-                out.append({"prefix": pname, "pool": ln["pool"], "line": prefix + ln["message"], "expect": exp})
-        print(json.dumps({"stubbed": sorted(stubbed), "note": "token_usage in expect is SGLang's own: max over the full, SWA and mamba pools (PoolStats.get_max_pool_usage)", "lines": out}))
+                out.append(
+                    {"prefix": pname, "pool": ln["pool"], "line": prefix + ln["message"], "expect": exp}
+                )
+        print(
+            json.dumps(
+                {
+                    "stubbed": sorted(stubbed),
+                    "note": "token_usage in expect is SGLang's own: max over the full, SWA and mamba pools (PoolStats.get_max_pool_usage)",
+                    "lines": out,
+                }
+            )
+        )
         return
     raise SystemExit(f"unknown mode {mode}")
 
