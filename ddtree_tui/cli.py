@@ -170,6 +170,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--incremental-streaming-output", action="store_true")
     sp.add_argument("--decode-log-interval", type=int, default=40)
     sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
+    r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/server.py)")
+    r.add_argument(
+        "--realistic", action="store_true", help="SGLang 0.5.23's health latency, prefill, batching"
+    )
+    r.add_argument("--health-latency", type=float, default=None, metavar="S", help="seconds /health takes")
+    r.add_argument("--prefill-rate", type=float, default=None, metavar="TOK/S", help="prefill speed (TTFT)")
+    r.add_argument("--batch-slowdown", action="store_true", help="step time grows with the running batch")
+    r.add_argument("--kv-capacity", type=int, default=None, metavar="TOKENS", help="abort (503) beyond it")
+    r.add_argument("--reasoning", action="store_true", help="chat: thinking as delta.reasoning_content first")
+    r.add_argument("--usage-on-finish", action="store_true", help="OpenAI: usage on the finish chunk")
+    r.add_argument("--no-done", action="store_true", help="OpenAI: no data: [DONE] at the end")
+    r.add_argument("--detail-errors", action="store_true", help='errors as {"detail": ...}')
+    r.add_argument(
+        "--strict-openai", action="store_true", help="422 for unknown fields, 400 for another model"
+    )
+    r.add_argument(
+        "--openai-style",
+        choices=["sglang", "transformers"],
+        default=None,
+        help="transformers: all four above",
+    )
     return p
 
 

@@ -62,6 +62,7 @@ class SimOptions(_Strict):
     decode_rate: float = Field(default=40.0, gt=0, le=100000, description="verify passes per second")
     load_time: float = Field(default=2.0, ge=0, le=3600)
     seed: int = 0
+    realistic: bool = False  # SGLang 0.5.23's /health latency, prefill time and batch slowdown
 
 
 class TelemetryOptions(_Strict):

@@ -90,6 +90,8 @@ def sim_argv(spec: ServiceSpec, port: int) -> list[str]:
     if o.accept_length is not None:
         argv += ["--accept-length", str(o.accept_length)]
     argv += ["--decode-rate", str(o.decode_rate), "--load-time", str(o.load_time), "--seed", str(o.seed)]
+    if o.realistic:
+        argv.append("--realistic")
     if spec.model:
         argv += ["--model-path", spec.model]
     return argv

@@ -166,6 +166,8 @@ def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
         a += ["--accept-length", _num(spec.sim.accept_length)]
     a += ["--decode-rate", _num(spec.sim.decode_rate), "--load-time", _num(spec.sim.load_time)]
     a += ["--seed", str(spec.sim.seed)]
+    if spec.sim.realistic:
+        a.append("--realistic")
     if spec.model:
         a += ["--model-path", spec.model]
     a += list(spec.extra_args)

@@ -28,6 +28,7 @@ async def measure(
     sp = SamplingParams(max_new_tokens=32, api=case["api"], ignore_eos=ignore_eos)
     texts: list[str] = []
     async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
+        await client.get(srv.url + "/v1/models")  # connect first: the recording's times start at the request
         r = await measure_request(client, target, PROMPT, sp, timeout=10, on_text=texts.append)
     return r, texts[0] if texts else ""
 
@@ -52,9 +53,11 @@ def check_expect(r: RequestResult, text: str, exp: dict) -> None:
         assert r.accept_length == pytest.approx(exp["accept_length"])
     # times are the recording's, give or take scheduling on a loaded CI box
     if "ttft_s" in exp:
-        assert exp["ttft_s"] - 0.005 <= r.ttft_s <= exp["ttft_s"] + 0.08, r.ttft_s
+        assert exp["ttft_s"] - 0.005 <= r.ttft_s <= exp["ttft_s"] + 0.15, r.ttft_s
     if "first_answer_s" in exp:
-        assert exp["first_answer_s"] - 0.005 <= r.first_answer_s <= exp["first_answer_s"] + 0.08
+        assert exp["first_answer_s"] - 0.005 <= r.first_answer_s <= exp["first_answer_s"] + 0.15
+        gap = exp["first_answer_s"] - exp["ttft_s"]
+        assert gap - 0.03 <= r.first_answer_s - r.ttft_s <= gap + 0.1
 
 
 @pytest.mark.parametrize("name", sorted(SGLANG))
