@@ -59,14 +59,18 @@ class ReplayServer:
             await self._runner.cleanup()
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+        )
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append((request.path, body))
         case = self.case or {}
         if case.get("status"):
-            return web.Response(status=case["status"], text=case.get("body", ""), content_type="application/json")
+            return web.Response(
+                status=case["status"], text=case.get("body", ""), content_type="application/json"
+            )
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         t0 = time.monotonic()

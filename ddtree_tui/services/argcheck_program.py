@@ -106,7 +106,7 @@ def check(argv: list) -> dict:
             from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
             try:
-                out["algorithms"] = [m.name for m in SpeculativeAlgorithm]
+                out["algorithms"] = [m.name for m in SpeculativeAlgorithm if m.name != "NONE"]
             except Exception:
                 pass
             if algo:
@@ -119,8 +119,13 @@ def check(argv: list) -> dict:
         try:
             import sglang.srt.environ as environ
 
-            src = open(environ.__file__, encoding="utf-8").read()
-            out["ddtree_env"] = sorted(set(re.findall(r"\b(SGLANG_DDTREE_\w+)", src)))
+            with open(environ.__file__, encoding="utf-8") as f:
+                src = f.read()
+            names = set(re.findall(r"\b(SGLANG_DDTREE_\w+)", src))
+            names |= {n for n in dir(environ) if n.startswith("SGLANG_DDTREE_")}
+            envs = getattr(environ, "envs", None)
+            names |= {n for n in dir(envs) if n.startswith("SGLANG_DDTREE_")} if envs is not None else set()
+            out["ddtree_env"] = sorted(names)
         except BaseException:
             pass
         return out

@@ -56,7 +56,11 @@ def test_flag_tables_are_real_releases() -> None:
 
 def test_rename_of_the_mamba_strategy_flag() -> None:
     r = argcheck.renames()["--mamba-scheduler-strategy"]
-    assert r["new"] == "--mamba-radix-cache-strategy" and r["last_seen"] == "0.5.19" and r["removed_in"] == "0.5.20"
+    assert (
+        r["new"] == "--mamba-radix-cache-strategy"
+        and r["last_seen"] == "0.5.19"
+        and r["removed_in"] == "0.5.20"
+    )
     old = ["--model-path", "/m", "--mamba-scheduler-strategy", "extra_buffer"]
     assert argcheck.check_offline(old, "0.5.19").ok
     bad = argcheck.check_offline(old, "0.5.23")
