@@ -126,7 +126,7 @@ async def test_model_from_v1_models_and_no_ignore_eos_on_openai() -> None:
         assert path == "/v1/chat/completions"
         assert body["model"] == "Qwen/Qwen3-0.6B" and "ignore_eos" not in body
         # --model wins; --ignore-eos sends it
-        r, _ = await measure(srv, OTHER["usage_on_finish_no_done"], model="pinned", ignore_eos=True)
+        _r, _ = await measure(srv, OTHER["usage_on_finish_no_done"], model="pinned", ignore_eos=True)
         assert srv.requests[-1][1]["model"] == "pinned" and srv.requests[-1][1]["ignore_eos"] is True
         # /generate always carries it (false unless asked)
         await measure(srv, SGLANG["generate_cumulative"])

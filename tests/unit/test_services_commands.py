@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.services.commands import missing_ddtree_switches, argv_hash, build_launch
+from ddtree_tui.services.commands import argv_hash, build_launch, missing_ddtree_switches
 
 HOST = """
 name = "ct200"
