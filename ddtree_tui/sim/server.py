@@ -50,6 +50,7 @@ REAL_PREFILL_TOKENS_PER_S = 10000.0
 # the DFlash PR's benchmarks, sglang PR #22077); with the same per-pass acceptance that needs
 # (1 + 31 g_spec) = (1 + 31 g_base) * 2.0 / 1.14, so g_spec = 0.0419.
 BATCH_GROWTH_BASELINE = 0.01
+# the speculative growth that turns DFlash's 2.0x at concurrency 1 into 1.14x at 32 (derivation above)
 BATCH_GROWTH_SPEC = ((1 + 31 * BATCH_GROWTH_BASELINE) * 2.0 / 1.14 - 1) / 31
 # What SGLang sends when decode retraction finds no room (managers/schedule_batch.py retract_decode).
 RETRACT_ABORT_MESSAGE = "Retracted under decode memory pressure without a KV backup. Retry later."
