@@ -142,7 +142,10 @@ def smoke_main(ns: argparse.Namespace) -> int:
         from ddtree_tui.bench.smoke import smoke_request
 
         try:
-            (url,) = url_list(ns.service)
+            urls = url_list(ns.service)
+            if len(urls) != 1:
+                raise ValueError("smoke takes one URL")
+            url = urls[0]
         except ValueError as e:
             print(f"ddtree-tui: {e}", file=sys.stderr)
             return 2

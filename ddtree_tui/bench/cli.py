@@ -260,8 +260,9 @@ class Progress:
                 print(f"{tag} {where}: FAILED: {r.error}", file=out, flush=True)
         elif ev.kind == "run_finished":
             run = ev.run
+            aborted = f" ({run.aborted} aborted by the server)" if run.aborted else ""
             print(
-                f"bench {run.id}: {run.status}, {run.failed} failed, {run.wall_s or 0:.1f} s",
+                f"bench {run.id}: {run.status}, {run.failed} failed{aborted}, {run.wall_s or 0:.1f} s",
                 file=out,
                 flush=True,
             )

@@ -140,6 +140,8 @@ class _Acc:
         incremental for good at the first one that does not. `output_ids` (cumulative too by default) settle
         it where they can; `final_text` re-reads every chunk under the mode finally decided.
         """
+        if not text:
+            return ""  # no new text under either mode, and no evidence of which one it is
         prev = self.raw_texts[-1][1] if self.raw_texts else None
         self.raw_texts.append((len(self.tl.chunks), text))
         if self.text_mode == "incremental" or self.ids_mode == "incremental":

@@ -104,3 +104,18 @@ def test_smoke_api_chat_by_url(capsys, no_proxy_allowed) -> None:
         rc = main(["smoke", srv.url, "--max-new-tokens", "6"])
         line = capsys.readouterr().out
         assert rc == 1 and "HTTP 404: Not Found" in line
+
+
+def test_smoke_of_an_aborting_server_exits_nonzero(capsys) -> None:
+    """The simulated server with a KV capacity aborts the request (503) as decode retraction does: the smoke
+    test fails, says why, exits 1; the bench counts it as failed and aborted, out of every median."""
+    from ddtree_tui.sim.process import SimProcess
+    from ddtree_tui.sim.server import SimConfig
+
+    with SimProcess(SimConfig(decode_rate=400, accept_length=2.0, kv_capacity=60)) as sim:
+        sim.wait_healthy(20)
+        rc = main(["smoke", sim.base_url, "--max-new-tokens", "200"])
+        line = capsys.readouterr().out
+        assert rc == 1 and "aborted by the server (503): Retracted under decode memory pressure" in line
+        rc = main(["smoke", sim.base_url, "--max-new-tokens", "10"])
+        assert rc == 0, capsys.readouterr().out

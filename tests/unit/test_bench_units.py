@@ -239,3 +239,32 @@ def test_history_append_accepts_path_first(tmp_path: Path) -> None:
     assert [r.id for r in history.load(h)] == ["r1"]
     with pytest.raises(TypeError):
         history.append(h, h)
+
+
+def test_text_mode_needs_more_than_one_chunk_pair() -> None:
+    """Cumulative text may repeat (incomplete UTF-8); a delta may start like the text so far; an empty text
+    says nothing. The mode is settled on the whole stream, and output_ids lengths decide where they can."""
+    from ddtree_tui.bench.client import _Acc, _handle_generate, end_of_stream
+
+    def run(chunks: list[tuple[str, int, list[int] | None]]) -> _Acc:
+        acc = _Acc(0.0)
+        for i, (text, ct, ids) in enumerate(chunks):
+            obj: dict = {"text": text, "meta_info": {"completion_tokens": ct, "finish_reason": None}}
+            if ids is not None:
+                obj["output_ids"] = ids
+            if i == len(chunks) - 1:
+                obj["meta_info"]["finish_reason"] = {"type": "length", "length": ct}
+            _handle_generate(acc, obj, 0.01 * (i + 1))
+        acc.done = True
+        end_of_stream(acc, "generate", 1.0)
+        return acc
+
+    a = run([("ab", 1, None), ("ab", 2, None), ("abc", 3, None)])  # cumulative with a repeat
+    assert (a.text_mode, a.acc_text) == ("cumulative", "abc")
+    b = run([("ab", 1, None), ("ab", 2, None), ("abc", 3, None), ("d", 4, None)])  # deltas after all
+    assert (b.text_mode, b.acc_text) == ("incremental", "abababcd")
+    c = run([("a", 1, [1]), ("ab", 2, [2])])  # looks cumulative, but the ids say deltas
+    assert (c.text_mode, c.acc_text) == ("incremental", "aab")
+    d = run([("", 1, None), ("你", 2, None), ("你好", 3, None)])
+    assert (d.text_mode, d.acc_text) == ("cumulative", "你好")
+    assert [ch.has_text for ch in d.tl.chunks] == [False, True, True]
