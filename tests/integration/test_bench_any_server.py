@@ -44,7 +44,7 @@ def test_url_bench_of_a_chat_only_server_without_done(tmp_path: Path, capsys, no
                 str(out),
                 "--history",
                 str(tmp_path / "h.jsonl"),
-            ]  # fmt: skip
+            ]
         )
         bodies = list(srv.bodies)
     err = capsys.readouterr().err
@@ -79,7 +79,7 @@ def test_url_bench_errors_are_shown_from_detail(tmp_path: Path, capsys, no_proxy
                 "--ignore-eos",
                 "--history",
                 str(tmp_path / "h.jsonl"),
-            ]  # fmt: skip
+            ]
         )
     err = capsys.readouterr().err
     assert rc == 1
