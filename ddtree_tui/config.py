@@ -89,7 +89,7 @@ class ServiceSpec(_Strict):
     block_size: int | None = Field(default=None, ge=1, le=256)
     budget: int | None = Field(default=None, ge=1, le=4096)
     mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
-    mamba_radix_cache_strategy: str | None = None  # SGLang >= 0.5.16: auto | no_buffer | extra_buffer | ...
+    mamba_radix_cache_strategy: str | None = None  # auto | no_buffer | extra_buffer | extra_buffer_lazy
     mamba_scheduler_strategy: str | None = None  # the old key, same setting; launched as the new flag
     trust_remote_code: bool = True
     allow_hybrid_unsafe: bool = False

@@ -122,7 +122,7 @@ def sglang_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
 
 
 def mamba_strategy(spec: ServiceSpec) -> str | None:
-    """The mamba radix-cache strategy, under either key (`mamba_scheduler_strategy` is the pre-0.5.16 name)."""
+    """The mamba radix-cache strategy, under either key (`mamba_scheduler_strategy` is the old name)."""
     return spec.mamba_radix_cache_strategy or spec.mamba_scheduler_strategy
 
 

@@ -124,7 +124,7 @@ class SimConfig(BaseModel):
     batch_slowdown: bool = False  # step time grows with the running batch (BATCH_GROWTH_*)
     kv_capacity: int = Field(default=0, ge=0, description="KV tokens; beyond it a request aborts (503)")
     context_length: int = Field(default=CONTEXT_LENGTH, ge=16)
-    old_meta_names: bool = False  # spec_accept_token_num / spec_draft_token_num (before 0.5.2x)
+    old_meta_names: bool = False  # spec_accept_token_num / spec_draft_token_num (releases before 0.5.16)
     # OpenAI chat/completions: how servers other than SGLang (e.g. `transformers serve`) differ
     reasoning: bool = False  # chat: the first REASONING_SHARE of the tokens as delta.reasoning_content
     usage_on_finish: bool = False  # usage on the finish_reason chunk, whatever stream_options says

@@ -64,7 +64,7 @@ def test_dflash_argv_full() -> None:
 
 
 def test_old_strategy_key_launches_the_new_flag() -> None:
-    """`mamba_scheduler_strategy` (the pre-0.5.16 key) still reads, but 0.5.20+ knows only the new flag."""
+    """`mamba_scheduler_strategy` (the old key) still reads, but 0.5.20+ knows only the new flag."""
     prof, spec = _spec(
         'name = "d"\nalgorithm = "dflash"\nmodel = "/m"\ndraft_model = "/d"\nport = 1\n'
         'mamba_scheduler_strategy = "extra_buffer"\n'
