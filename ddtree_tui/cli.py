@@ -65,7 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-new-tokens", type=int, default=256, metavar="N")
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument(
-        "--api", choices=["generate", "chat"], default="generate", help="SGLang /generate or OpenAI chat"
+        "--api",
+        choices=["generate", "chat", "completions"],
+        default="generate",
+        help="SGLang /generate, OpenAI /v1/chat/completions or /v1/completions",
+    )
+    b.add_argument(
+        "--url",
+        metavar="URL[,URL2...]",
+        help="bench running servers directly (e.g. http://127.0.0.1:30000), no profile needed",
+    )
+    b.add_argument(
+        "--model", metavar="NAME", help='the OpenAI "model" field (default: what /v1/models lists)'
+    )
+    b.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        help="send ignore_eos (SGLang's sampling parameter; always sent on /generate, only then on OpenAI APIs)",
     )
     b.add_argument("--timeout", type=float, default=None, help="per-request timeout, seconds")
     b.add_argument("--baseline", metavar="HOST/SVC")
@@ -97,8 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument(
                 "--dry-run", action="store_true", help="print the command exactly as it would run"
             )
-    sp = add("smoke", "one short streaming /generate request to a service: ok or why not")
-    sp.add_argument("service", metavar="HOST/SVC")
+            sp.add_argument(
+                "--force",
+                action="store_true",
+                help="launch even when the host's SGLang parser rejects the command line",
+            )
+    sp = add("smoke", "one short streaming request to a service: ok or why not")
+    sp.add_argument("service", metavar="HOST/SVC|URL")
+    sp.add_argument("--api", choices=["generate", "chat", "completions"], default="generate")
+    sp.add_argument("--model", metavar="NAME", help='the OpenAI "model" field (default: from /v1/models)')
     sp.add_argument("--prompt", default="Say hello in one short sentence.", metavar="TEXT")
     sp.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
     sp.add_argument("--timeout", type=float, default=30.0, help="seconds for the whole request")
@@ -153,6 +176,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--incremental-streaming-output", action="store_true")
     sp.add_argument("--decode-log-interval", type=int, default=40)
     sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
+    r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/server.py)")
+    r.add_argument(
+        "--realistic", action="store_true", help="SGLang 0.5.23's health latency, prefill, batching"
+    )
+    r.add_argument("--health-latency", type=float, default=None, metavar="S", help="seconds /health takes")
+    r.add_argument("--prefill-rate", type=float, default=None, metavar="TOK/S", help="prefill speed (TTFT)")
+    r.add_argument("--batch-slowdown", action="store_true", help="step time grows with the running batch")
+    r.add_argument("--kv-capacity", type=int, default=None, metavar="TOKENS", help="abort (503) beyond it")
+    r.add_argument("--reasoning", action="store_true", help="chat: thinking as delta.reasoning_content first")
+    r.add_argument("--usage-on-finish", action="store_true", help="OpenAI: usage on the finish chunk")
+    r.add_argument("--no-done", action="store_true", help="OpenAI: no data: [DONE] at the end")
+    r.add_argument("--detail-errors", action="store_true", help='errors as {"detail": ...}')
+    r.add_argument(
+        "--strict-openai", action="store_true", help="422 for unknown fields, 400 for another model"
+    )
+    r.add_argument(
+        "--openai-style",
+        choices=["sglang", "transformers"],
+        default=None,
+        help="transformers: all four above",
+    )
     return p
 
 

@@ -108,7 +108,13 @@ def status_main(ns: argparse.Namespace) -> int:
 
 
 async def run_smoke(
-    profiles: Sequence[HostProfile], ref: str, prompt: str, max_new_tokens: int, timeout: float
+    profiles: Sequence[HostProfile],
+    ref: str,
+    prompt: str,
+    max_new_tokens: int,
+    timeout: float,
+    api: str = "generate",
+    model: str | None = None,
 ) -> SmokeResult:
     """Start a fleet without telemetry (a smoke test needs no GPU numbers), send the request, let go."""
     from ddtree_tui.fleet import Fleet
@@ -116,23 +122,55 @@ async def run_smoke(
     fleet = Fleet(profiles, telemetry=False, auto_complete_todos=False)
     await fleet.start()
     try:
-        return await fleet.smoke(ref, prompt=prompt, max_new_tokens=max_new_tokens, timeout=timeout)
+        return await fleet.smoke(
+            ref, prompt=prompt, max_new_tokens=max_new_tokens, timeout=timeout, api=api, model=model
+        )
     finally:
         await fleet.stop()
 
 
 def smoke_main(ns: argparse.Namespace) -> int:
-    """`smoke HOST/SVC`: exit 0 when the service answered, 1 when it did not, 2 for a bad profile or ref."""
-    try:
-        profiles = resolve_profiles(ns.profile, ns.profiles, ns.demo)
-        find_service(profiles, ns.service)
-    except (ProfileError, ValueError) as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
-        return 2
+    """`smoke HOST/SVC|URL`: exit 0 when the service answered, 1 when it did not (an aborted request too),
+    2 for a bad profile or ref."""
+    api = getattr(ns, "api", "generate")
+    model = getattr(ns, "model", None)
     if ns.max_new_tokens < 1 or ns.timeout <= 0:
         print("ddtree-tui: --max-new-tokens and --timeout must be positive", file=sys.stderr)
         return 2
-    res = asyncio.run(run_smoke(profiles, ns.service, ns.prompt, ns.max_new_tokens, ns.timeout))
+    if ns.service.startswith(("http://", "https://")):
+        from ddtree_tui.bench.cli import url_list, url_ref
+        from ddtree_tui.bench.smoke import smoke_request
+
+        try:
+            urls = url_list(ns.service)
+            if len(urls) != 1:
+                raise ValueError("smoke takes one URL")
+            url = urls[0]
+        except ValueError as e:
+            print(f"ddtree-tui: {e}", file=sys.stderr)
+            return 2
+        res = asyncio.run(
+            smoke_request(
+                url_ref(url),
+                url,
+                algorithm="baseline",
+                prompt=ns.prompt,
+                max_new_tokens=ns.max_new_tokens,
+                timeout=ns.timeout,
+                api=api,
+                model=model,
+            )
+        )
+    else:
+        try:
+            profiles = resolve_profiles(ns.profile, ns.profiles, ns.demo)
+            find_service(profiles, ns.service)
+        except (ProfileError, ValueError) as e:
+            print(f"ddtree-tui: {e}", file=sys.stderr)
+            return 2
+        res = asyncio.run(
+            run_smoke(profiles, ns.service, ns.prompt, ns.max_new_tokens, ns.timeout, api=api, model=model)
+        )
     if ns.json:
         print(json.dumps(res.model_dump(mode="json"), indent=2))
     else:

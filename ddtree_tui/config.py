@@ -40,12 +40,19 @@ class _Strict(BaseModel):
 
 
 class DDTreeFlags(_Strict):
-    """How a patched SGLang build spells DDTree's switches; every fork names them differently."""
+    """How a patched SGLang build spells DDTree's switches; every fork names them differently.
+
+    No SGLang release has DDTree (0.5.23's `SpeculativeAlgorithm.from_string("DDTREE")` raises). The defaults
+    are the open upstream PR's spelling (`DDTREE`, `--speculative-ddtree-budget`); the shadow-linear and
+    hybrid-unsafe switches exist only in private builds, so they have no default: set them to your build's
+    words (`ddtree-tui doctor HOST` lists the DDTree flags the host's build has). A value is a flag
+    (`--my-shadow-linear`) or an environment assignment (`SGLANG_DDTREE_SHADOW=1`) for builds that read one.
+    """
 
     algorithm: str = "DDTREE"
     budget: str = "--speculative-ddtree-budget"
-    shadow_linear: str = "--speculative-ddtree-shadow-linear"
-    allow_hybrid_unsafe: str = "--speculative-ddtree-allow-hybrid-unsafe"
+    shadow_linear: str | None = None
+    allow_hybrid_unsafe: str | None = None
 
 
 class SimOptions(_Strict):
@@ -55,6 +62,7 @@ class SimOptions(_Strict):
     decode_rate: float = Field(default=40.0, gt=0, le=100000, description="verify passes per second")
     load_time: float = Field(default=2.0, ge=0, le=3600)
     seed: int = 0
+    realistic: bool = False  # SGLang 0.5.23's /health latency, prefill time and batch slowdown
 
 
 class TelemetryOptions(_Strict):
@@ -69,7 +77,7 @@ class ServiceSpec(_Strict):
     name: Annotated[str, Field(pattern=NAME_RE)]
     algorithm: Algorithm = "dflash"
     mode: DDTreeMode | None = None
-    launcher: Literal["sglang", "sim"] = "sglang"
+    launcher: Literal["sglang", "sim", "external"] = "sglang"  # external: running already, not ours to start
     model: str | None = None
     draft_model: str | None = None
     port: int = Field(ge=1, le=65535)
@@ -81,7 +89,8 @@ class ServiceSpec(_Strict):
     block_size: int | None = Field(default=None, ge=1, le=256)
     budget: int | None = Field(default=None, ge=1, le=4096)
     mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
-    mamba_scheduler_strategy: str | None = None
+    mamba_radix_cache_strategy: str | None = None  # auto | no_buffer | extra_buffer | extra_buffer_lazy
+    mamba_scheduler_strategy: str | None = None  # the old key, same setting; launched as the new flag
     trust_remote_code: bool = True
     allow_hybrid_unsafe: bool = False
     served_model_name: str | None = None

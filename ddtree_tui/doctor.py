@@ -78,7 +78,7 @@ def dist_version(names):
             pass
     return None
 
-DISTS = {"torch": ["torch"], "sglang": ["sglang"], "sgl_kernel": ["sgl-kernel", "sgl_kernel"],
+DISTS = {"torch": ["torch"], "sglang": ["sglang"], "sgl_kernel": ["sglang-kernel", "sgl-kernel", "sgl_kernel"],
          "flashinfer": ["flashinfer-python", "flashinfer"], "triton": ["triton"],
          "transformers": ["transformers"]}
 
@@ -494,7 +494,9 @@ def _pkg_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Finding]:
         info = pk.get(name)
         if info is None:
             continue
-        dist = {"sgl_kernel": "sgl-kernel", "flashinfer": "flashinfer-python"}.get(name, name)
+        # the kernels' distribution is sglang-kernel since 0.5.x (0.5.23 pins sglang-kernel==0.4.10; the old
+        # sgl-kernel stopped at 0.3.21); the import name is still sgl_kernel
+        dist = {"sgl_kernel": "sglang-kernel", "flashinfer": "flashinfer-python"}.get(name, name)
         if info.get("ok"):
             ev = f"{name} {info.get('version') or '?'}"
             if name == "torch":
@@ -607,7 +609,7 @@ def _cuda_findings(probe: dict[str, Any], smi: dict[str, Any]) -> list[Finding]:
         f"in nvidia wheels: {', '.join(f'.so.{m}' for m in wheel_majors) or 'none'}"
     )
     fix_two = (
-        "use one consistent set: torch, sgl-kernel and flashinfer built for the same CUDA major, and "
+        "use one consistent set: torch, sglang-kernel and flashinfer built for the same CUDA major, and "
         "LD_LIBRARY_PATH (profile [env]) pointing only at that major's libraries (site-packages/nvidia/cu13/lib "
         "for cu13)"
     )
@@ -785,10 +787,20 @@ def _service_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Findi
     paths: dict[str, bool] = probe.get("paths") or {}
     models: dict[str, Any] = probe.get("models") or {}
     ports = {p["name"]: p for p in probe.get("ports") or []}
-    env_all = profile.env
     for s in profile.service:
         # ports
         p = ports.get(s.name)
+        if p is not None and s.launcher == "external":
+            # a server we did not start: its port must be in use, by it
+            out.append(
+                Finding(
+                    check=f"port:{s.name}",
+                    status="warn" if p.get("free") else "ok",
+                    evidence=f"{s.bind}:{s.port} is "
+                    + ("free: the external server is not running" if p.get("free") else "in use (external)"),
+                )
+            )
+            p = None
         if p is not None:
             if p.get("free"):
                 out.append(
@@ -846,38 +858,29 @@ def _service_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Findi
         # hybrid models with speculative decoding
         why = _is_hybrid(models.get(s.model or ""))
         if why and s.algorithm in ("dflash", "ddtree"):
-            strategy = s.mamba_scheduler_strategy
-            if "--mamba-scheduler-strategy" in s.extra_args:
-                i = s.extra_args.index("--mamba-scheduler-strategy")
-                strategy = s.extra_args[i + 1] if i + 1 < len(s.extra_args) else strategy
-            spec_v2 = {**env_all, **s.env}.get("SGLANG_ENABLE_SPEC_V2")
-            problems, fixes = [], []
-            if strategy != "extra_buffer":
-                problems.append(f"mamba_scheduler_strategy is {strategy or 'unset'}")
-                fixes.append('mamba_scheduler_strategy = "extra_buffer"')
-            if spec_v2 != "1":
-                problems.append(f"SGLANG_ENABLE_SPEC_V2 is {spec_v2 or 'unset'}")
-                fixes.append('env = { SGLANG_ENABLE_SPEC_V2 = "1" }')
+            strategy = s.mamba_radix_cache_strategy or s.mamba_scheduler_strategy
+            for flag in ("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy"):
+                if flag in s.extra_args:
+                    i = s.extra_args.index(flag)
+                    strategy = s.extra_args[i + 1] if i + 1 < len(s.extra_args) else strategy
             ev = f"target {s.model} is hybrid ({why}) and {s.name} uses speculative decoding ({s.algorithm})"
-            if problems:
+            # "auto" picks extra_buffer only with the overlap scheduler or paging (0.5.23 arg_groups/
+            # overrides.py), and speculative decoding turns the overlap scheduler off: say it explicitly
+            if strategy not in ("extra_buffer", "extra_buffer_lazy"):
                 out.append(
                     Finding(
                         check=f"hybrid:{s.name}",
                         status="fail",
-                        evidence=f"{ev}; {'; '.join(problems)}",
-                        fix=f"in [[service]] {s.name}: {'; '.join(fixes)}",
+                        evidence=f"{ev}; mamba_radix_cache_strategy is {strategy or 'unset (auto)'}",
+                        fix=f'in [[service]] {s.name}: mamba_radix_cache_strategy = "extra_buffer"',
                     )
                 )
             else:
                 out.append(
-                    Finding(
-                        check=f"hybrid:{s.name}",
-                        status="ok",
-                        evidence=f"{ev}; extra_buffer and SGLANG_ENABLE_SPEC_V2=1 are set",
-                    )
+                    Finding(check=f"hybrid:{s.name}", status="ok", evidence=f"{ev}; {strategy} is set")
                 )
             if s.algorithm == "ddtree" and s.mode == "tree":
-                flag = profile.ddtree_flags.allow_hybrid_unsafe
+                flag = profile.ddtree_flags.allow_hybrid_unsafe or "[ddtree_flags] allow_hybrid_unsafe"
                 if s.allow_hybrid_unsafe:
                     out.append(
                         Finding(
@@ -927,6 +930,76 @@ def _host_findings(probe: dict[str, Any]) -> list[Finding]:
                 )
             else:
                 out.append(Finding(check="disk", status="ok", evidence=ev))
+    return out
+
+
+async def _launch_line_findings(t: Transport, profile: HostProfile) -> list[Finding]:
+    """Each sglang service's exact launch line through the host's own parser, and what DDTree flags the
+    host's build has (from the same parser)."""
+    from ddtree_tui.services import argcheck
+    from ddtree_tui.services.commands import build_launch
+
+    svcs = [s for s in profile.service if s.launcher == "sglang"]
+    if not svcs:
+        return []
+    cmds = [build_launch(profile, s) for s in svcs]
+    checks = await asyncio.gather(
+        *(argcheck.preflight(t, profile, s, c) for s, c in zip(svcs, cmds, strict=True))
+    )
+    out: list[Finding] = []
+    build: argcheck.ArgCheck | None = None
+    for s, res in zip(svcs, checks, strict=True):
+        if res is None:
+            continue
+        if res.ok is not None:
+            build = build or res
+        if res.ok:
+            out.append(Finding(check=f"launch-line:{s.name}", status="ok", evidence=res.summary()))
+        elif res.ok is None:
+            out.append(
+                Finding(
+                    check=f"launch-line:{s.name}",
+                    status="warn",
+                    evidence=res.summary(),
+                    fix=f"run `{profile.python} -c 'import sglang.srt.server_args'` on the host to see why",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    check=f"launch-line:{s.name}",
+                    status="fail",
+                    evidence=res.summary(),
+                    fix=f"fix [[service]] {s.name} or [ddtree_flags] in {profile.source or 'the profile'} "
+                    "(hostprofiles/README.md); a launch is refused until then unless forced",
+                )
+            )
+    if build is not None:
+        algos = build.algorithms or []
+        has_algo = profile.ddtree_flags.algorithm.upper() in {a.upper() for a in algos} if algos else None
+        bits = [f"DDTree flags of this build: {', '.join(build.ddtree_flags) or 'none'}"]
+        if build.ddtree_env:
+            bits.append(f"env knobs: {', '.join(build.ddtree_env)}")
+        if algos:
+            bits.append(
+                f"speculative algorithm {profile.ddtree_flags.algorithm} "
+                + ("known" if has_algo else f"unknown (known: {', '.join(algos)})")
+            )
+        uses_ddtree = any(s.algorithm == "ddtree" for s in svcs)
+        status: FindingStatus = "ok"
+        if uses_ddtree and (not build.ddtree_flags or has_algo is False):
+            status = "fail"
+        out.append(
+            Finding(
+                check="ddtree-build",
+                status=status,
+                evidence=f"SGLang {build.version or '?'}: " + "; ".join(bits),
+                fix=None
+                if status == "ok"
+                else "this build has no DDTree: install the patched build, or set [ddtree_flags] to its "
+                "spelling (hostprofiles/README.md)",
+            )
+        )
     return out
 
 
@@ -989,6 +1062,8 @@ async def run_doctor(transport: Transport, profile: HostProfile) -> DoctorReport
     if probe is not None:
         findings += _service_findings(profile, probe)
         findings += _host_findings(probe)
+        if (probe.get("packages") or {}).get("sglang", {}).get("ok"):
+            findings += await _launch_line_findings(transport, profile)
     else:
         findings.append(
             Finding(

@@ -424,6 +424,8 @@ class Fleet:
         prompt: str = "Say hello in one short sentence.",
         max_new_tokens: int = 32,
         timeout: float = 30.0,
+        api: str = "generate",
+        model: str | None = None,
     ) -> SmokeResult:
         """One short /generate request (the post-deploy curl), bounded by `timeout` including the port
         forward; the result (a SmokeResult) is also published as a Notice. Raises only for a bad ref."""
@@ -448,6 +450,8 @@ class Fleet:
                 prompt=prompt,
                 max_new_tokens=max_new_tokens,
                 timeout=max(0.1, deadline - time.monotonic()),
+                api=api,
+                model=model or spec.served_model_name,
             )
         st = h.statuses.get(svc)
         left = min(5.0, deadline - time.monotonic())

@@ -5,7 +5,9 @@ measured and saved) or a service could not be reached; 2 bad usage or configurat
 was measured is still printed and saved).
 
 With `--demo` the demo profile's simulated services are started here as child processes and stopped after;
-otherwise the services must already be running (the TUI or `ddtree-tui launch` starts them).
+otherwise the services must already be running (the TUI or `ddtree-tui launch` starts them). With
+`--url http://127.0.0.1:PORT[,URL2...]` any running server is measured without a profile, on `--api generate`
+(SGLang), `chat` or `completions` (any OpenAI-compatible server). Our own ports never go through a proxy.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from ddtree_tui.bench import history, report
+from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
 from ddtree_tui.bench.runner import BenchUsageError, run_bench
@@ -90,6 +94,8 @@ def sim_argv(spec: ServiceSpec, port: int) -> list[str]:
     if o.accept_length is not None:
         argv += ["--accept-length", str(o.accept_length)]
     argv += ["--decode-rate", str(o.decode_rate), "--load-time", str(o.load_time), "--seed", str(o.seed)]
+    if o.realistic:
+        argv.append("--realistic")
     if spec.model:
         argv += ["--model-path", spec.model]
     return argv
@@ -211,6 +217,7 @@ async def make_targets(
                     algorithm=spec.algorithm,
                     mode=mode,
                     **manifest,
+                    model=spec.served_model_name,
                 )
             )
         else:
@@ -236,6 +243,7 @@ async def make_targets(
                     algorithm=spec.algorithm,
                     mode=mode,
                     **manifest,
+                    model=spec.served_model_name,
                 )
             )
     for child in sess.sims:
@@ -272,8 +280,9 @@ class Progress:
                 print(f"{tag} {where}: FAILED: {r.error}", file=out, flush=True)
         elif ev.kind == "run_finished":
             run = ev.run
+            aborted = f" ({run.aborted} aborted by the server)" if run.aborted else ""
             print(
-                f"bench {run.id}: {run.status}, {run.failed} failed, {run.wall_s or 0:.1f} s",
+                f"bench {run.id}: {run.status}, {run.failed} failed{aborted}, {run.wall_s or 0:.1f} s",
                 file=out,
                 flush=True,
             )
@@ -320,6 +329,50 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def url_list(text: str) -> list[str]:
+    """`--url A[,B...]`: each an http(s) base URL; ValueError names the one that is not."""
+    out = []
+    for u in (x.strip().rstrip("/") for x in text.split(",")):
+        if not u:
+            continue
+        p = urlsplit(u)
+        if p.scheme not in ("http", "https") or not p.hostname:
+            raise ValueError(f"--url {u!r}: expected http://HOST:PORT (e.g. http://127.0.0.1:30000)")
+        if p.path not in ("", "/"):
+            raise ValueError(f"--url {u!r}: give the server's base URL, without a path")
+        out.append(u)
+    if not out:
+        raise ValueError("--url is empty")
+    if len(set(out)) != len(out):
+        raise ValueError(f"a URL is listed twice: {', '.join(out)}")
+    return out
+
+
+def url_ref(url: str) -> str:
+    """The name a --url target has in the results: host:port."""
+    p = urlsplit(url)
+    return p.netloc
+
+
+_ALGOS = {"DFLASH": "dflash", "DDTREE": "ddtree"}
+
+
+async def url_targets(urls: list[str], timeout: float = 5.0) -> list[BenchTarget]:
+    """A target for each running server given by URL: what it runs comes from its /server_info (SGLang),
+    else it is measured as a plain server ("baseline"). Never through a proxy: these are our own ports."""
+    out: list[BenchTarget] = []
+    async with httpx.AsyncClient(trust_env=False, timeout=timeout) as client:
+        for u in urls:
+            info = await server_info(client, u, timeout) or {}
+            spec = info.get("speculative_algorithm")
+            algo = _ALGOS.get(str(spec).upper(), str(spec).lower()) if spec else "baseline"
+            mode = "linear" if algo == "dflash" else None
+            if algo == "ddtree":
+                mode = "shadow-linear" if info.get("speculative_ddtree_shadow_linear") else "tree"
+            out.append(BenchTarget(ref=url_ref(u), base_url=u, algorithm=algo, mode=mode))
+    return out
+
+
 def build_request(ns: argparse.Namespace) -> BenchRequest:
     return BenchRequest(
         prompts=ns.prompts,
@@ -328,7 +381,9 @@ def build_request(ns: argparse.Namespace) -> BenchRequest:
         concurrency=ns.concurrency,
         max_new_tokens=ns.max_new_tokens,
         temperature=ns.temperature,
+        ignore_eos=bool(getattr(ns, "ignore_eos", False)),
         api=ns.api,
+        model=getattr(ns, "model", None),
         timeout=ns.timeout if ns.timeout is not None else DEFAULT_TIMEOUT,
         baseline=ns.baseline,
     )
@@ -352,7 +407,10 @@ async def _main(
             loop.add_signal_handler(sig, on_signal)
     try:
         try:
-            targets = await make_targets(sess, chosen, ns.demo)
+            if getattr(ns, "url", None):
+                targets = await url_targets(url_list(ns.url))
+            else:
+                targets = await make_targets(sess, chosen, ns.demo)
         except (RuntimeError, OSError) as e:
             _err(str(e))
             return EXIT_FAIL
@@ -389,9 +447,16 @@ def cli_main(ns: argparse.Namespace) -> int:
     if ns.temperature < 0:
         _err("--temperature must be >= 0")
         return EXIT_USAGE
+    urls: list[str] = []
     try:
-        profiles = resolve_profiles(ns.profile, ns.profiles, ns.demo)
-        chosen = select_services(profiles, ns.services)
+        if getattr(ns, "url", None):
+            if ns.services or ns.demo:
+                raise ValueError("--url benches running servers directly: leave out --services and --demo")
+            urls = url_list(ns.url)
+            chosen = []
+        else:
+            profiles = resolve_profiles(ns.profile, ns.profiles, ns.demo)
+            chosen = select_services(profiles, ns.services)
     except ProfileError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -403,7 +468,9 @@ def cli_main(ns: argparse.Namespace) -> int:
     except PromptError as e:
         _err(str(e))
         return EXIT_USAGE
-    refs = [f"{h.name}/{s.name}" for h, s in chosen]
+    refs = [url_ref(u) for u in urls] if urls else [f"{h.name}/{s.name}" for h, s in chosen]
+    if urls and ns.baseline and ns.baseline.rstrip("/") in urls:
+        ns.baseline = url_ref(ns.baseline.rstrip("/"))
     if len(set(refs)) != len(refs):
         _err(f"a service is listed twice: {', '.join(refs)}")
         return EXIT_USAGE

@@ -1,9 +1,16 @@
-"""Streaming clients for SGLang's `/generate` and the OpenAI chat endpoint, on httpx.
+"""Streaming clients for SGLang's `/generate` and the OpenAI chat / completions endpoints, on httpx.
 
 Each request becomes one RequestResult. Nothing a server sends can crash the client: a malformed line, an
 error object, an HTTP error, a dropped connection or a stall are all recorded as that request's error and
 the run goes on. Token counts come from the server (`meta_info.completion_tokens`, `usage`), never from
 counting chunks, because speculative decoding puts several tokens in one chunk.
+
+Scored as real servers send (recorded from SGLang 0.5.23's own serializers in tests/fixtures/sglang/): an
+abort finish_reason is a failure with its status code; reasoning_content is generated text (TTFT counts it,
+the first answer token is timed separately); a chat stream that ends with a finish_reason is complete without
+[DONE]; usage that arrives only at the end is spread over the chunks by their text (`tokens_source`
+"usage-estimated"). The per-chunk handlers and `end_of_stream` hold all of that; `measure_request` only
+moves bytes.
 """
 
 from __future__ import annotations
@@ -58,14 +65,38 @@ def _short(s: str, n: int = 120) -> str:
 
 
 def _err_message(obj: dict[str, Any]) -> str:
+    """The message of an error body: OpenAI/SGLang `{"error": {...}}` or `{"error": "..."}`, FastAPI
+    `{"detail": "..."}` or a validation `{"detail": [{"loc": ..., "msg": ...}]}`, else the body itself."""
     e = obj.get("error")
     if isinstance(e, dict):
-        return str(e.get("message") or e)
-    return str(e)
+        return str(e.get("message") or e.get("detail") or json.dumps(e))
+    if e is not None:
+        return str(e)
+    d = obj.get("detail")
+    if isinstance(d, list):
+        parts = []
+        for item in d[:5]:
+            if isinstance(item, dict):
+                loc = ".".join(str(x) for x in item.get("loc") or [])
+                parts.append(f"{loc}: {item.get('msg')}" if loc else str(item.get("msg")))
+            else:
+                parts.append(str(item))
+        return "; ".join(parts)
+    if d is not None:
+        return str(d if not isinstance(d, dict) else d.get("message") or json.dumps(d))
+    if obj.get("message"):
+        return str(obj["message"])
+    return json.dumps(obj)[:300]
+
+
+def _err_code(obj: dict[str, Any]) -> int | None:
+    e = obj.get("error")
+    code = e.get("code") if isinstance(e, dict) else obj.get("code")
+    return code if isinstance(code, int) and 100 <= code <= 599 else None
 
 
 class _Acc:
-    """Per-request parsing state shared by both protocols."""
+    """Per-request parsing state shared by every protocol."""
 
     def __init__(self, t_send: float) -> None:
         self.tl = Timeline(t_send)
@@ -74,11 +105,17 @@ class _Acc:
         self.prev_tokens = 0
         self.seen_tokens = 0  # best running estimate, for progress events
         self.text_mode: str | None = None
-        self.acc_text = ""  # output so far
-        self.first_raw: str | None = None
+        self.acc_text = ""  # output so far (answer text, reasoning not included)
+        self.raw_texts: list[tuple[int, str]] = []  # /generate: (timeline index, text as sent)
+        self.ids_mode: str | None = None  # what output_ids lengths said: cumulative / incremental
         self.meta: dict[str, Any] = {}
         self.usage: dict[str, Any] | None = None
+        self.usage_points: list[tuple[int, int]] = []  # (timeline index, usage.completion_tokens)
         self.finish: str | None = None
+        self.abort: dict[str, Any] | None = None
+        self.status_code: int | None = None
+        self.first_answer_t: float | None = None
+        self.reasoning_chars = 0
         self.malformed = 0
 
     def bad(self, raw: str) -> None:
@@ -86,28 +123,66 @@ class _Acc:
         if self.malformed <= 3:
             self.errors.append(f"malformed chunk: {_short(str(raw))}")
 
+    def server_error(self, obj: dict[str, Any]) -> None:
+        code = _err_code(obj)
+        if code is not None and self.status_code is None:
+            self.status_code = code
+        where = f" ({code})" if code is not None else ""
+        self.errors.append(f"server error{where}: {_short(_err_message(obj))}")
+
     def text_delta(self, text: str) -> str:
-        """The new text of a /generate chunk, detecting cumulative vs incremental streaming."""
+        """The new text of a /generate chunk under what is known so far of the text mode.
+
+        SGLang sends the whole text so far by default and deltas with --incremental-streaming-output. A
+        cumulative chunk may repeat the previous text exactly (a detokenizer piece waiting for the rest of a
+        UTF-8 character), and a delta may happen to start with the text so far, so one chunk pair decides
+        nothing: the stream is cumulative while every text extends (or repeats) the one before, and turns
+        incremental for good at the first one that does not. `output_ids` (cumulative too by default) settle
+        it where they can; `final_text` re-reads every chunk under the mode finally decided.
+        """
         if not text:
-            return ""
-        if self.text_mode is None:
-            if self.first_raw is None:
-                self.first_raw = text
-                self.acc_text = text
-                return text
-            if text.startswith(self.first_raw) and len(text) > len(self.first_raw):
-                self.text_mode = "cumulative"
-            else:
-                self.text_mode = "incremental"
-        if self.text_mode == "cumulative":
-            if text.startswith(self.acc_text):
-                d = text[len(self.acc_text) :]
-                self.acc_text = text
-                return d
-            # not a prefix after all: the server streams deltas
+            return ""  # no new text under either mode, and no evidence of which one it is
+        prev = self.raw_texts[-1][1] if self.raw_texts else None
+        self.raw_texts.append((len(self.tl.chunks), text))
+        if self.text_mode == "incremental" or self.ids_mode == "incremental":
             self.text_mode = "incremental"
-        self.acc_text += text
+            self.acc_text += text
+            return text
+        if prev is None:
+            self.acc_text = text
+            return text
+        if text.startswith(prev):
+            if len(text) > len(prev) or self.ids_mode == "cumulative":
+                self.text_mode = self.text_mode or ("cumulative" if len(text) > len(prev) else None)
+            d = text[len(prev) :]
+            self.acc_text = text
+            return d
+        # not an extension of the text so far: the server streams deltas (all earlier chunks were deltas too)
+        self.text_mode = "incremental"
+        self.acc_text = "".join(t for _, t in self.raw_texts)
         return text
+
+    def final_text(self) -> None:
+        """Settle the text mode at the end of the stream and mark which chunks brought new text."""
+        if not self.raw_texts:
+            return
+        if self.ids_mode == "incremental":
+            self.text_mode = "incremental"
+        if self.text_mode != "incremental":
+            self.text_mode = self.text_mode or ("cumulative" if len(self.raw_texts) > 1 else None)
+            prev = ""
+            for i, t in self.raw_texts:
+                if i < len(self.tl.chunks):
+                    self.tl.chunks[i].has_text = len(t) > len(prev)
+                    self.tl.chunks[i].chars = max(0, len(t) - len(prev))
+                prev = t
+            self.acc_text = self.raw_texts[-1][1]
+        else:
+            for i, t in self.raw_texts:
+                if i < len(self.tl.chunks):
+                    self.tl.chunks[i].has_text = bool(t)
+                    self.tl.chunks[i].chars = len(t)
+            self.acc_text = "".join(t for _, t in self.raw_texts)
 
 
 def _finish(fr: Any) -> str | None:
@@ -117,74 +192,131 @@ def _finish(fr: Any) -> str | None:
 
 
 def _handle_generate(acc: _Acc, obj: dict[str, Any], now: float) -> None:
-    if "error" in obj and "text" not in obj:
-        acc.errors.append(f"server error: {_short(_err_message(obj))}")
+    if "error" in obj and "text" not in obj and "meta_info" not in obj:
+        acc.server_error(obj)
         return
     text = obj.get("text")
     meta = obj.get("meta_info") or {}
     if not isinstance(meta, dict):
         meta = {}
-    delta = acc.text_delta(text) if isinstance(text, str) else ""
     ct = meta.get("completion_tokens")
+    ids = obj.get("output_ids")
+    prev = acc.prev_tokens
+    if acc.ids_mode is None and isinstance(ct, int) and isinstance(ids, list) and 0 < prev < ct:
+        # cumulative streaming sends every id so far, incremental only this chunk's
+        if len(ids) == ct:
+            acc.ids_mode = "cumulative"
+        elif len(ids) == ct - prev:
+            acc.ids_mode = "incremental"
+    delta = acc.text_delta(text) if isinstance(text, str) else ""
     new: float | None = None
     if isinstance(ct, int):
-        new = float(ct - acc.prev_tokens)
-        acc.prev_tokens = ct
-        acc.seen_tokens = ct
+        new = float(max(0, ct - acc.prev_tokens))
+        acc.prev_tokens = max(acc.prev_tokens, ct)
+        acc.seen_tokens = acc.prev_tokens
     elif delta:
         acc.seen_tokens += 1
     acc.tl.add(now, new, bool(delta))
+    acc.tl.chunks[-1].chars = len(delta)
     acc.meta = meta
-    if meta.get("finish_reason") is not None:
-        acc.finish = _finish(meta.get("finish_reason"))
+    fr = meta.get("finish_reason")
+    if fr is not None:
+        acc.finish = _finish(fr)
+        if isinstance(fr, dict) and fr.get("type") == "abort":
+            acc.abort = fr
 
 
 def _handle_openai(acc: _Acc, obj: dict[str, Any], now: float) -> None:
+    """A chat (`delta.content` / `delta.reasoning_content`) or completions (`text`) chunk."""
     if "error" in obj and "choices" not in obj:
-        acc.errors.append(f"server error: {_short(_err_message(obj))}")
+        acc.server_error(obj)
         return
     usage = obj.get("usage")
-    if isinstance(usage, dict):
-        acc.usage = usage
     choices = obj.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return
-    c = choices[0]
+    c = choices[0] if choices and isinstance(choices[0], dict) else {}
     delta = c.get("delta")
     if isinstance(delta, dict):
         content = delta.get("content") or ""
-        reasoning = delta.get("reasoning_content") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
     else:
         content = c.get("text") or ""
         reasoning = ""
-    new: float | None = None
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-        ct = usage["completion_tokens"]
-        new = float(ct - acc.prev_tokens)
-        acc.prev_tokens = ct
-        acc.seen_tokens = ct
-    elif content or reasoning:
+    content = content if isinstance(content, str) else ""
+    reasoning = reasoning if isinstance(reasoning, str) else ""
+    if content or reasoning:
+        acc.tl.add(now, None, True)
+        acc.tl.chunks[-1].chars = len(content) + len(reasoning)
         acc.seen_tokens += 1
-    if content or reasoning or new:
-        acc.tl.add(now, new, bool(content))
+        if content and acc.first_answer_t is None:
+            acc.first_answer_t = now
+        acc.reasoning_chars += len(reasoning)
     acc.acc_text += content
-    if c.get("finish_reason") is not None:
-        acc.finish = _finish(c.get("finish_reason"))
+    if isinstance(usage, dict):
+        acc.usage = usage
+        ct = usage.get("completion_tokens")
+        if isinstance(ct, int):
+            idx = len(acc.tl.chunks) - 1 if (content or reasoning) else -1
+            acc.usage_points.append((idx, ct))
+            acc.seen_tokens = max(acc.seen_tokens, ct)
+    fr = c.get("finish_reason")
+    if fr is not None:
+        acc.finish = _finish(fr)
+        if fr == "abort" or (isinstance(fr, dict) and fr.get("type") == "abort"):
+            acc.abort = fr if isinstance(fr, dict) else {"type": "abort"}
 
 
-def request_body(prompt: Prompt, sp: SamplingParams) -> tuple[str, dict[str, Any]]:
-    """Path and JSON body for one request."""
+def end_of_stream(acc: _Acc, api: str, now: float) -> None:
+    """Decide how the stream ended, once, after the I/O loop: complete, aborted or cut short.
+
+    - A finish_reason of type abort (SGLang's decode retraction, 503/500) is a failed request with its status
+      code and message, even though a normal chunk and [DONE] followed.
+    - [DONE], or a chunk with a finish_reason (some OpenAI-compatible servers end the stream right after it,
+      with the usage on it and no [DONE]), is a complete stream.
+    - Anything else ended early.
+    """
+    acc.final_text()
+    if acc.tl.t_end is None:
+        acc.tl.t_end = now
+    if acc.abort is not None:
+        code = acc.abort.get("status_code")
+        if isinstance(code, int):
+            acc.status_code = code
+        msg = acc.abort.get("message") or "aborted"
+        where = f" ({code})" if isinstance(code, int) else ""
+        acc.errors.insert(0, f"aborted by the server{where}: {_short(str(msg))}")
+        return
+    if acc.errors or acc.done:
+        return
+    if acc.finish is None:
+        acc.errors.append("stream ended without [DONE] or a finish_reason")
+
+
+def request_body(prompt: Prompt, sp: SamplingParams, model: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Path and JSON body for one request.
+
+    `ignore_eos` is SGLang's sampling parameter: always sent on /generate (false unless asked), and on the
+    OpenAI APIs only when asked, since strict servers reject unknown fields (HTTP 422). `model` is the name
+    the server serves (from /v1/models or --model); SGLang accepts any, others refuse a wrong one.
+    """
     max_new = prompt.max_new_tokens or sp.max_new_tokens
-    if sp.api == "chat":
-        return "/v1/chat/completions", {
-            "model": "default",
-            "messages": prompt.as_messages(),
-            "max_tokens": max_new,
-            "temperature": sp.temperature,
-            "ignore_eos": sp.ignore_eos,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+    name = model or sp.model or "default"
+    if sp.api in ("chat", "completions"):
+        body: dict[str, Any] = {"model": name}
+        if sp.api == "chat":
+            body["messages"] = prompt.as_messages()
+        else:
+            body["prompt"] = prompt.as_text()
+        body.update(
+            {
+                "max_tokens": max_new,
+                "temperature": sp.temperature,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        )
+        if sp.ignore_eos:
+            body["ignore_eos"] = True
+        return ("/v1/chat/completions" if sp.api == "chat" else "/v1/completions"), body
     return "/generate", {
         "text": prompt.as_text(),
         "sampling_params": {
@@ -214,9 +346,9 @@ async def measure_request(
 
     `on_text` gets the whole output text once, at the end: a smoke test shows it, a benchmark does not keep it.
     """
-    path, body = request_body(prompt, sp)
+    path, body = request_body(prompt, sp, target.model)
     sp = sp.model_copy(update={"max_new_tokens": prompt.max_new_tokens or sp.max_new_tokens})
-    handle = _handle_openai if sp.api == "chat" else _handle_generate
+    handle = _handle_openai if sp.api != "generate" else _handle_generate
     started_at = time.time()
     t_send = time.monotonic()
     acc = _Acc(t_send)
@@ -228,12 +360,8 @@ async def measure_request(
             ) as resp:
                 if resp.status_code != 200:
                     raw = (await resp.aread()).decode("utf-8", "replace")
-                    msg = raw
-                    try:
-                        msg = _err_message(json.loads(raw)) if raw.strip().startswith("{") else raw
-                    except (json.JSONDecodeError, ValueError):
-                        pass
-                    acc.errors.append(f"HTTP {resp.status_code}: {_short(msg)}")
+                    acc.status_code = resp.status_code
+                    acc.errors.append(f"HTTP {resp.status_code}: {_short(http_error_message(raw))}")
                 else:
                     async for line in resp.aiter_lines():
                         item = parse_sse_line(line)
@@ -259,13 +387,61 @@ async def measure_request(
         acc.errors.append(f"connection: {type(e).__name__}: {_short(str(e))}")
     except OSError as e:
         acc.errors.append(f"connection: {e}")
-    if acc.tl.t_end is None:
-        acc.tl.t_end = time.monotonic()
-        if not acc.errors:
-            acc.errors.append("stream ended without [DONE]")
+    end_of_stream(acc, sp.api, time.monotonic())
     if on_text is not None:
         on_text(acc.acc_text)
     return _result(acc, target, prompt, sp, seq, repeat, warmup, started_at)
+
+
+def http_error_message(raw: str) -> str:
+    """The words of a non-200 body: the error object's message ({"error"} or {"detail"}), else the text."""
+    text = raw.strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, ValueError):
+            return text or "(empty body)"
+        if isinstance(obj, dict):
+            return _err_message(obj)
+    return text or "(empty body)"
+
+
+def _spread(acc: _Acc, total: int) -> None:
+    """Give each text chunk of an OpenAI stream its share of `total` tokens, by its characters (a chunk of
+    thinking or answer text carries tokens in proportion to its length, near enough), then correct the
+    shares so they add up to `total` exactly. Used when the usage arrives only at the end."""
+    chunks = [c for c in acc.tl.chunks if c.has_text]
+    if not chunks:
+        return
+    chars = [max(1, c.chars) for c in chunks]
+    whole = sum(chars)
+    shares = [total * n / whole for n in chars]
+    for c, k in zip(chunks, shares, strict=True):
+        c.new_tokens = k
+
+
+def _usage_tokens(acc: _Acc) -> tuple[int | None, str | None]:
+    """(total, source) of an OpenAI stream, filling each chunk's tokens from usage where it says them."""
+    points = [(i, ct) for i, ct in acc.usage_points if i >= 0]
+    total = acc.usage.get("completion_tokens") if acc.usage else None
+    if not isinstance(total, int):
+        total = None
+    if (
+        total is not None
+        and len(points) >= 2
+        and len(points) >= len([c for c in acc.tl.chunks if c.has_text]) - 1
+    ):
+        # continuous usage: every chunk says the running count, so each chunk's tokens are known
+        prev = 0
+        for i, ct in points:
+            acc.tl.chunks[i].new_tokens = float(max(0, ct - prev))
+            prev = max(prev, ct)
+        return total, "usage"
+    if total is not None:
+        _spread(acc, total)
+        return total, "usage-estimated"
+    n = sum(1 for c in acc.tl.chunks if c.has_text)
+    return (n or None), ("chunks" if n else None)
 
 
 def _result(
@@ -281,13 +457,16 @@ def _result(
     meta, usage = acc.meta, acc.usage
     total: int | None = None
     source: str | None = None
-    if sp.api == "chat" and usage and isinstance(usage.get("completion_tokens"), int):
-        total, source = usage["completion_tokens"], "usage"
+    if sp.api != "generate":
+        total, source = _usage_tokens(acc)
     elif isinstance(meta.get("completion_tokens"), int):
         total, source = meta["completion_tokens"], "meta_info"
     elif acc.tl.chunks:
         total, source = sum(1 for c in acc.tl.chunks if c.has_text), "chunks"
     m = timeline_metrics(acc.tl, total)
+    first_answer = acc.first_answer_t - acc.tl.t_send if acc.first_answer_t is not None else None
+    if sp.api == "generate" or not acc.reasoning_chars:
+        first_answer = m.get("ttft_s") if first_answer is None else first_answer
     verify = meta.get("spec_verify_ct")
     accept = meta.get("spec_accept_length")
     if not isinstance(accept, int | float):
@@ -312,6 +491,9 @@ def _result(
         started_at=started_at,
         ok=not acc.errors,
         error="; ".join(acc.errors) if acc.errors else None,
+        status_code=acc.status_code,
+        aborted=acc.abort is not None,
+        first_answer_s=first_answer,  # type: ignore[arg-type]
         output_tokens=total,
         prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
         cached_tokens=cached if isinstance(cached, int) else None,
@@ -320,12 +502,30 @@ def _result(
         spec_verify_ct=verify if isinstance(verify, int) else None,
         finish_reason=acc.finish,
         text_mode=acc.text_mode if sp.api == "generate" else "incremental",  # type: ignore[arg-type]
+        reasoning_chars=acc.reasoning_chars,
         tokens_source=source,  # type: ignore[arg-type]
         output_chars=len(acc.acc_text),
         server_e2e_s=float(server_e2e) if isinstance(server_e2e, int | float) else None,
         sampling=sp,
         **m,  # type: ignore[arg-type]
     )
+
+
+async def served_model(client: httpx.AsyncClient, base_url: str, timeout: float = 5.0) -> str | None:
+    """The first model id `/v1/models` lists (the name an OpenAI-compatible server wants); None if none."""
+    try:
+        r = await client.get(base_url.rstrip("/") + "/v1/models", timeout=timeout)
+        if r.status_code != 200:
+            return None
+        data = r.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    items = data.get("data") if isinstance(data, dict) else None
+    if isinstance(items, list):
+        for it in items:
+            if isinstance(it, dict) and isinstance(it.get("id"), str) and it["id"]:
+                return it["id"]
+    return None
 
 
 async def server_info(

@@ -20,6 +20,7 @@ class Chunk:
     t: float  # monotonic arrival time
     new_tokens: float | None  # tokens this chunk added (None: not known yet, e.g. OpenAI without usage)
     has_text: bool
+    chars: int = 0  # characters of new text (answer and reasoning): the weight when tokens are estimated
 
 
 @dataclass
@@ -50,7 +51,7 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
 def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
     """TTFT, e2e, tok/s, decode tok/s, ITL spread and tokens per chunk of one request.
 
-    - TTFT: send → first chunk with non-empty text.
+    - TTFT: send → first chunk with non-empty text; reasoning (thinking) text counts, it is generated output.
     - tok/s: output tokens / end-to-end time (send → end of stream).
     - decode tok/s: tokens after the first text chunk / time from it to the last token-bearing chunk.
     - ITL: each gap between token-bearing chunks divided by the tokens of the later chunk, counted once per
@@ -226,6 +227,7 @@ def summarize(
                 mode=t.mode,
                 n=len(ok),
                 failed=len(rs) - len(ok),
+                aborted=sum(1 for r in rs if r.aborted),
                 tok_s_median=_med([r.tok_s for r in ok]),
                 tok_s_mean_of_prompts=sum(prompt_meds) / len(prompt_meds) if prompt_meds else None,
                 decode_tok_s_median=_med([r.decode_tok_s for r in ok]),

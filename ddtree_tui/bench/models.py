@@ -16,7 +16,7 @@ from ddtree_tui.bench.prompts import Prompt
 
 BENCH_SCHEMA = 1
 
-Api = Literal["generate", "chat"]
+Api = Literal["generate", "chat", "completions"]
 
 
 class BenchTarget(BaseModel):
@@ -34,6 +34,7 @@ class BenchTarget(BaseModel):
     argv: list[str] | None = None
     gpus: list[int] | None = None
     telemetry: str | None = None
+    model: str | None = None  # the OpenAI "model" field: --model, else what /v1/models lists
 
     @property
     def label(self) -> str:
@@ -49,6 +50,7 @@ class SamplingParams(BaseModel):
     temperature: float = 0.0
     ignore_eos: bool = False
     api: Api = "generate"
+    model: str | None = None  # --model, when given
 
 
 class BenchRequest(BaseModel):
@@ -62,6 +64,7 @@ class BenchRequest(BaseModel):
     temperature: float = Field(default=0.0, ge=0)
     ignore_eos: bool = False
     api: Api = "generate"
+    model: str | None = None
     timeout: float | None = Field(default=300.0, gt=0, description="per-request limit, seconds")
     baseline: str | None = None
     tokens_event_interval: float = Field(default=0.1, ge=0, description="min seconds between token events")
@@ -72,6 +75,7 @@ class BenchRequest(BaseModel):
             temperature=self.temperature,
             ignore_eos=self.ignore_eos,
             api=self.api,
+            model=self.model,
         )
 
 
@@ -88,7 +92,10 @@ class RequestResult(BaseModel):
     started_at: float  # unix time the request was sent
     ok: bool = True
     error: str | None = None
+    status_code: int | None = None  # HTTP status of a refused request, or the status of a server abort
+    aborted: bool = False  # the server ended it with finish_reason type "abort" (e.g. decode retraction)
     ttft_s: float | None = None
+    first_answer_s: float | None = None  # send → first answer token (after any reasoning); = TTFT without it
     e2e_s: float | None = None
     server_e2e_s: float | None = None  # the server's own meta_info.e2e_latency, when it reports one
     output_tokens: int | None = None
@@ -107,8 +114,9 @@ class RequestResult(BaseModel):
     spec_verify_ct: int | None = None
     finish_reason: str | None = None
     text_mode: Literal["cumulative", "incremental"] | None = None
-    tokens_source: Literal["meta_info", "usage", "chunks"] | None = None
+    tokens_source: Literal["meta_info", "usage", "usage-estimated", "chunks"] | None = None
     output_chars: int = 0
+    reasoning_chars: int = 0
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     # distributions for the HTML report (optional, added without a schema bump: readers ignore them)
     itl_quantiles_ms: list[float] | None = None  # per-token ITL at 0, 5, …, 100 % (21 values)
@@ -146,6 +154,7 @@ class ServiceSummary(BaseModel):
     mode: str | None
     n: int = 0
     failed: int = 0
+    aborted: int = 0  # of the failed: ended by the server with an abort finish_reason
     tok_s_median: float | None = None  # median over all successful requests
     tok_s_mean_of_prompts: float | None = None  # mean of the per-prompt medians
     decode_tok_s_median: float | None = None
@@ -206,6 +215,7 @@ class BenchRun(BaseModel):
     rows: list[PromptRow] = Field(default_factory=list)
     summary: list[ServiceSummary] = Field(default_factory=list)
     failed: int = 0
+    aborted: int = 0  # of the failed: aborted by the server (finish_reason abort, e.g. KV retraction)
     warmup_failed: int = 0
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from ddtree_tui.bench.client import measure_request, server_info
+from ddtree_tui.bench.client import measure_request, served_model, server_info
 from ddtree_tui.bench.metrics import summarize
 from ddtree_tui.bench.models import (
     BenchEvent,
@@ -184,6 +184,8 @@ class BenchRunner:
             limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns),
             trust_env=False,
         ) as client:
+            if self.req.api != "generate":
+                self.targets = [await _with_model(client, t, self.req.model) for t in self.targets]
             for t in self.targets:
                 info = await server_info(client, t.base_url)
                 self.infos[t.ref] = _target_info(t, info)
@@ -237,8 +239,15 @@ class BenchRunner:
             rows=rows,
             summary=summary,
             failed=sum(1 for r in self.results if not r.ok),
+            aborted=sum(1 for r in self.results if r.aborted),
             warmup_failed=sum(1 for r in self.warmup_results if not r.ok),
         )
+
+
+async def _with_model(client: httpx.AsyncClient, t: BenchTarget, model: str | None) -> BenchTarget:
+    """The target with the OpenAI "model" name: --model, else the target's own, else /v1/models' first."""
+    name = model or t.model or await served_model(client, t.base_url)
+    return t.model_copy(update={"model": name}) if name else t
 
 
 def _target_info(t: BenchTarget, info: dict | None) -> TargetInfo:
@@ -249,7 +258,7 @@ def _target_info(t: BenchTarget, info: dict | None) -> TargetInfo:
         algorithm=t.algorithm,
         mode=t.mode,
         speculative_algorithm=info.get("speculative_algorithm"),
-        model_path=info.get("model_path"),
+        model_path=info.get("model_path") or t.model,
         server_version=str(info["version"]) if info.get("version") is not None else None,
         simulated=bool(info["simulated"]) if "simulated" in info else (False if info else None),
         argv=t.argv,

@@ -1,4 +1,4 @@
-"""A smoke test: one short streaming /generate request to one service, bounded in time, summed up in a line.
+"""A smoke test: one short streaming request to one service, bounded in time, summed up in a line.
 
 It replaces the `curl -N .../generate` an engineer types after a deploy. It reuses the benchmark's client
 (`measure_request`), so the numbers (server token counts, TTFT, accept length) mean what they mean in a
@@ -12,7 +12,7 @@ import time
 import httpx
 from pydantic import BaseModel
 
-from ddtree_tui.bench.client import measure_request
+from ddtree_tui.bench.client import measure_request, served_model
 from ddtree_tui.bench.models import BenchTarget, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
 
@@ -36,6 +36,7 @@ class SmokeResult(BaseModel):
     latency_s: float | None = None  # end to end, as the client saw it
     base_url: str | None = None
     finish_reason: str | None = None
+    status_code: int | None = None  # of a refused or aborted request
 
     def line(self) -> str:
         """The one-line summary printed by `ddtree-tui smoke` and shown as the TUI's notification."""
@@ -69,14 +70,22 @@ async def smoke_request(
     prompt: str = DEFAULT_PROMPT,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     timeout: float = DEFAULT_TIMEOUT,
+    api: str = "generate",
+    model: str | None = None,
 ) -> SmokeResult:
-    """One streaming /generate request through the bench client; never raises for what the server does."""
-    target = BenchTarget(ref=ref, base_url=base_url, algorithm=algorithm, mode=mode)
+    """One streaming request (/generate, or the OpenAI chat / completions API) through the bench client;
+    never raises for what the server does. Like the bench it never goes through a proxy (trust_env off):
+    the URL is a loopback or forwarded port of ours."""
     p = Prompt(id="smoke", title="smoke", messages=[{"role": "user", "content": prompt}])
-    sp = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, api="generate")
+    sp = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, api=api)  # type: ignore[arg-type]
     texts: list[str] = []
     t0 = time.monotonic()
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0))) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), trust_env=False
+    ) as client:
+        if api != "generate" and not model:
+            model = await served_model(client, base_url, timeout=min(timeout, 5.0))
+        target = BenchTarget(ref=ref, base_url=base_url, algorithm=algorithm, mode=mode, model=model)
         r = await measure_request(client, target, p, sp, timeout=timeout, on_text=texts.append)
     latency = r.e2e_s if r.e2e_s is not None else time.monotonic() - t0
     return SmokeResult(
@@ -91,4 +100,5 @@ async def smoke_request(
         latency_s=latency,
         base_url=base_url,
         finish_reason=r.finish_reason,
+        status_code=r.status_code,
     )

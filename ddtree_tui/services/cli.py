@@ -92,7 +92,7 @@ async def _run(ns: argparse.Namespace, profiles: list[HostProfile], host: HostPr
             return EXIT_OK
         if ns.mode == "launch":
             _err(f"launching {host.name}/{svc}: {build_launch(host, spec).display()}")
-            r = await mgr.launch(svc)
+            r = await mgr.launch(svc, force=getattr(ns, "force", False))
             _report(r)
             if not r.ok:
                 return EXIT_FAIL
@@ -102,7 +102,7 @@ async def _run(ns: argparse.Namespace, profiles: list[HostProfile], host: HostPr
             _report(r)
             return EXIT_OK if r.ok else EXIT_FAIL
         if ns.mode == "restart":
-            r = await mgr.restart(svc)
+            r = await mgr.restart(svc, force=getattr(ns, "force", False))
             _report(r)
             if not r.ok:
                 return EXIT_FAIL

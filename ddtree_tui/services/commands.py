@@ -103,14 +103,14 @@ def sglang_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
         if spec.algorithm == "ddtree":
             if spec.budget is not None:
                 a += [flags.budget, str(spec.budget)]
-            if spec.mode == "shadow-linear":
-                a.append(flags.shadow_linear)
-            if spec.mode == "tree" and spec.allow_hybrid_unsafe:
-                a.append(flags.allow_hybrid_unsafe)
+            for switch in ddtree_switches(profile, spec):
+                if not _is_env_switch(switch):
+                    a.append(switch)
     if spec.mem_fraction_static is not None:
         a += ["--mem-fraction-static", _num(spec.mem_fraction_static)]
-    if spec.mamba_scheduler_strategy:
-        a += ["--mamba-scheduler-strategy", spec.mamba_scheduler_strategy]
+    strategy = mamba_strategy(spec)
+    if strategy:
+        a += ["--mamba-radix-cache-strategy", strategy]
     if spec.trust_remote_code:
         a.append("--trust-remote-code")
     if spec.served_model_name:
@@ -119,6 +119,41 @@ def sglang_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
         a.append("--enable-metrics")
     a += list(spec.extra_args)
     return a
+
+
+def mamba_strategy(spec: ServiceSpec) -> str | None:
+    """The mamba radix-cache strategy, under either key (`mamba_scheduler_strategy` is the old name)."""
+    return spec.mamba_radix_cache_strategy or spec.mamba_scheduler_strategy
+
+
+def ddtree_switches(profile: HostProfile, spec: ServiceSpec) -> list[str]:
+    """The host build's switches this DDTree service's mode needs (flags or ENV=VALUE), as configured."""
+    if spec.algorithm != "ddtree":
+        return []
+    flags = profile.ddtree_flags
+    out: list[str] = []
+    if spec.mode == "shadow-linear" and flags.shadow_linear:
+        out.append(flags.shadow_linear)
+    if spec.mode == "tree" and spec.allow_hybrid_unsafe and flags.allow_hybrid_unsafe:
+        out.append(flags.allow_hybrid_unsafe)
+    return out
+
+
+def missing_ddtree_switches(profile: HostProfile, spec: ServiceSpec) -> list[str]:
+    """The `[ddtree_flags]` keys this service's mode needs but the profile leaves unset."""
+    if spec.algorithm != "ddtree" or spec.launcher != "sglang":
+        return []
+    flags = profile.ddtree_flags
+    out = []
+    if spec.mode == "shadow-linear" and not flags.shadow_linear:
+        out.append("shadow_linear")
+    if spec.mode == "tree" and spec.allow_hybrid_unsafe and not flags.allow_hybrid_unsafe:
+        out.append("allow_hybrid_unsafe")
+    return out
+
+
+def _is_env_switch(word: str) -> bool:
+    return not word.startswith("-") and "=" in word
 
 
 def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
@@ -131,6 +166,8 @@ def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
         a += ["--accept-length", _num(spec.sim.accept_length)]
     a += ["--decode-rate", _num(spec.sim.decode_rate), "--load-time", _num(spec.sim.load_time)]
     a += ["--seed", str(spec.sim.seed)]
+    if spec.sim.realistic:
+        a.append("--realistic")
     if spec.model:
         a += ["--model-path", spec.model]
     a += list(spec.extra_args)
@@ -143,6 +180,10 @@ def service_env(profile: HostProfile, spec: ServiceSpec) -> dict[str, str]:
     if spec.gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpus)
     env.update(profile.env)
+    for switch in ddtree_switches(profile, spec):
+        if _is_env_switch(switch):
+            k, v = switch.split("=", 1)
+            env[k] = v
     env.update(spec.env)
     return env
 

@@ -22,7 +22,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.config import HostProfile, ServiceSpec
-from ddtree_tui.services import hostscripts
+from ddtree_tui.services import argcheck, hostscripts
 from ddtree_tui.services.commands import build_launch, host_python, service_paths
 from ddtree_tui.services.health import HealthResult, ServerInfo, fetch_server_info, probe_health
 from ddtree_tui.services.logs import LogMetrics, parse_line
@@ -247,6 +247,9 @@ class ServiceManager:
         if svc.unreachable:
             self._set(svc, state="unknown", detail=f"host unreachable: {svc.unreachable}")
             return
+        if spec.launcher == "external":
+            self._recompute_external(svc)
+            return
         if rec is None:
             return
         if not rec.get("present"):
@@ -310,6 +313,36 @@ class ServiceManager:
         else:
             self._set(svc, state="starting", detail=last_line, **upd)
 
+    def _recompute_external(self, svc: _Svc) -> None:
+        """A server ddtree-tui did not start: its state is what /health says, never read from a pidfile."""
+        h, info = svc.health, svc.info
+        upd: dict[str, Any] = {"pid": None}
+        if info is not None:
+            upd.update(version=info.version, model=info.model_path)
+            m = svc.metrics
+            if m is None or m.accept_len is None:
+                upd["accept_length"] = info.avg_spec_accept_length
+            if m is None or m.gen_throughput is None:
+                upd["gen_throughput"] = info.last_gen_throughput
+        if h is None:
+            self._set(svc, state="unknown", detail="external: not probed yet", **upd)
+            return
+        upd["health_latency_ms"] = round(h.latency_ms, 2) if h.latency_ms is not None else None
+        if h.ok:
+            self._set(svc, state="ready", detail="external", **upd)
+        elif h.status_code is not None:
+            # it answers but is not serving (503 while it loads or shuts down)
+            self._set(
+                svc,
+                state="starting" if svc.ever_ready_pid is None else "unhealthy",
+                detail=f"external: {h.error}",
+                **upd,
+            )
+        else:
+            self._set(svc, state="unhealthy", detail=f"external: not answering ({h.error})", **upd)
+        if h.ok:
+            svc.ever_ready_pid = -1
+
     def _mark_unreachable(self, err: str) -> None:
         for svc in self._svcs.values():
             svc.unreachable = err
@@ -331,7 +364,13 @@ class ServiceManager:
             return
         for name, rec in data.items():
             self._apply_proc(name, rec)
-        await asyncio.gather(*(self._probe(s) for s in self._svcs.values() if s.proc and s.proc.get("alive")))
+        await asyncio.gather(
+            *(
+                self._probe(s)
+                for s in self._svcs.values()
+                if s.spec.launcher == "external" or (s.proc and s.proc.get("alive"))
+            )
+        )
 
     @staticmethod
     def _parse_watch(text: str) -> dict[str, Any] | None:
@@ -437,7 +476,8 @@ class ServiceManager:
 
     async def _probe_loop(self, svc: _Svc) -> None:
         while True:
-            if svc.proc and svc.proc.get("alive") and not svc.killing:
+            external = svc.spec.launcher == "external"
+            if external or (svc.proc and svc.proc.get("alive") and not svc.killing):
                 with contextlib.suppress(Exception):
                     await self._probe(svc)
             await asyncio.sleep(self.probe_interval)
@@ -575,8 +615,11 @@ class ServiceManager:
                     return svc.status
                 await asyncio.sleep(min(self.probe_interval, max(0.0, deadline - time.monotonic())))
 
-    async def launch(self, name: str, spec: ServiceSpec | None = None) -> ActionResult:
-        """Start the service detached on the host; refused when it already runs or its port is taken."""
+    async def launch(
+        self, name: str, spec: ServiceSpec | None = None, *, force: bool = False
+    ) -> ActionResult:
+        """Start the service detached on the host; refused when it already runs, its port is taken, or the
+        host's own SGLang parser rejects the command line (`force` launches anyway)."""
         if spec is not None:
             if spec.name != name:
                 spec = spec.model_copy(update={"name": name})
@@ -590,7 +633,17 @@ class ServiceManager:
                     await self._restart_watcher()
         svc = self._svc(name)
         spec = svc.spec
+        if spec.launcher == "external":
+            return ActionResult(
+                ok=False,
+                message=f"{self.profile.name}/{name} is external: ddtree-tui did not start it and does not launch it",
+                status=svc.status,
+            )
         cmd = build_launch(self.profile, spec)
+        check = await argcheck.preflight(self.transport, self.profile, spec, cmd)
+        if check is not None and check.ok is False and not force:
+            msg, sugg = argcheck.refusal(f"{self.profile.name}/{name}", check)
+            return ActionResult(ok=False, message=msg, status=svc.status, suggestion=sugg)
         p = service_paths(self.profile, name)
         payload = {
             "argv": cmd.argv,
@@ -673,6 +726,10 @@ class ServiceManager:
         )
         self._set(svc, last_log=[], accept_length=None, accept_rate=None, gen_throughput=None)
         msg = f"launched {host}/{name} (pid {rec.get('pid')}, port {spec.port})"
+        if check is not None and check.ok is False:
+            msg += f"; forced past the check: {'; '.join(check.problems)}"
+        elif check is not None and check.ok is None:
+            msg += f"; {check.summary()}"
         if r.get("stale"):
             msg += f"; removed a stale pidfile (pid {r['stale'].get('pid')}: {r['stale'].get('why')})"
         return ActionResult(ok=True, message=msg, status=svc.status)
@@ -684,6 +741,12 @@ class ServiceManager:
     async def kill(self, name: str, timeout: float | None = None) -> ActionResult:
         """SIGTERM the service's process group, SIGKILL after the timeout; only if the pid is still ours."""
         svc = self._svc(name)
+        if svc.spec.launcher == "external":
+            return ActionResult(
+                ok=False,
+                message=f"{self.profile.name}/{name} is external: ddtree-tui did not start it and does not stop it",
+                status=svc.status,
+            )
         t = float(timeout if timeout is not None else svc.spec.kill_timeout)
         p = service_paths(self.profile, name)
         host = self.profile.name
@@ -750,12 +813,12 @@ class ServiceManager:
             suggestion="the process may be stuck in the kernel (D state); check the host",
         )
 
-    async def restart(self, name: str) -> ActionResult:
+    async def restart(self, name: str, *, force: bool = False) -> ActionResult:
         """Kill (if running) then launch with the same spec."""
         k = await self.kill(name)
         if not k.ok:
             return k
-        r = await self.launch(name)
+        r = await self.launch(name, force=force)
         if r.ok:
             return r.model_copy(update={"message": f"{k.message}; {r.message}"})
         return r

@@ -14,11 +14,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 _BATCH_RE = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: ?\[(?P<iter>\d+)\])?[.,:]?")
+# configure_logger: `[%(asctime)s{.%(msecs)03d with SGLANG_LOG_MS}{prefix}]`, the prefix being rank tags such
+# as " DP0 PP1 ATTN_CP1 MOE_DP0 TP2 EP2" (managers/scheduler.py); older builds printed no year
 _PREFIX_RE = re.compile(
-    r"\[(?:(?P<year>\d{4})-)?(?P<time>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<ranks>(?:\s+[A-Z]{2}\d+)*)\]"
+    r"\[(?:(?P<year>\d{4})-)?(?P<time>\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)"
+    r"(?P<ranks>(?:\s+[A-Z][A-Z_]*?\d+)*)\]"
 )
 _RAY_RE = re.compile(r"\((?P<proc>\w+) pid=(?P<pid>\d+)(?:,\s*ip=(?P<ip>[^)\s]+))?\)")
-_RANK_RE = re.compile(r"([A-Z]{2})(\d+)")
+_RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 
 # log key -> (field, type)
 _KEYS: dict[str, tuple[str, type]] = {
@@ -59,6 +62,7 @@ class LogMetrics(BaseModel):
     timestamp: str | None = None  # as printed: "2026-11-29 18:07:27" or "11-29 18:07:27"
     dp_rank: int | None = None
     tp_rank: int | None = None
+    ranks: dict[str, int] = {}  # every rank tag of the prefix: DP, PP, ATTN_CP, MOE_DP, TP, EP
     ray_pid: int | None = None
     running_req: int | None = None
     queue_req: int | None = None
@@ -85,8 +89,14 @@ class LogMetrics(BaseModel):
 
     @property
     def usage(self) -> float | None:
-        """KV usage whatever the model kind: plain token usage, else the full-attention pool's."""
-        return self.token_usage if self.token_usage is not None else self.full_token_usage
+        """KV usage whatever the model kind, as SGLang's own `token_usage` gauge is: the fullest pool (the full
+        attention, SWA and mamba pools of a hybrid model; PoolStats.get_max_pool_usage in 0.5.23)."""
+        vals = [
+            v
+            for v in (self.token_usage, self.full_token_usage, self.swa_token_usage, self.mamba_usage)
+            if v is not None
+        ]
+        return max(vals) if vals else None
 
 
 def _convert(raw: str, typ: type) -> object | None:
@@ -115,11 +125,12 @@ def parse_line(line: str) -> LogMetrics | None:
     pm = _PREFIX_RE.search(head)
     if pm:
         data["timestamp"] = (pm.group("year") + "-" if pm.group("year") else "") + pm.group("time")
-        for rk, rv in _RANK_RE.findall(pm.group("ranks") or ""):
-            if rk == "DP":
-                data["dp_rank"] = int(rv)
-            elif rk == "TP":
-                data["tp_rank"] = int(rv)
+        ranks = {rk: int(rv) for rk, rv in _RANK_RE.findall(pm.group("ranks") or "")}
+        data["ranks"] = ranks
+        if "DP" in ranks:
+            data["dp_rank"] = ranks["DP"]
+        if "TP" in ranks:
+            data["tp_rank"] = ranks["TP"]
     rm = _RAY_RE.search(head)
     if rm:
         data["ray_pid"] = int(rm.group("pid"))

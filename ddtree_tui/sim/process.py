@@ -39,6 +39,23 @@ def sim_argv(cfg: SimConfig, port: int) -> list[str]:
         argv.append("--incremental-streaming-output")
     for f in cfg.faults:
         argv += ["--fault", f]
+    # the real server's behaviours (SimConfig's selectable ones)
+    if cfg.health_latency:
+        argv += ["--health-latency", repr(cfg.health_latency)]
+    if cfg.prefill_rate:
+        argv += ["--prefill-rate", repr(cfg.prefill_rate)]
+    if cfg.kv_capacity:
+        argv += ["--kv-capacity", str(cfg.kv_capacity)]
+    for flag, on in (
+        ("--batch-slowdown", cfg.batch_slowdown),
+        ("--reasoning", cfg.reasoning),
+        ("--usage-on-finish", cfg.usage_on_finish),
+        ("--no-done", cfg.no_done),
+        ("--detail-errors", cfg.detail_errors),
+        ("--strict-openai", cfg.strict_openai),
+    ):
+        if on:
+            argv.append(flag)
     return argv
 
 

@@ -32,6 +32,33 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SIM_VERSION = "0.5.23-sim"
 DEFAULT_ACCEPT_LENGTH = 3.4
+
+# --- the real server's behaviour, each constant with where it comes from ---------------------------------
+# /health on 0.5.23 runs a 1-token generation and polls for it with `await asyncio.sleep(1)` before the first
+# check (entrypoints/http_server.py health_generate; SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION defaults on),
+# so an idle server answers after ~1 s and logs a Prefill batch line for the probe.
+REAL_HEALTH_LATENCY_S = 1.0
+# SGLANG_HEALTH_CHECK_TIMEOUT's default (http_server.py): a wedged server answers 503 after this.
+REAL_HEALTH_TIMEOUT_S = 20.0
+# Prefill throughput for the TTFT model (TTFT = uncached prompt tokens / rate + one decode step). An
+# assumption of the right order for one H200 and a ~3B-active MoE target, not a measurement: it only has to
+# make TTFT grow with the prompt, as it does on every real server.
+REAL_PREFILL_TOKENS_PER_S = 10000.0
+# Step time grows with the running batch: step(b) = step(1) * (1 + g * (b - 1)). Decode without speculation
+# is memory-bound, so 32 requests cost ~1.3x one (g = 0.01, an assumption). DFlash's speedup over that
+# baseline was measured upstream at about 2.0x at concurrency 1 falling to about 1.14x at 32 (issue 13, from
+# the DFlash PR's benchmarks, sglang PR #22077); with the same per-pass acceptance that needs
+# (1 + 31 g_spec) = (1 + 31 g_base) * 2.0 / 1.14, so g_spec = 0.0419.
+BATCH_GROWTH_BASELINE = 0.01
+# the speculative growth that turns DFlash's 2.0x at concurrency 1 into 1.14x at 32 (derivation above)
+BATCH_GROWTH_SPEC = ((1 + 31 * BATCH_GROWTH_BASELINE) * 2.0 / 1.14 - 1) / 31
+# What SGLang sends when decode retraction finds no room (managers/schedule_batch.py retract_decode).
+RETRACT_ABORT_MESSAGE = "Retracted under decode memory pressure without a KV backup. Retry later."
+# max_model_len the sim reports (Qwen3.6's 262144) and the bound on max_new_tokens: a request whose prompt +
+# max_new_tokens exceeds it is refused with tokenizer_manager.py's own message, as the real server does.
+CONTEXT_LENGTH = 262144
+# Share of a reasoning reply that is thinking (delta.reasoning_content) before the answer: an assumption.
+REASONING_SHARE = 0.4
 FAULT_KINDS = ("slow_first_token", "stall", "http500", "malformed", "drop", "exit")
 FAULT_HEADER = "X-Sim-Fault"
 
@@ -91,6 +118,40 @@ class SimConfig(BaseModel):
     block_size: int = Field(default=16, ge=2, le=256, description="max tokens one verify pass can emit")
     faults: list[str] = Field(default_factory=list)
     exit_process: bool = False  # the exit fault ends the process (CLI) or only this server (in-process)
+    # --- behaviours of the real server; off (0/False) is the fast, idealised simulator the tests mostly use
+    health_latency: float = Field(default=0.0, ge=0, le=60, description="seconds /health takes (real: ~1)")
+    prefill_rate: float = Field(default=0.0, ge=0, description="prompt tokens/s for TTFT; 0: no prefill time")
+    batch_slowdown: bool = False  # step time grows with the running batch (BATCH_GROWTH_*)
+    kv_capacity: int = Field(default=0, ge=0, description="KV tokens; beyond it a request aborts (503)")
+    context_length: int = Field(default=CONTEXT_LENGTH, ge=16)
+    old_meta_names: bool = False  # spec_accept_token_num / spec_draft_token_num (releases before 0.5.16)
+    # OpenAI chat/completions: how servers other than SGLang (e.g. `transformers serve`) differ
+    reasoning: bool = False  # chat: the first REASONING_SHARE of the tokens as delta.reasoning_content
+    usage_on_finish: bool = False  # usage on the finish_reason chunk, whatever stream_options says
+    no_done: bool = False  # the OpenAI streams end after the finish chunk without data: [DONE]
+    detail_errors: bool = False  # errors as FastAPI's {"detail": ...} instead of {"error": {...}}
+    strict_openai: bool = False  # 422 for unknown fields (ignore_eos), 400 for a model it does not serve
+
+    @classmethod
+    def realistic(cls, **kw: Any) -> SimConfig:
+        """The SGLang 0.5.23 behaviours that an idealised simulator hides, all on (the demo's default)."""
+        base: dict[str, Any] = {
+            "health_latency": REAL_HEALTH_LATENCY_S,
+            "prefill_rate": REAL_PREFILL_TOKENS_PER_S,
+            "batch_slowdown": True,
+        }
+        return cls(**{**base, **kw})
+
+    @classmethod
+    def transformers_like(cls, **kw: Any) -> SimConfig:
+        """An OpenAI-compatible server that is not SGLang, as `transformers serve` behaved in issue 13."""
+        base: dict[str, Any] = {
+            "usage_on_finish": True,
+            "no_done": True,
+            "detail_errors": True,
+            "strict_openai": True,
+        }
+        return cls(**{**base, **kw})
 
     @property
     def effective_accept_length(self) -> float:
@@ -109,9 +170,31 @@ class SimConfig(BaseModel):
         return "linear" if self.algorithm == "dflash" else None
 
     def schedule(self, prompt: str, max_new_tokens: int) -> list[int]:
+        """Tokens of each chunk. With a prefill model the prefill itself yields the first chunk, one token
+        (as on the real server), and the verify passes bring the rest."""
+        if self.prefill_rate > 0 and max_new_tokens > 0:
+            return [
+                1,
+                *schedule(
+                    self.seed,
+                    prompt,
+                    max_new_tokens - 1,
+                    self.effective_accept_length,
+                    self.block_size,
+                    self.algorithm,
+                ),
+            ]
         return schedule(
             self.seed, prompt, max_new_tokens, self.effective_accept_length, self.block_size, self.algorithm
         )
+
+    def step_seconds(self, running: int) -> float:
+        """One decode (verify) step with `running` requests in the batch."""
+        base = 1.0 / self.decode_rate
+        if not self.batch_slowdown or running <= 1:
+            return base
+        g = BATCH_GROWTH_BASELINE if self.algorithm == "baseline" else BATCH_GROWTH_SPEC
+        return base * (1 + g * (running - 1))
 
 
 def _rng(seed: int, prompt: str, salt: str) -> random.Random:
@@ -166,6 +249,7 @@ def token_texts(seed: int, prompt: str, n: int) -> list[str]:
 
 
 def _log_prefix() -> str:
+    """configure_logger's format in 0.5.23: `[%(asctime)s{ms}{prefix}] ` with the year, rank tag TP0."""
     return time.strftime("[%Y-%m-%d %H:%M:%S TP0] ")
 
 
@@ -201,6 +285,7 @@ class SimStats:
     def __init__(self) -> None:
         self.running = 0
         self.running_tokens = 0
+        self.aborted_total = 0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.requests_total = 0
@@ -304,8 +389,17 @@ class SimServer:
 
     # --- info endpoints ------------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
+        """200 when serving. With `health_latency` it takes as long as 0.5.23's health_generate (a 1-token
+        generation, then `sleep(1)` before its first look), and an idle server logs that generation's
+        Prefill batch line, as the real one does on every probe."""
         if self.loading or self._shutting_down:
             return web.Response(status=503)
+        if self.cfg.health_latency > 0:
+            if self.stats.running == 0:
+                self._log_prefill(1, 1, 0, self.stats.running_tokens + 1)
+            await asyncio.sleep(self.cfg.health_latency)
+            if self._shutting_down:
+                return web.Response(status=503)
         return web.Response(status=200)
 
     def server_info(self) -> dict[str, Any]:
@@ -351,7 +445,8 @@ class SimServer:
                 "seed": c.seed,
                 "faults": [f.model_dump() for f in self.faults],
             },
-            "max_total_num_tokens": 1_000_000,
+            "max_total_num_tokens": c.kv_capacity or 1_000_000,
+            "context_length": c.context_length,
             "internal_states": [state],
         }
 
@@ -449,9 +544,12 @@ class SimServer:
     async def _generation(
         self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
     ) -> dict[str, Any]:
-        """Run one request's schedule, calling `emit(event)` per verify pass; returns the final stats.
+        """Run one request's schedule, calling `emit(event)` per chunk; returns the final stats.
 
-        Pacing is by absolute deadlines (t0 + (i + 1) / decode_rate) so sleep overshoot never accumulates.
+        Pacing is by absolute deadlines (each step's end = the previous end + the step time) so sleep overshoot
+        never accumulates. With `prefill_rate` the first chunk (one token) comes after the prompt's prefill;
+        with `batch_slowdown` a step takes longer the more requests run; with `kv_capacity` a request whose
+        next tokens do not fit aborts with SGLang's retraction message (status 503).
         """
         cfg = self.cfg
         sched = cfg.schedule(prompt, max_new_tokens)
@@ -462,19 +560,21 @@ class SimServer:
         st.requests_total += 1
         st.prompt_tokens_total += prompt_tokens
         st.cache_hit_tokens += cached
-        self.log(
-            f"Prefill batch, #new-seq: 1, #new-token: {prompt_tokens - cached}, #cached-token: {cached}, "
-            f"token usage: {min(1.0, (st.running_tokens + prompt_tokens) / 1_000_000):.2f}, "
-            f"#running-req: {st.running}, #queue-req: 0, "
-        )
+        self._log_prefill(1, prompt_tokens - cached, cached, st.running_tokens + prompt_tokens)
         fmap = {f.kind: f.arg for f in faults}
         rid = uuid.uuid4().hex
         t0 = time.monotonic()
         delay = fmap.get("slow_first_token", 0.0)
+        if cfg.prefill_rate > 0:
+            delay += (prompt_tokens - cached) / cfg.prefill_rate
         st.running += 1
         st.running_tokens += prompt_tokens
         done = 0
         last_t = t0
+        deadline = t0 + delay
+        prefill_pass = cfg.prefill_rate > 0
+        verify = 0
+        base = {"id": rid, "prompt_tokens": prompt_tokens, "cached_tokens": cached}
         try:
             for i, k in enumerate(sched):
                 if "stall" in fmap and done >= fmap["stall"]:
@@ -484,11 +584,28 @@ class SimServer:
                 if "exit" in fmap and done >= fmap["exit"]:
                     self._exit_now()
                     raise _Drop()
-                deadline = t0 + delay + (i + 1) / cfg.decode_rate
+                deadline += cfg.step_seconds(st.running)
                 wait = deadline - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
                 now = time.monotonic()
+                if cfg.kv_capacity and st.running_tokens + k > cfg.kv_capacity:
+                    self.log(f"retract_decode: aborted request {rid}: {RETRACT_ABORT_MESSAGE}")
+                    st.aborted_total += 1
+                    await emit(
+                        {
+                            **base,
+                            "delta": "",
+                            "cumulative": "".join(texts[:done]),
+                            "ids_delta": [],
+                            "completion_tokens": done,
+                            "last": True,
+                            "abort": {"message": RETRACT_ABORT_MESSAGE, "status_code": 503},
+                            "verify_ct": verify,
+                            "e2e_latency": now - t0,
+                        }
+                    )
+                    return {"id": rid, "completion_tokens": done, "prompt_tokens": prompt_tokens}
                 if i == 0:
                     st.ttft.observe(now - t0)
                 else:
@@ -498,20 +615,20 @@ class SimServer:
                 done += k
                 st.running_tokens += k
                 st.generation_tokens_total += k
-                st.verify_total += 1
-                st.accepted_total += k
-                self._count_pass(k)
+                if not (prefill_pass and i == 0):
+                    verify += 1
+                    st.verify_total += 1
+                    st.accepted_total += k
+                    self._count_pass(k)
                 last = i == len(sched) - 1
                 ev: dict[str, Any] = {
-                    "id": rid,
+                    **base,
                     "delta": "".join(texts[prev:done]),
                     "cumulative": "".join(texts[:done]),
                     "ids_delta": [hash(t) % 150000 for t in texts[prev:done]],
                     "completion_tokens": done,
-                    "prompt_tokens": prompt_tokens,
-                    "cached_tokens": cached,
                     "last": last,
-                    "verify_ct": i + 1,
+                    "verify_ct": verify,
                 }
                 if last:
                     ev["e2e_latency"] = now - t0
@@ -521,13 +638,11 @@ class SimServer:
             if not sched:
                 await emit(
                     {
-                        "id": rid,
+                        **base,
                         "delta": "",
                         "cumulative": "",
                         "ids_delta": [],
                         "completion_tokens": 0,
-                        "prompt_tokens": prompt_tokens,
-                        "cached_tokens": cached,
                         "last": True,
                         "verify_ct": 0,
                         "e2e_latency": time.monotonic() - t0,
@@ -538,6 +653,16 @@ class SimServer:
             st.running_tokens -= prompt_tokens + done
             st.e2e.observe(time.monotonic() - t0)
         return {"id": rid, "completion_tokens": done, "prompt_tokens": prompt_tokens}
+
+    def _log_prefill(self, seqs: int, new: int, cached: int, used: int) -> None:
+        st = self.stats
+        cap = self.cfg.kv_capacity or 1_000_000
+        self.log(
+            f"Prefill batch, #new-seq: {seqs}, #new-token: {new}, #cached-token: {cached}, "
+            f"token usage: {min(1.0, used / cap):.2f}, #running-req: {st.running}, #queue-req: 0, "
+            f"#pending-token: 0, cuda graph: False, input throughput (token/s): "
+            f"{self.cfg.prefill_rate or 0.0:.2f}"
+        )
 
     def _count_pass(self, k: int) -> None:
         st = self.stats
@@ -556,10 +681,12 @@ class SimServer:
             if self.cfg.speculative_algorithm
             else ""
         )
+        cap = self.cfg.kv_capacity or 1_000_000
+        # 0.5.23's metrics_reporter.py decode line, ending in "#queue-req: N" without a trailing comma
         self.log(
             f"Decode batch, #running-req: {st.running}, #token: {st.running_tokens}, "
-            f"token usage: {min(1.0, st.running_tokens / 1_000_000):.2f}, {spec}cuda graph: True, "
-            f"gen throughput (token/s): {st.last_gen_throughput:.2f}, #queue-req: 0, "
+            f"token usage: {min(1.0, st.running_tokens / cap):.2f}, {spec}cuda graph: True, "
+            f"gen throughput (token/s): {st.last_gen_throughput:.2f}, #queue-req: 0"
         )
         st.passes_since_log = 0
         st.tokens_since_log = 0
@@ -576,27 +703,60 @@ class SimServer:
             asyncio.get_running_loop().create_task(self.stop())
 
     def _spec_final(self, completion_tokens: int, verify_ct: int) -> dict[str, Any]:
-        if not self.cfg.speculative_algorithm:
+        """The spec keys of the final meta_info, as 0.5.23's tokenizer_manager writes them (only when
+        verify_ct > 0): accept rate = correct / proposed, proposed = verify_ct * (num_draft_tokens - 1)."""
+        if not self.cfg.speculative_algorithm or not verify_ct:
             return {}
-        acc_len = completion_tokens / verify_ct if verify_ct else 0.0
+        correct = max(0, completion_tokens - verify_ct - (1 if self.cfg.prefill_rate > 0 else 0))
+        proposed = verify_ct * (self.cfg.block_size - 1)
+        if self.cfg.old_meta_names:
+            return {
+                "spec_verify_ct": verify_ct,
+                "spec_accept_length": completion_tokens / verify_ct,
+                "spec_accept_rate": correct / proposed,
+                "spec_accept_token_num": correct,
+                "spec_draft_token_num": proposed,
+            }
         return {
+            "spec_accept_rate": correct / proposed,
+            "spec_accept_length": completion_tokens / verify_ct,
+            "spec_num_correct_drafts": correct,
+            "spec_num_proposed_drafts": proposed,
             "spec_verify_ct": verify_ct,
-            "spec_accept_length": acc_len,
-            "spec_accept_rate": (acc_len - 1) / (self.cfg.block_size - 1) if verify_ct else 0.0,
-            "spec_accept_token_num": completion_tokens - verify_ct,
-            "spec_draft_token_num": verify_ct * (self.cfg.block_size - 1),
         }
+
+    def _error(self, status: int, message: str) -> web.Response:
+        """SGLang's error object, or FastAPI's {"detail": ...} as other servers send (`detail_errors`)."""
+        if self.cfg.detail_errors:
+            return web.json_response({"detail": message}, status=status)
+        return _error(status, message)
 
     async def _read_body(self, request: web.Request) -> dict[str, Any] | web.Response:
         if self.loading or self._shutting_down:
-            return _error(503, "The server is not ready (loading).")
+            return self._error(503, "The server is not ready (loading).")
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "request body is not JSON")
+            return self._error(400, "request body is not JSON")
         if not isinstance(body, dict):
-            return _error(400, "request body must be a JSON object")
+            return self._error(400, "request body must be a JSON object")
         return body
+
+    def _too_long(self, prompt: str, max_new: int) -> str | None:
+        """tokenizer_manager.py's refusal of prompt + max_new_tokens beyond the context length."""
+        n = approx_tokens(prompt)
+        if n >= self.cfg.context_length:
+            return f"The input ({n} tokens) is longer than the model's context length ({self.cfg.context_length} tokens)."
+        if max_new < 0:
+            return "max_new_tokens must be at least 0"
+        if n + max_new > self.cfg.context_length:
+            return (
+                f"Requested token count exceeds the model's maximum context length of {self.cfg.context_length} "
+                f"tokens. You requested a total of {n + max_new} tokens: {n} tokens from the input messages and "
+                f"{max_new} tokens for the completion. Please reduce the number of tokens in the input messages "
+                "or the completion to fit within the limit."
+            )
+        return None
 
     async def _stream(
         self,
@@ -604,13 +764,20 @@ class SimServer:
         prompt: str,
         max_new: int,
         faults: list[Fault],
-        render: Callable[[dict[str, Any]], list[dict[str, Any]]],
+        render: Callable[[dict[str, Any]], list[dict[str, Any] | str]],
         stream: bool,
         final: Callable[[list[dict[str, Any]]], dict[str, Any]],
+        *,
+        done_line: bool = True,
+        in_stream_error: bool = False,
     ) -> web.StreamResponse:
-        """The shared SSE (or single JSON) plumbing of the three generation endpoints."""
+        """The shared SSE (or single JSON) plumbing of the three generation endpoints. `render` returns the
+        chunk objects (or raw `data:` payload strings) of one event."""
         if any(f.kind == "http500" for f in faults):
-            return _error(500, "Simulated internal server error")
+            return self._error(500, "Simulated internal server error")
+        too_long = self._too_long(prompt, max_new)
+        if too_long and not (stream and in_stream_error):
+            return self._error(400, too_long)
         task = asyncio.current_task()
         if task is not None:
             self._active.add(task)
@@ -633,13 +800,29 @@ class SimServer:
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await resp.prepare(request)
+        if too_long:
+            # /generate: a ValueError inside stream_results becomes an error chunk, then [DONE] (HTTP 200)
+            err = {
+                "error": {
+                    "message": too_long,
+                    "type": "invalid_request_error",
+                    "code": 400,
+                    "retryable": False,
+                }
+            }
+            with contextlib.suppress(ConnectionResetError, ConnectionError):
+                await resp.write(b"data: " + json.dumps(err).encode() + b"\n\n")
+                await resp.write(b"data: [DONE]\n\n")
+                await resp.write_eof()
+            return resp
 
         async def emit(ev: dict[str, Any]) -> None:
             if ev.get("malformed"):
                 await resp.write(b'data: {"text": "this chunk is not json\n\n')
                 return
             for obj in render(ev):
-                await resp.write(b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n")
+                payload = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
+                await resp.write(b"data: " + payload.encode() + b"\n\n")
 
         try:
             await self._generation(prompt, max_new, faults, emit)
@@ -649,7 +832,8 @@ class SimServer:
         except (ConnectionResetError, ConnectionError):
             return resp
         with contextlib.suppress(ConnectionResetError, ConnectionError):
-            await resp.write(b"data: [DONE]\n\n")
+            if done_line:
+                await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
         return resp
 
@@ -663,20 +847,37 @@ class SimServer:
         if isinstance(text, list):
             text = text[0] if text else ""
         if not isinstance(text, str):
-            return _error(400, "either 'text' or 'input_ids' is required")
+            return self._error(400, "either 'text' or 'input_ids' is required")
         sp = body.get("sampling_params") or {}
-        max_new = int(sp.get("max_new_tokens", 128))
+        try:
+            max_new = int(sp.get("max_new_tokens", 128))
+        except (TypeError, ValueError):
+            return self._error(400, "max_new_tokens must be an integer")
         try:
             faults = self._request_faults(request, body)
         except ValueError as e:
-            return _error(400, str(e))
+            return self._error(400, str(e))
         incremental = self.cfg.incremental_streaming_output
 
         def meta(ev: dict[str, Any]) -> dict[str, Any]:
+            # key order and names of 0.5.23's tokenizer_manager._handle_batch_output
+            fr: dict[str, Any] | None = None
+            if ev.get("abort"):
+                fr = {
+                    "type": "abort",
+                    "message": ev["abort"]["message"],
+                    "status_code": ev["abort"]["status_code"],
+                    "err_type": None,
+                }
+            elif ev["last"]:
+                fr = {"type": "length", "length": max_new}
             m: dict[str, Any] = {
                 "id": ev["id"],
-                "finish_reason": {"type": "length", "length": max_new} if ev["last"] else None,
+                "finish_reason": fr,
                 "prompt_tokens": ev["prompt_tokens"],
+                "weight_version": "default",
+                "num_retractions": 0,
+                "reasoning_tokens": 0,
                 "completion_tokens": ev["completion_tokens"],
                 "cached_tokens": ev["cached_tokens"],
             }
@@ -687,7 +888,7 @@ class SimServer:
 
         ids: list[int] = []
 
-        def render(ev: dict[str, Any]) -> list[dict[str, Any]]:
+        def render(ev: dict[str, Any]) -> list[dict[str, Any] | str]:
             ids.extend(ev["ids_delta"])
             return [
                 {
@@ -705,16 +906,40 @@ class SimServer:
                 "meta_info": meta(last),
             }
 
-        return await self._stream(request, text, max_new, faults, render, bool(body.get("stream")), final)
+        return await self._stream(
+            request, text, max_new, faults, render, bool(body.get("stream")), final, in_stream_error=True
+        )
 
     async def _openai(self, request: web.Request, chat: bool) -> web.StreamResponse:
         body = await self._read_body(request)
         if isinstance(body, web.Response):
             return body
+        cfg = self.cfg
+        if cfg.strict_openai:
+            unknown = sorted(set(body) - _OPENAI_FIELDS)
+            if unknown:
+                return web.json_response(
+                    {
+                        "detail": [
+                            {
+                                "type": "extra_forbidden",
+                                "loc": ["body", k],
+                                "msg": "Extra inputs are not permitted",
+                                "input": body[k],
+                            }
+                            for k in unknown
+                        ]
+                    },
+                    status=422,
+                )
+            if body.get("model") not in (None, cfg.model_path):
+                return self._error(
+                    400, f"Server is pinned to model {cfg.model_path}; got {body.get('model')!r}"
+                )
         if chat:
             msgs = body.get("messages")
             if not isinstance(msgs, list) or not msgs:
-                return _error(400, "'messages' is required")
+                return self._error(400, "'messages' is required")
             prompt = "".join(
                 f"<|im_start|>{m.get('role', 'user')}\n{_content(m.get('content'))}<|im_end|>\n"
                 for m in msgs
@@ -726,58 +951,155 @@ class SimServer:
             if isinstance(prompt, list):
                 prompt = prompt[0] if prompt else ""
             if not isinstance(prompt, str):
-                return _error(400, "'prompt' is required")
-        max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
+                return self._error(400, "'prompt' is required")
+        try:
+            max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
+        except (TypeError, ValueError):
+            return self._error(400, "max_tokens must be an integer")
         try:
             faults = self._request_faults(request, body)
         except ValueError as e:
-            return _error(400, str(e))
+            return self._error(400, str(e))
         usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
-        model = body.get("model") or self.cfg.model_path
+        model = body.get("model") or cfg.model_path
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
+        sglang_style = not (cfg.usage_on_finish or cfg.strict_openai)
+        reasoning_until = [0]
         first = [True]
 
-        def choice(ev: dict[str, Any]) -> dict[str, Any]:
-            fin = "length" if ev["last"] else None
-            if chat:
-                delta: dict[str, Any] = {"content": ev["delta"]}
-                if first[0]:
-                    delta["role"] = "assistant"
-                    first[0] = False
-                return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
-            return {"index": 0, "text": ev["delta"], "logprobs": None, "finish_reason": fin}
+        def chunk(
+            choices: list[dict[str, Any]], rid: str, usage: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
+            out: dict[str, Any] = {
+                "id": rid,
+                "object": obj,
+                "created": created,
+                "model": model,
+                "choices": choices,
+            }
+            if usage is not None:
+                out["usage"] = usage
+            return out
+
+        def delta(
+            content: str | None = None, reasoning: str | None = None, role: str | None = None
+        ) -> dict[str, Any]:
+            if not sglang_style:
+                d: dict[str, Any] = {}
+                if role:
+                    d["role"] = role
+                if content is not None:
+                    d["content"] = content
+                if reasoning is not None:
+                    d["reasoning_content"] = reasoning
+                return d
+            # sse_utils.StreamDelta: reasoning_content always there (null or text), the rest when set
+            d = {"reasoning_content": reasoning}
+            if role:
+                d["role"] = role
+            if content is not None:
+                d["content"] = content
+            return d
 
         def usage(ev: dict[str, Any]) -> dict[str, Any]:
-            return {
+            u = {
                 "prompt_tokens": ev["prompt_tokens"],
-                "completion_tokens": ev["completion_tokens"],
                 "total_tokens": ev["prompt_tokens"] + ev["completion_tokens"],
+                "completion_tokens": ev["completion_tokens"],
                 "prompt_tokens_details": {"cached_tokens": ev["cached_tokens"]},
             }
+            if sglang_style:
+                u["reasoning_tokens"] = min(ev["completion_tokens"], reasoning_until[0])
+            return u
 
-        def render(ev: dict[str, Any]) -> list[dict[str, Any]]:
-            out = [
-                {
-                    "id": ev["id"],
-                    "object": obj,
-                    "created": created,
-                    "model": model,
-                    "choices": [choice(ev)],
-                    "usage": None,
-                }
-            ]
-            if ev["last"] and usage_wanted:
+        def render(ev: dict[str, Any]) -> list[dict[str, Any] | str]:
+            rid = ev["id"]
+            out: list[dict[str, Any] | str] = []
+            if first[0] and chat:
+                first[0] = False
+                if cfg.reasoning:
+                    total = max_new
+                    reasoning_until[0] = int(total * REASONING_SHARE)
                 out.append(
-                    {
-                        "id": ev["id"],
-                        "object": obj,
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": usage(ev),
-                    }
+                    chunk(
+                        [
+                            {
+                                "index": 0,
+                                "delta": delta(content="", role="assistant"),
+                                "logprobs": None,
+                                "finish_reason": None,
+                            }
+                        ],
+                        rid,
+                    )
                 )
+            if ev.get("abort"):
+                ab = ev["abort"]
+                # serving_chat.py: an abort with a status code becomes a streaming error response
+                out.append(
+                    json.dumps(
+                        {
+                            "error": {
+                                "object": "error",
+                                "message": ab["message"],
+                                "type": "SERVICE_UNAVAILABLE",
+                                "param": None,
+                                "code": ab["status_code"],
+                            }
+                        }
+                    )
+                )
+                if usage_wanted and sglang_style:
+                    out.append(chunk([], rid, usage(ev)))
+                return out
+            text = ev["delta"]
+            if text:
+                if chat:
+                    lo = ev["completion_tokens"] - len(ev["ids_delta"])
+                    if lo < reasoning_until[0]:
+                        out.append(
+                            chunk(
+                                [
+                                    {
+                                        "index": 0,
+                                        "delta": delta(reasoning=text),
+                                        "logprobs": None,
+                                        "finish_reason": None,
+                                    }
+                                ],
+                                rid,
+                            )
+                        )
+                    else:
+                        out.append(
+                            chunk(
+                                [
+                                    {
+                                        "index": 0,
+                                        "delta": delta(content=text),
+                                        "logprobs": None,
+                                        "finish_reason": None,
+                                    }
+                                ],
+                                rid,
+                            )
+                        )
+                else:
+                    out.append(
+                        chunk([{"index": 0, "text": text, "logprobs": None, "finish_reason": None}], rid)
+                    )
+            if ev["last"]:
+                fin: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length"}
+                if chat:
+                    fin["delta"] = delta()
+                else:
+                    fin["text"] = ""
+                if sglang_style:
+                    fin["matched_stop"] = None
+                out.append(chunk([fin], rid, usage(ev) if cfg.usage_on_finish else None))
+                if usage_wanted and not cfg.usage_on_finish:
+                    out.append(chunk([], rid, usage(ev)))
             return out
 
         def final(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -799,13 +1121,30 @@ class SimServer:
                 "usage": usage(last),
             }
 
-        return await self._stream(request, prompt, max_new, faults, render, bool(body.get("stream")), final)
+        return await self._stream(
+            request,
+            prompt,
+            max_new,
+            faults,
+            render,
+            bool(body.get("stream")),
+            final,
+            done_line=not cfg.no_done,
+        )
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._openai(request, chat=True)
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._openai(request, chat=False)
+
+
+# the request fields a strict OpenAI server knows (openai's ChatCompletion/Completion create parameters)
+_OPENAI_FIELDS = frozenset(
+    "model messages prompt max_tokens max_completion_tokens temperature top_p n stream stream_options stop "
+    "presence_penalty frequency_penalty logit_bias logprobs top_logprobs user seed tools tool_choice "
+    "response_format suffix echo best_of parallel_tool_calls".split()
+)
 
 
 class _Drop(Exception):
@@ -837,7 +1176,23 @@ def _error(status: int, message: str) -> web.Response:
 
 
 def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
+    real = bool(getattr(ns, "realistic", False))
+    style = getattr(ns, "openai_style", None)
+
+    def opt(name: str, real_value: Any, off: Any) -> Any:
+        v = getattr(ns, name, None)
+        return v if v is not None else (real_value if real else off)
+
     return SimConfig(
+        health_latency=opt("health_latency", REAL_HEALTH_LATENCY_S, 0.0),
+        prefill_rate=opt("prefill_rate", REAL_PREFILL_TOKENS_PER_S, 0.0),
+        batch_slowdown=bool(getattr(ns, "batch_slowdown", False) or real),
+        kv_capacity=getattr(ns, "kv_capacity", None) or 0,
+        reasoning=bool(getattr(ns, "reasoning", False)),
+        usage_on_finish=bool(getattr(ns, "usage_on_finish", False) or style == "transformers"),
+        no_done=bool(getattr(ns, "no_done", False) or style == "transformers"),
+        detail_errors=bool(getattr(ns, "detail_errors", False) or style == "transformers"),
+        strict_openai=bool(getattr(ns, "strict_openai", False) or style == "transformers"),
         algorithm=ns.algorithm,
         mode=getattr(ns, "sim_mode", None),
         host=ns.host,

@@ -76,7 +76,7 @@ async def test_incremental_stream_and_chat_usage_measure_the_same() -> None:
         assert cum.output_tokens == inc_r.output_tokens == 30
         assert cum.spec_verify_ct == len(base.schedule(p.as_text(), 30))
     for r in chat.results:
-        assert r.tokens_source == "usage" and r.output_tokens == 30 and r.prompt_tokens and r.ttft_s
+        assert r.tokens_source == "usage-estimated" and r.output_tokens == 30 and r.prompt_tokens and r.ttft_s
         assert r.sampling.api == "chat"
 
 

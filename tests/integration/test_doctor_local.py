@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from ddtree_tui.doctor import DoctorReport, Finding, render, run_doctor
 from ddtree_tui.transport import make_transport
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
+FAKE_SRT = FIX / "services" / "fake_sglang" / "sglang" / "srt"
 
 TORCH = """
 import mmap, os
@@ -72,16 +74,15 @@ class FakeHost:
         self.module("triton", "__version__ = '3.5.0'\n")
         self.module("transformers", "__version__ = '4.57.1'\n")
         self.module("torch", TORCH)
+        # the host's own parser: sglang.srt.server_args of a real release's flag table (fake_sglang)
+        shutil.copytree(FAKE_SRT, self.py / "sglang" / "srt")
         self.nvidia_smi()
         self.nvcc("12.8")
 
     def module(self, name: str, source: str | None) -> None:
         d = self.py / name
         if source is None:
-            for f in d.glob("*"):
-                f.unlink()
-            if d.exists():
-                d.rmdir()
+            shutil.rmtree(d, ignore_errors=True)
             return
         d.mkdir(exist_ok=True)
         (d / "__init__.py").write_text(textwrap.dedent(source))
@@ -391,20 +392,25 @@ async def test_hybrid_model_with_speculation(fh: FakeHost) -> None:
     r = await doctor(fh.profile([svc(fh, model=target)]))
     f = find(r, "hybrid:dflash")
     assert f.status == "fail" and "linear_attention" in f.evidence
-    assert 'mamba_scheduler_strategy = "extra_buffer"' in (f.fix or "") and "SGLANG_ENABLE_SPEC_V2" in (
-        f.fix or ""
-    )
-    good = {"mamba_scheduler_strategy": "extra_buffer", "env": {"SGLANG_ENABLE_SPEC_V2": "1"}}
+    # 0.5.23: the flag is --mamba-radix-cache-strategy, and SGLANG_ENABLE_SPEC_V2 is read by nothing
+    assert 'mamba_radix_cache_strategy = "extra_buffer"' in (f.fix or "") and "SPEC_V2" not in (f.fix or "")
+    good = {"mamba_radix_cache_strategy": "extra_buffer"}
     r = await doctor(fh.profile([svc(fh, model=target, **good)]))
     assert find(r, "hybrid:dflash").status == "ok"
-    # extra_args and the profile env count too
+    assert find(r, "launch-line:dflash").status == "ok"
+    # the old key still means the same setting, and extra_args count too
+    r = await doctor(fh.profile([svc(fh, model=target, mamba_scheduler_strategy="extra_buffer")]))
+    assert find(r, "hybrid:dflash").status == "ok" and find(r, "launch-line:dflash").status == "ok"
     r = await doctor(
-        fh.profile(
-            [svc(fh, model=target, extra_args=["--mamba-scheduler-strategy", "extra_buffer"])],
-            env={"SGLANG_ENABLE_SPEC_V2": "1"},
-        )
+        fh.profile([svc(fh, model=target, extra_args=["--mamba-radix-cache-strategy", "extra_buffer"])])
     )
     assert find(r, "hybrid:dflash").status == "ok"
+    # the stale spelling in extra_args: the host's parser says no, and names the rename
+    r = await doctor(
+        fh.profile([svc(fh, model=target, extra_args=["--mamba-scheduler-strategy", "extra_buffer"])])
+    )
+    f = find(r, "launch-line:dflash")
+    assert f.status == "fail" and "it is now --mamba-radix-cache-strategy" in f.evidence
     # model_type alone marks it hybrid
     nxt = fh.model("next", {"model_type": "qwen3_next"})
     r = await doctor(fh.profile([svc(fh, model=nxt)]))
@@ -418,15 +424,42 @@ async def test_hybrid_model_with_speculation(fh: FakeHost) -> None:
 
 async def test_ddtree_tree_mode_on_hybrid(fh: FakeHost) -> None:
     target = fh.model("qwen36", hybrid_cfg())
-    good = {"mamba_scheduler_strategy": "extra_buffer", "env": {"SGLANG_ENABLE_SPEC_V2": "1"}}
+    good = {"mamba_radix_cache_strategy": "extra_buffer"}
     s = svc(fh, name="tree", model=target, algorithm="ddtree", mode="tree", **good)
     r = await doctor(fh.profile([s]))
     f = find(r, "hybrid-tree:tree")
-    assert f.status == "fail" and "--speculative-ddtree-allow-hybrid-unsafe" in f.evidence
+    assert f.status == "fail" and "[ddtree_flags] allow_hybrid_unsafe" in f.evidence
     r = await doctor(fh.profile([{**s, "allow_hybrid_unsafe": True}]))
     assert find(r, "hybrid-tree:tree").status == "warn"
     r = await doctor(fh.profile([{**s, "mode": "shadow-linear"}]))
     assert not findings(r, "hybrid-tree:tree") and find(r, "hybrid:tree").status == "ok"
+
+
+async def test_launch_line_and_ddtree_build(fh: FakeHost) -> None:
+    """The host's own parser judges each launch line; doctor says which DDTree flags the build has."""
+    dd = svc(fh, name="dd", algorithm="ddtree", mode="shadow-linear", budget=32)
+    # upstream 0.5.23: no DDTREE algorithm, no --speculative-ddtree-budget, no DDTree flags at all
+    r = await doctor(fh.profile([dd]))
+    f = find(r, "launch-line:dd")
+    assert f.status == "fail", render(r)
+    assert "unknown flag --speculative-ddtree-budget" in f.evidence
+    assert "Unknown speculative algorithm name: DDTREE" in f.evidence
+    assert "needs [ddtree_flags] shadow_linear" in f.evidence
+    b = find(r, "ddtree-build")
+    assert b.status == "fail" and "DDTree flags of this build: none" in b.evidence and "unknown" in b.evidence
+    # a patched build: the PR's budget flag, a private shadow switch, the algorithm, its env knobs
+    fh.env.update(
+        FAKE_SGLANG_DDTREE="1",
+        FAKE_SGLANG_EXTRA_FLAGS="--speculative-ddtree-budget,--ddtree-shadow-linear!",
+    )
+    r = await doctor(fh.profile([dd], ddtree_flags={"shadow_linear": "--ddtree-shadow-linear"}))
+    assert find(r, "launch-line:dd").status == "ok", render(r)
+    b = find(r, "ddtree-build")
+    assert b.status == "ok"
+    assert (
+        "--ddtree-shadow-linear, --speculative-ddtree-budget" in b.evidence and "DDTREE known" in b.evidence
+    )
+    assert "SGLANG_DDTREE_DEPTH_BONUS, SGLANG_DDTREE_MAX_TOPK" in b.evidence
 
 
 # --- ports, paths, workdir ------------------------------------------------------------------------------

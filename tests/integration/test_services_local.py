@@ -280,3 +280,33 @@ def test_cli_dry_run_launch_kill_and_usage(
     bad.write_text('name = "x"\nwat = 1\n')
     assert cli.main(["kill", "x/a", "--profile", str(bad)]) == 2
     assert "bad.toml" in capsys.readouterr().err
+
+
+async def test_external_service_health_as_it_is(workdir: Path) -> None:
+    """A server ddtree-tui did not start (launcher = "external", no model paths): ready while it serves, even
+    though no pidfile of ours describes it, never "stopped"; launch and kill are refused; when it goes away
+    it shows as not answering. It runs the real server's /health latency (about 1 s)."""
+    from ddtree_tui.sim.server import SimConfig, SimServer
+
+    async with SimServer(SimConfig(health_latency=0.3)) as sim:
+        services = (
+            f'[[service]]\nname = "ext"\nalgorithm = "dflash"\nlauncher = "external"\nport = {sim.port}\n'
+        )
+        prof = _profile(workdir, services)
+        m, seen = await _manager(prof)
+        try:
+            await m.start()
+            st = await m.wait_state("ext", {"ready"}, 10)
+            assert st.state == "ready" and st.pid is None and st.detail == "external", st
+            assert st.version == "0.5.23-sim" and (st.health_latency_ms or 0) >= 300
+            assert not any(s.name == "ext" and s.state == "stopped" for s in seen)
+            r = await m.launch("ext")
+            assert not r.ok and "external" in r.message
+            k = await m.kill("ext")
+            assert not k.ok and "does not stop it" in k.message
+            await sim.stop()
+            st = await m.wait_state("ext", {"unhealthy"}, 10)
+            assert st.state == "unhealthy" and "not answering" in (st.detail or ""), st
+            assert not any(s.name == "ext" and s.state == "stopped" for s in seen)
+        finally:
+            await m.stop()

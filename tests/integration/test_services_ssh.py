@@ -116,3 +116,41 @@ async def test_ssh_foreign_pid_refused_and_unreachable_host(ssh_env, sshd) -> No
         await m.stop()
         await t.close()
         cleanup_workdir(wd)
+
+
+async def test_ssh_launch_refused_by_the_hosts_own_parser(ssh_env, sshd) -> None:
+    """Through the real sshd, the host's Python runs its own `sglang.srt.server_args` (the fake package's,
+    whose parser is 0.5.23's recorded flag table) on the exact argv: a flag that build rejects refuses the
+    launch before anything starts, names the flag, the build's version and the rename; --force launches."""
+    stale = service_toml(
+        "old", free_port(), extra='extra_args = ["--mamba-scheduler-strategy", "extra_buffer"]'
+    )
+    dd = service_toml("dd", free_port()).replace(
+        'algorithm = "dflash"', 'algorithm = "ddtree"\nmode = "shadow-linear"'
+    )
+    _prof, t, m, _seen, wd = await _ssh_manager(ssh_env, stale + dd)
+    try:
+        r = await m.launch("old")
+        assert not r.ok, r.message
+        assert r.message.startswith(
+            "refused to launch testhost/old: SGLang 0.5.23 would reject its command line"
+        )
+        assert "unknown flag --mamba-scheduler-strategy; it is now --mamba-radix-cache-strategy" in r.message
+        assert "--force" in (r.suggestion or "")
+        # nothing started: no pidfile, no log, no process
+        assert not (wd / "run" / "old.json").exists() and not (wd / "logs" / "old.log").exists()
+        await m.refresh()
+        assert m.status("old").state == "stopped"
+        # a DDTree mode whose switch the profile does not name, on a build without DDTree
+        r = await m.launch("dd")
+        assert not r.ok and "needs [ddtree_flags] shadow_linear" in r.message
+        assert "Unknown speculative algorithm name: DDTREE" in r.message
+        # --force: launched anyway, and the result says what was overridden
+        r = await m.launch("old", force=True)
+        assert r.ok and "forced past the check" in r.message, r.message
+        assert (await m.wait_state("old", {"ready"}, 20)).state == "ready"
+        assert (await m.kill("old")).ok
+    finally:
+        await m.stop()
+        await t.close()
+        cleanup_workdir(wd)

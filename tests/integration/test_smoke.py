@@ -104,6 +104,9 @@ async def test_smoke_ready_then_stopped(fleet: Fleet) -> None:
             notices.append(ev)
     assert [n.severity for n in notices] == ["information"]
     assert notices[0].text.startswith(f"smoke {REF}: ok — 12 tokens")
+    # the OpenAI chat API of the same service, the model name from its /v1/models
+    chat = await fleet.smoke(REF, max_new_tokens=12, api="chat")
+    assert chat.ok and chat.output_tokens == 12, chat.error
 
     assert (await fleet.kill(REF)).ok
     await _state(fleet, "stopped")

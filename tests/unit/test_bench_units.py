@@ -259,3 +259,32 @@ def test_timeline_distributions_for_the_report() -> None:
         tl2.add(0.1 * (i + 1), None, True)
     m2 = timeline_metrics(tl2, 8)
     assert "chunk_tokens_hist" not in m2 and m2["itl_quantiles_ms"][10] == pytest.approx(50.0)
+
+
+def test_text_mode_needs_more_than_one_chunk_pair() -> None:
+    """Cumulative text may repeat (incomplete UTF-8); a delta may start like the text so far; an empty text
+    says nothing. The mode is settled on the whole stream, and output_ids lengths decide where they can."""
+    from ddtree_tui.bench.client import _Acc, _handle_generate, end_of_stream
+
+    def run(chunks: list[tuple[str, int, list[int] | None]]) -> _Acc:
+        acc = _Acc(0.0)
+        for i, (text, ct, ids) in enumerate(chunks):
+            obj: dict = {"text": text, "meta_info": {"completion_tokens": ct, "finish_reason": None}}
+            if ids is not None:
+                obj["output_ids"] = ids
+            if i == len(chunks) - 1:
+                obj["meta_info"]["finish_reason"] = {"type": "length", "length": ct}
+            _handle_generate(acc, obj, 0.01 * (i + 1))
+        acc.done = True
+        end_of_stream(acc, "generate", 1.0)
+        return acc
+
+    a = run([("ab", 1, None), ("ab", 2, None), ("abc", 3, None)])  # cumulative with a repeat
+    assert (a.text_mode, a.acc_text) == ("cumulative", "abc")
+    b = run([("ab", 1, None), ("ab", 2, None), ("abc", 3, None), ("d", 4, None)])  # deltas after all
+    assert (b.text_mode, b.acc_text) == ("incremental", "abababcd")
+    c = run([("a", 1, [1]), ("ab", 2, [2])])  # looks cumulative, but the ids say deltas
+    assert (c.text_mode, c.acc_text) == ("incremental", "aab")
+    d = run([("", 1, None), ("你", 2, None), ("你好", 3, None)])
+    assert (d.text_mode, d.acc_text) == ("cumulative", "你好")
+    assert [ch.has_text for ch in d.tl.chunks] == [False, True, True]

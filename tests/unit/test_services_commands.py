@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.services.commands import argv_hash, build_launch
+from ddtree_tui.services.commands import argv_hash, build_launch, missing_ddtree_switches
 
 HOST = """
 name = "ct200"
@@ -43,8 +43,8 @@ def test_dflash_argv_full() -> None:
     prof, spec = _spec(
         'name = "dflash"\nalgorithm = "dflash"\nmodel = "/models/T"\ndraft_model = "/models/D"\nport = 30010\n'
         'gpus = [1]\nattention_backend = "triton"\ndraft_attention_backend = "fa4"\nblock_size = 16\n'
-        'mem_fraction_static = 0.75\nmamba_scheduler_strategy = "extra_buffer"\nserved_model_name = "qwen"\n'
-        'extra_args = ["--decode-log-interval", "10"]\nenv = { SGLANG_ENABLE_SPEC_V2 = "1" }\n'
+        'mem_fraction_static = 0.75\nmamba_radix_cache_strategy = "extra_buffer"\nserved_model_name = "qwen"\n'
+        'extra_args = ["--decode-log-interval", "10"]\nenv = { SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN = "1" }\n'
     )
     cmd = build_launch(prof, spec)
     assert cmd.argv == [
@@ -53,14 +53,25 @@ def test_dflash_argv_full() -> None:
         "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/models/D",
         "--speculative-num-draft-tokens", "16", "--speculative-dflash-block-size", "16",
         "--speculative-draft-attention-backend", "fa4",
-        "--mem-fraction-static", "0.75", "--mamba-scheduler-strategy", "extra_buffer", "--trust-remote-code",
+        "--mem-fraction-static", "0.75", "--mamba-radix-cache-strategy", "extra_buffer", "--trust-remote-code",
         "--served-model-name", "qwen", "--enable-metrics", "--decode-log-interval", "10",
     ]  # fmt: skip
     assert cmd.env == {
         "CUDA_VISIBLE_DEVICES": "1",
         "LD_LIBRARY_PATH": "/opt/cu13/lib",
-        "SGLANG_ENABLE_SPEC_V2": "1",
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1",
     }
+
+
+def test_old_strategy_key_launches_the_new_flag() -> None:
+    """`mamba_scheduler_strategy` (the old key) still reads, but 0.5.20+ knows only the new flag."""
+    prof, spec = _spec(
+        'name = "d"\nalgorithm = "dflash"\nmodel = "/m"\ndraft_model = "/d"\nport = 1\n'
+        'mamba_scheduler_strategy = "extra_buffer"\n'
+    )
+    argv = build_launch(prof, spec).argv
+    assert argv[argv.index("--mamba-radix-cache-strategy") + 1] == "extra_buffer"
+    assert "--mamba-scheduler-strategy" not in argv
 
 
 DDTREE = 'name = "dd"\nalgorithm = "ddtree"\nmodel = "/models/T"\ndraft_model = "/models/D"\nport = 30011\nbudget = 32\nblock_size = 16\n'
@@ -69,21 +80,33 @@ SPEC_HEAD = ["--speculative-draft-model-path", "/models/D", "--speculative-num-d
 
 
 @pytest.mark.parametrize(
-    ("mode", "unsafe", "tail"),
+    ("mode", "unsafe", "tail", "missing"),
     [
-        ("shadow-linear", False, ["--speculative-ddtree-budget", "32", "--speculative-ddtree-shadow-linear"]),
-        ("shadow-linear", True, ["--speculative-ddtree-budget", "32", "--speculative-ddtree-shadow-linear"]),
-        ("tree", False, ["--speculative-ddtree-budget", "32"]),
-        ("tree", True, ["--speculative-ddtree-budget", "32", "--speculative-ddtree-allow-hybrid-unsafe"]),
+        ("shadow-linear", False, ["--speculative-ddtree-budget", "32"], ["shadow_linear"]),
+        ("shadow-linear", True, ["--speculative-ddtree-budget", "32"], ["shadow_linear"]),
+        ("tree", False, ["--speculative-ddtree-budget", "32"], []),
+        ("tree", True, ["--speculative-ddtree-budget", "32"], ["allow_hybrid_unsafe"]),
     ],
 )
-def test_ddtree_argv_default_flags(mode: str, unsafe: bool, tail: list[str]) -> None:
+def test_ddtree_argv_default_flags(mode: str, unsafe: bool, tail: list[str], missing: list[str]) -> None:
+    """The defaults are the open upstream PR's (DDTREE, --speculative-ddtree-budget); the shadow-linear and
+    hybrid-unsafe switches exist in no public code, so nothing is invented for them: the launch check refuses
+    until [ddtree_flags] names this build's switch."""
     body = DDTREE + f'mode = "{mode}"\nallow_hybrid_unsafe = {str(unsafe).lower()}\n'
     prof, spec = _spec(body)
     argv = build_launch(prof, spec).argv
     assert argv == [PY, "-m", "sglang.launch_server", *COMMON, "--port", "30011", "--tp-size", "1",
                     "--speculative-algorithm", "DDTREE", *SPEC_HEAD, *tail,
                     "--trust-remote-code", "--enable-metrics"]  # fmt: skip
+    assert missing_ddtree_switches(prof, spec) == missing
+
+
+def test_ddtree_switch_as_environment() -> None:
+    host = HOST + '[ddtree_flags]\nshadow_linear = "SGLANG_DDTREE_SHADOW_LINEAR=1"\n'
+    prof, spec = _spec(DDTREE + 'mode = "shadow-linear"\n', host)
+    cmd = build_launch(prof, spec)
+    assert cmd.env["SGLANG_DDTREE_SHADOW_LINEAR"] == "1" and "SGLANG_DDTREE_SHADOW_LINEAR=1" not in cmd.argv
+    assert missing_ddtree_switches(prof, spec) == []
 
 
 def test_ddtree_argv_per_host_flag_table() -> None:

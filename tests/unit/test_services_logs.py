@@ -83,7 +83,8 @@ def test_hybrid_gdn_fields() -> None:
     m = parse_line(line)
     assert m is not None
     assert (m.full_token, m.full_token_usage, m.mamba_num, m.mamba_usage) == (612, 0.02, 3, 0.1)
-    assert m.token_usage is None and m.usage == 0.02 and m.num_token is None
+    # usage as SGLang's own token_usage gauge: the fullest pool (mamba here), not the full-attention one
+    assert m.token_usage is None and m.usage == 0.1 and m.num_token is None
 
 
 def test_hybrid_prefill_usage_parts() -> None:
