@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -26,7 +25,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+from pydantic import ValidationError
 
+from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
@@ -39,7 +40,8 @@ DEFAULT_TIMEOUT = 300.0
 
 
 def _err(msg: str) -> None:
-    print(f"ddtree-tui --run-bench: {msg}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # a terminal that hung up must not stop the run from saving
+        print(f"ddtree-tui --run-bench: {msg}", file=sys.stderr, flush=True)
 
 
 def target_mode(spec: ServiceSpec) -> str | None:
@@ -223,6 +225,10 @@ class Progress:
         self.stream = stream or sys.stderr
 
     def __call__(self, ev: BenchEvent) -> None:
+        with contextlib.suppress(OSError):  # a hung-up terminal (SIGHUP) must not abort the run
+            self._show(ev)
+
+    def _show(self, ev: BenchEvent) -> None:
         out = self.stream
         if ev.kind == "run_started":
             names = ", ".join(f"{t.ref} ({t.algorithm}/{t.mode or '-'})" for t in ev.targets)
@@ -270,18 +276,10 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Through the one shared writer: a special file (/dev/null, a FIFO) is written, never replaced."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    atomicio.write_file(path, text)
 
 
 def build_request(ns: argparse.Namespace) -> BenchRequest:
@@ -298,6 +296,9 @@ def build_request(ns: argparse.Namespace) -> BenchRequest:
     )
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 async def _main(
     ns: argparse.Namespace, req: BenchRequest, chosen: list[tuple[HostProfile, ServiceSpec]]
 ) -> int:
@@ -311,7 +312,9 @@ async def _main(
         with contextlib.suppress(Exception):
             loop.remove_signal_handler(signal.SIGINT)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: closing the terminal or `tmux kill-window` must save what was measured and stop the
+    # demo's simulated servers, like Ctrl-C
+    for sig in _STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
     try:
@@ -330,13 +333,15 @@ async def _main(
     finally:
         sess.stop_sims()
         await sess.close_transports()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in _STOP_SIGNALS:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
-    sys.stdout.write(report.table(run))
-    sys.stdout.flush()
+    with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone: the files still get written
+        sys.stdout.write(report.table(run))
+        sys.stdout.flush()
     for p in save(run, ns):
-        _err(p)
+        with contextlib.suppress(OSError):
+            _err(p)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAIL if run.failed else EXIT_OK
@@ -378,6 +383,13 @@ def cli_main(ns: argparse.Namespace) -> int:
         ns.baseline = refs[0]  # deltas against the first service unless told otherwise
     try:
         req = build_request(ns)
+    except ValidationError as e:
+        for err in e.errors():
+            opt = "--" + "-".join(str(x) for x in err.get("loc", ())).replace("_", "-")
+            _err(
+                f"{opt}: {str(err.get('msg', 'invalid value')).removeprefix('Value error, ')} (got {err.get('input')!r})"
+            )
+        return EXIT_USAGE
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE

@@ -20,15 +20,7 @@ PYTHONSAFEPATH=1: the workdir (its cwd) is never on sys.path.
 
 from __future__ import annotations
 
-import inspect
-
 from ddtree_tui import atomicio
-
-
-def _atomic_source() -> str:
-    lines = inspect.getsource(atomicio).splitlines()
-    return "\n".join(x for x in lines if not x.startswith("from __future__"))
-
 
 COMMON = (
     r"""from __future__ import annotations
@@ -37,7 +29,7 @@ if sys.path and sys.path[0] in ('', '.'):
     del sys.path[0]  # never import from the current directory (the workdir), whatever the Python version
 import json, os, time, signal, socket, hashlib, stat
 """
-    + _atomic_source()
+    + atomicio.embedded_source()
     + r"""
 
 UID = os.getuid()
