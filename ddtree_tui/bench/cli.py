@@ -31,7 +31,7 @@ from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
-from ddtree_tui.bench.runner import BenchUsageError, run_bench
+from ddtree_tui.bench.runner import BenchUsageError, Gate, run_bench
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
 from ddtree_tui.transport.base import TransportError
 
@@ -117,6 +117,8 @@ class Session:
 
     sims: list[SimChild] = field(default_factory=list)
     transports: list[Any] = field(default_factory=list)
+    gates: dict[str, Gate] = field(default_factory=dict)  # by ref: services behind an SSH forward
+    where: dict[str, str] = field(default_factory=dict)  # by ref: the route, for connection errors
 
     def stop_sims(self, grace: float = 5.0) -> None:
         for c in self.sims:
@@ -165,6 +167,26 @@ async def wait_healthy(child: SimChild, timeout: float) -> None:
     raise RuntimeError(f"simulated {child.ref} not healthy after {timeout:g} s")
 
 
+def _reconnect_gate(t: Any, host: HostProfile) -> Gate:
+    """Hold a request while the host's SSH connection is down, up to a bound: a short drop costs a wait, not
+    the run's plan (the forward's local port survives the reconnect)."""
+    bound = max(30.0, 3 * host.connect_timeout)
+
+    async def gate() -> str | None:
+        if t.status.state == "connected":
+            return None
+        _err(
+            f"host {host.name} disconnected ({t.status.error or 'connection lost'}): "
+            f"waiting up to {bound:.0f} s for the reconnect"
+        )
+        if await t.wait_connected(bound):
+            _err(f"host {host.name} reconnected; going on")
+            return None
+        return f"host {host.name} still unreachable after {bound:.0f} s"
+
+    return gate
+
+
 async def make_targets(
     sess: Session,
     chosen: list[tuple[HostProfile, ServiceSpec]],
@@ -209,6 +231,8 @@ async def make_targets(
                 port = await t.forward_port(spec.port)
             except TransportError as e:
                 raise RuntimeError(f"cannot forward port {spec.port} of host {host.name}: {e}") from None
+            sess.where[ref] = f"http://127.0.0.1:{port} forwarded to port {spec.port} on {host.name} over ssh"
+            sess.gates[ref] = _reconnect_gate(t, host)
             targets.append(
                 BenchTarget(ref=ref, base_url=f"http://127.0.0.1:{port}", algorithm=spec.algorithm, mode=mode)
             )
@@ -326,7 +350,9 @@ async def _main(
         if stop.is_set():
             return EXIT_INTERRUPTED
         try:
-            run = await run_bench(req, targets, on_event=Progress(), stop=stop)
+            run = await run_bench(
+                req, targets, on_event=Progress(), stop=stop, gates=sess.gates, where=sess.where
+            )
         except BenchUsageError as e:
             _err(str(e))
             return EXIT_USAGE
