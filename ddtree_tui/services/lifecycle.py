@@ -538,9 +538,12 @@ class ServiceManager:
             raise TransportError(f"cannot read {log}: {res.stderr.strip()[-300:]}") from None
         return self._redact_lines([str(x) for x in out])
 
-    async def follow_log(self, name: str) -> AsyncIterator[str]:
+    async def follow_log(
+        self, name: str, on_gap: Callable[[str], None] | None = None, retry_s: float = 1.0
+    ) -> AsyncIterator[str]:
         """New lines of a service's log as they come: shares the manager's follower when it runs, else opens
-        its own `tail -F` (which keeps following across a restart's log rotation)."""
+        its own `tail -F` (which keeps following across a restart's log rotation). A dropped connection
+        does not end it: it waits for the reconnect and follows on (`on_gap` hears about the gap)."""
         svc = self._svc(name)
         if svc.follow_task is not None and not svc.follow_task.done():
             q: asyncio.Queue[str] = asyncio.Queue(maxsize=10000)
@@ -552,8 +555,23 @@ class ServiceManager:
                 svc.subscribers.discard(q)
         else:
             log = service_paths(self.profile, name)["log"]
-            async for line in self.transport.stream(["tail", "-n", "0", "-F", log]):
-                yield self._redact(line)
+            while True:
+                why = "the log stream ended"
+                try:
+                    async for line in self.transport.stream(["tail", "-n", "0", "-F", log]):
+                        yield self._redact(line)
+                except TransportError as e:
+                    why = str(e) or why
+                # `tail -F` never ends by itself: the connection dropped (or tail was killed)
+                if on_gap is not None:
+                    on_gap(f"{self.profile.name}: {why}; following again once the host is back")
+                await asyncio.sleep(retry_s)
+                while not await self.transport.wait_connected(30):
+                    pass
+                if on_gap is not None:
+                    on_gap(
+                        f"{self.profile.name}: reconnected; lines written meanwhile are not shown (logs -n N)"
+                    )
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
