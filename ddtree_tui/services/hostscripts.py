@@ -171,17 +171,16 @@ def identify(rec, accept):
         return 'ours', st  # launched by our wrapper from an older spec: still ours
     return 'foreign', ' '.join(cmd)[:200]
 
-def group_members(rec, exclude=()):
+def group_members(rec, exclude=(), grp=None):
     # live processes of the service's process group and session (the wrapper made both): our uid only.
     # A pgid is never handed out again while any process still uses it, so these are the service's own.
+    # `grp` (from groups()) saves a scan of /proc when the caller already made one.
     pgid = int(rec.get('pgid') or 0)
     if pgid <= 1:
         return []
     out = []
-    for d in os.listdir('/proc'):
-        if not d.isdigit():
-            continue
-        pid = int(d)
+    cands = grp.get(pgid, []) if grp is not None else [int(d) for d in os.listdir('/proc') if d.isdigit()]
+    for pid in cands:
         if pid in exclude:
             continue
         st = proc_stat(pid)
@@ -576,7 +575,7 @@ def one(svc, grp):
             r['exit'] = read_json(svc['exitfile'])
         r['tail'] = tail(svc['log'], 20)
         if who in ('dead', 'pid-reused'):
-            left = group_members(rec, exclude=(rec.get('pid'), wpid))
+            left = group_members(rec, exclude=(rec.get('pid'), wpid), grp=grp)
             if left:
                 use = gpu_usage()
                 r['orphans'] = left

@@ -137,6 +137,7 @@ class ServiceManager:
         self._forwards: dict[tuple[str, int], int] = {}
         self._changed = asyncio.Event()
         self._python = host_python(profile)
+        self._secret_cache: tuple[tuple[int, ...], set[str]] | None = None
 
     # --- bookkeeping -------------------------------------------------------------------------------------
     def _add(self, spec: ServiceSpec) -> _Svc:
@@ -226,10 +227,14 @@ class ServiceManager:
         return sorted({argv_hash(build_launch(self.profile, svc.spec).argv), *svc.launched_hashes})
 
     def _secrets(self) -> set[str]:
-        out: set[str] = set()
-        for svc in self._svcs.values():
-            out |= build_launch(self.profile, svc.spec).secrets()
-        return out
+        """Every secret value of this host's services (cached until a spec changes: used on every log line)."""
+        key = (id(self.profile), *(id(s.spec) for s in self._svcs.values()))
+        if self._secret_cache is None or self._secret_cache[0] != key:
+            out: set[str] = set()
+            for svc in self._svcs.values():
+                out |= build_launch(self.profile, svc.spec).secrets()
+            self._secret_cache = (key, out)
+        return self._secret_cache[1]
 
     def _redact(self, text: str) -> str:
         return redact_text(text, self._secrets()) if text else text
