@@ -23,6 +23,7 @@ from tests.integration.test_attacks_local import (
     attacker_workdir,
     processes_running,
 )
+from tests.integration.test_telemetry_ssh import install_fake_smi
 from tests.procs import alive
 from tests.sshd import free_port
 
@@ -93,6 +94,7 @@ def _write(p: Path, text: str) -> None:
 async def test_ssh_concurrent_launches_and_orphaned_group(ssh_env, sshd, tmp_path: Path) -> None:
     wd = tmp_path / "work"
     ms, ts = await _ssh(wd, service_toml("g", free_port(), env={"FAKE_CHILD": "1"}), n=3)
+    set_smi = install_fake_smi(sshd)
     prof = ms[0].profile
     argv = build_launch(prof, prof.services[0]).argv
     try:
@@ -110,6 +112,7 @@ async def test_ssh_concurrent_launches_and_orphaned_group(ssh_env, sshd, tmp_pat
                 break
             await asyncio.sleep(0.05)
         assert child is not None
+        set_smi("load", apps_pid=child)  # the worker holds GPU memory, as SGLang's scheduler does
         os.kill(main, signal.SIGKILL)
         for _ in range(100):
             await ms[1].refresh()
@@ -118,6 +121,7 @@ async def test_ssh_concurrent_launches_and_orphaned_group(ssh_env, sshd, tmp_pat
             await asyncio.sleep(0.05)
         st = ms[1].status("g")
         assert st.state == "crashed" and "1 process still alive" in (st.detail or ""), st.detail
+        assert "21482 MiB on GPU 0" in (st.detail or ""), st.detail
         k = await ms[2].kill("g", timeout=2)
         assert k.ok and "ended 1 process of its group" in k.message, k.message
         assert not alive(child)
