@@ -39,6 +39,18 @@ def _kind(path: str) -> str:
     return "special"
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would, for every thread, for a moment)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def write_file(
     path: str | os.PathLike[str],
     data: bytes | str,
@@ -90,9 +102,7 @@ def write_file(
             os.chmod(tmp, want)
         elif existing_mode is None:
             # mkstemp makes 0600; a new file gets the usual umask-derived mode
-            um = os.umask(0)
-            os.umask(um)
-            os.chmod(tmp, 0o666 & ~um)
+            os.chmod(tmp, 0o666 & ~_umask())
         if callable(before_replace) and not before_replace():
             os.unlink(tmp)
             return False

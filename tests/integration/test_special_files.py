@@ -88,6 +88,16 @@ def test_write_file_keeps_devices_fifos_and_refuses_directories(tmp_path: Path) 
     link.symlink_to(reg)
     atomicio.write_file(link, "new")
     assert link.is_symlink() and reg.read_text() == "new" and (reg.stat().st_mode & 0o777) == 0o640
+    um = os.umask(0o022)
+    try:
+        atomicio.write_file(tmp_path / "new.json", "{}")
+        assert (
+            os.stat(tmp_path / "new.json").st_mode & 0o777
+        ) == 0o644  # the umask's mode, not mkstemp's 0600
+        atomicio.write_file(tmp_path / "pid.json", "{}", mode=0o600)
+        assert (os.stat(tmp_path / "pid.json").st_mode & 0o777) == 0o600
+    finally:
+        os.umask(um)
 
 
 def test_bench_json_csv_history_into_devices_and_fifos(tmp_path: Path) -> None:
