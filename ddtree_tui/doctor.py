@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.services import hostscripts
 from ddtree_tui.transport.base import RunResult, Transport, TransportError
 
 FindingStatus = Literal["ok", "warn", "fail"]
@@ -259,6 +260,7 @@ def probe_ports(workdir):
 
 def probe_workdir(wd):
     r = {"path": wd, "exists": os.path.isdir(wd)}
+    r["trust"] = secure_dir(wd, False)  # the launcher's own check: who else could write there
     d = wd
     while d and not os.path.exists(d):
         parent = os.path.dirname(d)
@@ -302,6 +304,8 @@ out["env"] = {"LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH"),
 sys.stdout.write("\n@@DDTREE-DOCTOR@@" + json.dumps(out) + "\n")
 sys.stdout.flush()
 """
+
+PROBE = hostscripts.TRUST + PROBE
 
 MARKER = "@@DDTREE-DOCTOR@@"
 
@@ -940,7 +944,16 @@ def _host_findings(probe: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     wd = probe.get("workdir") or {}
     if wd:
-        if wd.get("writable"):
+        if wd.get("trust"):
+            out.append(
+                Finding(
+                    check="workdir",
+                    status="fail",
+                    evidence=str(wd["trust"]),
+                    fix="launch, kill and status refuse this workdir until it is fixed",
+                )
+            )
+        elif wd.get("writable"):
             note = "" if wd.get("exists") else f" (will be created under {wd.get('existing')})"
             out.append(Finding(check="workdir", status="ok", evidence=f"{wd['path']} is writable{note}"))
         else:

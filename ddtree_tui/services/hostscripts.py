@@ -22,47 +22,14 @@ from __future__ import annotations
 
 from ddtree_tui import atomicio
 
-COMMON = (
-    r"""from __future__ import annotations
-import sys
-if sys.path and sys.path[0] in ('', '.'):
-    del sys.path[0]  # never import from the current directory (the workdir), whatever the Python version
-import json, os, time, signal, socket, hashlib, stat
-"""
-    + atomicio.embedded_source()
-    + r"""
-
+# Who may write the workdir: shared with the doctor's probe (Python >= 3.6, stdlib only).
+TRUST = (
+    r"""
+import os, stat
 UID = os.getuid()
-WRAPPER_MARK = 'ddtree-tui ' + 'service wrapper'  # the literal text appears only in the wrapper's source
 
-def argv_hash(argv):
-    return hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:16]
-
-def proc_stat(pid):
-    try:
-        with open('/proc/%d/stat' % pid, 'rb') as f:
-            data = f.read().decode('utf-8', 'replace')
-    except (OSError, ValueError):
-        return None
-    rest = data[data.rfind(')') + 2:].split()
-    return {'state': rest[0], 'ppid': int(rest[1]), 'pgrp': int(rest[2]), 'sid': int(rest[3]),
-            'starttime': int(rest[19])}
-
-def proc_uid(pid):
-    try:
-        return os.stat('/proc/%d' % pid).st_uid
-    except OSError:
-        return None
-
-def proc_cmdline(pid):
-    try:
-        with open('/proc/%d/cmdline' % pid, 'rb') as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return [a.decode('utf-8', 'replace') for a in raw.split(b'\0')[:-1]]
-
-def user_name(uid):
+"""
+    + r"""def user_name(uid):
     try:
         import pwd
         return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
@@ -119,6 +86,48 @@ def secure_dir(path, create):
                 'pidfile there. Nothing was started or signalled. Fix: chmod 700 %s'
                 % (path, stat.S_IMODE(st.st_mode), path))
     return None
+
+"""
+)
+
+COMMON = (
+    r"""from __future__ import annotations
+import sys
+if sys.path and sys.path[0] in ('', '.'):
+    del sys.path[0]  # never import from the current directory (the workdir), whatever the Python version
+import json, os, time, signal, socket, hashlib, stat
+"""
+    + atomicio.embedded_source()
+    + TRUST
+    + r"""
+WRAPPER_MARK = 'ddtree-tui ' + 'service wrapper'  # the literal text appears only in the wrapper's source
+
+def argv_hash(argv):
+    return hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:16]
+
+def proc_stat(pid):
+    try:
+        with open('/proc/%d/stat' % pid, 'rb') as f:
+            data = f.read().decode('utf-8', 'replace')
+    except (OSError, ValueError):
+        return None
+    rest = data[data.rfind(')') + 2:].split()
+    return {'state': rest[0], 'ppid': int(rest[1]), 'pgrp': int(rest[2]), 'sid': int(rest[3]),
+            'starttime': int(rest[19])}
+
+def proc_uid(pid):
+    try:
+        return os.stat('/proc/%d' % pid).st_uid
+    except OSError:
+        return None
+
+def proc_cmdline(pid):
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return [a.decode('utf-8', 'replace') for a in raw.split(b'\0')[:-1]]
 
 def check_workdir(cfg, create):
     dirs = [cfg['workdir'], os.path.dirname(cfg['pidfile'])]

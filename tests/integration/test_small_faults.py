@@ -192,3 +192,18 @@ async def test_doctor_gpu_fallen_off_the_bus_is_a_fail_for_its_service(tmp_path:
     assert r.worst == "fail"
     r = await doctor(fh.profile([svc(fh, name="on0", gpus=[0])]))
     assert find(r, "gpu-lost:1").status == "warn"  # nobody here uses GPU 1
+
+
+async def test_doctor_fails_a_workdir_another_user_controls(tmp_path: Path) -> None:
+    """The launcher's trust check, seen by the doctor before any launch (issue 20 item 1)."""
+    from tests.integration.test_attacks_local import attacker_workdir
+
+    wd = attacker_workdir(tmp_path, tmp_path / "pwned")
+    fh = FakeHost(tmp_path / "host")
+    fh.nvidia_smi()
+    r = await doctor(fh.profile([svc(fh)], workdir=str(wd)))
+    f = find(r, "workdir")
+    assert f.status == "fail" and "uid 65534" in f.evidence and "owned by" in f.evidence, render(r)
+    assert not (tmp_path / "pwned").exists()
+    ok = await doctor(fh.profile([svc(fh)]))
+    assert find(ok, "workdir").status == "ok"
