@@ -52,6 +52,12 @@ PROBES: list[tuple[str, str, str, str]] = [
     ),
     (
         "1",
+        "doctor on a workdir another user controls",
+        "FAIL naming the owner, nothing runs",
+        M + "test_doctor_fails_a_workdir_another_user_controls",
+    ),
+    (
+        "1",
         "pidfile forged from /proc (real start time + argv hash), local",
         "nothing signalled",
         A + "test_pidfile_forged_from_proc_never_gets_a_process_signalled",
