@@ -224,7 +224,11 @@ class ServiceManager:
 
     def _accept(self, svc: _Svc) -> list[str]:
         """The argv hashes a pidfile's process may show to be ours: the spec's argv now, and what we launched."""
-        return sorted({argv_hash(build_launch(self.profile, svc.spec).argv), *svc.launched_hashes})
+        try:
+            now = {argv_hash(build_launch(self.profile, svc.spec).argv)}
+        except Exception:  # a spec we do not launch ourselves has no argv of ours
+            now = set()
+        return sorted(now | svc.launched_hashes)
 
     def _secrets(self) -> set[str]:
         """Every secret value of this host's services (cached until a spec changes: used on every log line)."""
@@ -232,7 +236,8 @@ class ServiceManager:
         if self._secret_cache is None or self._secret_cache[0] != key:
             out: set[str] = set()
             for svc in self._svcs.values():
-                out |= build_launch(self.profile, svc.spec).secrets()
+                with contextlib.suppress(Exception):
+                    out |= build_launch(self.profile, svc.spec).secrets()
             self._secret_cache = (key, out)
         return self._secret_cache[1]
 
