@@ -191,6 +191,12 @@ PROBES: list[tuple[str, str, str, str]] = [
     ),
     (
         "9",
+        "host programs: pidfile and patched file that are device nodes",
+        "written, never replaced",
+        F + "test_host_programs_write_pidfiles_and_patches_through_the_same_writer",
+    ),
+    (
+        "9",
         "write_file on a char device, FIFO, directory, symlink",
         "device/FIFO kept, directory refused",
         F + "test_write_file_keeps_devices_fifos_and_refuses_directories",

@@ -205,3 +205,24 @@ def test_sighup_during_run_bench_saves_and_stops_the_demo_servers(tmp_path: Path
     while any(alive(p) for p in sims) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in sims), "simulated servers left running after SIGHUP"
+
+
+def test_host_programs_write_pidfiles_and_patches_through_the_same_writer(tmp_path: Path) -> None:
+    """The host side embeds the same writer: a pidfile path or a patched file that is a device is written,
+    never replaced (host programs run as root on GPU hosts)."""
+    from ddtree_tui.services import hostscripts, patches
+
+    dev = null_device(tmp_path)
+    prog = hostscripts.COMMON + "\nwrite_json(sys.argv[1], {'pid': 1})\n"
+    p = subprocess.run(
+        [sys.executable, "-I", "-c", prog, str(dev)], capture_output=True, text=True, timeout=30
+    )
+    assert p.returncode == 0, p.stderr
+    assert is_chr(dev)
+    dev2 = null_device(tmp_path, "patched")
+    cfg = {"writes": [{"path": str(dev2), "text": "patched text"}]}
+    p = subprocess.run([sys.executable, "-c", patches._WRITE], input=json.dumps(cfg), capture_output=True,
+                       text=True, timeout=30)  # fmt: skip
+    assert p.returncode == 0 and json.loads(p.stdout)["written"] == [str(dev2)], p.stderr
+    assert is_chr(dev2)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["null", "patched"]
