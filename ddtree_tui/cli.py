@@ -4,11 +4,14 @@ an exit code (0 success, 1 the work ran and something failed, 2 bad usage or con
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
 # mode -> "module:function"; each function takes the argparse namespace and returns an exit code
 HANDLERS: dict[str, str] = {
@@ -227,9 +230,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ddtree-tui: mode '{mode}' is not built yet", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return int(handler(ns))
+        rc = int(handler(ns))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return rc
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`status --json | head -c 10`): no traceback, and nothing more to write
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -104,7 +104,8 @@ def status_main(ns: argparse.Namespace) -> int:
         print(json.dumps(snap.to_json_dict(), indent=2))
     else:
         print(render_text(snap))
-    return 0
+    # 0: every host answered; 1: some host could not be reached (the snapshot still shows what is known)
+    return 0 if all(h.state == "connected" for h in snap.hosts) else 1
 
 
 async def run_smoke(

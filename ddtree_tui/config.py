@@ -16,7 +16,13 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
-SECRET_KEY_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|AUTH)", re.IGNORECASE)
+# names that look like they hold a secret: environment variables (WANDB_KEY, PRIVATE_KEY, AWS_ACCESS_KEY_ID,
+# HF_TOKEN, ...) and command-line flags (--api-key, --hf-token, --admin-api-key, ...)
+SECRET_KEY_RE = re.compile(
+    r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|API[_-]?KEY|ACCESS[_-]?KEY"
+    r"|(^|[_-])(TOKEN|KEYS?|PASS|AUTH|AUTHORIZATION|BEARER|SIGNATURE)($|[_-]))",
+    re.IGNORECASE,
+)
 
 Algorithm = Literal["baseline", "dflash", "ddtree"]
 DDTreeMode = Literal["linear", "shadow-linear", "tree"]
@@ -36,7 +42,9 @@ class ProfileError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `port = "32110"`, `keepalive_count_max = true` or `trust_remote_code = "no"` are errors, not
+    # silently coerced (an integer is still accepted where a float is expected)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class DDTreeFlags(_Strict):
@@ -187,6 +195,13 @@ class HostProfile(_Strict):
 
     @model_validator(mode="after")
     def _unique(self) -> HostProfile:
+        if not self.is_local and not self.workdir.startswith("/"):
+            # a relative or ~ path would be resolved against whatever directory each helper runs in
+            raise _LocatedError(
+                ("workdir",),
+                f"workdir {self.workdir!r} of a remote host must be an absolute path on that host "
+                '(~ and relative paths are not expanded there), e.g. workdir = "/home/USER/ddtree"',
+            )
         names: set[str] = set()
         ports: dict[int, str] = {}
         for i, s in enumerate(self.service):
@@ -207,9 +222,62 @@ class _LocatedError(ValueError):
         super().__init__(msg)
 
 
+MASK = "***"
+
+
+def is_secret_name(name: str) -> bool:
+    """An environment variable or flag name that looks like it holds a secret (`--api-key`, `WANDB_KEY`)."""
+    return bool(SECRET_KEY_RE.search(name.lstrip("-")))
+
+
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     """Env with secret-looking values masked, for anything shown or logged."""
-    return {k: ("***" if SECRET_KEY_RE.search(k) else v) for k, v in env.items()}
+    return {k: (MASK if is_secret_name(k) and v else v) for k, v in env.items()}
+
+
+def _is_secret_flag(word: str) -> bool:
+    return word.startswith("--") and is_secret_name(word.split("=", 1)[0])
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """argv with the values of secret-looking flags masked: `--api-key X` and `--api-key=X` show `***`."""
+    out: list[str] = []
+    mask_next = False
+    for a in argv:
+        if mask_next and not a.startswith("--"):
+            out.append(MASK)
+            mask_next = False
+            continue
+        mask_next = False
+        if _is_secret_flag(a):
+            if "=" in a:
+                out.append(a.split("=", 1)[0] + "=" + MASK)
+            else:
+                out.append(a)
+                mask_next = True
+            continue
+        out.append(a)
+    return out
+
+
+def secret_values(argv: Sequence[str], env: dict[str, str]) -> set[str]:
+    """The secret values in an argv and an env (by flag and by name), to mask wherever text is shown."""
+    vals: set[str] = {v for k, v in env.items() if is_secret_name(k) and v}
+    for i, a in enumerate(argv):
+        if _is_secret_flag(a):
+            if "=" in a:
+                vals.add(a.split("=", 1)[1])
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                vals.add(argv[i + 1])
+    return {v for v in vals if len(v) >= 3}
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """text with every known secret value replaced by ***, longest first."""
+    for v in sorted(secrets, key=len, reverse=True):
+        if v in text:
+            text = text.replace(v, MASK)
+    return text
 
 
 # --- locating a field in the TOML text -------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.services import hostscripts
 from ddtree_tui.transport.base import RunResult, Transport, TransportError
 
 FindingStatus = Literal["ok", "warn", "fail"]
@@ -259,6 +260,7 @@ def probe_ports(workdir):
 
 def probe_workdir(wd):
     r = {"path": wd, "exists": os.path.isdir(wd)}
+    r["trust"] = secure_dir(wd, False)  # the launcher's own check: who else could write there
     d = wd
     while d and not os.path.exists(d):
         parent = os.path.dirname(d)
@@ -302,6 +304,8 @@ out["env"] = {"LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH"),
 sys.stdout.write("\n@@DDTREE-DOCTOR@@" + json.dumps(out) + "\n")
 sys.stdout.flush()
 """
+
+PROBE = hostscripts.TRUST + PROBE
 
 MARKER = "@@DDTREE-DOCTOR@@"
 
@@ -431,7 +435,17 @@ async def _smi(t: Transport, env: dict[str, str] | None = None) -> dict[str, Any
             timeout=SMI_TIMEOUT,
             env=env,
         )
-    if not q.ok:
+    # a GPU that fell off the bus: its row reads "[GPU is lost]" / "[Unknown Error]", or nvidia-smi cannot
+    # even get its handle; nvidia-smi may then exit non-zero while still printing the other GPUs' rows
+    lost: dict[int, str] = {}
+    handle_errors: list[str] = []
+    for line in q.stdout.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if "Unable to determine the device handle" in line:
+            handle_errors.append(line.strip())
+        elif _int(cells[0]) is not None and any(c in ("[GPU is lost]", "[Unknown Error]") for c in cells[1:]):
+            lost[int(cells[0])] = next(c for c in cells[1:] if c in ("[GPU is lost]", "[Unknown Error]"))
+    if not q.ok and not (parse_smi_gpus(q.stdout, fields) or lost or handle_errors):
         err = _tail(q.stderr or q.stdout) or f"exit status {q.exit_status}"
         missing = q.exit_status == 127 or "not found" in err or "No such file" in err
         return {"error": err, "missing": missing}
@@ -448,9 +462,11 @@ async def _smi(t: Transport, env: dict[str, str] | None = None) -> dict[str, Any
             env=env,
         ),
     )
-    gpus = parse_smi_gpus(q.stdout, fields)
+    gpus = [g for g in parse_smi_gpus(q.stdout, fields) if g.index not in lost]
     return {
         "gpus": [g.model_dump() for g in gpus],
+        "lost": {str(k): v for k, v in lost.items()},
+        "handle_errors": handle_errors,
         "driver_cuda": parse_driver_cuda(head.stdout),
         "apps": parse_smi_apps(apps.stdout) if apps.ok else [],
         "raw_error": None if gpus else _tail(q.stdout),
@@ -671,6 +687,30 @@ def _gpu_findings(profile: HostProfile, probe: dict[str, Any], smi: dict[str, An
         out.append(Finding(check="nvidia-smi", status="fail" if needs else "warn", evidence=ev, fix=fix))
         return out
     gpus: list[dict[str, Any]] = smi.get("gpus") or []
+    lost = {int(k): v for k, v in (smi.get("lost") or {}).items()}
+    for line in smi.get("handle_errors") or []:
+        out.append(
+            Finding(
+                check="gpu-lost",
+                status="fail" if any(s.launcher == "sglang" for s in profile.service) else "warn",
+                evidence=f"nvidia-smi: {line}",
+                fix="the GPU fell off the bus: check dmesg for Xid 79, reset it (nvidia-smi -r) or reboot",
+            )
+        )
+    for idx, what in sorted(lost.items()):
+        users = [s.name for s in profile.service if s.launcher == "sglang" and idx in s.gpus]
+        out.append(
+            Finding(
+                check=f"gpu-lost:{idx}",
+                status="fail" if users else "warn",
+                evidence=f"GPU {idx} reports {what} (fell off the bus)"
+                + (f"; service(s) {', '.join(users)} run on it" if users else "; no service here uses it"),
+                fix="check dmesg for Xid 79, reset the GPU (nvidia-smi -r -i N) or reboot; move the service "
+                "to another GPU or host meanwhile",
+            )
+        )
+    if not gpus and (lost or smi.get("handle_errors")):
+        return out
     if not gpus:
         out.append(
             Finding(
@@ -907,7 +947,16 @@ def _host_findings(probe: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     wd = probe.get("workdir") or {}
     if wd:
-        if wd.get("writable"):
+        if wd.get("trust"):
+            out.append(
+                Finding(
+                    check="workdir",
+                    status="fail",
+                    evidence=str(wd["trust"]),
+                    fix="launch, kill and status refuse this workdir until it is fixed",
+                )
+            )
+        elif wd.get("writable"):
             note = "" if wd.get("exists") else f" (will be created under {wd.get('existing')})"
             out.append(Finding(check="workdir", status="ok", evidence=f"{wd['path']} is writable{note}"))
         else:

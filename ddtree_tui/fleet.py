@@ -233,6 +233,11 @@ class Fleet:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                         await h.sampled.wait()
+                if not h.sampled.is_set():
+                    ts = h.telemetry_status
+                    why = f"no GPU sample within the {timeout:.0f} s timeout"
+                    note = f"{ts.note}; {why}" if ts.note else why
+                    h.telemetry_status = ts.model_copy(update={"note": note})
             if ok and h.services is not None:
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
@@ -275,7 +280,8 @@ class Fleet:
         if h is None:
             return
         h.host_sample, h.gpus, h.telemetry_status = hs, gpus, ts
-        h.sampled.set()
+        if h.telemetry is None or getattr(h.telemetry, "settled", True):
+            h.sampled.set()  # not on a first `stale` line without GPU rows: `status` would report no GPUs
         self._publish(GpuSampleEvent(host=host, host_sample=hs, gpus=gpus, telemetry=ts))
 
     def _on_service(self, host: str, st: ServiceStatus) -> None:

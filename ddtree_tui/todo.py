@@ -16,7 +16,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
+from ddtree_tui import atomicio
 from ddtree_tui.state import FleetSnapshot
 
 Priority = Literal["high", "medium", "low"]
@@ -244,12 +244,18 @@ class TodoStore:
             sig = _stat_sig(self.path)
             if sig is None:
                 return _Parsed(items=[], extra={}, bare_list=False), None
+            if self.path.is_dir():
+                raise TodoError(
+                    f"{self.path} is a directory, not a todo file (give a file path with --todos)"
+                )
             try:
-                text = self.path.read_text(encoding="utf-8")
+                text = _read_bounded(self.path)
             except FileNotFoundError:
                 continue
             except UnicodeDecodeError as e:
                 raise TodoError(f"{self.path}:1:{e.start + 1}: not UTF-8 text") from None
+            except OSError as e:
+                raise TodoError(f"{self.path}: cannot read: {e.strerror or e}") from None
             if _stat_sig(self.path) == sig:
                 return _parse(text, self.path), sig
         return _parse(text, self.path), _stat_sig(self.path)
@@ -376,15 +382,25 @@ class TodoStore:
         that writes during our save loses nothing (short of a write inside the last stat-to-rename gap).
         """
         self._writable()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # our own writers take turns; foreign editors are merged
-            try:
+        try:
+            if self.path.is_dir():
+                raise IsADirectoryError(21, "is a directory, not a file")
+            if atomicio.is_special(self.path):  # /dev/null, a FIFO: written as it is, no lock file next to it
                 self._save_locked()
-                self._sweep_temp_files()
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock_path = self.path.with_name(self.path.name + ".lock")
+            with open(lock_path, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # our own writers take turns; foreign editors are merged
+                try:
+                    self._save_locked()
+                    self._sweep_temp_files()
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+        except OSError as e:
+            raise TodoError(
+                f"not saved: cannot write {self.path}: {e.strerror or e} (the file on disk is unchanged)"
+            ) from None
 
     def _sweep_temp_files(self, older_than_s: float = 60.0) -> None:
         """Temp files a killed writer left behind (ours are named .<file>.*.tmp), once they are stale."""
@@ -423,6 +439,18 @@ class TodoStore:
             it._key = b._key
 
 
+MAX_TODO_BYTES = 16 * 1024 * 1024
+
+
+def _read_bounded(path: Path) -> str:
+    """The file's text, at most MAX_TODO_BYTES: a device such as /dev/zero or /dev/full never ends."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_TODO_BYTES + 1)
+    if len(data) > MAX_TODO_BYTES:
+        raise TodoError(f"{path}: larger than {MAX_TODO_BYTES // (1024 * 1024)} MiB, not a todo file")
+    return data.decode("utf-8")
+
+
 def _fsync_dir(d: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(d, os.O_RDONLY)
@@ -433,33 +461,21 @@ def _fsync_dir(d: Path) -> None:
 
 
 def _atomic_write(path: Path, text: str, backup: Path | None, expect: _Sig | None = None) -> bool:
-    """temp file in the same directory + fsync + os.replace + fsync of the directory.
+    """The shared writer (atomicio): temp file in the same directory + fsync + os.replace + fsync of the
+    directory; a special file (/dev/null, a FIFO) is written directly and never backed up or replaced.
 
     Returns False (and writes nothing) when the file's signature is no longer `expect` just before the
     rename: someone wrote it meanwhile and the caller must merge again.
     """
-    d = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists():
-            with contextlib.suppress(FileNotFoundError, OSError):
-                os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        if backup is not None and path.exists():
+    if atomicio.is_special(path):
+        return atomicio.write_file(path, text)
+
+    def still_ours() -> bool:
+        if backup is not None and path.is_file():
             _make_backup(path, backup)
-        if _stat_sig(path) != expect:
-            os.unlink(tmp)
-            return False
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(d)
-    return True
+        return _stat_sig(path) == expect
+
+    return atomicio.write_file(path, text, before_replace=still_ours, tmp_suffix=".tmp")
 
 
 def _make_backup(path: Path, backup: Path) -> None:
@@ -851,10 +867,9 @@ def cli_main(ns: Any) -> int:
     action = getattr(ns, "action", None) or "list"
     as_json = bool(getattr(ns, "json", False))
     if store.error:
-        print(
-            f"ddtree-tui todo: {store.error} (the file is left as it is; fix it or restore {path.name}.bak)",
-            file=sys.stderr,
-        )
+        bak = store.backup_path
+        fix = f"fix it or restore {bak.name}" if bak.is_file() else "fix it (there is no backup yet)"
+        print(f"ddtree-tui todo: {store.error} (the file is left as it is; {fix})", file=sys.stderr)
         return 2
     try:
         if action == "list":

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -29,12 +28,14 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import ValidationError
 
+from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
-from ddtree_tui.bench.runner import BenchUsageError, run_bench
+from ddtree_tui.bench.runner import BenchUsageError, Gate, run_bench
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
 from ddtree_tui.transport.base import TransportError
 
@@ -43,7 +44,8 @@ DEFAULT_TIMEOUT = 300.0
 
 
 def _err(msg: str) -> None:
-    print(f"ddtree-tui --run-bench: {msg}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # a terminal that hung up must not stop the run from saving
+        print(f"ddtree-tui --run-bench: {msg}", file=sys.stderr, flush=True)
 
 
 def target_mode(spec: ServiceSpec) -> str | None:
@@ -121,6 +123,8 @@ class Session:
 
     sims: list[SimChild] = field(default_factory=list)
     transports: list[Any] = field(default_factory=list)
+    gates: dict[str, Gate] = field(default_factory=dict)  # by ref: services behind an SSH forward
+    where: dict[str, str] = field(default_factory=dict)  # by ref: the route, for connection errors
 
     def stop_sims(self, grace: float = 5.0) -> None:
         for c in self.sims:
@@ -181,6 +185,26 @@ def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
     return {"argv": argv, "gpus": list(spec.gpus) or None, "telemetry": host.telemetry.source}
 
 
+def _reconnect_gate(t: Any, host: HostProfile) -> Gate:
+    """Hold a request while the host's SSH connection is down, up to a bound: a short drop costs a wait, not
+    the run's plan (the forward's local port survives the reconnect)."""
+    bound = max(30.0, 3 * host.connect_timeout)
+
+    async def gate() -> str | None:
+        if t.status.state == "connected":
+            return None
+        _err(
+            f"host {host.name} disconnected ({t.status.error or 'connection lost'}): "
+            f"waiting up to {bound:.0f} s for the reconnect"
+        )
+        if await t.wait_connected(bound):
+            _err(f"host {host.name} reconnected; going on")
+            return None
+        return f"host {host.name} still unreachable after {bound:.0f} s"
+
+    return gate
+
+
 async def make_targets(
     sess: Session,
     chosen: list[tuple[HostProfile, ServiceSpec]],
@@ -236,6 +260,8 @@ async def make_targets(
                 port = await t.forward_port(spec.port)
             except TransportError as e:
                 raise RuntimeError(f"cannot forward port {spec.port} of host {host.name}: {e}") from None
+            sess.where[ref] = f"http://127.0.0.1:{port} forwarded to port {spec.port} on {host.name} over ssh"
+            sess.gates[ref] = _reconnect_gate(t, host)
             targets.append(
                 BenchTarget(
                     ref=ref,
@@ -259,6 +285,10 @@ class Progress:
         self.stream = stream or sys.stderr
 
     def __call__(self, ev: BenchEvent) -> None:
+        with contextlib.suppress(OSError):  # a hung-up terminal (SIGHUP) must not abort the run
+            self._show(ev)
+
+    def _show(self, ev: BenchEvent) -> None:
         out = self.stream
         if ev.kind == "run_started":
             names = ", ".join(f"{t.ref} ({t.algorithm}/{t.mode or '-'})" for t in ev.targets)
@@ -315,18 +345,10 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Through the one shared writer: a special file (/dev/null, a FIFO) is written, never replaced."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    atomicio.write_file(path, text)
 
 
 def url_list(text: str) -> list[str]:
@@ -389,6 +411,9 @@ def build_request(ns: argparse.Namespace) -> BenchRequest:
     )
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 async def _main(
     ns: argparse.Namespace, req: BenchRequest, chosen: list[tuple[HostProfile, ServiceSpec]]
 ) -> int:
@@ -402,7 +427,9 @@ async def _main(
         with contextlib.suppress(Exception):
             loop.remove_signal_handler(signal.SIGINT)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: closing the terminal or `tmux kill-window` must save what was measured and stop the
+    # demo's simulated servers, like Ctrl-C
+    for sig in _STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
     try:
@@ -417,20 +444,24 @@ async def _main(
         if stop.is_set():
             return EXIT_INTERRUPTED
         try:
-            run = await run_bench(req, targets, on_event=Progress(), stop=stop)
+            run = await run_bench(
+                req, targets, on_event=Progress(), stop=stop, gates=sess.gates, where=sess.where
+            )
         except BenchUsageError as e:
             _err(str(e))
             return EXIT_USAGE
     finally:
         sess.stop_sims()
         await sess.close_transports()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in _STOP_SIGNALS:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
-    sys.stdout.write(report.table(run))
-    sys.stdout.flush()
+    with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone: the files still get written
+        sys.stdout.write(report.table(run))
+        sys.stdout.flush()
     for p in save(run, ns):
-        _err(p)
+        with contextlib.suppress(OSError):
+            _err(p)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAIL if run.failed else EXIT_OK
@@ -481,6 +512,13 @@ def cli_main(ns: argparse.Namespace) -> int:
         ns.baseline = refs[0]  # deltas against the first service unless told otherwise
     try:
         req = build_request(ns)
+    except ValidationError as e:
+        for err in e.errors():
+            opt = "--" + "-".join(str(x) for x in err.get("loc", ())).replace("_", "-")
+            _err(
+                f"{opt}: {str(err.get('msg', 'invalid value')).removeprefix('Value error, ')} (got {err.get('input')!r})"
+            )
+        return EXIT_USAGE
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE

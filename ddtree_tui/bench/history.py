@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 from collections import deque
 from pathlib import Path
@@ -51,7 +52,8 @@ def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HIS
         while view:
             n = os.write(fd, view)
             view = view[n:]
-        os.fsync(fd)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fsync(fd)  # /dev/null or a FIFO: nothing to sync (fsync would fail with EINVAL)
     finally:
         os.close(fd)
     return p

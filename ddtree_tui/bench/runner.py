@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import httpx
@@ -68,11 +68,25 @@ def plan(
     return batches
 
 
+# For a service behind an SSH port forward: waits (bounded) until its host is connected again; None when it
+# is, else why not. A request that fails on the connection is retried once after the gate lets it through.
+Gate = Callable[[], Awaitable[str | None]]
+
+
+def _connection_error(err: str | None) -> bool:
+    return bool(err) and str(err).startswith("connection")
+
+
 class BenchRunner:
     """One run; keeps what was measured so an interrupted run can still be reported and saved."""
 
     def __init__(
-        self, req: BenchRequest, targets: Sequence[BenchTarget], on_event: EventCallback | None = None
+        self,
+        req: BenchRequest,
+        targets: Sequence[BenchTarget],
+        on_event: EventCallback | None = None,
+        gates: Mapping[str, Gate] | None = None,
+        where: Mapping[str, str] | None = None,
     ) -> None:
         if not targets:
             raise BenchUsageError("no services to benchmark")
@@ -84,6 +98,8 @@ class BenchRunner:
         self.req = req
         self.targets = list(targets)
         self.on_event = on_event
+        self.gates = dict(gates or {})
+        self.where = dict(where or {})
         if isinstance(req.prompts, str):
             self.prompts = load_prompts(req.prompts)
             self.prompt_set = req.prompts
@@ -135,18 +151,31 @@ class BenchRunner:
                 )
             )
 
-        res = await measure_request(
-            client,
-            t,
-            p,
-            self.req.sampling(),
-            seq=seq,
-            repeat=rep,
-            warmup=warmup,
-            timeout=self.req.timeout,
-            on_tokens=on_tokens if self.on_event else None,
-            tokens_interval=self.req.tokens_event_interval,
-        )
+        gate = self.gates.get(t.ref)
+        note = None
+        for attempt in range(2):
+            if gate is not None:
+                note = await gate()  # the host dropped: wait for the reconnect (bounded) before sending
+            res = await measure_request(
+                client,
+                t,
+                p,
+                self.req.sampling(),
+                seq=seq,
+                repeat=rep,
+                warmup=warmup,
+                timeout=self.req.timeout,
+                on_tokens=on_tokens if self.on_event else None,
+                tokens_interval=self.req.tokens_event_interval,
+            )
+            if res.ok or gate is None or attempt or note or not _connection_error(res.error):
+                break
+            await asyncio.sleep(0.5)  # let the transport notice a dropped connection before the gate looks
+        if not res.ok and _connection_error(res.error):
+            # every connection error names where it went: the URL, and for a forward the host and port
+            where = self.where.get(t.ref) or t.base_url
+            extra = f"; {note}" if note else ""
+            res = res.model_copy(update={"error": f"{res.error} ({where}){extra}"})
         if not warmup:
             self.results.append(res)
             self.done += 1
@@ -304,10 +333,14 @@ async def run_bench(
     targets: Sequence[BenchTarget],
     on_event: EventCallback | None = None,
     stop: asyncio.Event | None = None,
+    gates: Mapping[str, Gate] | None = None,
+    where: Mapping[str, str] | None = None,
 ) -> BenchRun:
     """Run the benchmark. Setting `stop` (or cancelling) ends it early: requests in flight are abandoned and
-    the run returned so far has status "interrupted" (cancellation re-raises after emitting RunFinished)."""
-    runner = BenchRunner(req, targets, on_event)
+    the run returned so far has status "interrupted" (cancellation re-raises after emitting RunFinished).
+    `gates` (by service ref) hold requests to a host whose SSH connection dropped until it is back;
+    `where` describes a service's route for connection errors ("http://127.0.0.1:N -> host:port over ssh")."""
+    runner = BenchRunner(req, targets, on_event, gates=gates, where=where)
     work = asyncio.ensure_future(runner.run())
     stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:

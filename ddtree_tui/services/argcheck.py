@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ddtree_tui.config import is_secret_name, redact_text
 from ddtree_tui.transport.base import Transport, TransportError
 
 PROGRAM = resources.files("ddtree_tui.services").joinpath("argcheck_program.py").read_text(encoding="utf-8")
@@ -256,7 +257,21 @@ async def preflight(transport: Transport, profile: Any, spec: Any, cmd: Any) -> 
     if args is None:
         return None
     missing = missing_ddtree_switches(profile, spec)
-    res = await check_on_host(transport, cmd.argv[0], args, env=cmd.env)
+    # secrets never ride on a command line (the transport passes env as `env K=V` words): the parser does not
+    # need them, and what it says back is masked before anyone shows it
+    env = {k: v for k, v in (cmd.env or {}).items() if not is_secret_name(k)}
+    res = await check_on_host(transport, cmd.argv[0], args, env=env)
+    secrets = set(cmd.secrets())
+
+    def shown(text: str) -> str:  # masked, and on one line: a newline in an argument cannot forge a line
+        return redact_text(text, secrets).replace("\r", "\\r").replace("\n", "\\n")
+
+    res = res.model_copy(
+        update={
+            "problems": [shown(p) for p in res.problems],
+            "note": shown(res.note) if res.note else res.note,
+        }
+    )
     if missing:
         have = ", ".join(res.ddtree_flags) or "none"
         keys = " and ".join(f"[ddtree_flags] {k}" for k in missing)

@@ -87,7 +87,7 @@ async def _run(ns: argparse.Namespace, profiles: list[HostProfile], host: HostPr
             for line in await mgr.read_log(svc, max(0, ns.lines)):
                 print(line, flush=True)
             if ns.follow:
-                async for line in mgr.follow_log(svc):
+                async for line in mgr.follow_log(svc, on_gap=_err):
                     print(line, flush=True)
             return EXIT_OK
         if ns.mode == "launch":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ddtree_tui.config import HostProfile, ServiceSpec, redact_env
+from ddtree_tui.config import HostProfile, ServiceSpec, redact_argv, redact_env, secret_values
 
 
 class LaunchCommand(BaseModel):
@@ -35,14 +35,23 @@ class LaunchCommand(BaseModel):
     def argv_hash(self) -> str:
         return argv_hash(self.argv)
 
+    def display_argv(self) -> list[str]:
+        """argv with the values of secret flags (`--api-key X`) masked: what logs, pidfiles and screens show."""
+        return redact_argv(self.argv)
+
+    def secrets(self) -> set[str]:
+        """The secret values of this launch (secret-named env values, secret flags' values)."""
+        return secret_values(self.argv, self.env)
+
     def display(self, redact: bool = True) -> str:
         """The shell line equivalent to the launch, secrets masked: cd, env, argv, log redirection."""
         env = redact_env(self.env) if redact else self.env
+        argv = self.display_argv() if redact else self.argv
         words = [f"cd {shlex.quote(self.cwd)} &&"]
         if env:
             words.append("env")
             words.extend(shlex.quote(f"{k}={v}") for k, v in env.items())
-        words.extend(shlex.quote(a) for a in self.argv)
+        words.extend(shlex.quote(a) for a in argv)
         words.append(f">> {shlex.quote(self.log_path)} 2>&1")
         return " ".join(words)
 
@@ -61,8 +70,8 @@ def host_python(profile: HostProfile) -> str:
 
 
 def workdir(profile: HostProfile) -> str:
-    """The host's workdir; relative paths are relative to the current directory for local hosts (the demo's
-    ".ddtree/demo") and to the login directory for remote ones."""
+    """The host's workdir; for local hosts `~` and relative paths (the demo's ".ddtree/demo") are resolved
+    here; a remote host's is absolute (the profile refuses anything else)."""
     if profile.is_local:
         return str(Path(profile.workdir).expanduser().absolute())
     return profile.workdir
@@ -76,6 +85,7 @@ def service_paths(profile: HostProfile, name: str) -> dict[str, str]:
         "pidfile": posixpath.join(wd, "run", f"{name}.json"),
         "exitfile": posixpath.join(wd, "run", f"{name}.exit"),
         "stopping": posixpath.join(wd, "run", f"{name}.stopping"),
+        "lockfile": posixpath.join(wd, "run", f"{name}.lock"),
     }
 
 

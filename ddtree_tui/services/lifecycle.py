@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.config import HostProfile, ServiceSpec, redact_text
 from ddtree_tui.services import argcheck, hostscripts
-from ddtree_tui.services.commands import build_launch, host_python, service_paths
+from ddtree_tui.services.commands import argv_hash, build_launch, host_python, service_paths
 from ddtree_tui.services.health import HealthResult, ServerInfo, fetch_server_info, probe_health
 from ddtree_tui.services.logs import LogMetrics, parse_line
 from ddtree_tui.state import ServiceStatus
@@ -62,6 +62,7 @@ class _Svc:
     probe_task: asyncio.Task[None] | None = None
     pids: list[int] = field(default_factory=list)
     unreachable: str | None = None
+    launched_hashes: set[str] = field(default_factory=set)  # argv hashes this manager launched itself
 
 
 _CLEARED: dict[str, Any] = dict.fromkeys(
@@ -75,6 +76,19 @@ _CLEARED: dict[str, Any] = dict.fromkeys(
         "token_usage",
     ),
 )
+
+
+def _orphan_words(pids: list[int], gpu: Any) -> str:
+    """ "2 processes still alive (pids 41240, 41241), 20480 MiB on GPU 1" for workers that outlived main."""
+    n = len(pids)
+    words = f"{n} process{'es' if n != 1 else ''} still alive (pids {', '.join(map(str, pids[:8]))})"
+    per: dict[Any, int] = {}
+    for g in gpu or []:
+        if isinstance(g, list) and len(g) == 2 and isinstance(g[1], int):
+            per[g[0]] = per.get(g[0], 0) + g[1]
+    for idx, mib in sorted(per.items(), key=lambda kv: str(kv[0])):
+        words += f", {mib} MiB on GPU {idx if idx is not None else '?'}"
+    return words + "; kill ends them"
 
 
 def _exit_words(ex: dict[str, Any] | None) -> str:
@@ -123,6 +137,7 @@ class ServiceManager:
         self._forwards: dict[tuple[str, int], int] = {}
         self._changed = asyncio.Event()
         self._python = host_python(profile)
+        self._secret_cache: tuple[tuple[int, ...], set[str]] | None = None
 
     # --- bookkeeping -------------------------------------------------------------------------------------
     def _add(self, spec: ServiceSpec) -> _Svc:
@@ -179,10 +194,11 @@ class ServiceManager:
         return self._svc(name).status
 
     def service_pids(self) -> dict[int, str]:
-        """pid -> service name for every process of our running services (the launcher and its children)."""
+        """pid -> service name for every process of our running services (the launcher and its children), and
+        for the workers a dead main process left behind (they still hold its GPU memory)."""
         out: dict[int, str] = {}
         for name, svc in self._svcs.items():
-            if svc.proc and svc.proc.get("alive"):
+            if svc.proc and (svc.proc.get("alive") or svc.proc.get("orphans")):
                 for pid in svc.pids or [svc.proc.get("pid")]:
                     if isinstance(pid, int):
                         out[pid] = name
@@ -192,7 +208,7 @@ class ServiceManager:
     async def _helper(self, script: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Run a hostscript with a JSON payload on stdin; its one JSON line back. TransportError passes."""
         res = await self.transport.run(
-            [self._python, "-c", script], input=json.dumps(payload), timeout=timeout
+            [self._python, "-I", "-c", script], input=json.dumps(payload), timeout=timeout
         )
         for line in reversed(res.stdout.strip().splitlines()):
             try:
@@ -206,17 +222,45 @@ class ServiceManager:
             why = f"timed out after {timeout:.0f} s"
         raise TransportError(f"helper on {self.profile.name} failed ({self._python}): {why}")
 
-    def _watch_cfg(self) -> list[dict[str, str]]:
-        out = []
-        for name in self._svcs:
+    def _accept(self, svc: _Svc) -> list[str]:
+        """The argv hashes a pidfile's process may show to be ours: the spec's argv now, and what we launched."""
+        try:
+            now = {argv_hash(build_launch(self.profile, svc.spec).argv)}
+        except Exception:  # a spec we do not launch ourselves has no argv of ours
+            now = set()
+        return sorted(now | svc.launched_hashes)
+
+    def _secrets(self) -> set[str]:
+        """Every secret value of this host's services (cached until a spec changes: used on every log line)."""
+        key = (id(self.profile), *(id(s.spec) for s in self._svcs.values()))
+        if self._secret_cache is None or self._secret_cache[0] != key:
+            out: set[str] = set()
+            for svc in self._svcs.values():
+                with contextlib.suppress(Exception):
+                    out |= build_launch(self.profile, svc.spec).secrets()
+            self._secret_cache = (key, out)
+        return self._secret_cache[1]
+
+    def _redact(self, text: str) -> str:
+        return redact_text(text, self._secrets()) if text else text
+
+    def _redact_lines(self, lines: list[str] | None) -> list[str]:
+        secrets = self._secrets()
+        return [redact_text(str(x), secrets) for x in lines or []]
+
+    def _watch_cfg(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for name, svc in self._svcs.items():
             p = service_paths(self.profile, name)
             out.append(
                 {
                     "name": name,
+                    "workdir": p["workdir"],
                     "pidfile": p["pidfile"],
                     "exitfile": p["exitfile"],
                     "stopping": p["stopping"],
                     "log": p["log"],
+                    "accept": self._accept(svc),
                 }
             )
         return out
@@ -235,9 +279,10 @@ class ServiceManager:
             svc.pids = [p for p in rec.get("pids") or [] if isinstance(p, int)]
             last = rec.get("last") or []
             if last and not svc.lines:
-                svc.lines.append(last[-1])
+                svc.lines.append(self._redact(str(last[-1])))
         else:
-            svc.pids = []
+            # a main process that died leaves its workers' pids: still the service's (GPU memory, kill)
+            svc.pids = [p for p in rec.get("orphans") or [] if isinstance(p, int)]
         self._recompute(svc)
 
     def _recompute(self, svc: _Svc) -> None:
@@ -251,6 +296,9 @@ class ServiceManager:
             self._recompute_external(svc)
             return
         if rec is None:
+            return
+        if rec.get("untrusted"):
+            self._set(svc, state="unknown", pid=None, detail=f"workdir not trusted: {rec['untrusted']}")
             return
         if not rec.get("present"):
             self._set(svc, state="stopped", pid=None, detail=None, **_CLEARED)
@@ -266,13 +314,18 @@ class ServiceManager:
                 detail = f"process gone; pid {pid} now belongs to another process ({rec.get('other_cmd')})"
             else:
                 detail = _exit_words(rec.get("exit"))
+            orphans = [p for p in rec.get("orphans") or [] if isinstance(p, int)]
+            if orphans:
+                detail = f"degraded: main pid {pid} {detail}, " + _orphan_words(
+                    orphans, rec.get("orphan_gpu")
+                )
             self._set(
                 svc,
                 state="crashed",
                 pid=pid,
                 started_at=started,
-                detail=detail,
-                last_log=list(rec.get("tail") or []),
+                detail=self._redact(detail),
+                last_log=self._redact_lines(rec.get("tail")),
             )
             return
         m = svc.metrics
@@ -352,7 +405,7 @@ class ServiceManager:
         """One status pass now (process states, then a health probe of the live ones)."""
         try:
             res = await self.transport.run(
-                [self._python, "-c", hostscripts.WATCH, "0", json.dumps(self._watch_cfg()), "once"],
+                [self._python, "-I", "-c", hostscripts.WATCH, "0", json.dumps(self._watch_cfg()), "once"],
                 timeout=20,
             )
         except TransportError as e:
@@ -391,6 +444,7 @@ class ServiceManager:
             agen = self.transport.stream(
                 [
                     self._python,
+                    "-I",
                     "-c",
                     hostscripts.WATCH,
                     str(self.probe_interval),
@@ -484,6 +538,7 @@ class ServiceManager:
 
     # --- logs ------------------------------------------------------------------------------------------------
     def _on_line(self, svc: _Svc, line: str) -> None:
+        line = self._redact(line)  # SGLang prints its server_args, --api-key included
         svc.lines.append(line)
         if self.on_log is not None:
             with contextlib.suppress(Exception):
@@ -525,17 +580,20 @@ class ServiceManager:
         """The last lines of a service's log (empty when it has none yet)."""
         log = service_paths(self.profile, self._svc(name).spec.name)["log"]
         res = await self.transport.run(
-            [self._python, "-c", hostscripts.READ_LOG, log, str(lines)], timeout=20
+            [self._python, "-I", "-c", hostscripts.READ_LOG, log, str(lines)], timeout=20
         )
         try:
             out = json.loads(res.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise TransportError(f"cannot read {log}: {res.stderr.strip()[-300:]}") from None
-        return [str(x) for x in out]
+        return self._redact_lines([str(x) for x in out])
 
-    async def follow_log(self, name: str) -> AsyncIterator[str]:
+    async def follow_log(
+        self, name: str, on_gap: Callable[[str], None] | None = None, retry_s: float = 1.0
+    ) -> AsyncIterator[str]:
         """New lines of a service's log as they come: shares the manager's follower when it runs, else opens
-        its own `tail -F` (which keeps following across a restart's log rotation)."""
+        its own `tail -F` (which keeps following across a restart's log rotation). A dropped connection
+        does not end it: it waits for the reconnect and follows on (`on_gap` hears about the gap)."""
         svc = self._svc(name)
         if svc.follow_task is not None and not svc.follow_task.done():
             q: asyncio.Queue[str] = asyncio.Queue(maxsize=10000)
@@ -547,8 +605,23 @@ class ServiceManager:
                 svc.subscribers.discard(q)
         else:
             log = service_paths(self.profile, name)["log"]
-            async for line in self.transport.stream(["tail", "-n", "0", "-F", log]):
-                yield line
+            while True:
+                why = "the log stream ended"
+                try:
+                    async for line in self.transport.stream(["tail", "-n", "0", "-F", log]):
+                        yield self._redact(line)
+                except TransportError as e:
+                    why = str(e) or why
+                # `tail -F` never ends by itself: the connection dropped (or tail was killed)
+                if on_gap is not None:
+                    on_gap(f"{self.profile.name}: {why}; following again once the host is back")
+                await asyncio.sleep(retry_s)
+                while not await self.transport.wait_connected(30):
+                    pass
+                if on_gap is not None:
+                    on_gap(
+                        f"{self.profile.name}: reconnected; lines written meanwhile are not shown (logs -n N)"
+                    )
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -646,13 +719,17 @@ class ServiceManager:
             return ActionResult(ok=False, message=msg, status=svc.status, suggestion=sugg)
         p = service_paths(self.profile, name)
         payload = {
+            "workdir": p["workdir"],
             "argv": cmd.argv,
+            "display_argv": cmd.display_argv(),
+            "accept": self._accept(svc),
             "env": cmd.env,
             "cwd": cmd.cwd,
             "log": cmd.log_path,
             "pidfile": cmd.pidfile_path,
             "exitfile": cmd.exitfile_path,
             "stopping": p["stopping"],
+            "lockfile": p["lockfile"],
             "port": spec.port,
             "bind": spec.bind,
             "name": name,
@@ -671,6 +748,38 @@ class ServiceManager:
             )
         if not r.get("ok"):
             reason = r.get("reason")
+            if reason == "workdir":
+                return ActionResult(
+                    ok=False,
+                    message=f"refused to launch {host}/{name}: {r.get('why')}",
+                    status=svc.status,
+                    suggestion=f"fix the workdir on {host}, or set another workdir in "
+                    f"{self.profile.source or 'the profile'}",
+                )
+            if reason == "busy":
+                return ActionResult(
+                    ok=False,
+                    message=f"another launch of {host}/{name} is still in progress on {host}; nothing was started",
+                    status=svc.status,
+                    suggestion="wait for it, then look at the status",
+                )
+            if reason == "degraded":
+                pids = ", ".join(str(x) for x in r.get("pids") or [])
+                await self._refresh_if_idle()
+                return ActionResult(
+                    ok=False,
+                    message=f"{host}/{name} is degraded: its main process {r.get('pid')} exited but its "
+                    f"processes {pids} still run; nothing was launched",
+                    status=svc.status,
+                    suggestion=f"kill {host}/{name} first (it ends them), then launch",
+                )
+            if reason == "space":
+                return ActionResult(
+                    ok=False,
+                    message=f"refused to launch {host}/{name}: {r.get('why')}",
+                    status=svc.status,
+                    suggestion="free some space on that disk",
+                )
             if reason == "running":
                 since = r.get("started_at")
                 when = time.strftime(" since %H:%M:%S", time.localtime(since)) if since else ""
@@ -699,7 +808,7 @@ class ServiceManager:
                     status=svc.status,
                     suggestion=sugg,
                 )
-            tail = r.get("tail") or []
+            tail = self._redact_lines(r.get("tail"))
             if reason == "exec":
                 msg = f"{host}/{name} did not start: {_exit_words(r.get('exit'))}"
             else:
@@ -709,6 +818,7 @@ class ServiceManager:
                 ok=False, message=msg, status=svc.status, suggestion=(tail[-1] if tail else None)
             )
         rec = r.get("record") or {}
+        svc.launched_hashes.add(cmd.argv_hash())
         svc.lines.clear()
         svc.metrics = None
         svc.ever_ready_pid = None
@@ -754,7 +864,15 @@ class ServiceManager:
         try:
             r = await self._helper(
                 hostscripts.KILL,
-                {"pidfile": p["pidfile"], "exitfile": p["exitfile"], "stopping": p["stopping"], "timeout": t},
+                {
+                    "workdir": p["workdir"],
+                    "pidfile": p["pidfile"],
+                    "exitfile": p["exitfile"],
+                    "stopping": p["stopping"],
+                    "log": p["log"],
+                    "accept": self._accept(svc),
+                    "timeout": t,
+                },
                 timeout=t + 30,
             )
         except TransportError as e:
@@ -767,22 +885,43 @@ class ServiceManager:
             )
         result = r.get("result")
         pid = r.get("pid")
-        if result in ("terminated", "killed", "not-running", "stale"):
+        if result in ("terminated", "killed", "not-running", "stale", "group-ended"):
             self._apply_proc(name, {"present": False})
         svc.killing = False
         if not self._started:
             await self.refresh()
+        ended = [x for x in r.get("ended") or [] if isinstance(x, int)]
+        others = ""
+        if ended and result in ("terminated", "killed"):
+            others = f" and {len(ended)} other process{'es' if len(ended) != 1 else ''} of its group"
+        if result == "untrusted":
+            return ActionResult(
+                ok=False,
+                status=svc.status,
+                message=f"refused to signal anything for {host}/{name}: {r.get('why')}",
+                suggestion=f"fix the workdir on {host}; its pidfile cannot be believed until then",
+            )
         if result == "terminated":
             return ActionResult(
                 ok=True,
-                message=f"stopped {host}/{name} (pid {pid}, SIGTERM, {r.get('waited')} s)",
+                message=f"stopped {host}/{name} (pid {pid}{others}, SIGTERM, {r.get('waited')} s)",
                 status=svc.status,
             )
         if result == "killed":
             return ActionResult(
                 ok=True,
                 status=svc.status,
-                message=f"killed {host}/{name} (pid {pid}): it ignored SIGTERM for {t:.0f} s, sent SIGKILL",
+                message=f"killed {host}/{name} (pid {pid}{others}): it ignored SIGTERM for {t:.0f} s, sent SIGKILL",
+            )
+        if result == "group-ended":
+            how = "SIGTERM" if r.get("how") == "terminated" else "SIGKILL after SIGTERM"
+            pids = ", ".join(str(x) for x in ended)
+            return ActionResult(
+                ok=True,
+                status=svc.status,
+                message=f"{host}/{name}: main pid {pid} had already {_exit_words(r.get('exit'))}; ended "
+                f"{len(ended)} process{'es' if len(ended) != 1 else ''} of its group still running "
+                f"(pids {pids}, {how})",
             )
         if result == "not-running":
             return ActionResult(ok=True, message=f"{host}/{name} is not running", status=svc.status)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ddtree_tui import atomicio
 from ddtree_tui.config import HostProfile, ProfileError, resolve_profiles
 from ddtree_tui.services.commands import host_python, workdir
 from ddtree_tui.transport import Transport, TransportError, make_transport
@@ -314,19 +315,16 @@ for p in json.loads(sys.stdin.read()):
 print(json.dumps(out))
 """
 
-_WRITE = r"""
+_WRITE = (
+    "from __future__ import annotations\n"
+    + atomicio.embedded_source()
+    + r"""
 import json, os, sys
 cfg = json.loads(sys.stdin.read())
 def put(path, text, mode=None):
+    # the shared writer: atomic for regular files, a special file is written as it is, a directory refused
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = '%s.ddtree-tmp%d' % (path, os.getpid())
-    with open(tmp, 'wb') as f:
-        f.write(text.encode('utf-8'))
-        f.flush()
-        os.fsync(f.fileno())
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    write_file(path, text, mode=mode, tmp_suffix='.ddtree-tmp')
 done = []
 for b in cfg.get('backups', []):
     if not os.path.exists(b['to']):
@@ -345,6 +343,7 @@ if cfg.get('state_path'):
         put(cfg['state_path'], json.dumps(cfg['state']))
 print(json.dumps({'written': done}))
 """
+)
 
 
 def _sha(text: str) -> str:

@@ -106,6 +106,9 @@ class HostTelemetry:
         self.restarts = 0  # how many times the sampler was (re)started after a fault; for tests and the UI
         self.mode_used: str | None = None  # "nvml-local", "program", "shell", "replay", "host-only"
         self.last: Update | None = None
+        # True from the first update that says something definite about the GPUs: rows, a fault, "no GPU",
+        # telemetry off. A stream's first line is often `stale` (nvidia-smi has not printed yet): not that.
+        self.settled = False
 
     @property
     def history(self) -> GpuHistory:
@@ -118,18 +121,20 @@ class HostTelemetry:
 
     # --- publishing --------------------------------------------------------------------------------------
 
-    def _publish(self, update: Update, record: bool = True) -> None:
+    def _publish(self, update: Update, record: bool = True, settles: bool = True) -> None:
         host, gpus, status = update
         if record:
             self._history.add(gpus)
         self.last = update
+        if settles or gpus or status.fault:
+            self.settled = True
         try:
             self.on_update(host, gpus, status)
         except Exception:  # the listener's bug must not stop the sampler
             log.exception("telemetry on_update failed for %s", self.profile.name)
 
     def _emit(self, line: Mapping[str, Any]) -> None:
-        self._publish(self._builder.build(line), record=not line.get("stale"))
+        self._publish(self._builder.build(line), record=not line.get("stale"), settles=not line.get("stale"))
 
     async def _ticks(self) -> Any:
         """Ticks at a steady rate that never pile up: a late tick is skipped, not made up."""

@@ -247,3 +247,27 @@ async def test_sshd_killed_leaves_nothing_and_recovers(connect, tmp_path: Path, 
     finally:
         await run.stop()
     assert await wait_no_leftovers(tmp_path) == []
+
+
+def test_status_waits_for_gpu_rows_when_the_first_line_is_stale(
+    ssh_env: SshEnv, sshd: SshdServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20 item 8: a host whose Python has no NVML bindings samples through `nvidia-smi -lms`, whose
+    first rows come after a while; the sampler's first line is `stale` with no GPUs. `status` must wait for
+    the GPU rows (within --timeout), not report `"gpus": []` at once."""
+    from ddtree_tui.cli import main
+
+    install_fake_smi(sshd, startup_delay=2.5)
+    pf = tmp_path / "testhost.toml"
+    pf.write_text(ssh_env.profile_toml("testhost", extra=f'python = "{sys.executable}"\n'))
+    assert main(["status", "--json", "--profile", str(pf), "--timeout", "20"]) == 0
+    snap = json.loads(capsys.readouterr().out)
+    host = snap["hosts"][0]
+    assert host["state"] == "connected"
+    assert host["telemetry"]["source"] == "nvidia-smi", host["telemetry"]
+    assert len(host["gpus"]) >= 1, host
+    # and when no rows come within the timeout, the snapshot says so instead of showing nothing silently
+    install_fake_smi(sshd, startup_delay=30)
+    assert main(["status", "--json", "--profile", str(pf), "--timeout", "2"]) == 0
+    host = json.loads(capsys.readouterr().out)["hosts"][0]
+    assert host["gpus"] == [] and "no GPU sample within the 2 s timeout" in (host["telemetry"]["note"] or "")

@@ -324,3 +324,30 @@ def test_near_valid_profiles(host: dict[str, Any], services: list[dict[str, Any]
         assert e.message.strip()
         if e.field and e.field.startswith("service["):
             assert e.line is not None, str(e)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "got"),
+    [
+        ('port = "32110"', "port", "'32110'"),
+        ("keepalive_count_max = true", "keepalive_count_max", "True"),
+        (
+            '[[service]]\nname = "a"\nport = 1\nlauncher = "sim"\ntrust_remote_code = "no"',
+            "service[0].trust_remote_code",
+            "'no'",
+        ),
+        ('[[service]]\nname = "a"\nport = "30010"\nlauncher = "sim"', "service[0].port", "'30010'"),
+    ],
+)
+def test_strict_types_are_not_coerced(extra: str, field: str, got: str) -> None:
+    """Issue 20: a string where a number goes, a bool where a count goes, "no" for a bool: errors with
+    file, line and field, never silently converted (an integer is still fine where a float goes)."""
+    text = f'name = "h"\naddress = "somehost"\nworkdir = "/w"\n{extra}\n'
+    with pytest.raises(ProfileError) as e:
+        parse_profile(text, "h.toml")
+    key = field.rsplit(".", 1)[-1]
+    line = next(n for n, x in enumerate(text.splitlines(), 1) if x.startswith(f"{key} ="))
+    assert str(e.value).startswith(f"h.toml:{line}:") and f"field '{field}'" in str(e.value), str(e.value)
+    assert f"(got {got})" in str(e.value)
+    ok = parse_profile('name = "h"\naddress = "x"\nworkdir = "/w"\nconnect_timeout = 5\n', "h.toml")
+    assert ok.connect_timeout == 5.0

@@ -154,3 +154,20 @@ def test_display_is_the_shell_line_and_masks_secrets() -> None:
     assert line.endswith(" >> /var/tmp/ddtree/logs/b.log 2>&1")
     assert "hunter2" in cmd.display(redact=False)
     assert argv_hash(cmd.argv) == cmd.argv_hash() and len(cmd.argv_hash()) == 16
+
+
+def test_secret_names_and_flags_are_masked_but_ordinary_ones_are_not() -> None:
+    """Issue 20 item 5: by name (env) and by flag (argv), and nothing that merely mentions tokens."""
+    from ddtree_tui.config import is_secret_name, redact_argv, redact_text, secret_values
+
+    for name in ("WANDB_KEY", "PRIVATE_KEY", "AWS_ACCESS_KEY_ID", "HF_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD",
+                 "--api-key", "--hf-token", "--admin-api-key", "AUTH_TOKEN"):  # fmt: skip
+        assert is_secret_name(name), name
+    for name in ("CUDA_VISIBLE_DEVICES", "PYTHONPATH", "--max-total-tokens", "--tokenizer-path",
+                 "TOKENIZERS_PARALLELISM", "--skip-tokenizer-init", "--model-path", "MONKEY"):  # fmt: skip
+        assert not is_secret_name(name), name
+    argv = ["py", "--api-key", "s3cret-a", "--hf-token=s3cret-b", "--max-total-tokens", "4096"]
+    assert redact_argv(argv) == ["py", "--api-key", "***", "--hf-token=***", "--max-total-tokens", "4096"]
+    vals = secret_values(argv, {"WANDB_KEY": "s3cret-c", "PATH": "/bin"})
+    assert vals == {"s3cret-a", "s3cret-b", "s3cret-c"}
+    assert redact_text("ServerArgs(api_key='s3cret-a')", vals) == "ServerArgs(api_key='***')"

@@ -1,0 +1,271 @@
+"""The fault table of issue 20: every attack and fault probe, what must happen, and what did.
+
+Each probe is a real test (real sshd on 127.0.0.1, real processes, own device nodes and FIFOs, never the
+machine's /dev/null); this runs them all in one pytest session and prints one row each. Run:
+
+    .venv/bin/python benchmarks/faults.py [--only WORD]
+
+Exit status 0 when every probe held, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+A = "tests/integration/test_attacks_local.py::"
+S = "tests/integration/test_attacks_ssh.py::"
+F = "tests/integration/test_special_files.py::"
+M = "tests/integration/test_small_faults.py::"
+
+# (item, probe, expected, test node)
+PROBES: list[tuple[str, str, str, str]] = [
+    (
+        "1",
+        "workdir made by another user (0777, modules planted), local",
+        "refused, nothing runs, how to fix",
+        A + "test_workdir_owned_by_another_user_is_refused_and_nothing_runs",
+    ),
+    (
+        "1",
+        "the same workdir attack through the real sshd",
+        "refused, planted code never runs",
+        S + "test_ssh_planted_workdir_refused_nothing_runs",
+    ),
+    (
+        "1",
+        "group/other-writable workdir of our own",
+        "refused: chmod 700",
+        A + "test_group_writable_workdir_is_refused",
+    ),
+    (
+        "1",
+        "modules planted in our own workdir (cwd of wrapper and service)",
+        "never imported (-I, PYTHONSAFEPATH)",
+        A + "test_new_workdir_is_created_0700_and_modules_in_it_are_never_imported",
+    ),
+    (
+        "1",
+        "doctor on a workdir another user controls",
+        "FAIL naming the owner, nothing runs",
+        M + "test_doctor_fails_a_workdir_another_user_controls",
+    ),
+    (
+        "1",
+        "pidfile forged from /proc (real start time + argv hash), local",
+        "nothing signalled",
+        A + "test_pidfile_forged_from_proc_never_gets_a_process_signalled",
+    ),
+    (
+        "1",
+        "forged pidfile through the real sshd",
+        "nothing signalled",
+        S + "test_ssh_forged_pidfile_never_signals",
+    ),
+    (
+        "2",
+        "remote workdir '~/ddt-wd', 'ddt-wd', './x'",
+        "profile error file:line, no '~' folder",
+        A + "test_remote_workdir_must_be_absolute",
+    ),
+    (
+        "2",
+        "relative workdir reaching the host program",
+        "refused, nothing created",
+        A + "test_host_program_refuses_a_relative_workdir",
+    ),
+    (
+        "3",
+        "4 launches of one service at once, local",
+        "one spawns, others 'already running'",
+        A + "test_concurrent_launches_spawn_one_service",
+    ),
+    (
+        "3+4",
+        "3 launches over ssh, then SIGKILL of main (workers live)",
+        "one spawn; degraded; kill ends group",
+        S + "test_ssh_concurrent_launches_and_orphaned_group",
+    ),
+    (
+        "4",
+        "main pid SIGKILLed, its worker keeps running",
+        "'degraded: ... 1 process still alive'; kill ends it",
+        A + "test_workers_outliving_their_main_pid_show_degraded_and_kill_ends_them",
+    ),
+    (
+        "5",
+        "WANDB_KEY, PRIVATE_KEY, AWS_ACCESS_KEY_ID, --api-key, --hf-token=",
+        "masked in dry-run, launch, pidfile, ps of wrapper, log lines, last_log, status --json, logs",
+        A + "test_secrets_never_leave_through_any_channel",
+    ),
+    (
+        "6",
+        "sshd killed for 3 s in the middle of a 15-request remote bench",
+        "waits, reconnects, <=1 failed; errors name URL and port",
+        "tests/integration/test_bench_remote.py::test_ssh_drop_during_a_remote_bench_waits_for_the_reconnect",
+    ),
+    (
+        "7",
+        "SIGHUP during --run-bench --demo",
+        "exit 130, JSON saved, simulators stopped",
+        F + "test_sighup_during_run_bench_saves_and_stops_the_demo_servers",
+    ),
+    (
+        "7",
+        "todo file: a device, a directory, an endless device",
+        "written / clear error, nothing replaced",
+        F + "test_todo_file_on_a_device_a_directory_and_a_full_disk",
+    ),
+    (
+        "7",
+        "todo save that cannot write (file size limit ~ full disk)",
+        "clear error, old file whole, no tmp",
+        F + "test_todo_save_that_cannot_write_is_a_clear_error_and_loses_nothing",
+    ),
+    (
+        "7",
+        "status --json into a closed pipe",
+        "no traceback, exit 141",
+        M + "test_status_into_a_closed_pipe_has_no_traceback",
+    ),
+    (
+        "7",
+        "status with an unreachable host",
+        "exit 1 (0 when all connected)",
+        M + "test_status_exit_code_says_a_host_is_unreachable",
+    ),
+    (
+        "7",
+        'profile types: port = "32110", keepalive_count_max = true, trust_remote_code = "no"',
+        "error naming file:line:field",
+        "tests/unit/test_config.py::test_strict_types_are_not_coerced",
+    ),
+    (
+        "7",
+        "logs -f while sshd is killed and restarted",
+        "goes on after the reconnect",
+        M + "test_logs_follow_goes_on_after_the_connection_drops",
+    ),
+    (
+        "7",
+        "--max-new-tokens 99999999",
+        "one line naming the option, no pydantic URL",
+        M + "test_out_of_range_bench_option_is_one_clear_line",
+    ),
+    (
+        "7",
+        "launch that cannot write its pidfile (file size limit ~ full disk)",
+        "reason named, service not left running, no *.tmp*",
+        M + "test_launch_that_cannot_write_its_pidfile_says_why_and_leaves_nothing",
+    ),
+    (
+        "7",
+        "doctor: GPU 1 reports [GPU is lost]",
+        "FAIL for the service on GPU 1, WARN otherwise",
+        M + "test_doctor_gpu_fallen_off_the_bus_is_a_fail_for_its_service",
+    ),
+    (
+        "7",
+        "newline in extra_args",
+        "no forged '[ddtree-tui] ...' log line",
+        A + "test_newline_in_extra_args_cannot_forge_a_log_line",
+    ),
+    (
+        "7",
+        "corrupt todo file without a .bak",
+        "message names no .bak that does not exist",
+        F + "test_corrupt_todo_message_names_a_backup_only_when_there_is_one",
+    ),
+    (
+        "8",
+        "sampler's first line stale (nvidia-smi slow, no NVML), status --timeout 20",
+        "waits for GPU rows; a timeout says so in the note",
+        "tests/integration/test_telemetry_ssh.py::"
+        "test_status_waits_for_gpu_rows_when_the_first_line_is_stale",
+    ),
+    (
+        "9",
+        "host programs: pidfile and patched file that are device nodes",
+        "written, never replaced",
+        F + "test_host_programs_write_pidfiles_and_patches_through_the_same_writer",
+    ),
+    (
+        "9",
+        "write_file on a char device, FIFO, directory, symlink",
+        "device/FIFO kept, directory refused",
+        F + "test_write_file_keeps_devices_fifos_and_refuses_directories",
+    ),
+    (
+        "9",
+        "--run-bench --json DEV --csv FIFO --history DEV; --json DIR, --csv full device",
+        "still a device/FIFO; clear errors",
+        F + "test_bench_json_csv_history_into_devices_and_fifos",
+    ),
+]
+
+
+def _results(xml_path: Path) -> dict[str, tuple[str, float]]:
+    out: dict[str, tuple[str, float]] = {}
+    if not xml_path.exists():
+        return out
+    for case in ET.parse(xml_path).iter("testcase"):
+        name = case.get("name", "")
+        t = float(case.get("time", "0") or 0)
+        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+        skipped = case.find("skipped")
+        if bad is not None:
+            msg = (bad.get("message") or bad.text or "failed").strip().splitlines()[0][:70]
+            res = f"FAILED: {msg}"
+        elif skipped is not None:
+            res = "SKIPPED"
+        else:
+            res = "held"
+        prev = out.get(name.split("[")[0])
+        if prev is None or prev[0] == "held":  # a parametrized probe holds only when every case does
+            out[name.split("[")[0]] = (res, t + (prev[1] if prev else 0.0))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", help="run only probes whose text contains this word")
+    a = ap.parse_args()
+    probes = [p for p in PROBES if not a.only or a.only.lower() in " ".join(p).lower()]
+    with tempfile.TemporaryDirectory() as d:
+        xml = Path(d) / "faults.xml"
+        t0 = time.monotonic()
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+               *sorted({p[3] for p in probes})]  # fmt: skip
+        subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        wall = time.monotonic() - t0
+        res = _results(xml)
+    rows = [
+        (item, probe, exp, *res.get(node.rsplit("::", 1)[1], ("NOT RUN", 0.0)))
+        for item, probe, exp, node in probes
+    ]
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    w = [max(w[0], 4), min(max(w[1], 5), 70), min(max(w[2], 8), 60)]
+    print(f"{'item':<{w[0]}}  {'probe':<{w[1]}}  {'expected':<{w[2]}}  result")
+    print(f"{'-' * w[0]}  {'-' * w[1]}  {'-' * w[2]}  ------")
+    for item, probe, exp, r, t in rows:
+        pl = [probe[i : i + w[1]] for i in range(0, len(probe), w[1])] or [""]
+        el = [exp[i : i + w[2]] for i in range(0, len(exp), w[2])] or [""]
+        for k in range(max(len(pl), len(el))):
+            first = k == 0
+            print(
+                f"{item if first else '':<{w[0]}}  {pl[k] if k < len(pl) else '':<{w[1]}}  "
+                f"{el[k] if k < len(el) else '':<{w[2]}}  {(f'{r} ({t:.1f} s)') if first else ''}"
+            )
+    held = sum(1 for r in rows if r[3] == "held")
+    print(f"\n{held}/{len(rows)} probes held ({wall:.0f} s)")
+    return 0 if held == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
