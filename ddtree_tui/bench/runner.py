@@ -38,6 +38,7 @@ from ddtree_tui.bench.models import (
     TokensReceived,
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
+from ddtree_tui.bench.stream import StreamClient
 
 EventCallback = Callable[[BenchEvent], None]
 
@@ -112,7 +113,7 @@ class BenchRunner:
             pass
 
     async def _one(
-        self, client: httpx.AsyncClient, t: BenchTarget, p: Prompt, rep: int, seq: int, warmup: bool
+        self, client: StreamClient, t: BenchTarget, p: Prompt, rep: int, seq: int, warmup: bool
     ) -> RequestResult:
         self._emit(
             PromptStarted(
@@ -155,7 +156,7 @@ class BenchRunner:
         self._emit(PromptFinished(run_id=self.run_id, result=res, done=self.done, total=self.total))
         return res
 
-    async def _batch(self, client: httpx.AsyncClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
+    async def _batch(self, client: StreamClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
         t0 = time.monotonic()
         coros = []
         for t, p, rep in batch:
@@ -177,16 +178,11 @@ class BenchRunner:
                 prompts=[p.id for p in self.prompts],
             )
         )
-        conns = max(4, self.req.concurrency * 2)
-        timeout = httpx.Timeout(connect=10.0, read=self.req.timeout, write=30.0, pool=None)
-        async with httpx.AsyncClient(
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns),
-            trust_env=False,
-        ) as client:
+        async with httpx.AsyncClient(timeout=10.0, trust_env=False) as info_client:
             for t in self.targets:
-                info = await server_info(client, t.base_url)
+                info = await server_info(info_client, t.base_url)
                 self.infos[t.ref] = _target_info(t, info)
+        async with StreamClient() as client:
             seq = -1
             # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
             # connection pool is as warm as it will be while measuring

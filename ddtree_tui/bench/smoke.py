@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 
-import httpx
 from pydantic import BaseModel
 
 from ddtree_tui.bench.client import measure_request
 from ddtree_tui.bench.models import BenchTarget, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.stream import StreamClient
 
 DEFAULT_PROMPT = "Say hello in one short sentence."
 DEFAULT_MAX_NEW_TOKENS = 32
@@ -76,7 +76,7 @@ async def smoke_request(
     sp = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, api="generate")
     texts: list[str] = []
     t0 = time.monotonic()
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0))) as client:
+    async with StreamClient(connect_timeout=min(timeout, 10.0)) as client:
         r = await measure_request(client, target, p, sp, timeout=timeout, on_text=texts.append)
     latency = r.e2e_s if r.e2e_s is not None else time.monotonic() - t0
     return SmokeResult(
