@@ -25,10 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -218,29 +222,42 @@ class ExactProtocol(asyncio.Protocol):
             loop = asyncio.get_running_loop()
             t0 = t + c.ttft
             times = {"t_arrival": t}
-            for i, b in enumerate(chunks):
-                loop.call_at(t0 + i * c.interval, self._send, b, t0 + i * c.interval, times)
-            due = t0 + len(chunks) * c.interval
-            loop.call_at(due, self._send_last, last, due, times)
+            # one timer at a time per stream (each send arms the next): an arrival costs O(1), so a burst of
+            # requests is stamped on arrival without waiting for thousands of timers to be armed
+            loop.call_at(t0, self._send, chunks, 0, t0, c.interval, last, times)
         else:
             self.transport.write(_json_response({"error": {"message": "not found"}}, "404 Not Found"))
 
-    def _send(self, b: bytes, due: float, times: dict[str, float]) -> None:
+    def _send(
+        self,
+        chunks: tuple[bytes, ...],
+        i: int,
+        t0: float,
+        interval: float,
+        last: dict[str, Any],
+        times: dict[str, float],
+    ) -> None:
         if self.closed or self.transport is None:
+            return
+        due = t0 + i * interval
+        if i == len(chunks):
+            self._send_last(last, due, times)
             return
         now = time.monotonic()
         self.stats.add(max(0.0, now - due))
         times.setdefault("t_first", now)
-        self.transport.write(b)
+        self.transport.write(chunks[i])
+        asyncio.get_running_loop().call_at(
+            due + interval, self._send, chunks, i + 1, t0, interval, last, times
+        )
 
     def _send_last(self, obj: dict[str, Any], due: float, times: dict[str, float]) -> None:
         """The last chunk, with the truth: monotonic times of arrival, first and last send (one clock for
         every process of this machine), and e2e_latency = last send − arrival."""
-        if self.closed or self.transport is None:
-            return
+        assert self.transport is not None
         now = time.monotonic()
         self.stats.add(max(0.0, now - due))
-        t_first = times.get("t_first", now)
+        t_first = times.setdefault("t_first", now)
         meta = dict(obj["meta_info"])
         self.stats.done.append((times["t_arrival"], t_first, now, int(meta["completion_tokens"])))
         meta.update(
@@ -260,6 +277,45 @@ async def serve(cfg: Config, port: int, host: str = "127.0.0.1") -> None:
     print(f"exact server on http://{host}:{port}: {cfg}", flush=True)
     async with server:
         await server.serve_forever()
+
+
+class ExactServer:
+    """This file as a child process on a free port: `with ExactServer(cfg) as base_url: ...`."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> str:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        argv = [sys.executable, __file__, "--port", str(port), "--rate", str(self.cfg.rate)]
+        argv += ["--tokens-per-chunk", str(self.cfg.tokens_per_chunk), "--ttft", str(self.cfg.ttft)]
+        if self.cfg.incremental:
+            argv.append("--incremental")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        self.base_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                return self.base_url
+            time.sleep(0.05)
+        self.__exit__()
+        raise RuntimeError("exact server did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(5)
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.base_url + path, timeout=10) as r:
+            return json.loads(r.read())
+
+    def reset(self) -> None:
+        self.get("/stats/reset")
 
 
 def main() -> None:
