@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
 from ddtree_tui.bench.metrics import Timeline, timeline_metrics
@@ -337,19 +336,20 @@ def _result(
     )
 
 
-async def server_info(
-    client: httpx.AsyncClient, base_url: str, timeout: float = 5.0
-) -> dict[str, Any] | None:
+async def server_info(client: StreamClient, base_url: str, timeout: float = 5.0) -> dict[str, Any] | None:
     """`/server_info`, falling back to the older `/get_server_info`; None when neither answers."""
     for path in ("/server_info", "/get_server_info"):
         try:
-            r = await client.get(base_url.rstrip("/") + path, timeout=timeout)
-        except httpx.HTTPError:
+            async with asyncio.timeout(timeout):
+                async with await client.get(base_url.rstrip("/") + path) as r:
+                    raw = await r.read()
+                    status = r.status
+        except (StreamError, TimeoutError, OSError):
             return None
-        if r.status_code == 200:
+        if status == 200:
             try:
-                obj = r.json()
-            except ValueError:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
                 return None
             return obj if isinstance(obj, dict) else None
     return None

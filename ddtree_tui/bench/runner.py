@@ -4,7 +4,12 @@ one, optional concurrency, then per-prompt × service rows and deltas against a 
 Interleaving: at concurrency 1 every prompt goes to each service in turn (p1:A p1:B p2:A p2:B …); at higher
 concurrency each service gets a batch of up to N requests in flight, and the services take turns batch by
 batch. Services that may share a GPU are therefore never measured at the same time. The dispatch order is
-recorded in `BenchRun.order`.
+recorded in `BenchRun.order`. Concurrency means concurrency: with fewer prompts than N, the prompts are cycled
+so a batch still has N requests in flight (`BenchRun.prompts_cycled`, `requests_per_batch`).
+
+The client watches itself (loadmon.py): its CPU and event-loop lag while the counted requests run; a run the
+client could not keep up with is marked `client_bound`. With `workers` > 1 the requests go to that many
+child processes (worker.py), round robin, each with its own loop; their monotonic stamps merge as they are.
 
 Events (RunStarted, PromptStarted, TokensReceived, PromptFinished, RunFinished) go to `on_event`, so the
 TUI's benchmark pane and the headless reporter show the same run.
@@ -14,20 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-import httpx
-
 from ddtree_tui.bench.client import measure_request, server_info
+from ddtree_tui.bench.loadmon import LoopMonitor, verdict
 from ddtree_tui.bench.metrics import summarize
 from ddtree_tui.bench.models import (
     BenchEvent,
     BenchRequest,
     BenchRun,
     BenchTarget,
+    ClientStats,
     PromptFinished,
     PromptInfo,
     PromptStarted,
@@ -39,6 +45,7 @@ from ddtree_tui.bench.models import (
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.worker import Worker, WorkerError
 
 EventCallback = Callable[[BenchEvent], None]
 
@@ -53,9 +60,12 @@ def plan(
     """The counted requests as batches run one after another; a batch belongs to one service.
 
     Concurrency 1: one request a batch, services alternating per prompt. Concurrency N: every prompt of a
-    repeat to one service in batches of N, services alternating per batch.
+    repeat to one service in batches of N, services alternating per batch; with fewer than N prompts the
+    prompts are cycled to fill the batch (N requests in flight, not len(prompts)).
     """
     batches: list[list[tuple[BenchTarget, Prompt, int]]] = []
+    if 0 < len(prompts) < concurrency:
+        prompts = [prompts[i % len(prompts)] for i in range(concurrency)]
     for rep in range(repeats):
         if concurrency <= 1:
             for p in prompts:
@@ -101,8 +111,16 @@ class BenchRunner:
         self.busy: dict[str, float] = {}
         self.started_at = datetime.now(UTC)
         self._t0 = time.monotonic()
-        self.total = len(self.prompts) * len(self.targets) * req.repeats
+        self.batches = plan(self.prompts, self.targets, req.repeats, req.concurrency)
+        self.total = sum(len(b) for b in self.batches)
+        self.prompts_cycled = len(self.prompts) < req.concurrency
+        self.per_batch = max(len(b) for b in self.batches)
         self.done = 0
+        self.spans: dict[str, list[tuple[float, float]]] = {}  # per service: (send, end) of each request
+        self.monitor = LoopMonitor()
+        self.workers: list[Worker] = []
+        self._rr = itertools.count()
+        self.client_stats: ClientStats | None = None
 
     def _emit(self, ev: BenchEvent) -> None:
         if self.on_event is None:
@@ -136,18 +154,54 @@ class BenchRunner:
                 )
             )
 
-        res = await measure_request(
-            client,
-            t,
-            p,
-            self.req.sampling(),
-            seq=seq,
-            repeat=rep,
-            warmup=warmup,
-            timeout=self.req.timeout,
-            on_tokens=on_tokens if self.on_event else None,
-            tokens_interval=self.req.tokens_event_interval,
-        )
+        sp = self.req.sampling()
+        cb = on_tokens if self.on_event else None
+        if self.workers:
+            w = self.workers[next(self._rr) % len(self.workers)]
+            try:
+                res, t_send, t_end = await w.measure(
+                    t,
+                    p,
+                    sp,
+                    seq=seq,
+                    repeat=rep,
+                    warmup=warmup,
+                    timeout=self.req.timeout,
+                    on_tokens=cb,
+                    tokens_interval=self.req.tokens_event_interval,
+                )
+            except WorkerError as e:
+                t_send = t_end = time.monotonic()
+                res = RequestResult(
+                    service=t.ref,
+                    algorithm=t.algorithm,
+                    mode=t.mode,
+                    prompt_id=p.id,
+                    repeat=rep,
+                    seq=seq,
+                    warmup=warmup,
+                    started_at=time.time(),
+                    ok=False,
+                    error=str(e),
+                    sampling=sp.model_copy(update={"max_new_tokens": p.max_new_tokens or sp.max_new_tokens}),
+                )
+        else:
+            t_send = time.monotonic()
+            res = await measure_request(
+                client,
+                t,
+                p,
+                sp,
+                seq=seq,
+                repeat=rep,
+                warmup=warmup,
+                timeout=self.req.timeout,
+                on_tokens=cb,
+                tokens_interval=self.req.tokens_event_interval,
+            )
+            t_end = time.monotonic()
+        if not warmup:
+            self.spans.setdefault(t.ref, []).append((t_send, t_end))
         if not warmup:
             self.results.append(res)
             self.done += 1
@@ -157,17 +211,22 @@ class BenchRunner:
         return res
 
     async def _batch(self, client: StreamClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
-        t0 = time.monotonic()
         coros = []
         for t, p, rep in batch:
             seq = len(self.order)
             self.order.append(f"{t.ref} {p.id} #{rep + 1}")
             coros.append(self._one(client, t, p, rep, seq, False))
+        n0 = len(self.spans.get(batch[0][0].ref, []))
         try:
             await asyncio.gather(*coros)
         finally:
+            # the batch's span on the one system-wide monotonic clock: first send to last end, whichever
+            # process sent or read them
             ref = batch[0][0].ref
-            self.busy[ref] = self.busy.get(ref, 0.0) + (time.monotonic() - t0)
+            spans = self.spans.get(ref, [])[n0:]
+            if spans:
+                span = max(e for _, e in spans) - min(s for s, _ in spans)
+                self.busy[ref] = self.busy.get(ref, 0.0) + span
 
     async def run(self) -> BenchRun:
         self._emit(
@@ -176,32 +235,67 @@ class BenchRunner:
                 total=self.total,
                 targets=self.targets,
                 prompts=[p.id for p in self.prompts],
+                concurrency=self.req.concurrency,
+                workers=self.req.workers,
+                prompts_cycled=self.prompts_cycled,
             )
         )
-        async with httpx.AsyncClient(timeout=10.0, trust_env=False) as info_client:
-            for t in self.targets:
-                info = await server_info(info_client, t.base_url)
-                self.infos[t.ref] = _target_info(t, info)
-        async with StreamClient() as client:
-            seq = -1
-            # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
-            # connection pool is as warm as it will be while measuring
-            width = min(self.req.concurrency, len(self.prompts))
-            for t in self.targets:
-                for i in range(self.req.warmup):
-                    batch = []
-                    for j in range(width):
-                        p = self.prompts[(i * width + j) % len(self.prompts)]
-                        batch.append(self._one(client, t, p, i, seq, True))
-                        seq -= 1
-                    await asyncio.gather(*batch)
-            for batch in plan(self.prompts, self.targets, self.req.repeats, self.req.concurrency):
-                await self._batch(client, batch)
+        try:
+            if self.req.workers > 1:
+                self.workers = [Worker(i) for i in range(self.req.workers)]
+                await asyncio.gather(*(w.start() for w in self.workers))
+            async with StreamClient() as client:
+                for t in self.targets:
+                    info = await server_info(client, t.base_url)
+                    self.infos[t.ref] = _target_info(t, info)
+                seq = -1
+                # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
+                # connection pools (one a worker) are as warm as they will be while measuring
+                width = self.per_batch if self.req.concurrency > 1 else 1
+                for t in self.targets:
+                    for i in range(self.req.warmup):
+                        batch = []
+                        for j in range(width):
+                            p = self.prompts[(i * width + j) % len(self.prompts)]
+                            batch.append(self._one(client, t, p, i, seq, True))
+                            seq -= 1
+                        await asyncio.gather(*batch)
+                await self._monitor_start()
+                for batch in self.batches:
+                    await self._batch(client, batch)
+                await self._monitor_stop()
+        finally:
+            await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
         return self.build("complete")
+
+    async def _monitor_start(self) -> None:
+        self.monitor.start()
+        self._t_measure = time.monotonic()
+        for w in self.workers:
+            with contextlib.suppress(WorkerError):
+                await w.monitor_start()
+
+    async def _monitor_stop(self) -> None:
+        samples = []
+        for w in self.workers:
+            with contextlib.suppress(WorkerError, TimeoutError):
+                samples.append(await w.monitor_stop())
+        await self.monitor.stop()
+        self.client_stats = self._verdict([self.monitor.sample(), *samples])
+
+    def _verdict(self, samples: list[dict[str, float | None]]) -> ClientStats:
+        tokens = sum(r.output_tokens or 0 for r in self.results if r.ok)
+        wall = time.monotonic() - getattr(self, "_t_measure", self._t0)
+        if not self.client_stats and self.monitor.running:
+            wall = self.monitor.wall_s or wall
+        return verdict(samples, tokens, wall, workers=max(1, len(self.workers)))
 
     def build(self, status: str) -> BenchRun:
         """The run as measured so far (the whole run when complete)."""
         ids = [p.id for p in self.prompts]
+        client = self.client_stats
+        if client is None and self.monitor.running:  # interrupted: what the runner's own loop saw so far
+            client = self._verdict([self.monitor.sample()])
         rows, summary = summarize(self.results, self.targets, ids, self.req.baseline, self.busy)
         sp = self.req.sampling()
         return BenchRun(
@@ -234,6 +328,10 @@ class BenchRunner:
             summary=summary,
             failed=sum(1 for r in self.results if not r.ok),
             warmup_failed=sum(1 for r in self.warmup_results if not r.ok),
+            requests_per_batch=self.per_batch,
+            prompts_cycled=self.prompts_cycled,
+            client=client,
+            client_bound=bool(client and client.client_bound),
         )
 
 

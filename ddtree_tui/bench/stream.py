@@ -30,7 +30,7 @@ import httptools
 Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line without its line break)
 
 CONNECT_TIMEOUT = 10.0
-MAX_ERROR_BODY = 64 * 1024
+MAX_BODY = 64 * 1024  # of an error response
 
 
 class StreamError(Exception):
@@ -59,6 +59,7 @@ class _Conn(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self.on_complete: Callable[[], None] | None = None  # set when released before the end
         self.discard = False
+        self.keep_body = False  # a plain (non-streaming) response: the body is kept whole
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -98,8 +99,8 @@ class _Conn(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if self.discard:
             return
-        if self.status != 200:
-            if len(self.body) < MAX_ERROR_BODY:
+        if self.status != 200 or self.keep_body:
+            if self.keep_body or len(self.body) < MAX_BODY:
                 self.body += body
             return
         parts = (self.partial + body).split(b"\n") if self.partial else body.split(b"\n")
@@ -174,7 +175,9 @@ class Response:
             await c.wait()
 
     async def read(self) -> bytes:
+        """The whole body (of an error response: its first 64 KiB)."""
         c = self._conn
+
         while not c.complete:
             err = self._fail()
             if err is not None:
@@ -258,6 +261,21 @@ class StreamClient:
 
     async def post(self, url: str, body: bytes, headers: dict[str, str] | None = None) -> Response:
         """Send a POST and wait for the response's status line and headers."""
+        return await self.request("POST", url, body, headers)
+
+    async def get(self, url: str, headers: dict[str, str] | None = None) -> Response:
+        return await self.request("GET", url, None, headers, stream=False)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        stream: bool = True,
+    ) -> Response:
+        """Send a request and wait for the response's status line and headers. `stream`: the body is SSE,
+        read it with `batches()`; otherwise `read()` it whole."""
         u = urlsplit(url)
         scheme = u.scheme or "http"
         host = u.hostname or "127.0.0.1"
@@ -265,16 +283,16 @@ class StreamClient:
         key = (scheme, host, port)
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         hostport = host if u.port is None else f"{host}:{port}"
-        head = (
-            f"POST {path} HTTP/1.1\r\nhost: {hostport}\r\ncontent-type: application/json\r\n"
-            f"accept: text/event-stream\r\ncontent-length: {len(body)}\r\n"
-        )
+        head = f"{method} {path} HTTP/1.1\r\nhost: {hostport}\r\n"
+        if body is not None:
+            head += f"content-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {len(body)}\r\n"
         for k, v in (headers or {}).items():
             head += f"{k}: {v}\r\n"
-        req = head.encode("latin-1") + b"\r\n" + body
+        req = head.encode("latin-1") + b"\r\n" + (body or b"")
         retried = False
         while True:
             conn, reused = await self._take(key)
+            conn.keep_body = not stream
             assert conn.transport is not None
             conn.transport.write(req)
             while conn.status is None and conn.error is None and not conn.lost:
