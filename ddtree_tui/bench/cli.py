@@ -226,7 +226,12 @@ class Progress:
         out = self.stream
         if ev.kind == "run_started":
             names = ", ".join(f"{t.ref} ({t.algorithm}/{t.mode or '-'})" for t in ev.targets)
-            print(f"bench {ev.run_id}: {ev.total} requests over {names}", file=out, flush=True)
+            how = f"concurrency {ev.concurrency}"
+            if ev.prompts_cycled:
+                how += f" ({len(ev.prompts)} prompts cycled to keep {ev.concurrency} in flight)"
+            if ev.workers > 1:
+                how += f", {ev.workers} client worker processes"
+            print(f"bench {ev.run_id}: {ev.total} requests over {names}; {how}", file=out, flush=True)
         elif ev.kind == "prompt_finished":
             r = ev.result
             where = f"{r.service} ({r.algorithm}/{r.mode or '-'}) {r.prompt_id} #{r.repeat + 1}"
@@ -249,6 +254,8 @@ class Progress:
                 file=out,
                 flush=True,
             )
+            if run.client_bound and run.client is not None:
+                print(f"bench {run.id}: CLIENT-BOUND: {run.client.reason}", file=out, flush=True)
 
 
 def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
@@ -290,6 +297,7 @@ def build_request(ns: argparse.Namespace) -> BenchRequest:
         repeats=ns.repeats,
         warmup=ns.warmup,
         concurrency=ns.concurrency,
+        workers=getattr(ns, "workers", 1),
         max_new_tokens=ns.max_new_tokens,
         temperature=ns.temperature,
         api=ns.api,
@@ -315,6 +323,11 @@ async def _main(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
     try:
+        sims = [f"{h.name}/{s.name}" for h, s in chosen if ns.demo and h.is_local and s.launcher == "sim"]
+        remote = sorted({h.name for h, _ in chosen if not h.is_local})
+        what = [f"starting simulated {', '.join(sims)}"] if sims else []
+        what += [f"connecting to {', '.join(remote)}"] if remote else []
+        _err(f"preparing {len(chosen)} service(s){': ' + '; '.join(what) if what else ''}")
         try:
             targets = await make_targets(sess, chosen, ns.demo)
         except (RuntimeError, OSError) as e:
@@ -343,8 +356,14 @@ async def _main(
 
 
 def cli_main(ns: argparse.Namespace) -> int:
-    for name, low in (("repeats", 1), ("warmup", 0), ("concurrency", 1), ("max_new_tokens", 1)):
-        if getattr(ns, name) < low:
+    for name, low in (
+        ("repeats", 1),
+        ("warmup", 0),
+        ("concurrency", 1),
+        ("max_new_tokens", 1),
+        ("workers", 1),
+    ):
+        if getattr(ns, name, low) < low:
             _err(f"--{name.replace('_', '-')} must be at least {low}")
             return EXIT_USAGE
     if ns.timeout is not None and ns.timeout <= 0:
