@@ -201,7 +201,9 @@ class ExactProtocol(asyncio.Protocol):
                 )
             )
         elif path == "/v1/models":
-            self.transport.write(_json_response({"object": "list", "data": [{"id": "exact", "object": "model"}]}))
+            self.transport.write(
+                _json_response({"object": "list", "data": [{"id": "exact", "object": "model"}]})
+            )
         elif path == "/flush_cache":
             self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
         elif path == "/stats":

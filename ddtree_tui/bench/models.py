@@ -161,10 +161,11 @@ class ClientStats(BaseModel):
     wall_s: float = 0.0  # the measured phase (warm-up excluded)
     cpu_s: float = 0.0  # client CPU time in that phase, all processes
     cpu_core_max: float = 0.0  # the busiest process: its CPU time / wall time (1.0 = a whole core)
-    loop_lag_ms_p50: float | None = None  # how late a 10 ms timer fired on the busiest loop
+    loop_lag_ms_p50: float | None = None  # how late a 25 ms timer fired on the busiest loop
     loop_lag_ms_p99: float | None = None
     loop_lag_ms_max: float | None = None
     cpu_us_per_token: float | None = None  # cpu_s / output tokens
+    cpu_pressure_pct: float | None = None  # the machine's: % of the last 10 s some task waited for a core
     client_bound: bool = False
     reason: str | None = None  # why client_bound
 

@@ -8,7 +8,8 @@ time of the socket read that completed it.
   JSON parsing: every SSE line carries the monotonic time of the read that completed it.
 - Reading never waits for parsing: the loop reads every readable socket as soon as it is readable (there is
   no flow control between the parser and the reader); the request's task consumes the timestamped lines in
-  batches, so a slow JSON parse shifts when a line is scored, never the time recorded for it.
+  batches, at most every COALESCE_S (10 ms) while a stream flows, so a slow JSON parse shifts when a line is
+  scored, never the time recorded for it, and a chunk costs a socket read, not a task switch.
 - Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
   connection) pays its connect once, not per request.
 
@@ -30,6 +31,7 @@ import httptools
 Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line without its line break)
 
 CONNECT_TIMEOUT = 10.0
+COALESCE_S = 0.010  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
 MAX_BODY = 64 * 1024  # of an error response
 
 
@@ -57,6 +59,7 @@ class _Conn(asyncio.Protocol):
         self.got_bytes = False
         self.t_read = 0.0
         self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self.on_complete: Callable[[], None] | None = None  # set when released before the end
         self.discard = False
         self.keep_body = False  # a plain (non-streaming) response: the body is kept whole
@@ -78,7 +81,12 @@ class _Conn(asyncio.Protocol):
             self.error = "the server switched protocols"
         except httptools.HttpParserError as e:
             self.error = f"bad HTTP from the server: {e}"
-        self._wake()
+        if self.complete or self.error is not None or self.status is None or self.status != 200:
+            self._wake()
+        elif self._timer is None and self._waiter is not None:
+            # coalesce: the reader of the lines wakes at most every COALESCE_S, not once a chunk; the lines
+            # carry their read times, so waking later changes no measurement, only what it costs
+            self._timer = asyncio.get_running_loop().call_later(COALESCE_S, self._wake)
 
     def eof_received(self) -> bool | None:
         self.lost = True
@@ -121,6 +129,9 @@ class _Conn(asyncio.Protocol):
 
     # consumer side
     def _wake(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
