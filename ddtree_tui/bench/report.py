@@ -44,9 +44,14 @@ JSON schema (`--json FILE`, and each line of the history file), `"schema": 1`:
                "ttft_ms_median": 45.0, "accept_length_mean": 3.1, "output_tokens": 2304,
                "output_throughput": 108.7, "delta_tok_s_pct": null}],
   "failed": 0,                      # counted requests that failed
-  "warmup_failed": 0
+  "warmup_failed": 0,
+  "requests_per_batch": 1, "prompts_cycled": false,   # fewer prompts than the concurrency: cycled
+  "client": {"workers": 1, "cpu_s": 0.4, "cpu_core_max": 0.2, "loop_lag_ms_p99": 2.3, "cpu_us_per_token": 3.2,
+             "client_bound": false, "reason": null, ...},   # the client's self-check (loadmon.py)
+  "client_bound": false             # true: the client limited the numbers, not the server
 }
 ```
+(summary rows also carry `request_throughput`, requests/s.)
 Times are seconds unless the name says `_ms`; rates are tokens per second; a value that could not be
 measured is null. Readers must ignore unknown keys (new keys do not bump the schema).
 
