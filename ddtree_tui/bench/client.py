@@ -243,6 +243,14 @@ async def measure_request(
                 else:
                     async for batch in resp.batches():
                         for now, line in batch:
+                            if line.startswith(b"data: {"):  # the hot path: one JSON object a chunk
+                                try:
+                                    obj = orjson.loads(line[6:])
+                                except orjson.JSONDecodeError:
+                                    obj = None  # parse_sse_line below records it as malformed
+                                if isinstance(obj, dict):
+                                    handle(acc, obj, now)
+                                    continue
                             item = parse_sse_line(line)
                             if item is None:
                                 continue
@@ -254,13 +262,13 @@ async def measure_request(
                                 acc.bad(item.data)
                                 continue
                             handle(acc, item.data, now)
-                        if acc.done:
-                            break
-                        if on_tokens is not None:
+                        if on_tokens is not None and acc.seen_tokens:  # progress: at most once a batch
                             now = batch[-1][0]
                             if now - last_cb >= tokens_interval:
                                 last_cb = now
                                 on_tokens(acc.seen_tokens, now - t_send)
+                        if acc.done:
+                            break
     except TimeoutError:
         acc.errors.append(f"timeout after {timeout:g} s")
     except StreamError as e:

@@ -8,7 +8,7 @@ time of the socket read that completed it.
   JSON parsing: every SSE line carries the monotonic time of the read that completed it.
 - Reading never waits for parsing: the loop reads every readable socket as soon as it is readable (there is
   no flow control between the parser and the reader); the request's task consumes the timestamped lines in
-  batches, at most every COALESCE_S (10 ms) while a stream flows, so a slow JSON parse shifts when a line is
+  batches, at most every COALESCE_S (50 ms) while a stream flows, so a slow JSON parse shifts when a line is
   scored, never the time recorded for it, and a chunk costs a socket read, not a task switch.
 - Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
   connection) pays its connect once, not per request.
@@ -31,7 +31,7 @@ import httptools
 Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line without its line break)
 
 CONNECT_TIMEOUT = 10.0
-COALESCE_S = 0.010  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
+COALESCE_S = 0.050  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
 MAX_BODY = 64 * 1024  # of an error response
 
 
