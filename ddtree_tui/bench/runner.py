@@ -199,7 +199,7 @@ class BenchRunner:
                 on_tokens=cb,
                 tokens_interval=self.req.tokens_event_interval,
             )
-            t_end = time.monotonic()
+            t_end = _end(t_send, res)
         if not warmup:
             self.spans.setdefault(t.ref, []).append((t_send, t_end))
         if not warmup:
@@ -333,6 +333,12 @@ class BenchRunner:
             client=client,
             client_bound=bool(client and client.client_bound),
         )
+
+
+def _end(t_send: float, res: RequestResult) -> float:
+    """When the request ended by its own stamps (the read of its last chunk), not when its result was built:
+    requests that end together are scored one after the other, and that queue is not the server's time."""
+    return t_send + res.e2e_s if res.e2e_s is not None else time.monotonic()
 
 
 def _target_info(t: BenchTarget, info: dict | None) -> TargetInfo:

@@ -229,7 +229,7 @@ async def _worker_main() -> None:
                 "id": jid,
                 "result": res.model_dump(mode="json"),
                 "t_send": t_send,
-                "t_end": time.monotonic(),
+                "t_end": t_send + res.e2e_s if res.e2e_s is not None else time.monotonic(),  # its own stamps
             }
         )
 
