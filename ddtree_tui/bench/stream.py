@@ -229,6 +229,7 @@ class StreamClient:
         self.connect_timeout = connect_timeout
         self.max_idle = max_idle_per_host
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._open: list[_Conn] = []  # every connection made, so close() ends those still in use too
         self._ssl: ssl.SSLContext | None = None
 
     async def __aenter__(self) -> StreamClient:
@@ -238,9 +239,9 @@ class StreamClient:
         self.close()
 
     def close(self) -> None:
-        for conns in self._idle.values():
-            for c in conns:
-                c.close()
+        for c in self._open:
+            c.close()
+        self._open.clear()
         self._idle.clear()
 
     def _put(self, key: tuple[str, str, int], c: _Conn) -> None:
@@ -268,6 +269,8 @@ class StreamClient:
             ) from None
         except OSError as e:
             raise StreamError(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
+        self._open = [c for c in self._open if not c.lost]
+        self._open.append(proto)
         return proto
 
     async def post(self, url: str, body: bytes, headers: dict[str, str] | None = None) -> Response:
