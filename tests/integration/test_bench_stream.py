@@ -5,11 +5,13 @@ the concurrency, worker processes, the client's self-check, the table and the he
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from ddtree_tui.bench import BenchRequest, BenchTarget, report, run_bench
@@ -236,3 +238,22 @@ def test_headless_progress_starts_at_once_and_workers_are_validated(tmp_path: Pa
     assert "out tok/s" in p.stdout and "client: 2 process(es)" in p.stdout
     bad = subprocess.run([*argv[:-2], "--workers", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--workers must be at least 1" in bad.stderr
+
+
+async def test_a_stopped_run_with_workers_ends_them_and_keeps_what_was_measured() -> None:
+    cfg = SimConfig(algorithm="baseline", decode_rate=20)
+    async with _quiet(cfg) as sim:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(1.0, stop.set)
+        req = BenchRequest(
+            prompts=[_prompt()], warmup=0, repeats=5, concurrency=2, max_new_tokens=10, workers=2
+        )
+        run = await run_bench(req, [_target(sim.base_url, cfg)], stop=stop)
+    assert run.status == "interrupted" and 0 < len(run.results) < 10
+    assert run.client is not None and run.client.workers == 2
+    workers = [
+        p
+        for p in psutil.Process(os.getpid()).children(recursive=True)
+        if "ddtree_tui.bench.worker" in p.cmdline()
+    ]
+    assert workers == []
