@@ -1,215 +1,285 @@
-"""How well the benchmark client measures, against the simulator (a child process) emitting at known rates.
+"""How well the benchmark client measures: ours against SGLang's own client, side by side, against a server
+whose rate is exactly known (benchmarks/exact_server.py, a child process).
 
-(a) accuracy: one stream at 150 tok/s (baseline: 150 passes/s x 1 token; dflash: accept length 3.4 at
-    150/3.4 passes/s): measured tok/s and decode tok/s vs the true rate from the simulator's schedule.
-(b) overhead: 64 concurrent streams, per-stream rate raised step by step; for each step the aggregate rate,
-    the median and p90 drift of the measured per-request tok/s from the truth, the drift against the
-    server's own e2e_latency (isolates the client when the simulator itself falls behind), and the client's
-    CPU time per 1,000 tokens. The highest aggregate rate with median decode tok/s drift <= 2 % is reported.
+For each scenario (per-request rate, tokens per chunk, concurrency), round by round, the same server process
+is measured by our client (`run_bench`, in this process; with `--workers` also in worker processes) and by
+SGLang's `bench_serving` (benchmarks/sglang_client.py, a child process in its own virtual environment), one
+after the other. The truth comes from the server itself: for every request the monotonic times it arrived,
+its first chunk left and its last chunk left (the server's timers can be late; its own stamps are what
+happened). Warm-up requests are left out of the truth (the last n arrivals are the counted ones).
 
-Run: python benchmarks/bench_client.py [--quick]
-The simulator shares the machine's cores with the client, so on a small machine the simulator can be the
-limit; the "vs server" column shows which side drifted.
+Columns:
+  tok/s/req   true per-request rate (median over requests: tokens / (last send − arrival))
+  err req     the client's median per-request tok/s vs that
+  agg true    Σ tokens / (last send − first arrival) over the counted requests
+  err agg     the client's aggregate output throughput vs that
+  TTFT true   median first send − arrival;  err ms: the client's median TTFT minus that
+  CPU µs/tok  the client's CPU time while streaming / output tokens (ours: the measured phase, all
+              processes; SGLang's: benchmark() start to calculate_metrics(), i.e. its warm-up + streaming)
+  bound       ours: client-bound verdict (busiest process's % of a core, loop lag p99)
+  late p99    how late the server's chunks left (ms, p99): a loaded machine shows here first
+
+Run:  python benchmarks/bench_client.py [--quick] [--rounds N] [--workers N]
+      [--sglang-python VENV/bin/python --sglang-src DIR]   (DIR: the sglang wheel, unzipped)
+Without --sglang-python the SGLang columns are skipped (and the reason printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
+import subprocess
 import sys
-import time
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from exact_server import Config, ExactServer
 
 from ddtree_tui.bench import BenchRequest, BenchTarget, run_bench
-from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.sim.process import SimProcess
-from ddtree_tui.sim.server import SimConfig
+
+HERE = Path(__file__).resolve().parent
 
 
-def _prompts(n: int, tag: str) -> list[Prompt]:
-    return [
-        Prompt(id=f"{tag}{i}", messages=[{"role": "user", "content": f"{tag} question {i}"}])
-        for i in range(n)
+@dataclass
+class Scenario:
+    rate: float
+    tpc: int
+    conc: int
+    tokens: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.rate:g} tok/s × {self.tpc} tok/chunk, c={self.conc}"
+
+
+@dataclass
+class Measured:
+    client: str
+    tok_s: float | None  # median per request
+    agg: float | None
+    ttft_ms: float | None
+    cpu_us_tok: float | None
+    bound: str = ""
+    ok: int = 0
+    note: str = ""
+
+
+@dataclass
+class Truth:
+    tok_s: float
+    agg: float
+    ttft_ms: float
+    late_p99: float | None
+
+
+def truth(stats: dict[str, Any], n: int) -> Truth:
+    done = sorted(stats["done"], key=lambda d: d["t_arrival"])[-n:]
+    rates = [d["tokens"] / (d["t_last"] - d["t_arrival"]) for d in done]
+    span = max(d["t_last"] for d in done) - min(d["t_arrival"] for d in done)
+    return Truth(
+        tok_s=statistics.median(rates),
+        agg=sum(d["tokens"] for d in done) / span,
+        ttft_ms=statistics.median((d["t_first"] - d["t_arrival"]) * 1000 for d in done),
+        late_p99=stats.get("late_ms_p99"),
+    )
+
+
+async def ours(base: str, sc: Scenario, n: int, workers: int) -> Measured:
+    target = BenchTarget(ref="local/exact", base_url=base, algorithm="baseline")
+    prompts = [Prompt(id=f"p{i}", text=f"hello {i}") for i in range(n)]
+    req = BenchRequest(
+        prompts=prompts,
+        warmup=1,
+        concurrency=sc.conc,
+        max_new_tokens=sc.tokens,
+        timeout=120,
+        workers=workers,
+    )
+    run = await run_bench(req, [target], on_event=lambda ev: None)  # events on, as in the TUI
+    s = run.summary[0]
+    c = run.client
+    assert c is not None
+    lag = f"{c.loop_lag_ms_p99:.1f}" if c.loop_lag_ms_p99 is not None else "-"
+    bound = ("CLIENT-BOUND " if run.client_bound else "") + f"{c.cpu_core_max * 100:.0f}%/lag {lag}"
+    name = "ours" if workers == 1 else f"ours×{workers}"
+    return Measured(
+        name, s.tok_s_median, s.output_throughput, s.ttft_ms_median, c.cpu_us_per_token, bound, s.n
+    )
+
+
+def sglang(a: argparse.Namespace, base: str, sc: Scenario, n: int, tok_dir: Path) -> Measured:
+    with tempfile.TemporaryDirectory() as d:
+        out, cpu = Path(d) / "out.jsonl", Path(d) / "cpu.json"
+        argv = [a.sglang_python, str(HERE / "sglang_client.py"), "--sglang-src", a.sglang_src, "--"]
+        argv += [
+            "--backend",
+            "sglang",
+            "--base-url",
+            base,
+            "--tokenizer",
+            str(tok_dir),
+            "--model",
+            str(tok_dir),
+        ]
+        argv += ["--dataset-name", "random-ids", "--random-input-len", "8", "--random-range-ratio", "1.0"]
+        argv += [
+            "--random-output-len",
+            str(sc.tokens),
+            "--num-prompts",
+            str(n),
+            "--max-concurrency",
+            str(sc.conc),
+        ]
+        argv += ["--disable-tqdm", "--output-file", str(out), "--warmup-requests", "1"]
+        env = {
+            **os.environ,
+            "SGLANG_CLIENT_CPU_FILE": str(cpu),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+        p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, cwd=d)
+        if p.returncode != 0 or not out.exists():
+            tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["?"]
+            return Measured("sglang", None, None, None, None, note=f"failed: {tail[0][:80]}")
+        r = json.loads(out.read_text().splitlines()[-1])
+        c = json.loads(cpu.read_text())
+        toks = r["total_output_tokens"]
+        e2e = r["median_e2e_latency_ms"] / 1000
+        return Measured(
+            "sglang",
+            sc.tokens / e2e if e2e else None,
+            r["output_throughput"],
+            r["median_ttft_ms"],
+            c["cpu_s"] / toks * 1e6 if toks else None,
+            ok=r["completed"],
+        )
+
+
+def _pct(x: float | None, t: float) -> str:
+    return "-" if x is None else f"{(x - t) / t * 100:+.2f}%"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="c=1 and c=64 only, one round")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--workers", type=int, default=2, help="also run ours with this many worker processes at c>=64"
+    )
+    ap.add_argument("--sglang-python", help="python of a venv with bench_serving's requirements")
+    ap.add_argument("--sglang-src", help="the sglang wheel, unzipped (holds sglang/benchmark/)")
+    ap.add_argument("--only", help="comma list of scenario indexes to run (0-based)")
+    a = ap.parse_args()
+    scenarios = [
+        Scenario(150, 1, 1, 300),
+        Scenario(150, 4, 1, 300),
+        Scenario(1000, 1, 16, 1000),
+        Scenario(1000, 4, 16, 1000),
+        Scenario(1000, 1, 64, 1000),
+        Scenario(1000, 4, 64, 1000),
+        Scenario(1000, 1, 128, 1000),
+        Scenario(1000, 4, 128, 1000),
     ]
-
-
-def _truth(cfg: SimConfig, p: Prompt, max_new: int) -> tuple[float, float]:
-    """True tok/s (tokens / (passes / rate)) and true decode tok/s for one request."""
-    s = cfg.schedule(p.as_text(), max_new)
-    tok_s = max_new / (len(s) / cfg.decode_rate)
-    dec = (max_new - s[0]) / ((len(s) - 1) / cfg.decode_rate) if len(s) > 1 else float("nan")
-    return tok_s, dec
-
-
-async def _run(
-    cfg: SimConfig, prompts: list[Prompt], max_new: int, concurrency: int, repeats: int
-) -> tuple[BenchRun, float]:
-    with SimProcess(cfg) as sim:
-        target = BenchTarget(
-            ref="local/sim", base_url=sim.base_url, algorithm=cfg.algorithm, mode=cfg.display_mode
+    if a.quick:
+        scenarios = [scenarios[0], scenarios[5]]
+        a.rounds = 1
+    if a.only:
+        scenarios = [scenarios[int(i)] for i in a.only.split(",")]
+    use_sg = bool(a.sglang_python and a.sglang_src)
+    if not use_sg:
+        print("SGLang's client skipped: give --sglang-python and --sglang-src", file=sys.stderr)
+    tok_dir = Path(tempfile.mkdtemp(prefix="sgtok-"))
+    if use_sg:
+        subprocess.run(
+            [
+                a.sglang_python,
+                str(HERE / "sglang_client.py"),
+                "--sglang-src",
+                a.sglang_src,
+                "--make-tokenizer",
+                str(tok_dir),
+            ],
+            check=True,
         )
-        req = BenchRequest(
-            prompts=prompts,
-            repeats=repeats,
-            warmup=0,
-            concurrency=concurrency,
-            max_new_tokens=max_new,
-            timeout=120,
-        )
-        cpu0 = time.process_time()
-        run = await run_bench(req, [target], on_event=lambda ev: None)  # events on, as in the TUI
-        cpu = time.process_time() - cpu0
-    return run, cpu
+    rows: list[list[str]] = []
+    for sc in scenarios:
+        n = sc.conc * (2 if sc.conc == 1 else 1)  # c=1: two requests one after the other
+        res: dict[str, list[tuple[Measured, Truth]]] = {}
+        srv = ExactServer(Config(sc.rate, sc.tpc, 0.02))
+        with srv as base:
+            for rnd in range(a.rounds):
+                clients = (
+                    ["ours"]
+                    + (["workers"] if sc.conc >= 64 and a.workers > 1 else [])
+                    + (["sglang"] if use_sg else [])
+                )
+                if rnd % 2:
+                    clients.reverse()
+                for cl in clients:
+                    srv.reset()
+                    if cl == "sglang":
+                        m = sglang(a, base, sc, n, tok_dir)
+                    else:
+                        m = asyncio.run(ours(base, sc, n, a.workers if cl == "workers" else 1))
+                    t = truth(srv.get("/stats"), n) if m.ok else None
+                    if t is not None:
+                        res.setdefault(m.client, []).append((m, t))
+                    print(f"{sc.name} round {rnd + 1} {m.client}: {m} {t}", file=sys.stderr, flush=True)
+        for cl, ms in res.items():
 
+            def med(f: Any, ms: list[tuple[Measured, Truth]] = ms) -> float:
+                return statistics.median(v for v in (f(m, t) for m, t in ms) if v is not None)
 
-def _pct(x: float) -> str:
-    return f"{x:+.2f}%"
-
-
-async def accuracy(quick: bool) -> list[list[str]]:
-    rows = []
-    for algo, rate, acc in (("baseline", 150.0, None), ("dflash", 150.0 / 3.4, 3.4)):
-        cfg = SimConfig(algorithm=algo, decode_rate=rate, accept_length=acc, seed=3)
-        prompts = _prompts(2 if quick else 5, "acc")
-        max_new = 300
-        run, _ = await _run(cfg, prompts, max_new, 1, 1)
-        for r in run.results:
-            p = next(p for p in prompts if p.id == r.prompt_id)
-            t, d = _truth(cfg, p, max_new)
+            t_tok = med(lambda m, t: t.tok_s)
+            t_agg = med(lambda m, t: t.agg)
+            t_ttft = med(lambda m, t: t.ttft_ms)
+            err_req = med(lambda m, t: (m.tok_s - t.tok_s) / t.tok_s * 100 if m.tok_s else None)
+            err_agg = med(lambda m, t: (m.agg - t.agg) / t.agg * 100 if m.agg else None)
+            err_ttft = med(lambda m, t: m.ttft_ms - t.ttft_ms if m.ttft_ms is not None else None)
+            cpu = med(lambda m, t: m.cpu_us_tok)
+            late = med(lambda m, t: t.late_p99)
             rows.append(
                 [
-                    algo,
-                    r.prompt_id,
-                    f"{t:.2f}",
-                    f"{r.tok_s:.2f}" if r.tok_s else "-",
-                    _pct((r.tok_s - t) / t * 100) if r.tok_s else "-",
-                    f"{d:.2f}",
-                    f"{r.decode_tok_s:.2f}" if r.decode_tok_s else "-",
-                    _pct((r.decode_tok_s - d) / d * 100) if r.decode_tok_s else "-",
-                    f"{r.ttft_s * 1000:.1f}" if r.ttft_s else "-",
-                    f"{1000 / cfg.decode_rate:.1f}",
+                    sc.name,
+                    cl,
+                    f"{t_tok:.1f}",
+                    f"{err_req:+.2f}%",
+                    f"{t_agg:.0f}",
+                    f"{err_agg:+.2f}%",
+                    f"{t_ttft:.1f}",
+                    f"{err_ttft:+.2f}",
+                    f"{cpu:.1f}",
+                    ms[-1][0].bound or "-",
+                    f"{late:.2f}",
                 ]
             )
-    return rows
-
-
-async def overhead(
-    quick: bool, algo: str, rates: list[float], seconds: float
-) -> tuple[list[list[str]], float | None]:
-    rows = []
-    best: float | None = None
-    conc = 64
-    acc = 3.4 if algo == "dflash" else None
-    mean_k = acc or 1.0
-    for per_stream in rates:
-        cfg = SimConfig(algorithm=algo, decode_rate=per_stream / mean_k, accept_length=acc, seed=5)
-        max_new = max(16, int(per_stream * seconds))
-        prompts = _prompts(conc, f"r{int(per_stream)}-")
-        t0 = time.monotonic()
-        run, cpu = await _run(cfg, prompts, max_new, conc, 1)
-        wall = time.monotonic() - t0
-        ok = [r for r in run.results if r.ok and r.tok_s]
-        drifts, ddrifts, sdrifts, truths = [], [], [], []
-        for r in ok:
-            p = next(p for p in prompts if p.id == r.prompt_id)
-            t, d = _truth(cfg, p, max_new)
-            truths.append(t)
-            drifts.append(abs(r.tok_s - t) / t * 100)
-            if r.decode_tok_s:
-                ddrifts.append(abs(r.decode_tok_s - d) / d * 100)
-            if r.server_e2e_s and r.e2e_s:
-                sdrifts.append(abs(r.e2e_s - r.server_e2e_s) / r.server_e2e_s * 100)
-        tokens = sum(r.output_tokens or 0 for r in ok)
-        agg = sum(truths)
-        med = statistics.median(drifts) if drifts else float("inf")
-        p90 = sorted(drifts)[int(0.9 * (len(drifts) - 1))] if drifts else float("inf")
-        smed = statistics.median(sdrifts) if sdrifts else float("nan")
-        dmed = statistics.median(ddrifts) if ddrifts else float("inf")
-        if dmed <= 2.0 and len(ok) == conc:
-            best = agg
-        rows.append(
-            [
-                algo,
-                f"{per_stream:.0f}",
-                f"{agg:.0f}",
-                f"{len(ok)}/{conc}",
-                f"{med:.2f}%",
-                f"{p90:.2f}%",
-                f"{dmed:.2f}%",
-                f"{smed:.2f}%",
-                f"{cpu / tokens * 1000 * 1000:.1f}" if tokens else "-",
-                f"{wall:.1f}",
-            ]
-        )
-        print(" ".join(rows[-1]), file=sys.stderr, flush=True)
-        if med > 10 and dmed > 10:
-            break
-    return rows, best
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+    headers = [
+        "scenario",
+        "client",
+        "tok/s/req",
+        "err req",
+        "agg true",
+        "err agg",
+        "TTFT true",
+        "err ms",
+        "CPU µs/tok",
+        "bound",
+        "late p99",
+    ]
     w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    out = ["  ".join(h.rjust(w[i]) for i, h in enumerate(headers)), "  ".join("-" * x for x in w)]
-    out += ["  ".join(c.rjust(w[i]) for i, c in enumerate(r)) for r in rows]
-    return "\n".join(out)
-
-
-async def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="fewer requests and steps")
-    ap.add_argument("--seconds", type=float, default=2.0, help="length of each stream in (b)")
-    a = ap.parse_args()
-    print("(a) accuracy, single stream at 150 tok/s", flush=True)
-    rows = await accuracy(a.quick)
-    print(
-        _table(
-            [
-                "algorithm",
-                "prompt",
-                "true tok/s",
-                "measured",
-                "error",
-                "true decode",
-                "measured",
-                "error",
-                "TTFT ms",
-                "1 pass ms",
-            ],
-            rows,
-        ),
-        flush=True,
-    )
-    print("\n(b) overhead, 64 concurrent streams", flush=True)
-    rates = [10.0, 40.0, 100.0] if a.quick else [10.0, 50.0, 100.0, 200.0, 400.0, 800.0]
-    all_rows = []
-    bests = {}
-    for algo in ("dflash", "baseline"):
-        r, best = await overhead(a.quick, algo, rates, a.seconds)
-        all_rows += r
-        bests[algo] = best
-    print(
-        _table(
-            [
-                "algorithm",
-                "tok/s/stream",
-                "aggregate tok/s",
-                "ok",
-                "tok/s drift med",
-                "p90",
-                "decode drift med",
-                "e2e vs server",
-                "client CPU ms/1k tok",
-                "wall s",
-            ],
-            all_rows,
-        )
-    )
-    for algo, best in bests.items():
-        chunks = "~3.4 tokens/chunk" if algo == "dflash" else "1 token/chunk"
-        b = f"{best:.0f} tok/s" if best else "none of the steps"
-        print(f"highest aggregate rate with median decode tok/s drift <= 2 % ({algo}, {chunks}): {b}")
+    print(f"median of {a.rounds} round(s); truth from the exact server's own send times")
+    print("  ".join(h.rjust(w[i]) for i, h in enumerate(headers)))
+    print("  ".join("-" * x for x in w))
+    for r in rows:
+        print("  ".join(c.rjust(w[i]) for i, c in enumerate(r)))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

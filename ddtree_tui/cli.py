@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=1, metavar="N")
     b.add_argument("--warmup", type=int, default=1, metavar="N")
     b.add_argument("--concurrency", type=int, default=1, metavar="N")
+    b.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="client processes (when one loop cannot keep up)"
+    )
     b.add_argument("--max-new-tokens", type=int, default=256, metavar="N")
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument(

@@ -36,6 +36,7 @@ from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
 from ddtree_tui.bench.runner import BenchUsageError, Gate, run_bench
+from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
 from ddtree_tui.transport.base import TransportError
 
@@ -292,7 +293,12 @@ class Progress:
         out = self.stream
         if ev.kind == "run_started":
             names = ", ".join(f"{t.ref} ({t.algorithm}/{t.mode or '-'})" for t in ev.targets)
-            print(f"bench {ev.run_id}: {ev.total} requests over {names}", file=out, flush=True)
+            how = f"concurrency {ev.concurrency}"
+            if ev.prompts_cycled:
+                how += f" ({len(ev.prompts)} prompts cycled to keep {ev.concurrency} in flight)"
+            if ev.workers > 1:
+                how += f", {ev.workers} client worker processes"
+            print(f"bench {ev.run_id}: {ev.total} requests over {names}; {how}", file=out, flush=True)
         elif ev.kind == "prompt_finished":
             r = ev.result
             where = f"{r.service} ({r.algorithm}/{r.mode or '-'}) {r.prompt_id} #{r.repeat + 1}"
@@ -316,6 +322,8 @@ class Progress:
                 file=out,
                 flush=True,
             )
+            if run.client_bound and run.client is not None:
+                print(f"bench {run.id}: CLIENT-BOUND: {run.client.reason}", file=out, flush=True)
 
 
 def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
@@ -383,7 +391,7 @@ async def url_targets(urls: list[str], timeout: float = 5.0) -> list[BenchTarget
     """A target for each running server given by URL: what it runs comes from its /server_info (SGLang),
     else it is measured as a plain server ("baseline"). Never through a proxy: these are our own ports."""
     out: list[BenchTarget] = []
-    async with httpx.AsyncClient(trust_env=False, timeout=timeout) as client:
+    async with StreamClient(connect_timeout=timeout) as client:
         for u in urls:
             info = await server_info(client, u, timeout) or {}
             spec = info.get("speculative_algorithm")
@@ -401,6 +409,7 @@ def build_request(ns: argparse.Namespace) -> BenchRequest:
         repeats=ns.repeats,
         warmup=ns.warmup,
         concurrency=ns.concurrency,
+        workers=getattr(ns, "workers", 1),
         max_new_tokens=ns.max_new_tokens,
         temperature=ns.temperature,
         ignore_eos=bool(getattr(ns, "ignore_eos", False)),
@@ -433,6 +442,11 @@ async def _main(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
     try:
+        sims = [f"{h.name}/{s.name}" for h, s in chosen if ns.demo and h.is_local and s.launcher == "sim"]
+        remote = sorted({h.name for h, _ in chosen if not h.is_local})
+        what = [f"starting simulated {', '.join(sims)}"] if sims else []
+        what += [f"connecting to {', '.join(remote)}"] if remote else []
+        _err(f"preparing {len(chosen)} service(s){': ' + '; '.join(what) if what else ''}")
         try:
             if getattr(ns, "url", None):
                 targets = await url_targets(url_list(ns.url))
@@ -468,8 +482,14 @@ async def _main(
 
 
 def cli_main(ns: argparse.Namespace) -> int:
-    for name, low in (("repeats", 1), ("warmup", 0), ("concurrency", 1), ("max_new_tokens", 1)):
-        if getattr(ns, name) < low:
+    for name, low in (
+        ("repeats", 1),
+        ("warmup", 0),
+        ("concurrency", 1),
+        ("max_new_tokens", 1),
+        ("workers", 1),
+    ):
+        if getattr(ns, name, low) < low:
             _err(f"--{name.replace('_', '-')} must be at least {low}")
             return EXIT_USAGE
     if ns.timeout is not None and ns.timeout <= 0:

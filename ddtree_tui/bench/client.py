@@ -1,4 +1,5 @@
-"""Streaming clients for SGLang's `/generate` and the OpenAI chat / completions endpoints, on httpx.
+"""Streaming clients for SGLang's `/generate` and the OpenAI chat / completions endpoints, on the bench's own
+transport (bench/stream.py: a raw asyncio protocol that stamps each chunk at the socket read) and orjson.
 
 Each request becomes one RequestResult. Nothing a server sends can crash the client: a malformed line, an
 error object, an HTTP error, a dropped connection or a stall are all recorded as that request's error and
@@ -22,11 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import orjson
 
 from ddtree_tui.bench.metrics import Timeline, timeline_metrics
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.stream import StreamClient, StreamError
 
 TokensCallback = Callable[[int, float], None]  # (tokens so far, seconds since send)
 
@@ -37,25 +39,27 @@ class SSEItem:
     data: Any = None
 
 
-def parse_sse_line(line: str) -> SSEItem | None:
+def parse_sse_line(line: str | bytes) -> SSEItem | None:
     """One line of a server-sent-event stream; None for blank lines, comments and non-data fields."""
-    if not line or line.startswith(":"):
+    if isinstance(line, str):
+        line = line.encode("utf-8", "surrogateescape")
+    if not line or line.startswith(b":"):
         return None
-    if not line.startswith("data:"):
-        if line.startswith(("event:", "id:", "retry:")):
+    if not line.startswith(b"data:"):
+        if line.startswith((b"event:", b"id:", b"retry:")):
             return None
-        return SSEItem("bad", line)
+        return SSEItem("bad", line.decode("utf-8", "replace"))
     payload = line[5:].strip()
-    if payload == "[DONE]":
+    if payload == b"[DONE]":
         return SSEItem("done")
     if not payload:
         return None
     try:
-        obj = json.loads(payload)
-    except (json.JSONDecodeError, ValueError):
-        return SSEItem("bad", payload)
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return SSEItem("bad", payload.decode("utf-8", "replace"))
     if not isinstance(obj, dict):
-        return SSEItem("bad", payload)
+        return SSEItem("bad", payload.decode("utf-8", "replace"))
     return SSEItem("json", obj)
 
 
@@ -329,7 +333,7 @@ def request_body(prompt: Prompt, sp: SamplingParams, model: str | None = None) -
 
 
 async def measure_request(
-    client: httpx.AsyncClient,
+    client: StreamClient,
     target: BenchTarget,
     prompt: Prompt,
     sp: SamplingParams,
@@ -344,47 +348,59 @@ async def measure_request(
 ) -> RequestResult:
     """Send one streaming request and measure it; never raises for anything the server does.
 
-    `on_text` gets the whole output text once, at the end: a smoke test shows it, a benchmark does not keep it.
+    Each chunk's time is the time of the socket read that brought it (bench/stream.py), not the time it was
+    parsed. `on_text` gets the whole output text once, at the end: a smoke test shows it, a benchmark does
+    not keep it.
     """
     path, body = request_body(prompt, sp, target.model)
     sp = sp.model_copy(update={"max_new_tokens": prompt.max_new_tokens or sp.max_new_tokens})
     handle = _handle_openai if sp.api != "generate" else _handle_generate
+    payload = orjson.dumps(body)
+    url = target.base_url.rstrip("/") + path
     started_at = time.time()
     t_send = time.monotonic()
     acc = _Acc(t_send)
     last_cb = 0.0
     try:
         async with asyncio.timeout(timeout):
-            async with client.stream(
-                "POST", target.base_url.rstrip("/") + path, json=body, headers=target.headers or None
-            ) as resp:
-                if resp.status_code != 200:
-                    raw = (await resp.aread()).decode("utf-8", "replace")
-                    acc.status_code = resp.status_code
-                    acc.errors.append(f"HTTP {resp.status_code}: {_short(http_error_message(raw))}")
+            async with await client.post(url, payload, target.headers or None) as resp:
+                if resp.status != 200:
+                    raw = (await resp.read()).decode("utf-8", "replace")
+                    acc.status_code = resp.status
+                    acc.errors.append(f"HTTP {resp.status}: {_short(http_error_message(raw))}")
                 else:
-                    async for line in resp.aiter_lines():
-                        item = parse_sse_line(line)
-                        if item is None:
-                            continue
-                        now = time.monotonic()
-                        if item.kind == "done":
-                            acc.done = True
-                            acc.tl.t_end = now
+                    async for batch in resp.batches():
+                        for now, line in batch:
+                            if line.startswith(b"data: {"):  # the hot path: one JSON object a chunk
+                                try:
+                                    obj = orjson.loads(line[6:])
+                                except orjson.JSONDecodeError:
+                                    obj = None  # parse_sse_line below records it as malformed
+                                if isinstance(obj, dict):
+                                    handle(acc, obj, now)
+                                    continue
+                            item = parse_sse_line(line)
+                            if item is None:
+                                continue
+                            if item.kind == "done":
+                                acc.done = True
+                                acc.tl.t_end = now
+                                break
+                            if item.kind == "bad":
+                                acc.bad(item.data)
+                                continue
+                            handle(acc, item.data, now)
+                        if on_tokens is not None and acc.seen_tokens:  # progress: at most once a batch
+                            now = batch[-1][0]
+                            if now - last_cb >= tokens_interval:
+                                last_cb = now
+                                on_tokens(acc.seen_tokens, now - t_send)
+                        if acc.done:
                             break
-                        if item.kind == "bad":
-                            acc.bad(item.data)
-                            continue
-                        handle(acc, item.data, now)
-                        if on_tokens is not None and now - last_cb >= tokens_interval:
-                            last_cb = now
-                            on_tokens(acc.seen_tokens, now - t_send)
     except TimeoutError:
         acc.errors.append(f"timeout after {timeout:g} s")
-    except httpx.TimeoutException as e:
-        acc.errors.append(f"timeout: {type(e).__name__}")
-    except httpx.HTTPError as e:
-        acc.errors.append(f"connection: {type(e).__name__}: {_short(str(e))}")
+    except StreamError as e:
+        acc.errors.append(f"connection: {_short(str(e))}")
     except OSError as e:
         acc.errors.append(f"connection: {e}")
     end_of_stream(acc, sp.api, time.monotonic())
@@ -511,14 +527,17 @@ def _result(
     )
 
 
-async def served_model(client: httpx.AsyncClient, base_url: str, timeout: float = 5.0) -> str | None:
+async def served_model(client: StreamClient, base_url: str, timeout: float = 5.0) -> str | None:
     """The first model id `/v1/models` lists (the name an OpenAI-compatible server wants); None if none."""
     try:
-        r = await client.get(base_url.rstrip("/") + "/v1/models", timeout=timeout)
-        if r.status_code != 200:
+        async with asyncio.timeout(timeout):
+            async with await client.get(base_url.rstrip("/") + "/v1/models") as r:
+                raw = await r.read()
+                status = r.status
+        if status != 200:
             return None
-        data = r.json()
-    except (httpx.HTTPError, ValueError):
+        data = orjson.loads(raw)
+    except (StreamError, TimeoutError, OSError, orjson.JSONDecodeError):
         return None
     items = data.get("data") if isinstance(data, dict) else None
     if isinstance(items, list):
@@ -528,19 +547,20 @@ async def served_model(client: httpx.AsyncClient, base_url: str, timeout: float 
     return None
 
 
-async def server_info(
-    client: httpx.AsyncClient, base_url: str, timeout: float = 5.0
-) -> dict[str, Any] | None:
+async def server_info(client: StreamClient, base_url: str, timeout: float = 5.0) -> dict[str, Any] | None:
     """`/server_info`, falling back to the older `/get_server_info`; None when neither answers."""
     for path in ("/server_info", "/get_server_info"):
         try:
-            r = await client.get(base_url.rstrip("/") + path, timeout=timeout)
-        except httpx.HTTPError:
+            async with asyncio.timeout(timeout):
+                async with await client.get(base_url.rstrip("/") + path) as r:
+                    raw = await r.read()
+                    status = r.status
+        except (StreamError, TimeoutError, OSError):
             return None
-        if r.status_code == 200:
+        if status == 200:
             try:
-                obj = r.json()
-            except ValueError:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
                 return None
             return obj if isinstance(obj, dict) else None
     return None

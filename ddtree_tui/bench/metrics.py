@@ -235,6 +235,7 @@ def summarize(
                 accept_length_mean=acc,
                 output_tokens=tokens,
                 output_throughput=tokens / busy if busy else None,
+                request_throughput=len(ok) / busy if busy else None,
             )
         )
     if baseline:

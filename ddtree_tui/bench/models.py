@@ -68,6 +68,9 @@ class BenchRequest(BaseModel):
     timeout: float | None = Field(default=300.0, gt=0, description="per-request limit, seconds")
     baseline: str | None = None
     tokens_event_interval: float = Field(default=0.1, ge=0, description="min seconds between token events")
+    workers: int = Field(
+        default=1, ge=1, le=64, description="client processes; >1 spreads the requests over child processes"
+    )
 
     def sampling(self, max_new_tokens: int | None = None) -> SamplingParams:
         return SamplingParams(
@@ -162,7 +165,26 @@ class ServiceSummary(BaseModel):
     accept_length_mean: float | None = None  # Σ tokens / Σ verify passes over the requests that report them
     output_tokens: int = 0
     output_throughput: float | None = None  # Σ output tokens / wall time this service was being measured
+    request_throughput: float | None = None  # successful requests / that wall time
     delta_tok_s_pct: float | None = None
+
+
+class ClientStats(BaseModel):
+    """How hard the benchmark client itself worked while measuring, so a run limited by the client is never
+    reported as the server's rate. With several worker processes the numbers are the busiest process's
+    (a process's loop is what falls behind), cpu_s is their sum."""
+
+    workers: int = 1
+    wall_s: float = 0.0  # the measured phase (warm-up excluded)
+    cpu_s: float = 0.0  # client CPU time in that phase, all processes
+    cpu_core_max: float = 0.0  # the busiest process: its CPU time / wall time (1.0 = a whole core)
+    loop_lag_ms_p50: float | None = None  # how late a 25 ms timer fired on the busiest loop
+    loop_lag_ms_p99: float | None = None
+    loop_lag_ms_max: float | None = None
+    cpu_us_per_token: float | None = None  # cpu_s / output tokens
+    cpu_pressure_pct: float | None = None  # the machine's: % of the last 10 s some task waited for a core
+    client_bound: bool = False
+    reason: str | None = None  # why client_bound
 
 
 class TargetInfo(BaseModel):
@@ -217,6 +239,10 @@ class BenchRun(BaseModel):
     failed: int = 0
     aborted: int = 0  # of the failed: aborted by the server (finish_reason abort, e.g. KV retraction)
     warmup_failed: int = 0
+    requests_per_batch: int | None = None  # in flight at once; above len(prompts) the prompts were cycled
+    prompts_cycled: bool = False
+    client: ClientStats | None = None
+    client_bound: bool = False  # the client, not the server, limited what was measured: see client.reason
 
 
 class RunStarted(BaseModel):
@@ -225,6 +251,9 @@ class RunStarted(BaseModel):
     total: int  # counted requests planned
     targets: list[BenchTarget]
     prompts: list[str]
+    concurrency: int = 1
+    workers: int = 1
+    prompts_cycled: bool = False
 
 
 class PromptStarted(BaseModel):

@@ -44,9 +44,14 @@ JSON schema (`--json FILE`, and each line of the history file), `"schema": 1`:
                "ttft_ms_median": 45.0, "accept_length_mean": 3.1, "output_tokens": 2304,
                "output_throughput": 108.7, "delta_tok_s_pct": null}],
   "failed": 0,                      # counted requests that failed
-  "warmup_failed": 0
+  "warmup_failed": 0,
+  "requests_per_batch": 1, "prompts_cycled": false,   # fewer prompts than the concurrency: cycled
+  "client": {"workers": 1, "cpu_s": 0.4, "cpu_core_max": 0.2, "loop_lag_ms_p99": 2.3, "cpu_us_per_token": 3.2,
+             "client_bound": false, "reason": null, ...},   # the client's self-check (loadmon.py)
+  "client_bound": false             # true: the client limited the numbers, not the server
 }
 ```
+(summary rows also carry `request_throughput`, requests/s.)
 Times are seconds unless the name says `_ms`; rates are tokens per second; a value that could not be
 measured is null. Readers must ignore unknown keys (new keys do not bump the schema).
 
@@ -154,12 +159,24 @@ def table(run: BenchRun) -> str:
     then per service; the mode of every service is on every line."""
     sp = run.sampling
     sim = any(t.simulated for t in run.targets)
+    workers = run.client.workers if run.client else 1
     head = (
         f"bench {run.id} · {run.status} · prompts {run.prompt_set} · repeats {run.repeats} · warm-up "
-        f"{run.warmup} · concurrency {run.concurrency} · api {sp.api} · max_new_tokens {sp.max_new_tokens} · "
+        f"{run.warmup} · concurrency {run.concurrency}"
+        + (f" · {workers} client workers" if workers > 1 else "")
+        + f" · api {sp.api} · max_new_tokens {sp.max_new_tokens} · "
         f"temperature {sp.temperature:g} · ignore_eos {str(sp.ignore_eos).lower()}"
     )
     lines = [head]
+    if run.prompts_cycled:
+        lines.append(
+            f"{len(run.prompts)} prompt(s) cycled to keep {run.requests_per_batch} requests in flight a batch"
+        )
+    if run.client_bound and run.client is not None:
+        lines.append(
+            f"CLIENT-BOUND: {run.client.reason} — the client, not the server, limited these numbers"
+            + (" (try --workers N)" if workers == 1 else "")
+        )
     if sim:
         names = ", ".join(t.ref for t in run.targets if t.simulated)
         lines.append(f"SIMULATED services (not real SGLang): {names}")
@@ -212,6 +229,8 @@ def table(run: BenchRun) -> str:
         "TTFT ms",
         "accept",
         "tokens",
+        "out tok/s",
+        "req/s",
         "Δ tok/s",
     ]
     body = []
@@ -228,10 +247,21 @@ def table(run: BenchRun) -> str:
                 _f(s.ttft_ms_median),
                 _f(s.accept_length_mean, "{:.2f}"),
                 str(s.output_tokens),
+                _f(s.output_throughput),
+                _f(s.request_throughput, "{:.2f}"),
                 "base" if run.baseline == s.service else _pct(s.delta_tok_s_pct),
             ]
         )
-    lines += _render(headers, body, right={3, 4, 5, 6, 7, 8, 9, 10})
+    lines += _render(headers, body, right={3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+    c = run.client
+    if c is not None:
+        lat = "-" if c.loop_lag_ms_p99 is None else f"{c.loop_lag_ms_p99:.1f} ms"
+        per = "-" if c.cpu_us_per_token is None else f"{c.cpu_us_per_token:.1f} µs/token"
+        lines.append(
+            f"client: {c.workers} process(es), CPU {c.cpu_s:.2f} s ({per}), busiest at "
+            f"{c.cpu_core_max * 100:.0f} % of a core, loop lag p99 {lat}"
+            + (" — CLIENT-BOUND" if c.client_bound else "")
+        )
     errors = [r for r in run.results if not r.ok]
     if errors:
         lines.append("")

@@ -4,7 +4,12 @@ one, optional concurrency, then per-prompt × service rows and deltas against a 
 Interleaving: at concurrency 1 every prompt goes to each service in turn (p1:A p1:B p2:A p2:B …); at higher
 concurrency each service gets a batch of up to N requests in flight, and the services take turns batch by
 batch. Services that may share a GPU are therefore never measured at the same time. The dispatch order is
-recorded in `BenchRun.order`.
+recorded in `BenchRun.order`. Concurrency means concurrency: with fewer prompts than N, the prompts are cycled
+so a batch still has N requests in flight (`BenchRun.prompts_cycled`, `requests_per_batch`).
+
+The client watches itself (loadmon.py): its CPU and event-loop lag while the counted requests run; a run the
+client could not keep up with is marked `client_bound`. With `workers` > 1 the requests go to that many
+child processes (worker.py), round robin, each with its own loop; their monotonic stamps merge as they are.
 
 Events (RunStarted, PromptStarted, TokensReceived, PromptFinished, RunFinished) go to `on_event`, so the
 TUI's benchmark pane and the headless reporter show the same run.
@@ -14,30 +19,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
-import httpx
-
 from ddtree_tui.bench.client import measure_request, served_model, server_info
+from ddtree_tui.bench.loadmon import LoopMonitor, verdict
 from ddtree_tui.bench.metrics import summarize
 from ddtree_tui.bench.models import (
     BenchEvent,
     BenchRequest,
     BenchRun,
     BenchTarget,
+    ClientStats,
     PromptFinished,
     PromptInfo,
     PromptStarted,
     RequestResult,
     RunFinished,
     RunStarted,
+    SamplingParams,
     TargetInfo,
     TokensReceived,
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
+from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.worker import Worker, WorkerError
 
 EventCallback = Callable[[BenchEvent], None]
 
@@ -52,9 +61,12 @@ def plan(
     """The counted requests as batches run one after another; a batch belongs to one service.
 
     Concurrency 1: one request a batch, services alternating per prompt. Concurrency N: every prompt of a
-    repeat to one service in batches of N, services alternating per batch.
+    repeat to one service in batches of N, services alternating per batch; with fewer than N prompts the
+    prompts are cycled to fill the batch (N requests in flight, not len(prompts)).
     """
     batches: list[list[tuple[BenchTarget, Prompt, int]]] = []
+    if 0 < len(prompts) < concurrency:
+        prompts = [prompts[i % len(prompts)] for i in range(concurrency)]
     for rep in range(repeats):
         if concurrency <= 1:
             for p in prompts:
@@ -116,8 +128,16 @@ class BenchRunner:
         self.busy: dict[str, float] = {}
         self.started_at = datetime.now(UTC)
         self._t0 = time.monotonic()
-        self.total = len(self.prompts) * len(self.targets) * req.repeats
+        self.batches = plan(self.prompts, self.targets, req.repeats, req.concurrency)
+        self.total = sum(len(b) for b in self.batches)
+        self.prompts_cycled = len(self.prompts) < req.concurrency
+        self.per_batch = max(len(b) for b in self.batches)
         self.done = 0
+        self.spans: dict[str, list[tuple[float, float]]] = {}  # per service: (send, end) of each request
+        self.monitor = LoopMonitor()
+        self.workers: list[Worker] = []
+        self._rr = itertools.count()
+        self.client_stats: ClientStats | None = None
 
     def _emit(self, ev: BenchEvent) -> None:
         if self.on_event is None:
@@ -128,7 +148,7 @@ class BenchRunner:
             pass
 
     async def _one(
-        self, client: httpx.AsyncClient, t: BenchTarget, p: Prompt, rep: int, seq: int, warmup: bool
+        self, client: StreamClient, t: BenchTarget, p: Prompt, rep: int, seq: int, warmup: bool
     ) -> RequestResult:
         self._emit(
             PromptStarted(
@@ -151,23 +171,14 @@ class BenchRunner:
                 )
             )
 
+        sp = self.req.sampling()
+        cb = on_tokens if self.on_event else None
         gate = self.gates.get(t.ref)
         note = None
         for attempt in range(2):
             if gate is not None:
                 note = await gate()  # the host dropped: wait for the reconnect (bounded) before sending
-            res = await measure_request(
-                client,
-                t,
-                p,
-                self.req.sampling(),
-                seq=seq,
-                repeat=rep,
-                warmup=warmup,
-                timeout=self.req.timeout,
-                on_tokens=on_tokens if self.on_event else None,
-                tokens_interval=self.req.tokens_event_interval,
-            )
+            res, t_send, t_end = await self._measure(client, t, p, sp, rep, seq, warmup, cb)
             if res.ok or gate is None or attempt or note or not _connection_error(res.error):
                 break
             await asyncio.sleep(0.5)  # let the transport notice a dropped connection before the gate looks
@@ -177,6 +188,8 @@ class BenchRunner:
             extra = f"; {note}" if note else ""
             res = res.model_copy(update={"error": f"{res.error} ({where}){extra}"})
         if not warmup:
+            self.spans.setdefault(t.ref, []).append((t_send, t_end))
+        if not warmup:
             self.results.append(res)
             self.done += 1
         else:
@@ -184,18 +197,81 @@ class BenchRunner:
         self._emit(PromptFinished(run_id=self.run_id, result=res, done=self.done, total=self.total))
         return res
 
-    async def _batch(self, client: httpx.AsyncClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
-        t0 = time.monotonic()
+    async def _measure(
+        self,
+        client: StreamClient,
+        t: BenchTarget,
+        p: Prompt,
+        sp: SamplingParams,
+        rep: int,
+        seq: int,
+        warmup: bool,
+        cb: Callable[[int, float], None] | None,
+    ) -> tuple[RequestResult, float, float]:
+        """One request, in a worker process or on this loop: (result, send time, end time) on the one
+        system-wide monotonic clock."""
+        if self.workers:
+            w = self.workers[next(self._rr) % len(self.workers)]
+            try:
+                return await w.measure(
+                    t,
+                    p,
+                    sp,
+                    seq=seq,
+                    repeat=rep,
+                    warmup=warmup,
+                    timeout=self.req.timeout,
+                    on_tokens=cb,
+                    tokens_interval=self.req.tokens_event_interval,
+                )
+            except WorkerError as e:
+                now = time.monotonic()
+                res = RequestResult(
+                    service=t.ref,
+                    algorithm=t.algorithm,
+                    mode=t.mode,
+                    prompt_id=p.id,
+                    repeat=rep,
+                    seq=seq,
+                    warmup=warmup,
+                    started_at=time.time(),
+                    ok=False,
+                    error=str(e),
+                    sampling=sp.model_copy(update={"max_new_tokens": p.max_new_tokens or sp.max_new_tokens}),
+                )
+                return res, now, now
+        t_send = time.monotonic()
+        res = await measure_request(
+            client,
+            t,
+            p,
+            sp,
+            seq=seq,
+            repeat=rep,
+            warmup=warmup,
+            timeout=self.req.timeout,
+            on_tokens=cb,
+            tokens_interval=self.req.tokens_event_interval,
+        )
+        return res, t_send, _end(t_send, res)
+
+    async def _batch(self, client: StreamClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
         coros = []
         for t, p, rep in batch:
             seq = len(self.order)
             self.order.append(f"{t.ref} {p.id} #{rep + 1}")
             coros.append(self._one(client, t, p, rep, seq, False))
+        n0 = len(self.spans.get(batch[0][0].ref, []))
         try:
             await asyncio.gather(*coros)
         finally:
+            # the batch's span on the one system-wide monotonic clock: first send to last end, whichever
+            # process sent or read them
             ref = batch[0][0].ref
-            self.busy[ref] = self.busy.get(ref, 0.0) + (time.monotonic() - t0)
+            spans = self.spans.get(ref, [])[n0:]
+            if spans:
+                span = max(e for _, e in spans) - min(s for s, _ in spans)
+                self.busy[ref] = self.busy.get(ref, 0.0) + span
 
     async def run(self) -> BenchRun:
         self._emit(
@@ -204,39 +280,71 @@ class BenchRunner:
                 total=self.total,
                 targets=self.targets,
                 prompts=[p.id for p in self.prompts],
+                concurrency=self.req.concurrency,
+                workers=self.req.workers,
+                prompts_cycled=self.prompts_cycled,
             )
         )
-        conns = max(4, self.req.concurrency * 2)
-        timeout = httpx.Timeout(connect=10.0, read=self.req.timeout, write=30.0, pool=None)
-        async with httpx.AsyncClient(
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns),
-            trust_env=False,
-        ) as client:
-            if self.req.api != "generate":
-                self.targets = [await _with_model(client, t, self.req.model) for t in self.targets]
-            for t in self.targets:
-                info = await server_info(client, t.base_url)
-                self.infos[t.ref] = _target_info(t, info)
-            seq = -1
-            # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
-            # connection pool is as warm as it will be while measuring
-            width = min(self.req.concurrency, len(self.prompts))
-            for t in self.targets:
-                for i in range(self.req.warmup):
-                    batch = []
-                    for j in range(width):
-                        p = self.prompts[(i * width + j) % len(self.prompts)]
-                        batch.append(self._one(client, t, p, i, seq, True))
-                        seq -= 1
-                    await asyncio.gather(*batch)
-            for batch in plan(self.prompts, self.targets, self.req.repeats, self.req.concurrency):
-                await self._batch(client, batch)
+        try:
+            if self.req.workers > 1:
+                self.workers = [Worker(i) for i in range(self.req.workers)]
+                await asyncio.gather(*(w.start() for w in self.workers))
+            async with StreamClient() as client:
+                if self.req.api != "generate":
+                    self.targets = [await _with_model(client, t, self.req.model) for t in self.targets]
+                    cur = {t.ref: t for t in self.targets}  # the plan was made before the names were known
+                    self.batches = [[(cur[t.ref], p, rep) for t, p, rep in b] for b in self.batches]
+                for t in self.targets:
+                    info = await server_info(client, t.base_url)
+                    self.infos[t.ref] = _target_info(t, info)
+                seq = -1
+                # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
+                # connection pools (one a worker) are as warm as they will be while measuring
+                width = self.per_batch if self.req.concurrency > 1 else 1
+                for t in self.targets:
+                    for i in range(self.req.warmup):
+                        batch = []
+                        for j in range(width):
+                            p = self.prompts[(i * width + j) % len(self.prompts)]
+                            batch.append(self._one(client, t, p, i, seq, True))
+                            seq -= 1
+                        await asyncio.gather(*batch)
+                await self._monitor_start()
+                for batch in self.batches:
+                    await self._batch(client, batch)
+                await self._monitor_stop()
+        finally:
+            await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
         return self.build("complete")
+
+    async def _monitor_start(self) -> None:
+        self.monitor.start()
+        self._t_measure = time.monotonic()
+        for w in self.workers:
+            with contextlib.suppress(WorkerError):
+                await w.monitor_start()
+
+    async def _monitor_stop(self) -> None:
+        samples = []
+        for w in self.workers:
+            with contextlib.suppress(WorkerError, TimeoutError):
+                samples.append(await w.monitor_stop())
+        await self.monitor.stop()
+        self.client_stats = self._verdict([self.monitor.sample(), *samples])
+
+    def _verdict(self, samples: list[dict[str, float | None]]) -> ClientStats:
+        tokens = sum(r.output_tokens or 0 for r in self.results if r.ok)
+        wall = time.monotonic() - getattr(self, "_t_measure", self._t0)
+        if not self.client_stats and self.monitor.running:
+            wall = self.monitor.wall_s or wall
+        return verdict(samples, tokens, wall, workers=max(1, len(self.workers)))
 
     def build(self, status: str) -> BenchRun:
         """The run as measured so far (the whole run when complete)."""
         ids = [p.id for p in self.prompts]
+        client = self.client_stats
+        if client is None and self.monitor.running:  # interrupted: what the runner's own loop saw so far
+            client = self._verdict([self.monitor.sample()])
         rows, summary = summarize(self.results, self.targets, ids, self.req.baseline, self.busy)
         sp = self.req.sampling()
         return BenchRun(
@@ -270,10 +378,20 @@ class BenchRunner:
             failed=sum(1 for r in self.results if not r.ok),
             aborted=sum(1 for r in self.results if r.aborted),
             warmup_failed=sum(1 for r in self.warmup_results if not r.ok),
+            requests_per_batch=self.per_batch,
+            prompts_cycled=self.prompts_cycled,
+            client=client,
+            client_bound=bool(client and client.client_bound),
         )
 
 
-async def _with_model(client: httpx.AsyncClient, t: BenchTarget, model: str | None) -> BenchTarget:
+def _end(t_send: float, res: RequestResult) -> float:
+    """When the request ended by its own stamps (the read of its last chunk), not when its result was built:
+    requests that end together are scored one after the other, and that queue is not the server's time."""
+    return t_send + res.e2e_s if res.e2e_s is not None else time.monotonic()
+
+
+async def _with_model(client: StreamClient, t: BenchTarget, model: str | None) -> BenchTarget:
     """The target with the OpenAI "model" name: --model, else the target's own, else /v1/models' first."""
     name = model or t.model or await served_model(client, t.base_url)
     return t.model_copy(update={"model": name}) if name else t

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 
-import httpx
 from pydantic import BaseModel
 
 from ddtree_tui.bench.client import measure_request, served_model
 from ddtree_tui.bench.models import BenchTarget, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.stream import StreamClient
 
 DEFAULT_PROMPT = "Say hello in one short sentence."
 DEFAULT_MAX_NEW_TOKENS = 32
@@ -80,9 +80,7 @@ async def smoke_request(
     sp = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, api=api)  # type: ignore[arg-type]
     texts: list[str] = []
     t0 = time.monotonic()
-    async with httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), trust_env=False
-    ) as client:
+    async with StreamClient(connect_timeout=min(timeout, 10.0)) as client:
         if api != "generate" and not model:
             model = await served_model(client, base_url, timeout=min(timeout, 5.0))
         target = BenchTarget(ref=ref, base_url=base_url, algorithm=algorithm, mode=mode, model=model)

@@ -5,12 +5,12 @@ HTTP server on loopback, through the benchmark's own client."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from ddtree_tui.bench.client import measure_request
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.stream import StreamClient
 from tests.replay_server import ReplayServer, openai_compat_cases, sglang_cases
 
 pytestmark = pytest.mark.timeout(60)
@@ -27,7 +27,7 @@ async def measure(
     target = BenchTarget(ref="h/s", base_url=srv.url, algorithm="dflash", mode="linear", model=model)
     sp = SamplingParams(max_new_tokens=32, api=case["api"], ignore_eos=ignore_eos)
     texts: list[str] = []
-    async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
+    async with StreamClient(connect_timeout=10) as client:
         await client.get(srv.url + "/v1/models")  # connect first: the recording's times start at the request
         r = await measure_request(client, target, PROMPT, sp, timeout=10, on_text=texts.append)
     return r, texts[0] if texts else ""

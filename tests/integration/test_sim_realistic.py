@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from ddtree_tui.bench.client import measure_request
+from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.models import BenchTarget, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.sim import server as S
@@ -38,7 +39,7 @@ def _p(text: str = "hi") -> Prompt:
 async def _measure(s: SimServer, sp: SamplingParams, prompt: Prompt | None = None):
     t = BenchTarget(ref="h/s", base_url=s.base_url, algorithm="dflash", mode="linear")
     texts: list[str] = []
-    async with httpx.AsyncClient(trust_env=False, timeout=20) as c:
+    async with StreamClient(connect_timeout=20) as c:
         r = await measure_request(c, t, prompt or _p(), sp, timeout=20, on_text=texts.append)
     return r, (texts[0] if texts else "")
 

@@ -54,6 +54,9 @@ class BenchLive:
             self.running = False
             status = _get(self.run, "status", default="complete")
             self.status = f"finished ({status}) · {self.done}/{self.total} requests"
+            if _get(self.run, "client_bound", default=False):  # the client limited the numbers: say so
+                why = _get(_get(self.run, "client"), "reason", default=None)
+                self.status += " · CLIENT-BOUND" + (f": {why}" if why else "")
             return
         res = _get(ev, "result")
         src = res if res is not None else ev

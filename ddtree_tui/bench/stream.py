@@ -1,0 +1,345 @@
+"""The benchmark's HTTP/1.1 streaming transport: a raw asyncio protocol with the httptools (llhttp) parser.
+
+Chosen by measurement (benchmarks/stream_candidates.py): per SSE chunk it costs a fraction of httpx's stack
+and less than aiohttp's streaming reader, and it is the only candidate that can stamp each chunk with the
+time of the socket read that completed it.
+
+- Timestamps are taken in `data_received`, i.e. right after the loop's `recv()` returned, before any HTTP or
+  JSON parsing: every SSE line carries the monotonic time of the read that completed it.
+- Reading never waits for parsing: the loop reads every readable socket as soon as it is readable (there is
+  no flow control between the parser and the reader); the request's task consumes the timestamped lines in
+  batches, at most every COALESCE_S (50 ms) while a stream flows, so a slow JSON parse shifts when a line is
+  scored, never the time recorded for it, and a chunk costs a socket read, not a task switch.
+- Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
+  connection) pays its connect once, not per request.
+
+Anything the server or the network does is a `StreamError` (or `TimeoutError`); nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable
+from urllib.parse import urlsplit
+
+import httptools
+
+Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line without its line break)
+
+CONNECT_TIMEOUT = 10.0
+COALESCE_S = 0.050  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
+MAX_BODY = 64 * 1024  # of an error response
+
+
+class StreamError(Exception):
+    """The connection failed, or the server broke HTTP: the message says which."""
+
+
+class _Conn(asyncio.Protocol):
+    """One HTTP/1.1 connection, one response at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.lost = False
+        self.reset()
+
+    def reset(self) -> None:
+        self.status: int | None = None
+        self.keep_alive = False
+        self.complete = False
+        self.framed = False  # Content-Length or chunked; else the body ends when the server closes
+        self.error: str | None = None
+        self.lines: list[Line] = []
+        self.partial = b""
+        self.body = bytearray()
+        self.got_bytes = False
+        self.t_read = 0.0
+        self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.on_complete: Callable[[], None] | None = None  # set when released before the end
+        self.discard = False
+        self.keep_body = False  # a plain (non-streaming) response: the body is kept whole
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.t_read = time.monotonic()  # the read time: before any parsing
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.error = "the server switched protocols"
+        except httptools.HttpParserError as e:
+            self.error = f"bad HTTP from the server: {e}"
+        if self.complete or self.error is not None or self.status is None or self.status != 200:
+            self._wake()
+        elif self._timer is None and self._waiter is not None:
+            # coalesce: the reader of the lines wakes at most every COALESCE_S, not once a chunk; the lines
+            # carry their read times, so waking later changes no measurement, only what it costs
+            self._timer = asyncio.get_running_loop().call_later(COALESCE_S, self._wake)
+
+    def _eof_ends_body(self) -> None:
+        # a response without Content-Length or chunked encoding (HTTP/1.0, or `Connection: close` servers
+        # such as http.server's) is complete when the server closes: RFC 9112 section 6.3, rule 8
+        if not self.complete and self.error is None and self.status is not None and not self.framed:
+            self.on_message_complete()
+
+    def eof_received(self) -> bool | None:
+        self._eof_ends_body()
+        self.lost = True
+        self._wake()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is None:
+            self._eof_ends_body()
+        self.lost = True
+        if exc is not None and self.error is None and not self.complete:
+            self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        self._wake()
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        n = name.lower()
+        if n == b"content-length" or (n == b"transfer-encoding" and b"chunked" in value.lower()):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.keep_alive = self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        if self.discard:
+            return
+        if self.status != 200 or self.keep_body:
+            if self.keep_body or len(self.body) < MAX_BODY:
+                self.body += body
+            return
+        parts = (self.partial + body).split(b"\n") if self.partial else body.split(b"\n")
+        self.partial = parts.pop()
+        t = self.t_read
+        for p in parts:
+            if p and p != b"\r":
+                self.lines.append((t, p))
+
+    def on_message_complete(self) -> None:
+        if self.partial.strip():
+            self.lines.append((self.t_read, self.partial))
+            self.partial = b""
+        self.complete = True
+        if self.on_complete is not None:  # released early (after [DONE]): back to the pool now
+            cb, self.on_complete = self.on_complete, None
+            asyncio.get_running_loop().call_soon(cb)
+
+    # consumer side
+    def _wake(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def wait(self) -> None:
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.lost = True
+
+
+class Response:
+    """A streaming response: `status`, then `batches()` of timestamped SSE lines, or `read()` the body."""
+
+    def __init__(self, client: StreamClient, key: tuple[str, str, int], conn: _Conn) -> None:
+        self._client = client
+        self._key = key
+        self._conn = conn
+        self._released = False
+
+    @property
+    def status(self) -> int:
+        return self._conn.status or 0
+
+    def _fail(self) -> StreamError | None:
+        c = self._conn
+        if c.error is not None:
+            return StreamError(c.error)
+        if c.lost and not c.complete:
+            return StreamError("the server closed the connection before the response was complete")
+        return None
+
+    async def batches(self) -> AsyncIterator[list[Line]]:
+        """Every SSE line as it arrived, in batches of what came in since the last batch."""
+        c = self._conn
+        while True:
+            if c.lines:
+                out, c.lines = c.lines, []
+                yield out
+                continue
+            if c.complete:
+                return
+            err = self._fail()
+            if err is not None:
+                raise err
+            await c.wait()
+
+    async def read(self) -> bytes:
+        """The whole body (of an error response: its first 64 KiB)."""
+        c = self._conn
+
+        while not c.complete:
+            err = self._fail()
+            if err is not None:
+                raise err
+            await c.wait()
+        return bytes(c.body)
+
+    def release(self, failed: bool = False) -> None:
+        """Back to the pool when the response was read to its end and the connection may be kept."""
+        if self._released:
+            return
+        self._released = True
+        c = self._conn
+        if failed or c.lost or c.error is not None or (c.complete and not c.keep_alive):
+            c.close()
+        elif c.complete:
+            self._client._put(self._key, c)
+        elif c.status == 200:  # stopped reading at [DONE]: pooled when the rest of the response arrives
+            c.lines = []
+            c.discard = True
+            c.on_complete = lambda: (
+                self._client._put(self._key, c) if c.keep_alive and not c.lost else c.close()
+            )
+        else:
+            c.close()
+
+    async def __aenter__(self) -> Response:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.release(failed=exc_type is not None)
+
+
+class StreamClient:
+    """A pool of kept-alive HTTP/1.1 connections for streaming POSTs; `close()` (or `async with`) ends them."""
+
+    def __init__(self, connect_timeout: float = CONNECT_TIMEOUT, max_idle_per_host: int = 4096) -> None:
+        self.connect_timeout = connect_timeout
+        self.max_idle = max_idle_per_host
+        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._open: list[_Conn] = []  # every connection made, so close() ends those still in use too
+        self._ssl: ssl.SSLContext | None = None
+
+    async def __aenter__(self) -> StreamClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for c in self._open:
+            c.close()
+        self._open.clear()
+        self._idle.clear()
+
+    def _put(self, key: tuple[str, str, int], c: _Conn) -> None:
+        pool = self._idle.setdefault(key, [])
+        if len(pool) < self.max_idle:
+            c.reset()
+            pool.append(c)
+        else:
+            c.close()
+
+    async def _connect(self, key: tuple[str, str, int]) -> _Conn:
+        scheme, host, port = key
+        ctx: ssl.SSLContext | None = None
+        if scheme == "https":
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+            ctx = self._ssl
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, proto = await loop.create_connection(_Conn, host, port, ssl=ctx)
+        except TimeoutError:
+            raise StreamError(
+                f"connect to {host}:{port} timed out after {self.connect_timeout:g} s"
+            ) from None
+        except OSError as e:
+            raise StreamError(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
+        self._open = [c for c in self._open if not c.lost]
+        self._open.append(proto)
+        return proto
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str] | None = None) -> Response:
+        """Send a POST and wait for the response's status line and headers."""
+        return await self.request("POST", url, body, headers)
+
+    async def get(self, url: str, headers: dict[str, str] | None = None) -> Response:
+        return await self.request("GET", url, None, headers, stream=False)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        stream: bool = True,
+    ) -> Response:
+        """Send a request and wait for the response's status line and headers. `stream`: the body is SSE,
+        read it with `batches()`; otherwise `read()` it whole."""
+        u = urlsplit(url)
+        scheme = u.scheme or "http"
+        host = u.hostname or "127.0.0.1"
+        port = u.port or (443 if scheme == "https" else 80)
+        key = (scheme, host, port)
+        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        hostport = host if u.port is None else f"{host}:{port}"
+        head = f"{method} {path} HTTP/1.1\r\nhost: {hostport}\r\n"
+        if body is not None:
+            head += f"content-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {len(body)}\r\n"
+        for k, v in (headers or {}).items():
+            head += f"{k}: {v}\r\n"
+        req = head.encode("latin-1") + b"\r\n" + (body or b"")
+        retried = False
+        while True:
+            conn, reused = await self._take(key)
+            conn.keep_body = not stream
+            assert conn.transport is not None
+            conn.transport.write(req)
+            while conn.status is None and conn.error is None and not conn.lost:
+                await conn.wait()
+            if conn.status is not None:
+                return Response(self, key, conn)
+            conn.close()
+            # a kept-alive connection the server had closed while idle: once more on a fresh one
+            if reused and not conn.got_bytes and not retried:
+                retried = True
+                continue
+            raise StreamError(conn.error or "the server closed the connection without a response")
+
+    async def _take(self, key: tuple[str, str, int]) -> tuple[_Conn, bool]:
+        pool = self._idle.get(key)
+        while pool:
+            c = pool.pop()
+            if not c.lost and c.transport is not None and not c.transport.is_closing():
+                return c, True
+            c.close()
+        return await self._connect(key), False

@@ -1,0 +1,261 @@
+"""Client worker processes: when one event loop cannot keep up, the runner spreads requests over several.
+
+The way established load generators do it (wrk's threads, locust's workers, k6's VUs over cores): each worker
+is a child process (`python -m ddtree_tui.bench.worker`) with its own event loop and connection pool; the
+runner sends it jobs and gets each request's RequestResult back, one JSON line each way over its pipes.
+
+Clocks: every duration (TTFT, ITL, e2e, tok/s) is measured inside the process that read the socket, so none
+crosses a process. What does cross is when a request was sent and ended (for the aggregate throughput and
+the service's busy time): those are `time.monotonic()`, which on Linux is CLOCK_MONOTONIC, one system-wide
+clock that every process of the machine reads alike, so the runner merges the workers' stamps with its own
+as they are, without an offset. (Unix times, `started_at`, are for people, never for arithmetic.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ddtree_tui.bench.client import TokensCallback, measure_request
+from ddtree_tui.bench.loadmon import LoopMonitor
+from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
+from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.stream import StreamClient
+
+STREAM_LIMIT = 16 * 1024 * 1024
+
+
+class WorkerError(RuntimeError):
+    """A worker process died or broke the protocol."""
+
+
+class Worker:
+    """The runner's handle on one worker process."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.proc: asyncio.subprocess.Process | None = None
+        self.pending: dict[int, asyncio.Future[tuple[RequestResult, float, float]]] = {}
+        self.on_tokens: dict[int, TokensCallback] = {}
+        self.monitor: asyncio.Future[dict[str, Any]] | None = None
+        self.err_tail = b""
+        self._reader: asyncio.Task[None] | None = None
+        self._err_reader: asyncio.Task[None] | None = None
+        self._next = 0
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "ddtree_tui.bench.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=STREAM_LIMIT,
+        )
+        self._reader = asyncio.ensure_future(self._read())
+        self._err_reader = asyncio.ensure_future(self._read_err())
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        if self.proc.returncode is not None or self.proc.stdin.is_closing():
+            raise WorkerError(self._died())
+        self.proc.stdin.write(orjson.dumps(msg) + b"\n")
+
+    def _died(self) -> str:
+        rc = self.proc.returncode if self.proc is not None else None
+        tail = self.err_tail.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        return f"client worker {self.index} exited ({rc}){': ' + tail[0] if tail[0] else ''}"
+
+    async def _read_err(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        while chunk := await self.proc.stderr.read(4096):
+            self.err_tail = (self.err_tail + chunk)[-4096:]
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        try:
+            while line := await self.proc.stdout.readline():
+                msg = orjson.loads(line)
+                op = msg.get("op")
+                if op == "result":
+                    fut = self.pending.pop(msg["id"], None)
+                    self.on_tokens.pop(msg["id"], None)
+                    if fut is not None and not fut.done():
+                        res = RequestResult.model_validate(msg["result"])
+                        fut.set_result((res, msg["t_send"], msg["t_end"]))
+                elif op == "tokens":
+                    cb = self.on_tokens.get(msg["id"])
+                    if cb is not None:
+                        cb(msg["n"], msg["elapsed"])
+                elif op == "monitor" and self.monitor is not None and not self.monitor.done():
+                    self.monitor.set_result(msg["sample"])
+        except (ValueError, KeyError) as e:
+            self._fail(f"client worker {self.index} sent a bad line: {e}")
+            return
+        if self.proc.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2):
+                    await self.proc.wait()
+        if self._err_reader is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1):
+                    await self._err_reader
+        self._fail(self._died())
+
+    def _fail(self, why: str) -> None:
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(WorkerError(why))
+        self.pending.clear()
+        if self.monitor is not None and not self.monitor.done():
+            self.monitor.set_exception(WorkerError(why))
+
+    async def measure(
+        self,
+        target: BenchTarget,
+        prompt: Prompt,
+        sp: SamplingParams,
+        *,
+        seq: int,
+        repeat: int,
+        warmup: bool,
+        timeout: float | None,
+        on_tokens: TokensCallback | None,
+        tokens_interval: float,
+    ) -> tuple[RequestResult, float, float]:
+        """One request in this worker: its result and its send and end times (system-wide monotonic)."""
+        self._next += 1
+        jid = self._next
+        fut: asyncio.Future[tuple[RequestResult, float, float]] = asyncio.get_running_loop().create_future()
+        self.pending[jid] = fut
+        if on_tokens is not None:
+            self.on_tokens[jid] = on_tokens
+        self._send(
+            {
+                "op": "job",
+                "id": jid,
+                "target": target.model_dump(),
+                "prompt": prompt.model_dump(),
+                "sp": sp.model_dump(),
+                "seq": seq,
+                "repeat": repeat,
+                "warmup": warmup,
+                "timeout": timeout,
+                "tokens": on_tokens is not None,
+                "tokens_interval": tokens_interval,
+            }
+        )
+        try:
+            return await fut
+        finally:
+            self.pending.pop(jid, None)
+            self.on_tokens.pop(jid, None)
+
+    async def monitor_start(self) -> None:
+        self._send({"op": "monitor_start"})
+
+    async def monitor_stop(self) -> dict[str, Any]:
+        self.monitor = asyncio.get_running_loop().create_future()
+        self._send({"op": "monitor_stop"})
+        async with asyncio.timeout(10):
+            return await self.monitor
+
+    async def close(self) -> None:
+        p = self.proc
+        if p is None:
+            return
+        if p.returncode is None:
+            with contextlib.suppress(Exception):
+                self._send({"op": "exit"})
+                assert p.stdin is not None
+                p.stdin.close()
+            try:
+                async with asyncio.timeout(2):
+                    await p.wait()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    p.kill()
+                await p.wait()
+        for t in (self._reader, self._err_reader):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(BaseException):
+                    await t
+
+
+async def _worker_main() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STREAM_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+    mon = LoopMonitor()
+    tasks: set[asyncio.Task[None]] = set()
+
+    def send(msg: dict[str, Any]) -> None:
+        out.write(orjson.dumps(msg) + b"\n")
+        out.flush()
+
+    async def job(client: StreamClient, m: dict[str, Any]) -> None:
+        jid = m["id"]
+        cb: Callable[[int, float], None] | None = None
+        if m["tokens"]:
+
+            def cb(n: int, elapsed: float) -> None:
+                send({"op": "tokens", "id": jid, "n": n, "elapsed": elapsed})
+
+        t_send = time.monotonic()
+        res = await measure_request(
+            client,
+            BenchTarget.model_validate(m["target"]),
+            Prompt.model_validate(m["prompt"]),
+            SamplingParams.model_validate(m["sp"]),
+            seq=m["seq"],
+            repeat=m["repeat"],
+            warmup=m["warmup"],
+            timeout=m["timeout"],
+            on_tokens=cb,
+            tokens_interval=m["tokens_interval"],
+        )
+        send(
+            {
+                "op": "result",
+                "id": jid,
+                "result": res.model_dump(mode="json"),
+                "t_send": t_send,
+                "t_end": t_send + res.e2e_s if res.e2e_s is not None else time.monotonic(),  # its own stamps
+            }
+        )
+
+    async with StreamClient() as client:
+        while line := await reader.readline():
+            m = orjson.loads(line)
+            op = m.get("op")
+            if op == "job":
+                t = asyncio.ensure_future(job(client, m))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+            elif op == "monitor_start":
+                mon.start()
+            elif op == "monitor_stop":
+                await mon.stop()
+                send({"op": "monitor", "sample": mon.sample()})
+            elif op == "exit":
+                break
+        for t in list(tasks):
+            t.cancel()
+
+
+def main() -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_worker_main())
+
+
+if __name__ == "__main__":
+    main()
