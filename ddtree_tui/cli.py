@@ -25,6 +25,7 @@ HANDLERS: dict[str, str] = {
     "doctor": "ddtree_tui.doctor:cli_main",
     "todo": "ddtree_tui.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
+    "serve": "ddtree_tui.collector.server:serve_main",
 }
 
 
@@ -147,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--incremental-streaming-output", action="store_true")
     sp.add_argument("--decode-log-interval", type=int, default=40)
     sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
+
+    sp = add("serve", "a collector: one fleet served as /metrics, /snapshot, /events for Prometheus and TUIs")
+    sp.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT", help="default 127.0.0.1:9464")
+    sp.add_argument(
+        "--token-file", default=None, metavar="FILE", help="bearer token file (0600; created when missing)"
+    )
     return p
 
 
