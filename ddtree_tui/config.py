@@ -60,9 +60,19 @@ class SimOptions(_Strict):
 class TelemetryOptions(_Strict):
     """Where GPU numbers come from: the host itself, or a replay of a recording (always labelled)."""
 
-    source: Literal["auto", "nvml", "nvidia-smi", "replay", "none"] = "auto"
+    source: Literal["auto", "nvml", "nvidia-smi", "replay", "none", "prometheus"] = "auto"
     replay: str | None = None
     interval_ms: int = Field(default=1000, ge=100, le=60000)
+    # source = "prometheus": DCGM-exporter series read through a Prometheus server's HTTP API
+    prometheus_url: str | None = Field(default=None, pattern=r"^https?://")
+    host_label: str = Field(default="Hostname", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    host_value: str | None = None  # the label's value for this host (default: the profile's name)
+
+    @model_validator(mode="after")
+    def _prometheus_needs_url(self) -> TelemetryOptions:
+        if self.source == "prometheus" and not self.prometheus_url:
+            raise ValueError('source = "prometheus" needs prometheus_url = "http://HOST:9090"')
+        return self
 
 
 class ServiceSpec(_Strict):

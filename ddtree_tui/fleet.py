@@ -323,8 +323,8 @@ class Fleet:
         ]
 
     def _label_gpus(self, h: _Host, services: list[ServiceStatus]) -> list[GpuSample]:
-        """A replayed recording has no pids of ours: say which running service is configured on each GPU."""
-        if h.telemetry_status.source != "replay":
+        """A replay or Prometheus has no pids of ours: say which running service is configured on each GPU."""
+        if h.telemetry_status.source not in ("replay", "prometheus"):  # no pids of ours in these
             return h.gpus
         out = []
         for g in h.gpus:

@@ -76,7 +76,7 @@ class HostSample(_Snap):
 class TelemetryStatus(_Snap):
     """Where a host's GPU numbers come from and whether that source is healthy."""
 
-    source: Literal["nvml", "nvidia-smi", "nvidia-smi-oneshot", "replay", "none"] | None = None
+    source: Literal["nvml", "nvidia-smi", "nvidia-smi-oneshot", "replay", "none", "prometheus"] | None = None
     note: str | None = None  # e.g. "replay of a real H200 recording", "no NVIDIA GPU"
     fault: str | None = None  # host-level sampler fault ("No devices were found", "sampler not answering")
     fault_at: float | None = None

@@ -150,6 +150,9 @@ class HostTelemetry:
         if src == "replay":
             await self._run_replay()
             return
+        if src == "prometheus":
+            await self._run_prometheus()
+            return
         if is_local(self.transport, self.profile):
             if src == "none":
                 await self._run_host_only("GPU telemetry off in the profile")
@@ -231,6 +234,19 @@ class HostTelemetry:
             if stats is not None:
                 frame["host"] = (await asyncio.to_thread(stats.sample)).model_dump(exclude={"ts"})
             self._emit(frame)
+
+    async def _run_prometheus(self) -> None:
+        """DCGM-exporter series from a Prometheus server, one instant query per tick (no host sampler)."""
+        import httpx
+
+        from ddtree_tui.telemetry.prometheus import DcgmFrames, read_once
+
+        self.mode_used = "prometheus"
+        frames = DcgmFrames(self.profile.telemetry.host_value or self.profile.name)
+        async with httpx.AsyncClient() as client:
+            async for _ in self._ticks():
+                gpus, status = await read_once(self.profile, client, frames, timeout=max(1.0, self.interval))
+                self._publish((None, gpus, status), record=status.fault is None)
 
     async def _shell_fields(self) -> list[str]:
         try:
@@ -348,6 +364,16 @@ async def snapshot_once(transport: Transport, profile: HostProfile, timeout: flo
 async def _snapshot(
     transport: Transport, profile: HostProfile, src: str, local: bool, timeout: float
 ) -> Update:
+    if src == "prometheus":
+        import httpx
+
+        from ddtree_tui.telemetry.prometheus import DcgmFrames, read_once
+
+        async with httpx.AsyncClient() as client:
+            gpus, status = await read_once(
+                profile, client, DcgmFrames(profile.telemetry.host_value or profile.name), timeout
+            )
+        return None, gpus, status
     if src == "replay":
         try:
             frames, note = load_recording(profile.telemetry.replay)
