@@ -26,6 +26,7 @@ HANDLERS: dict[str, str] = {
     "todo": "ddtree_tui.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
     "serve": "ddtree_tui.collector.server:serve_main",
+    "attach": "ddtree_tui.ui.attach:cli_main",
 }
 
 
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Without a mode word it starts the terminal UI.",
     )
     _globals(p, suppress=False)
+    a = p.add_argument_group("attach to a collector (ddtree-tui serve)")
+    a.add_argument("--attach", metavar="URL", default=None, help="run the TUI on a collector's data, e.g. "
+                   "http://127.0.0.1:9464 (no ssh connections of its own)")  # fmt: skip
+    a.add_argument("--token-file", metavar="FILE", default=None, help="the collector's bearer token file")
     b = p.add_argument_group("headless benchmark (--run-bench)")
     b.add_argument("--run-bench", action="store_true", help="run a benchmark headless; table on stdout")
     b.add_argument("--services", metavar="HOST/SVC,...", help="services to compare (default: all)")
@@ -152,7 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("serve", "a collector: one fleet served as /metrics, /snapshot, /events for Prometheus and TUIs")
     sp.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT", help="default 127.0.0.1:9464")
     sp.add_argument(
-        "--token-file", default=None, metavar="FILE", help="bearer token file (0600; created when missing)"
+        "--token-file",
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="bearer token file (0600; created when missing)",
     )
     return p
 
@@ -179,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = ns.mode or ("run-bench" if ns.run_bench else "tui")
     if ns.mode and ns.run_bench:
         parser.error("--run-bench is a mode of its own; do not combine it with a mode word")
+    if mode == "tui" and getattr(ns, "attach", None):
+        mode = "attach"
     handler = _resolve(HANDLERS[mode])
     if handler is None:
         print(f"ddtree-tui: mode '{mode}' is not built yet", file=sys.stderr)

@@ -36,6 +36,7 @@ class CollectorCounters:
     bench_failed_requests: int = 0
     alerts_active: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (kind, host, subject)
     alerts_fired: dict[str, int] = field(default_factory=dict)  # kind -> count
+    event_clients: int = 0  # /events streams open now (attached TUIs, browsers)
 
 
 class FleetMetrics(Collector):
@@ -186,6 +187,9 @@ class FleetMetrics(Collector):
         b_fail.add_metric([], float(c.bench_failed_requests))
         yield from (b_run, b_done, b_tot, b_runs, b_fail)
 
+        cl = GaugeMetricFamily("ddtree_collector_event_clients", "Event streams (/events) open now")
+        cl.add_metric([], float(c.event_clients))
+        yield cl
         ev = CounterMetricFamily(
             "ddtree_collector_events", "Fleet events seen by the collector", labels=["kind"]
         )

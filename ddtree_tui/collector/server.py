@@ -224,10 +224,12 @@ class Collector:
     def add_client(self) -> asyncio.Queue[str]:
         q: asyncio.Queue[str] = asyncio.Queue(maxsize=CLIENT_QUEUE)
         self._clients.add(q)
+        self.counters.event_clients = len(self._clients)
         return q
 
     def remove_client(self, q: asyncio.Queue[str]) -> None:
         self._clients.discard(q)
+        self.counters.event_clients = len(self._clients)
 
     @property
     def client_count(self) -> int:
@@ -354,10 +356,11 @@ def serve_main(ns: Any) -> int:
     try:
         host, port = parse_listen(ns.listen or DEFAULT_LISTEN)
         token: str | None = None
-        if ns.token_file:
-            token, created = load_or_create_token(Path(ns.token_file))
+        token_file = getattr(ns, "token_file", None)
+        if token_file:
+            token, created = load_or_create_token(Path(token_file))
             if created:
-                print(f"ddtree-tui: a new token was written to {ns.token_file} (mode 600)", file=sys.stderr)
+                print(f"ddtree-tui: a new token was written to {token_file} (mode 600)", file=sys.stderr)
         elif not is_loopback(host):
             raise ListenError(
                 f"--listen {ns.listen}: not a loopback address; give --token-file FILE so that clients "

@@ -300,6 +300,9 @@ class DDTreeApp(App[int]):
         if "fleet" in self._dirty:
             self._snap = self.fleet.snapshot()
             self._pick_default_service()
+            banner = getattr(self.fleet, "banner", None)  # an attached fleet says where its data comes from
+            if callable(banner):
+                self.sub_title = banner()
             want |= {1, 2, 3}
         if "todos" in self._dirty:
             want.add(4)
