@@ -27,6 +27,8 @@ HANDLERS: dict[str, str] = {
     "sim": "ddtree_tui.sim.server:cli_main",
     "serve": "ddtree_tui.collector.server:serve_main",
     "attach": "ddtree_tui.ui.attach:cli_main",
+    "replay": "ddtree_tui.ui.attach:replay_main",
+    "record": "ddtree_tui.ui.attach:record_main",
 }
 
 
@@ -47,6 +49,17 @@ def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
     )
 
 
+def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
+    d = argparse.SUPPRESS if suppress else None
+    g = p.add_argument_group("record and replay a session (the TUI and serve)")
+    g.add_argument("--record", metavar="FILE", default=d, help="record snapshots and events (gzip, bounded)")
+    g.add_argument(
+        "--record-max-mb", type=float, metavar="MB", default=argparse.SUPPRESS if suppress else 200.0
+    )
+    g.add_argument("--replay", metavar="FILE", default=d, help="play a recording back, labelled REPLAY")
+    g.add_argument("--speed", type=float, metavar="X", default=argparse.SUPPRESS if suppress else 1.0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ddtree-tui",
@@ -58,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--attach", metavar="URL", default=None, help="run the TUI on a collector's data, e.g. "
                    "http://127.0.0.1:9464 (no ssh connections of its own)")  # fmt: skip
     a.add_argument("--token-file", metavar="FILE", default=None, help="the collector's bearer token file")
+    _record_args(p, suppress=False)
     b = p.add_argument_group("headless benchmark (--run-bench)")
     b.add_argument("--run-bench", action="store_true", help="run a benchmark headless; table on stdout")
     b.add_argument("--services", metavar="HOST/SVC,...", help="services to compare (default: all)")
@@ -162,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="bearer token file (0600; created when missing)",
     )
+    _record_args(sp, suppress=True)
     return p
 
 
@@ -189,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--run-bench is a mode of its own; do not combine it with a mode word")
     if mode == "tui" and getattr(ns, "attach", None):
         mode = "attach"
+    elif mode == "tui" and getattr(ns, "replay", None):
+        mode = "replay"
+    elif mode == "tui" and getattr(ns, "record", None):
+        mode = "record"
     handler = _resolve(HANDLERS[mode])
     if handler is None:
         print(f"ddtree-tui: mode '{mode}' is not built yet", file=sys.stderr)

@@ -104,8 +104,168 @@ def decode_event(data: str) -> FleetEvent | None:
     return ev
 
 
-class AttachedFleet:
-    """A read-only fleet fed by a collector; satisfies the UI's FleetLike."""
+class FollowerFleet:
+    """A read-only fleet that follows someone else's snapshots and events (a collector, a recording):
+    folds host, GPU and service events into its snapshot copy, keeps log tails and GPU history, passes every
+    event on to its subscribers, and refuses intents. Satisfies the UI's FleetLike."""
+
+    source_label = "another fleet"
+
+    def __init__(self) -> None:
+        self.todos = AttachedTodos()
+        self._snap = FleetSnapshot(ts=time.time(), hosts=[])
+        self._subscribers: list[asyncio.Queue[Any]] = []
+        self._logs: dict[str, deque[str]] = {}
+        self._history: dict[tuple[str, int], deque[float]] = {}
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def banner(self) -> str:
+        return self.source_label
+
+    # --- events --------------------------------------------------------------------------------------------
+    def subscribe(self) -> asyncio.Queue[Any]:
+        q: asyncio.Queue[Any] = asyncio.Queue(maxsize=QUEUE_SIZE)
+        self._subscribers.append(q)
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(q)
+
+    def _publish(self, ev: Any) -> None:
+        for q in self._subscribers:
+            if q.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    q.get_nowait()
+            q.put_nowait(ev)
+
+    def _hist(self, host: str, gpu: int) -> deque[float]:
+        return self._history.setdefault((host, gpu), deque(maxlen=HISTORY_KEPT))
+
+    def _apply(self, ev: FleetEvent) -> None:
+        """Fold an event into the local snapshot copy (the collector's own snapshot refreshes it too)."""
+        if isinstance(ev, LogLine):
+            ref = f"{ev.host}/{ev.service}"
+            self._logs.setdefault(ref, deque(maxlen=LOG_LINES_KEPT)).append(ev.line)
+            return
+        if not isinstance(ev, HostStateChanged | GpuSampleEvent | ServiceStateChanged):
+            return
+        hosts = list(self._snap.hosts)
+        i = next((n for n, h in enumerate(hosts) if h.name == ev.host), None)
+        if i is None:
+            return  # a host we do not know yet: the next full snapshot brings it
+        h = hosts[i]
+        if isinstance(ev, HostStateChanged):
+            st = ev.status
+            h = h.model_copy(update={"state": st.state, "error": st.error, "next_retry_at": st.next_retry_at})
+        elif isinstance(ev, GpuSampleEvent):
+            old = {g.index: g for g in h.gpus}
+            gpus = []
+            for g in ev.gpus:
+                prev = old.get(g.index)
+                if g.service is None and prev is not None and prev.service:  # labelled by the collector
+                    g = g.model_copy(update={"service": prev.service})
+                gpus.append(g)
+                if g.util_gpu is not None:
+                    self._hist(h.name, g.index).append(float(g.util_gpu))
+            h = h.model_copy(update={"host": ev.host_sample, "gpus": gpus, "telemetry": ev.telemetry})
+        else:
+            svcs = list(h.services)
+            j = next((n for n, s in enumerate(svcs) if s.name == ev.status.name), None)
+            if j is None:
+                svcs.append(ev.status)
+            else:
+                svcs[j] = ev.status
+            h = h.model_copy(update={"services": svcs})
+        if not isinstance(ev, HostStateChanged):
+            h = label_gpus(h)
+        hosts[i] = h
+        self._snap = self._snap.model_copy(update={"hosts": hosts, "ts": max(self._snap.ts, ev.ts)})
+
+    # --- reads ---------------------------------------------------------------------------------------------
+    def snapshot(self) -> FleetSnapshot:
+        return self._snap
+
+    def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:
+        if metric != "util_gpu":
+            return []
+        return list(self._history.get((host, gpu_index), ()))
+
+    def log_lines(self, ref: str) -> list[str]:
+        return list(self._logs.get(ref, ()))
+
+    def profiles(self) -> list[HostProfile]:
+        return []
+
+    def todo_evidence(self) -> list[Any]:
+        return []
+
+    def bench_history(self) -> list[Any]:
+        return []
+
+    # --- intents: refused ----------------------------------------------------------------------------------
+    def _refuse(self, what: str) -> AttachResult:
+        return AttachResult(
+            ok=False,
+            message=f"{what}: this view follows {self.source_label}, which takes no intents here",
+            suggestion="run the action where the collector runs, or with the headless CLI",
+        )
+
+    async def launch(self, ref: str) -> AttachResult:
+        return self._refuse(f"launch {ref}")
+
+    async def kill(self, ref: str) -> AttachResult:
+        return self._refuse(f"kill {ref}")
+
+    async def restart(self, ref: str) -> AttachResult:
+        return self._refuse(f"restart {ref}")
+
+    async def move(self, ref: str, to_host: str) -> AttachResult:
+        return self._refuse(f"move {ref} to {to_host}")
+
+    async def smoke(
+        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
+    ) -> Any:
+        from ddtree_tui.bench.smoke import failed
+
+        return failed(ref, f"this view follows {self.source_label}: no request sent from it")
+
+    async def run_bench(
+        self,
+        refs: list[str],
+        prompt_set: str = "seed3",
+        repeats: int = 1,
+        max_new_tokens: int = 128,
+        baseline: str | None = None,
+    ) -> AttachResult:
+        return self._refuse("bench")
+
+    async def doctor(self, host: str) -> Any:
+        from ddtree_tui.doctor import DoctorReport, Finding
+
+        return DoctorReport(
+            host=host,
+            findings=[
+                Finding(
+                    check="doctor",
+                    status="warn",
+                    evidence=f"this view follows {self.source_label}: no checks ran from it",
+                    fix=f"run `ddtree-tui doctor {host}` on a live fleet",
+                )
+            ],
+        )
+
+    async def reload_profiles(self) -> list[str]:
+        raise RuntimeError(f"this view follows {self.source_label}: profiles are not reloaded here")
+
+
+class AttachedFleet(FollowerFleet):
+    """A read-only fleet fed by a collector over HTTP."""
 
     def __init__(
         self,
@@ -117,21 +277,18 @@ class AttachedFleet:
         backoff_max: float = 5.0,
         timeout: float = 5.0,
     ) -> None:
+        super().__init__()
         self.url = url.rstrip("/")
+        self.source_label = f"the collector at {self.url}"
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.refresh_s = refresh_s
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.timeout = timeout
-        self.todos = AttachedTodos()
         self.connected = False
         self.lost_at: float | None = None  # when the link went down (None while up or before the first try)
         self.last_error: str | None = None
         self.connects = 0  # successful (re)connections, for tests
-        self._snap = FleetSnapshot(ts=time.time(), hosts=[])
-        self._subscribers: list[asyncio.Queue[Any]] = []
-        self._logs: dict[str, deque[str]] = {}
-        self._history: dict[tuple[str, int], deque[float]] = {}
         self._task: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------
@@ -262,139 +419,19 @@ class AttachedFleet:
         for h in self._snap.hosts:
             self._publish(HostStateChanged(host=h.name, status=_conn_of(h)))
 
-    # --- events --------------------------------------------------------------------------------------------
-    def subscribe(self) -> asyncio.Queue[Any]:
-        q: asyncio.Queue[Any] = asyncio.Queue(maxsize=QUEUE_SIZE)
-        self._subscribers.append(q)
-        return q
 
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
-        with contextlib.suppress(ValueError):
-            self._subscribers.remove(q)
-
-    def _publish(self, ev: Any) -> None:
-        for q in self._subscribers:
-            if q.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    q.get_nowait()
-            q.put_nowait(ev)
-
-    def _hist(self, host: str, gpu: int) -> deque[float]:
-        return self._history.setdefault((host, gpu), deque(maxlen=HISTORY_KEPT))
-
-    def _apply(self, ev: FleetEvent) -> None:
-        """Fold an event into the local snapshot copy (the collector's own snapshot refreshes it too)."""
-        if isinstance(ev, LogLine):
-            ref = f"{ev.host}/{ev.service}"
-            self._logs.setdefault(ref, deque(maxlen=LOG_LINES_KEPT)).append(ev.line)
-            return
-        if not isinstance(ev, HostStateChanged | GpuSampleEvent | ServiceStateChanged):
-            return
-        hosts = list(self._snap.hosts)
-        i = next((n for n, h in enumerate(hosts) if h.name == ev.host), None)
-        if i is None:
-            return  # a host we do not know yet: the next full snapshot brings it
-        h = hosts[i]
-        if isinstance(ev, HostStateChanged):
-            st = ev.status
-            h = h.model_copy(update={"state": st.state, "error": st.error, "next_retry_at": st.next_retry_at})
-        elif isinstance(ev, GpuSampleEvent):
-            old = {g.index: g for g in h.gpus}
-            gpus = []
-            for g in ev.gpus:
-                prev = old.get(g.index)
-                if g.service is None and prev is not None and prev.service:  # labelled by the collector
-                    g = g.model_copy(update={"service": prev.service})
-                gpus.append(g)
-                if g.util_gpu is not None:
-                    self._hist(h.name, g.index).append(float(g.util_gpu))
-            h = h.model_copy(update={"host": ev.host_sample, "gpus": gpus, "telemetry": ev.telemetry})
-        else:
-            svcs = list(h.services)
-            j = next((n for n, s in enumerate(svcs) if s.name == ev.status.name), None)
-            if j is None:
-                svcs.append(ev.status)
-            else:
-                svcs[j] = ev.status
-            h = h.model_copy(update={"services": svcs})
-        hosts[i] = h
-        self._snap = self._snap.model_copy(update={"hosts": hosts, "ts": time.time()})
-
-    # --- reads ---------------------------------------------------------------------------------------------
-    def snapshot(self) -> FleetSnapshot:
-        return self._snap
-
-    def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:
-        if metric != "util_gpu":
-            return []
-        return list(self._history.get((host, gpu_index), ()))
-
-    def log_lines(self, ref: str) -> list[str]:
-        return list(self._logs.get(ref, ()))
-
-    def profiles(self) -> list[HostProfile]:
-        return []
-
-    def todo_evidence(self) -> list[Any]:
-        return []
-
-    def bench_history(self) -> list[Any]:
-        return []
-
-    # --- intents: refused ----------------------------------------------------------------------------------
-    def _refuse(self, what: str) -> AttachResult:
-        return AttachResult(
-            ok=False,
-            message=f"{what}: this view is attached to the collector at {self.url}, which takes no intents",
-            suggestion="run the action where the collector runs, or with the headless CLI",
-        )
-
-    async def launch(self, ref: str) -> AttachResult:
-        return self._refuse(f"launch {ref}")
-
-    async def kill(self, ref: str) -> AttachResult:
-        return self._refuse(f"kill {ref}")
-
-    async def restart(self, ref: str) -> AttachResult:
-        return self._refuse(f"restart {ref}")
-
-    async def move(self, ref: str, to_host: str) -> AttachResult:
-        return self._refuse(f"move {ref} to {to_host}")
-
-    async def smoke(
-        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
-    ) -> Any:
-        from ddtree_tui.bench.smoke import failed
-
-        return failed(ref, f"attached to the collector at {self.url}: no request sent from this view")
-
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> AttachResult:
-        return self._refuse("bench")
-
-    async def doctor(self, host: str) -> Any:
-        from ddtree_tui.doctor import DoctorReport, Finding
-
-        return DoctorReport(
-            host=host,
-            findings=[
-                Finding(
-                    check="doctor",
-                    status="warn",
-                    evidence=f"attached to the collector at {self.url}: no checks ran from this view",
-                    fix=f"run `ddtree-tui doctor {host}` where the collector runs",
-                )
-            ],
-        )
-
-    async def reload_profiles(self) -> list[str]:
-        raise RuntimeError(f"attached to the collector at {self.url}: reload the profiles there")
+def label_gpus(h: HostView) -> HostView:
+    """As the Fleet does for sources without pids of ours (a replay, Prometheus): each GPU names the running
+    services configured on it."""
+    if h.telemetry.source not in ("replay", "prometheus"):
+        return h
+    gpus = []
+    for g in h.gpus:
+        names = [
+            s.name for s in h.services if s.state in ("starting", "ready", "unhealthy") and g.index in s.gpus
+        ]
+        gpus.append(g.model_copy(update={"service": ", ".join(names) or None}))
+    return h.model_copy(update={"gpus": gpus})
 
 
 def _conn_of(h: HostView) -> Any:

@@ -34,6 +34,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
+from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.events import (
     BenchEventWrap,
     FleetEvent,
@@ -366,12 +367,20 @@ def serve_main(ns: Any) -> int:
                 f"--listen {ns.listen}: not a loopback address; give --token-file FILE so that clients "
                 "must present a bearer token (or listen on 127.0.0.1)"
             )
-        profiles = resolve_profiles(ns.profile, ns.profiles, bool(ns.demo))
+        profiles = (
+            [] if getattr(ns, "replay", None) else resolve_profiles(ns.profile, ns.profiles, bool(ns.demo))
+        )
     except (ListenError, ProfileError, OSError) as e:
         print(f"ddtree-tui: {e}", file=sys.stderr)
         return 2
     todos = Path(ns.todos) if getattr(ns, "todos", None) else None
-    fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo), auto_complete_todos=False)
+    try:
+        fleet = session_fleet(
+            ns, lambda: Fleet(profiles, todos_path=todos, demo=bool(ns.demo), auto_complete_todos=False)
+        )
+    except (RecordingError, ValueError, OSError) as e:
+        print(f"ddtree-tui: {e}", file=sys.stderr)
+        return 2
 
     def listening(coll: Collector, bound: int) -> None:
         print(

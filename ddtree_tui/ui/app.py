@@ -268,6 +268,9 @@ class DDTreeApp(App[int]):
 
     def now(self) -> float:
         """The clock panes use: frozen at the snapshot's time when nothing is live (stable screenshots)."""
+        clock = getattr(self.fleet, "clock", None)  # a replay shows ages against its recorded time
+        if callable(clock):
+            return float(clock())
         return time.time() if self.live else self._snap.ts
 
     def _view(self) -> View:
