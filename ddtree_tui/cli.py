@@ -26,6 +26,7 @@ HANDLERS: dict[str, str] = {
     "todo": "ddtree_tui.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
     "serve": "ddtree_tui.collector.server:serve_main",
+    "web": "ddtree_tui.collector.web:web_main",
     "attach": "ddtree_tui.ui.attach:cli_main",
     "replay": "ddtree_tui.ui.attach:replay_main",
     "record": "ddtree_tui.ui.attach:record_main",
@@ -177,6 +178,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer token file (0600; created when missing)",
     )
     _record_args(sp, suppress=True)
+
+    sp = add("web", "the TUI in a browser (textual-serve), each tab attached to a collector")
+    sp.add_argument("--listen", dest="web_listen", default="127.0.0.1:8765", metavar="HOST:PORT")
+    sp.add_argument(
+        "--attach", default=argparse.SUPPRESS, metavar="URL", help="the collector (default :9464)"
+    )
+    sp.add_argument(
+        "--token-file",
+        dest="web_token_file",
+        default=None,
+        metavar="FILE",
+        help="browser token file (0600; created when missing); needed off loopback",
+    )
+    sp.add_argument("--collector-token-file", dest="token_file", default=argparse.SUPPRESS, metavar="FILE")
     return p
 
 
