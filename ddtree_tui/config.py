@@ -75,6 +75,25 @@ class TelemetryOptions(_Strict):
         return self
 
 
+class AlertOptions(_Strict):
+    """When the fleet raises an alert for this host (ddtree_tui.alerts)."""
+
+    accept_collapse_ratio: float = Field(default=0.5, gt=0, lt=1, description="of the running median")
+    accept_window: int = Field(default=60, ge=3, le=100000, description="accept-length samples in the median")
+    accept_min_samples: int = Field(default=10, ge=2, le=100000)
+    restart_count: int = Field(default=3, ge=1, le=1000, description="restarts within restart_window_s")
+    restart_window_s: float = Field(default=600.0, gt=0, le=86400)
+    throttle_reasons: list[str] = Field(
+        default_factory=lambda: [
+            "hw_slowdown",
+            "hw_thermal_slowdown",
+            "sw_thermal_slowdown",
+            "hw_power_brake_slowdown",
+        ]
+    )
+    gpu_faults: bool = True
+
+
 class ServiceSpec(_Strict):
     name: Annotated[str, Field(pattern=NAME_RE)]
     algorithm: Algorithm = "dflash"
@@ -151,6 +170,7 @@ class HostProfile(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     ddtree_flags: DDTreeFlags = Field(default_factory=DDTreeFlags)
     telemetry: TelemetryOptions = Field(default_factory=TelemetryOptions)
+    alerts: AlertOptions = Field(default_factory=AlertOptions)
     service: list[ServiceSpec] = Field(default_factory=list)
 
     # where the profile came from, for messages; not a TOML key

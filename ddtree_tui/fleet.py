@@ -111,6 +111,9 @@ class Fleet:
         for prof in self._profiles:
             await self._start_host(prof)
         self._bg.append(asyncio.create_task(self._todo_loop(), name="todo-loop"))
+        from ddtree_tui.alerts import run_alerts
+
+        self._bg.append(asyncio.create_task(self._guard(lambda: run_alerts(self), "alerts"), name="alerts"))
 
     async def _start_host(self, prof: HostProfile) -> None:
         transport = make_transport(prof)
@@ -249,6 +252,10 @@ class Fleet:
     def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None:
         with contextlib.suppress(ValueError):
             self._subscribers.remove(q)
+
+    def publish(self, ev: FleetEvent) -> None:
+        """Publish an event to every subscriber, as the fleet's own parts do (the alert engine uses this)."""
+        self._publish(ev)
 
     def _publish(self, ev: FleetEvent) -> None:
         for q in self._subscribers:

@@ -137,3 +137,18 @@ class FleetSnapshot(_Snap):
     def service(self, host: str, name: str) -> ServiceStatus | None:
         h = self.host(host)
         return next((s for s in h.services if s.name == name), None) if h else None
+
+
+AlertKind = Literal["accept_collapse", "gpu_xid", "gpu_off_bus", "gpu_fault", "gpu_throttle", "restart_loop"]
+
+
+class Alert(_Snap):
+    """Something a person should look at now; `active` False when it has cleared."""
+
+    kind: AlertKind
+    host: str
+    subject: str  # "gpu3" or a service name
+    message: str
+    severity: Literal["warning", "error"] = "error"
+    since: float = 0.0
+    active: bool = True

@@ -36,6 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
 from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.events import (
+    AlertChanged,
     BenchEventWrap,
     FleetEvent,
     ServiceStateChanged,
@@ -185,6 +186,14 @@ class Collector:
                 self._ever_ran.discard(key)
         elif isinstance(ev, BenchEventWrap):
             self._bench(ev.event)
+        elif isinstance(ev, AlertChanged):
+            a = ev.alert
+            akey = (a.kind, a.host, a.subject)
+            if a.active:
+                c.alerts_active[akey] = 1
+                c.alerts_fired[a.kind] = c.alerts_fired.get(a.kind, 0) + 1
+            else:
+                c.alerts_active.pop(akey, None)
         for fn in self.listeners:
             try:
                 fn(ev)

@@ -52,6 +52,10 @@ async def test_tui_shows_gpus_from_dcgm_series_in_prometheus(
         async with app.run_test(size=(160, 40)) as pilot:
             await until(pilot, lambda: "gpu-node-7:1" in screen_text(app), 20, "both GPUs on screen")
             await until(pilot, lambda: "XID 79" in screen_text(app), 10, "the XID fault on GPU 1")
+            notes = [n.message for n in app._notifications]
+            assert any("ALERT gpu-node-7/gpu1: GPU 1: XID 79" in m for m in notes), (
+                notes
+            )  # the alert, as a notice
             text = screen_text(app)
             assert "gpu-node-7:0" in text and "87%" in text
             assert "other-node" not in text  # only this host's series
