@@ -177,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="bearer token file (0600; created when missing)",
     )
+    sp.add_argument(
+        "--intents",
+        action="store_true",
+        help="accept launch/kill/restart/move/bench/todo over HTTP (bearer token; .ddtree/collector.token "
+        "unless --token-file)",
+    )
     _record_args(sp, suppress=True)
 
     sp = add("web", "the TUI in a browser (textual-serve), each tab attached to a collector")

@@ -7,8 +7,8 @@ own subscribers, exactly like Fleet does. When the collector goes away the copy 
 "collector unreachable", `banner()` says so with the time it was lost, a Notice is published, and it reconnects
 with backoff; nothing waits on the network while painting.
 
-Intents (launch, kill, bench, ...) are not sent: the collector's HTTP API serves reads only, so they answer
-with a clear refusal.
+Intents (launch, kill, restart, move, bench) are POSTed to the collector, which carries them out when it runs
+with `--intents` and the bearer token matches; otherwise the collector's refusal is the answer.
 """
 
 from __future__ import annotations
@@ -264,8 +264,59 @@ class FollowerFleet:
         raise RuntimeError(f"this view follows {self.source_label}: profiles are not reloaded here")
 
 
-class AttachedFleet(FollowerFleet):
-    """A read-only fleet fed by a collector over HTTP."""
+class _IntentsOverHttp:
+    """AttachedFleet's intents: POSTed to the collector's /intents/VERB (works when it runs --intents)."""
+
+    url: str
+    _headers: dict[str, str]
+
+    async def _post(self, verb: str, body: dict[str, Any], what: str) -> AttachResult:
+        try:
+            async with httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(10.0, read=900.0)) as c:
+                r = await c.post(f"{self.url}/intents/{verb}", json=body)
+        except httpx.HTTPError as e:
+            return AttachResult(
+                ok=False, message=f"{what}: the collector at {self.url} did not answer: {_why(e)}"
+            )
+        try:
+            data = r.json()
+        except ValueError:
+            data = {}
+        msg = str(data.get("message") or f"HTTP {r.status_code}")
+        if r.status_code == 401:
+            return AttachResult(
+                ok=False, message=f"{what}: {msg}", suggestion="attach with --token-file FILE"
+            )
+        return AttachResult(ok=bool(data.get("ok")) and r.status_code == 200, message=msg,
+                            suggestion=data.get("suggestion"))  # fmt: skip
+
+    async def launch(self, ref: str) -> AttachResult:
+        return await self._post("launch", {"ref": ref}, f"launch {ref}")
+
+    async def kill(self, ref: str) -> AttachResult:
+        return await self._post("kill", {"ref": ref}, f"kill {ref}")
+
+    async def restart(self, ref: str) -> AttachResult:
+        return await self._post("restart", {"ref": ref}, f"restart {ref}")
+
+    async def move(self, ref: str, to_host: str) -> AttachResult:
+        return await self._post("move", {"ref": ref, "to_host": to_host}, f"move {ref}")
+
+    async def run_bench(
+        self,
+        refs: list[str],
+        prompt_set: str = "seed3",
+        repeats: int = 1,
+        max_new_tokens: int = 128,
+        baseline: str | None = None,
+    ) -> AttachResult:
+        body = {"refs": list(refs), "prompt_set": prompt_set, "repeats": repeats,
+                "max_new_tokens": max_new_tokens, "baseline": baseline}  # fmt: skip
+        return await self._post("bench", body, "bench")
+
+
+class AttachedFleet(_IntentsOverHttp, FollowerFleet):
+    """A fleet fed by a collector over HTTP; its intents go to the collector."""
 
     def __init__(
         self,

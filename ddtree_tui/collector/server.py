@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ddtree_tui.collector.intents import IntentRoutes
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
 from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.events import (
@@ -46,6 +47,7 @@ from ddtree_tui.state import FleetSnapshot
 log = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
+DEFAULT_TOKEN_FILE = Path(".ddtree/collector.token")
 CLIENT_QUEUE = 1000
 SSE_KEEPALIVE_S = 10.0
 
@@ -126,9 +128,17 @@ class Collector:
     """Owns the fleet's event subscription: counts for /metrics, fans events out to SSE clients and to the
     optional recorder. `snapshot()` is the fleet's, read at request time."""
 
-    def __init__(self, fleet: FleetSource, *, token: str | None = None) -> None:
+    def __init__(
+        self,
+        fleet: FleetSource,
+        *,
+        token: str | None = None,
+        intents: bool = False,
+        intent_token: str | None = None,
+    ) -> None:
         self.fleet = fleet
-        self.token = token
+        self.token = token  # guards every route but the probes (asked for with --token-file)
+        self.intents = IntentRoutes(fleet, intent_token or token, intents)
         self.counters = CollectorCounters()
         self.registry = make_registry(self.snapshot, self.counters)
         self.started_at = time.time()
@@ -255,13 +265,18 @@ class Collector:
         app.router.add_get("/-/healthy", self.h_healthy)
         app.router.add_get("/-/ready", self.h_ready)
         app.router.add_get("/", self.h_index)
+        self.intents.add_to(app)
         return app
 
     @web.middleware
     async def _auth(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        if self.token is not None and request.path not in ("/-/healthy", "/-/ready"):
+        if (
+            self.token is not None
+            and request.path not in ("/-/healthy", "/-/ready")
+            and not request.path.startswith("/intents/")
+        ):
             got = request.headers.get("Authorization", "")
             want = f"Bearer {self.token}"
             if not hmac.compare_digest(got.encode(), want.encode()):
@@ -330,12 +345,14 @@ async def serve(
     port: int,
     *,
     token: str | None = None,
+    intents: bool = False,
+    intent_token: str | None = None,
     stop: asyncio.Event | None = None,
     on_listening: Callable[[Collector, int], None] | None = None,
     setup: Callable[[Collector], None] | None = None,
 ) -> None:
     """Serve `fleet` on host:port until `stop` is set (or the task is cancelled)."""
-    coll = Collector(fleet, token=token)
+    coll = Collector(fleet, token=token, intents=intents, intent_token=intent_token)
     if setup is not None:
         setup(coll)
     runner = web.AppRunner(coll.app(), access_log=None, handle_signals=False)
@@ -367,6 +384,15 @@ def serve_main(ns: Any) -> int:
         host, port = parse_listen(ns.listen or DEFAULT_LISTEN)
         token: str | None = None
         token_file = getattr(ns, "token_file", None)
+        intents = bool(getattr(ns, "intents", False))
+        intent_token: str | None = None
+        if intents and not token_file:  # intents always need a token; reads on loopback stay open
+            intent_token, created = load_or_create_token(DEFAULT_TOKEN_FILE)
+            print(
+                f"ddtree-tui: intents need the bearer token in {DEFAULT_TOKEN_FILE} (mode 600)"
+                + (" (new)" if created else ""),
+                file=sys.stderr,
+            )
         if token_file:
             token, created = load_or_create_token(Path(token_file))
             if created:
@@ -402,7 +428,16 @@ def serve_main(ns: Any) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
-        await serve(fleet, host, port, token=token, stop=stop, on_listening=listening)
+        await serve(
+            fleet,
+            host,
+            port,
+            token=token,
+            intents=intents,
+            intent_token=intent_token,
+            stop=stop,
+            on_listening=listening,
+        )
 
     try:
         asyncio.run(main())

@@ -47,9 +47,9 @@ def serve_demo(tmp_path: Path) -> Iterator[Callable[..., ServeProc]]:
     """`ddtree-tui serve --demo` as a real child process on a free loopback port."""
     procs: list[ServeProc] = []
 
-    def start(*extra: str, port: int | None = None) -> ServeProc:
+    def start(*extra: str, port: int | None = None, cwd: Path | None = None) -> ServeProc:
         port = port or free_port()
-        work = tmp_path / f"serve{len(procs)}"
+        work = cwd or tmp_path / f"serve{len(procs)}"
         work.mkdir(exist_ok=True)
         log = work / "serve.log"
         with open(log, "wb") as out:

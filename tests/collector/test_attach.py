@@ -65,7 +65,7 @@ async def test_attached_tui_follows_collector_survives_its_loss_and_reconnects(
                 pilot, lambda: "collector unreachable" not in screen_text(app), 10, "host errors cleared"
             )
             res = await fleet.launch("local/dflash")
-            assert not res.ok and "takes no intents" in res.message
+            assert not res.ok and "intents are off" in res.message  # serve runs without --intents
     finally:
         await other.stop()
         await fleet.stop()
