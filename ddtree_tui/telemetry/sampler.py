@@ -236,17 +236,25 @@ class HostTelemetry:
             self._emit(frame)
 
     async def _run_prometheus(self) -> None:
-        """DCGM-exporter series from a Prometheus server, one instant query per tick (no host sampler)."""
-        import httpx
-
-        from ddtree_tui.telemetry.prometheus import DcgmFrames, read_once
+        """DCGM-exporter series from a Prometheus server (no host sampler): one query per tick shared by
+        every host that reads from the same server."""
+        from ddtree_tui.telemetry.prometheus import DcgmFrames, PrometheusError, shared_poller
 
         self.mode_used = "prometheus"
-        frames = DcgmFrames(self.profile.telemetry.host_value or self.profile.name)
-        async with httpx.AsyncClient() as client:
-            async for _ in self._ticks():
-                gpus, status = await read_once(self.profile, client, frames, timeout=max(1.0, self.interval))
+        value = self.profile.telemetry.host_value or self.profile.name
+        frames = DcgmFrames(value)
+        poller = shared_poller(self.profile, self.interval)
+        q = poller.subscribe(value)
+        try:
+            while True:
+                got = await q.get()
+                if isinstance(got, PrometheusError):
+                    gpus, status = frames.failed(str(got))
+                else:
+                    gpus, status = frames.build(got)
                 self._publish((None, gpus, status), record=status.fault is None)
+        finally:
+            poller.unsubscribe(value, q)
 
     async def _shell_fields(self) -> list[str]:
         try:

@@ -88,3 +88,55 @@ def test_query_selects_the_dcgm_fields_of_one_host_with_quoting() -> None:
 
     q = host_query("Hostname", 'we"ird')
     assert q.startswith('{__name__=~"DCGM_FI_DEV_GPU_UTIL|') and 'Hostname="we\\"ird"' in q
+
+
+@pytest.mark.timeout(120)
+async def test_hosts_on_one_prometheus_share_one_query_per_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prometheus: Callable[[list[str]], Prometheus]
+) -> None:
+    from ddtree_tui.telemetry.prometheus import shared_poller
+
+    monkeypatch.chdir(tmp_path)
+    dcgm = FakeDcgm(
+        [
+            FakeGpu("node-a", 0, util=11, fb_used=1, fb_free=99, power=100, temp=40),
+            FakeGpu("node-b", 0, util=22, fb_used=2, fb_free=98, power=200, temp=41),
+            FakeGpu("node-b", 1, util=33, fb_used=3, fb_free=97, power=300, temp=42),
+        ]
+    )
+    port = free_port()
+    runner = await start_exporter(dcgm, port)
+    fleet: Fleet | None = None
+    try:
+        prom = await asyncio.to_thread(prometheus, [f"127.0.0.1:{port}"])
+        await asyncio.to_thread(prom.wait_query, 'DCGM_FI_DEV_GPU_UTIL{Hostname="node-b"}', 30, "DCGM series")
+        profs = []
+        for name in ("node-a", "node-b"):
+            p = tmp_path / f"{name}.toml"
+            p.write_text(
+                f'name = "{name}"\n[telemetry]\nsource = "prometheus"\nprometheus_url = "{prom.url}"\n'
+                "interval_ms = 200\n",
+                encoding="utf-8",
+            )
+            profs.append(load_profile(p))
+        fleet = Fleet(profs, todos_path=tmp_path / "todos.json")
+        await fleet.start()
+        await fleet.wait_settled(20)
+        snap = fleet.snapshot()
+        assert [g.util_gpu for g in snap.host("node-a").gpus] == [11]  # type: ignore[union-attr]
+        assert [g.util_gpu for g in snap.host("node-b").gpus] == [22, 33]  # type: ignore[union-attr]
+        poller = shared_poller(profs[0], 0.2)
+        assert poller is shared_poller(profs[1], 0.2)
+        assert sorted(poller.subscribers) == ["node-a", "node-b"] and poller.queries >= 1
+        await asyncio.to_thread(prom.stop)  # Prometheus goes away: a fault on screen, the GPUs kept
+        for _ in range(100):
+            h = fleet.snapshot().host("node-b")
+            if h is not None and h.telemetry.fault:
+                break
+            await asyncio.sleep(0.1)
+        assert h is not None and "not answering" in (h.telemetry.fault or "")
+        assert [g.index for g in h.gpus] == [0, 1]
+    finally:
+        if fleet is not None:
+            await fleet.stop()
+        await runner.cleanup()
