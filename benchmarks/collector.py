@@ -1,14 +1,18 @@
 """Collector cost: one `serve` process core watching N simulated hosts × G GPUs at 1 Hz; prints a table.
 
-The hosts are in-process fake transports (no ssh, no subprocess): each streams the sampler program's JSON
-line once a second (G GPUs with moving numbers, host stats) and answers the service watcher, so the collector
-does the real work of a fleet — frames -> models -> snapshot -> events -> SSE fan-out -> /metrics — and none
-of the hosts' work. /metrics is scraped by `curl` (a child process, so its CPU is not ours) every
+--source ssh (default): the hosts are in-process fake transports (no ssh, no subprocess): each streams the
+sampler program's JSON line once a second (G GPUs with moving numbers, host stats) and answers the service
+watcher, so the collector does the real work of a fleet — frames -> models -> snapshot -> events -> SSE
+fan-out -> /metrics — and none of the hosts' work (except making those lines, which is counted against us).
+--source prometheus: `[telemetry] source = "prometheus"`; a real Prometheus (the OS package) scrapes a
+DCGM-exporter-shaped endpoint (a child process) with N × G GPUs every second, and the collector reads them
+through the HTTP API (one shared query a second). /metrics is scraped by `curl` (a child process, so its CPU is not ours) every
 --scrape-interval seconds and its latency recorded; --event-clients `curl -N /events` readers stay attached.
 CPU is this process's user+system time over the measured window (all its threads), as % of one core.
 Goal: < 10 % of one core and < 300 MB RSS with 200 hosts × 8 GPUs.
 
     .venv/bin/python benchmarks/collector.py [--hosts 200] [--gpus 8] [--seconds 30] [--warmup 10]
+                                             [--source ssh|prometheus]
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import resource
 import shutil
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -118,11 +124,40 @@ class FakeHost(Transport):
         raise RuntimeError("the fake host forwards nothing")
 
 
-def profiles(n: int) -> list[HostProfile]:
+def profiles(n: int, prom_url: str | None = None) -> list[HostProfile]:
+    tel = f'source = "prometheus"\nprometheus_url = "{prom_url}"\n' if prom_url else ""
     return [
-        parse_profile(f'name = "gpu{i:03d}"\naddress = "gpu{i:03d}.fake"\n[telemetry]\ninterval_ms = 1000\n')
+        parse_profile(
+            f'name = "gpu{i:03d}"\naddress = "gpu{i:03d}.fake"\n[telemetry]\n{tel}interval_ms = 1000\n'
+        )
         for i in range(n)
     ]
+
+
+EXPORTER = """
+import math, sys, time
+from aiohttp import web
+hosts, gpus, port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+NAMES = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+         "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_XID_ERRORS"]
+async def metrics(request):
+    t = time.time()
+    out = []
+    for name in NAMES:
+        out.append(f"# TYPE {name} gauge")
+        for h in range(hosts):
+            for g in range(gpus):
+                u = int(50 + 45 * math.sin((t + h + g) / 7.0))
+                v = {"DCGM_FI_DEV_FB_FREE": 143771 - 20000 - 100 * u, "DCGM_FI_DEV_FB_USED": 20000 + 100 * u,
+                     "DCGM_FI_DEV_POWER_USAGE": 100 + 6 * u, "DCGM_FI_DEV_GPU_TEMP": 40 + u // 5,
+                     "DCGM_FI_DEV_SM_CLOCK": 1980, "DCGM_FI_DEV_XID_ERRORS": 0}.get(name, u)
+                out.append(f'{name}{{gpu="{g}",UUID="GPU-{h:04d}-{g:04d}",device="nvidia{g}",'
+                           f'modelName="NVIDIA H200",Hostname="gpu{h:03d}"}} {v}')
+    return web.Response(text="\\n".join(out) + "\\n", content_type="text/plain")
+app = web.Application()
+app.router.add_get("/metrics", metrics)
+web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+"""
 
 
 def free_port() -> int:
@@ -150,8 +185,29 @@ async def scrape(url: str) -> tuple[float, int]:
 async def main(ns: argparse.Namespace) -> None:
     FakeHost.gpus = ns.gpus
     fleet_mod.make_transport = FakeHost  # type: ignore[assignment]  # in-process hosts, benchmark only
+    prom_url = None
+    children: list[Any] = []
+    if ns.source == "prometheus":
+        from tests.collector.prom import Prometheus, wait_http
+
+        eport = free_port()
+        argv = [sys.executable, "-c", EXPORTER, str(ns.hosts), str(ns.gpus), str(eport)]
+        exporter = await asyncio.to_thread(subprocess.Popen, argv)
+        children.append(exporter)
+        await asyncio.to_thread(
+            wait_http, f"http://127.0.0.1:{eport}/metrics", 30, "the DCGM-shaped exporter"
+        )
+        prom = await asyncio.to_thread(Prometheus, Path(ns.tmp) / "prom", [f"127.0.0.1:{eport}"])
+        children.append(prom)
+        await asyncio.to_thread(
+            prom.wait_query,
+            f'DCGM_FI_DEV_GPU_UTIL{{Hostname="gpu{ns.hosts - 1:03d}"}}',
+            60,
+            "the DCGM series",
+        )
+        prom_url = prom.url
     fleet = fleet_mod.Fleet(
-        profiles(ns.hosts),
+        profiles(ns.hosts, prom_url),
         todos_path=Path(ns.tmp) / "todos.json",
         history_path=Path(ns.tmp) / "h.jsonl",
         auto_complete_todos=False,
@@ -187,11 +243,23 @@ async def main(ns: argparse.Namespace) -> None:
         await r.wait()
     stop.set()
     await task
+    for ch in children:
+        if isinstance(ch, subprocess.Popen):
+            ch.terminate()
+            ch.wait(10)
+        else:
+            ch.stop()
     cpu_pct = 100.0 * (c1 - c0) / (t1 - t0)
     lat_ms = sorted(x * 1000 for x in lat)
     p95 = lat_ms[min(len(lat_ms) - 1, int(0.95 * len(lat_ms)))]
     rows = [
         ["hosts × GPUs", f"{ns.hosts} × {ns.gpus} ({gpus_seen} GPUs in the snapshot)"],
+        [
+            "GPU telemetry",
+            "ssh sampler stream (fake, in-process)"
+            if ns.source == "ssh"
+            else "DCGM series read from a real Prometheus (one shared query a second)",
+        ],
         ["sample rate", "1 Hz per host"],
         ["measured window", f"{t1 - t0:.0f} s after {ns.warmup:g} s warm-up"],
         ["fleet events handled", f"{events} ({events / (t1 - t0):.0f}/s)"],
@@ -221,6 +289,7 @@ if __name__ == "__main__":
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--scrape-interval", type=float, default=5.0)
     ap.add_argument("--event-clients", type=int, default=1)
+    ap.add_argument("--source", choices=["ssh", "prometheus"], default="ssh")
     ns = ap.parse_args()
     if not shutil.which("curl"):
         sys.exit("benchmarks/collector.py needs curl")

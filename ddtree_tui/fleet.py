@@ -340,7 +340,8 @@ class Fleet:
                 for s in services
                 if s.state in ("starting", "ready", "unhealthy") and g.index in s.gpus
             ]
-            out.append(g.model_copy(update={"service": ", ".join(names) or None}))
+            label = ", ".join(names) or None
+            out.append(g if g.service == label else g.model_copy(update={"service": label}))
         return out
 
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:

@@ -89,30 +89,55 @@ class DcgmFrames:
         self._host_fault_since: float | None = None
 
     def build(
-        self, series: list[Mapping[str, Any]], now: float | None = None
+        self,
+        series: list[Mapping[str, Any]],
+        now: float | None = None,
+        info: Mapping[str, Mapping[str, str]] | None = None,
     ) -> tuple[list[GpuSample], TelemetryStatus]:
+        """`series`: instant-vector results; `info`: gpu -> identity labels (UUID, modelName, …) when the
+        series themselves were aggregated down to __name__, gpu and the host label."""
         now = time.time() if now is None else now
         per_gpu: dict[int, dict[str, Any]] = {}
         driver: str | None = None
-        for s in series:
-            labels = s.get("metric") or {}
-            field = FIELDS.get(str(labels.get("__name__", "")))
+        for gpu, labels in (info or {}).items():
+            with contextlib.suppress(ValueError):
+                d = per_gpu.setdefault(int(gpu), {"index": int(gpu)})
+                d.update(
+                    uuid=labels.get("UUID"), name=labels.get("modelName"), pci_bus_id=labels.get("pci_bus_id")
+                )
+                if labels.get("_total_mib"):
+                    d["mem_total_mb"] = int(labels["_total_mib"])
+                driver = driver or labels.get("DCGM_FI_DRIVER_VERSION")
+        have_data: set[int] = set()
+        fields, ints = FIELDS, _INT_FIELDS
+        for sr in series:  # the hot loop: 200 hosts × 64 series a second
+            labels = sr.get("metric") or {}
+            field = fields.get(labels.get("__name__"))  # type: ignore[arg-type]
+            if field is None:
+                continue
             try:
-                idx = int(labels.get("gpu", ""))
-                value = float(s["value"][1])
+                idx = int(labels["gpu"])
+                value = float(sr["value"][1])
             except (KeyError, ValueError, TypeError, IndexError):
                 continue
-            if field is None or value != value:  # NaN
+            if value != value:  # NaN
                 continue
-            d = per_gpu.setdefault(idx, {"index": idx})
-            d[field] = round(value) if field in _INT_FIELDS else round(value, 2)
-            d.setdefault("uuid", labels.get("UUID"))
-            d.setdefault("name", labels.get("modelName"))
-            d.setdefault("pci_bus_id", labels.get("pci_bus_id"))
-            driver = driver or labels.get("DCGM_FI_DRIVER_VERSION")
-        gpus: list[GpuSample] = []
-        for idx in sorted(set(per_gpu) | set(self.known)):
             d = per_gpu.get(idx)
+            if d is None:
+                d = per_gpu[idx] = {"index": idx}
+            if idx not in have_data:
+                have_data.add(idx)
+                if "uuid" not in d and "UUID" in labels:  # raw series carry the identity themselves
+                    d.update(
+                        uuid=labels.get("UUID"),
+                        name=labels.get("modelName"),
+                        pci_bus_id=labels.get("pci_bus_id"),
+                    )
+                    driver = driver or labels.get("DCGM_FI_DRIVER_VERSION")
+            d[field] = round(value) if field in ints else round(value, 2)
+        gpus: list[GpuSample] = []
+        for idx in sorted(have_data | set(self.known)):
+            d = per_gpu.get(idx) if idx in have_data else None
             if d is None:  # seen before, gone now
                 since = self._fault_since.setdefault(idx, now)
                 old = self.known[idx]
@@ -143,7 +168,7 @@ class DcgmFrames:
             self.known[idx] = g
             gpus.append(g)
         fault = None
-        if not per_gpu:
+        if not have_data:
             self._host_fault_since = self._host_fault_since or now
             fault = f"no DCGM series for this host in Prometheus ({self.host_value})"
         else:
@@ -178,10 +203,37 @@ async def read_once(
     return frames.build(series)
 
 
-def hosts_query(host_label: str, host_values: list[str]) -> str:
-    names = "|".join(FIELDS)
+IDENTITY = ("UUID", "modelName", "pci_bus_id", "DCGM_FI_DRIVER_VERSION")
+INFO_EVERY = 30  # ticks between identity queries (a GPU's uuid and model do not change)
+
+
+def _hosts_match(host_label: str, host_values: list[str]) -> str:
     alts = "|".join(re.escape(v) for v in sorted(set(host_values)))
-    return f'{{__name__=~"{names}", {host_label}=~{_quote(alts)}}}'
+    return f"{host_label}=~{_quote(alts)}"
+
+
+# what changes every tick and is on screen; memory size, model and uuid come with the identity query
+TICK_FIELDS = (
+    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_XID_ERRORS",
+)  # fmt: skip
+
+
+def hosts_query(host_label: str, host_values: list[str]) -> str:
+    """The values of every host at once, aggregated down to (__name__, gpu, host label): a small fraction
+    of the JSON the raw series would be, for 200 hosts × 8 GPUs."""
+    sel = f'{{__name__=~"{"|".join(TICK_FIELDS)}", {_hosts_match(host_label, host_values)}}}'
+    return f"max by (__name__, gpu, {host_label}) ({sel})"
+
+
+def identity_query(host_label: str, host_values: list[str]) -> str:
+    """Each GPU's uuid, model, bus id and driver, with its memory size (used + free, MiB) as the value."""
+    by = ", ".join(("gpu", host_label, *IDENTITY))
+    m = _hosts_match(host_label, host_values)
+    return f"max by ({by}) (DCGM_FI_DEV_FB_USED{{{m}}} + DCGM_FI_DEV_FB_FREE{{{m}}})"
+
+
+Delivery = tuple[list[Any], dict[str, dict[str, str]]] | PrometheusError
 
 
 class SharedPoller:
@@ -193,18 +245,19 @@ class SharedPoller:
         self.host_label = host_label
         self.interval = interval
         self.timeout = timeout
-        self.subscribers: dict[str, list[asyncio.Queue[list[Any] | PrometheusError]]] = {}
+        self.subscribers: dict[str, list[asyncio.Queue[Delivery]]] = {}
+        self.identity: dict[str, dict[str, dict[str, str]]] = {}  # host -> gpu -> labels
         self.queries = 0  # for tests and benchmarks
         self._task: asyncio.Task[None] | None = None
 
-    def subscribe(self, host_value: str) -> asyncio.Queue[list[Any] | PrometheusError]:
-        q: asyncio.Queue[list[Any] | PrometheusError] = asyncio.Queue(maxsize=1)
+    def subscribe(self, host_value: str) -> asyncio.Queue[Delivery]:
+        q: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=1)
         self.subscribers.setdefault(host_value, []).append(q)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name=f"prometheus {self.base_url}")
         return q
 
-    def unsubscribe(self, host_value: str, q: asyncio.Queue[list[Any] | PrometheusError]) -> None:
+    def unsubscribe(self, host_value: str, q: asyncio.Queue[Delivery]) -> None:
         qs = self.subscribers.get(host_value, [])
         with contextlib.suppress(ValueError):
             qs.remove(q)
@@ -214,8 +267,22 @@ class SharedPoller:
             self._task.cancel()
             self._task = None
 
+    async def _identity(self, client: httpx.AsyncClient, hosts: list[str]) -> None:
+        self.queries += 1
+        res = await instant_query(client, self.base_url, identity_query(self.host_label, hosts), self.timeout)
+        ident: dict[str, dict[str, dict[str, str]]] = {h: {} for h in hosts}
+        for sr in res:
+            m = sr.get("metric") or {}
+            h = m.get(self.host_label)
+            if h in ident and "gpu" in m:
+                labels = {k: str(m[k]) for k in IDENTITY if k in m}
+                with contextlib.suppress(KeyError, ValueError, TypeError, IndexError):
+                    labels["_total_mib"] = str(round(float(sr["value"][1])))
+                ident[h][str(m["gpu"])] = labels
+        self.identity.update(ident)
+
     @staticmethod
-    def _offer(q: asyncio.Queue[list[Any] | PrometheusError], item: list[Any] | PrometheusError) -> None:
+    def _offer(q: asyncio.Queue[Delivery], item: Delivery) -> None:
         if q.full():
             with contextlib.suppress(asyncio.QueueEmpty):
                 q.get_nowait()
@@ -224,9 +291,13 @@ class SharedPoller:
     async def _run(self) -> None:
         next_at = time.monotonic()
         async with httpx.AsyncClient() as client:
+            tick = 0
             while self.subscribers:
                 hosts = list(self.subscribers)
                 try:
+                    if tick % INFO_EVERY == 0 or any(h not in self.identity for h in hosts):
+                        await self._identity(client, hosts)
+                    tick += 1
                     self.queries += 1
                     series = await instant_query(
                         client, self.base_url, hosts_query(self.host_label, hosts), self.timeout
@@ -243,7 +314,7 @@ class SharedPoller:
                             by_host[v].append(sr)
                     for h, got in by_host.items():
                         for q in list(self.subscribers.get(h, [])):
-                            self._offer(q, got)
+                            self._offer(q, (got, self.identity.get(h, {})))
                 next_at += self.interval
                 delay = next_at - time.monotonic()
                 if delay < 0:  # late: skip, never pile up

@@ -251,7 +251,8 @@ class HostTelemetry:
                 if isinstance(got, PrometheusError):
                     gpus, status = frames.failed(str(got))
                 else:
-                    gpus, status = frames.build(got)
+                    series, identity = got
+                    gpus, status = frames.build(series, info=identity)
                 self._publish((None, gpus, status), record=status.fault is None)
         finally:
             poller.unsubscribe(value, q)
