@@ -146,7 +146,7 @@ async def test_replay_plays_in_the_tui_labelled_replay(tmp_path: Path) -> None:
     async with app.run_test(size=(140, 36)) as pilot:
         await until(pilot, lambda: "REPLAY of tiny.jsonl.gz" in screen_text(app), 30, "the REPLAY banner")
         await until(
-            pilot, lambda: "ct200:0" in screen_text(app) and "80%" in screen_text(app), 10, "the last sample"
+            pilot, lambda: "ct200:0" in screen_text(app) and "80%" in screen_text(app), 30, "the last sample"
         )
         await until(pilot, lambda: "finished" in screen_text(app), 30, "the end of the replay")
         assert fleet.gpu_history("ct200", 0)[-1] == 80.0
