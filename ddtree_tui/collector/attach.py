@@ -117,6 +117,7 @@ class FollowerFleet:
         self._subscribers: list[asyncio.Queue[Any]] = []
         self._logs: dict[str, deque[str]] = {}
         self._history: dict[tuple[str, int], deque[float]] = {}
+        self._floor = 0.0  # the time of the last full snapshot: older state events are stale
 
     async def start(self) -> None:
         return None
@@ -154,6 +155,8 @@ class FollowerFleet:
             self._logs.setdefault(ref, deque(maxlen=LOG_LINES_KEPT)).append(ev.line)
             return
         if not isinstance(ev, HostStateChanged | GpuSampleEvent | ServiceStateChanged):
+            return
+        if ev.ts < self._floor:  # already in the full snapshot read after it was sent
             return
         hosts = list(self._snap.hosts)
         i = next((n for n, h in enumerate(hosts) if h.name == ev.host), None)
@@ -383,13 +386,15 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
                 await asyncio.sleep(backoff)
 
     async def _session(self, client: httpx.AsyncClient) -> None:
-        """One connection: a snapshot, then the event stream until it ends (with periodic full refreshes)."""
-        await self._fetch_snapshot(client, history=True)
+        """One connection: the event stream is opened first, then the snapshot is read (so nothing falls in
+        between; events older than the snapshot are not folded in again), then events until the stream ends,
+        with a full refresh every `refresh_s`."""
         async with client.stream(
             "GET", f"{self.url}/events", timeout=httpx.Timeout(self.timeout, read=30.0)
         ) as r:
             if r.status_code != 200:
                 raise RuntimeError(f"/events answered HTTP {r.status_code}")
+            await self._fetch_snapshot(client, history=True)
             self._up()
             refresher = asyncio.create_task(self._refresh_loop(client))
             try:
@@ -416,6 +421,7 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         if r.status_code != 200:
             raise RuntimeError(f"/snapshot answered HTTP {r.status_code}")
         self._snap = FleetSnapshot.model_validate(r.json())
+        self._floor = self._snap.ts
         for h in self._snap.hosts if history else ():
             for g in h.gpus:
                 if g.util_gpu is not None:

@@ -234,6 +234,7 @@ class ReplayFleet(FollowerFleet):
             kind = rec.get("type")
             if kind == "snapshot":
                 self._snap = FleetSnapshot.model_validate(rec["snap"])
+                self._floor = self._snap.ts  # events queued before it and written after are already in it
                 for h in self._snap.hosts:
                     for g in h.gpus:
                         if g.util_gpu is not None and not self._history.get((h.name, g.index)):
