@@ -5,6 +5,7 @@ Routes:
 - `/snapshot`   the `status --json` document (schema 1)
 - `/events`     server-sent events: one `event: KIND` / `data: JSON` pair per fleet event
 - `/logs?ref=HOST/SVC`  the tail of a service's log the fleet keeps (attached TUIs read it once)
+- `/alerts`     the alerts active now (ddtree_tui.alerts)
 - `/-/healthy`  200 while the process serves; `/-/ready` 200 once every host was tried once
 
 Bound to loopback by default. A listen address off loopback is refused unless a token file is given; then
@@ -42,7 +43,7 @@ from ddtree_tui.events import (
     FleetEvent,
     ServiceStateChanged,
 )
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.state import Alert, FleetSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class Collector:
         self._ever_ran: set[tuple[str, str]] = set()
         self.listeners: list[Callable[[Any], None]] = []  # recorder, alerts: called for every event
         self.scrapes = 0
+        self.alerts: dict[tuple[str, str, str], Alert] = {}  # the active ones, for /alerts
 
     def snapshot(self) -> FleetSnapshot:
         return self.fleet.snapshot()
@@ -202,8 +204,10 @@ class Collector:
             if a.active:
                 c.alerts_active[akey] = 1
                 c.alerts_fired[a.kind] = c.alerts_fired.get(a.kind, 0) + 1
+                self.alerts[akey] = a
             else:
                 c.alerts_active.pop(akey, None)
+                self.alerts.pop(akey, None)
         for fn in self.listeners:
             try:
                 fn(ev)
@@ -262,6 +266,7 @@ class Collector:
         app.router.add_get("/snapshot", self.h_snapshot)
         app.router.add_get("/events", self.h_events)
         app.router.add_get("/logs", self.h_logs)
+        app.router.add_get("/alerts", self.h_alerts)
         app.router.add_get("/-/healthy", self.h_healthy)
         app.router.add_get("/-/ready", self.h_ready)
         app.router.add_get("/", self.h_index)
@@ -297,6 +302,10 @@ class Collector:
             return web.json_response({"error": "give ?ref=HOST/SVC"}, status=400)
         return web.json_response({"ref": ref, "lines": self.fleet.log_lines(ref)})
 
+    async def h_alerts(self, request: web.Request) -> web.Response:
+        items = sorted(self.alerts.values(), key=lambda a: (a.host, a.subject, a.kind))
+        return web.json_response({"alerts": [a.model_dump(mode="json") for a in items]})
+
     async def h_healthy(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
@@ -307,7 +316,7 @@ class Collector:
 
     async def h_index(self, request: web.Request) -> web.Response:
         return web.Response(
-            text="ddtree-tui collector: /metrics /snapshot /events /logs?ref=HOST/SVC /-/ready /-/healthy\n"
+            text="ddtree-tui collector: /metrics /snapshot /events /alerts /logs?ref=HOST/SVC /-/ready /-/healthy\n"
         )
 
     async def h_events(self, request: web.Request) -> web.StreamResponse:

@@ -125,6 +125,9 @@ async def test_xid_alert_reaches_metrics_and_events(
                 await asyncio.sleep(0.2)
             assert want in text
             assert 'ddtree_alerts_fired_total{alert="gpu_xid"} 1.0' in text
+            [active] = (await client.get(f"{url}/alerts")).json()["alerts"]
+            assert (active["kind"], active["host"], active["subject"]) == ("gpu_xid", "node-a", "gpu0")
+            assert active["message"] == "GPU 0: XID 79"
             alerts = [e for e in events if e["kind"] == "alert"]
             assert alerts and alerts[0]["alert"]["kind"] == "gpu_xid" and alerts[0]["alert"]["active"]
             assert any(e["kind"] == "notice" and "ALERT node-a/gpu0" in e["text"] for e in events)
@@ -135,6 +138,7 @@ async def test_xid_alert_reaches_metrics_and_events(
                     break
                 await asyncio.sleep(0.2)
             assert "ddtree_alert_active{" not in text
+            assert (await client.get(f"{url}/alerts")).json() == {"alerts": []}
             reader.cancel()
     finally:
         stop.set()
