@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ddtree_tui.collector.recording import Recorder, RecordingError, RecordingFleet, ReplayFleet, read_records
@@ -16,6 +19,7 @@ from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
 from tests.app.screen_text import screen_text, until
+from tests.collector.conftest import ServeProc
 from tests.collector.prom import free_port
 
 
@@ -107,9 +111,7 @@ async def test_replay_reproduces_the_recorded_screens(
     assert replay.finished and "finished" in replay.banner()
 
 
-@pytest.mark.timeout(60)
-async def test_replay_plays_in_the_tui_labelled_replay(tmp_path: Path) -> None:
-    path = tmp_path / "tiny.jsonl.gz"
+def _tiny_recording(path: Path) -> None:
     snap = {"schema": 1, "ts": 1000.0, "hosts": [{"name": "ct200", "address": "ct200", "state": "connected"}]}
     lines = [
         {"type": "header", "version": 1, "started": 1000.0, "max_bytes": 1 << 20},
@@ -141,6 +143,12 @@ async def test_replay_plays_in_the_tui_labelled_replay(tmp_path: Path) -> None:
     ]
     with gzip.open(path, "wt") as f:
         f.write("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+@pytest.mark.timeout(60)
+async def test_replay_plays_in_the_tui_labelled_replay(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.jsonl.gz"
+    _tiny_recording(path)
     fleet = ReplayFleet(path, speed=4.0)
     app = DDTreeApp(fleet, refresh_hz=10)
     async with app.run_test(size=(140, 36)) as pilot:
@@ -179,3 +187,31 @@ def test_recording_is_bounded(tmp_path: Path) -> None:
     assert r.full and (tmp_path / "b.gz").stat().st_size < 4096 + 70000  # one compressor block past the limit
     last = list(read_records(tmp_path / "b.gz"))[-1]
     assert last == {"type": "end", "t": last["t"], "reason": "size limit reached"}
+
+
+def test_replay_and_record_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ddtree_tui.cli import main
+
+    assert main(["--replay", str(tmp_path / "missing.gz")]) == 2
+    assert "no recording at" in capsys.readouterr().err
+    assert main(["--replay", "a.gz", "--record", "b.gz"]) == 2
+    assert "do not go together" in capsys.readouterr().err
+    assert main(["--replay", str(tmp_path / "missing.gz"), "--speed", "0"]) == 2
+
+
+@pytest.mark.timeout(60)
+def test_serve_replays_a_recording_for_prometheus(
+    tmp_path: Path, serve_demo: Callable[..., ServeProc]
+) -> None:
+    path = tmp_path / "tiny.jsonl.gz"
+    _tiny_recording(path)
+    srv = serve_demo("--replay", str(path), "--speed", "100")
+    deadline = time.monotonic() + 20
+    text = ""
+    while time.monotonic() < deadline:
+        text = httpx.get(f"{srv.url}/metrics", timeout=5).text
+        if 'ddtree_gpu_utilization_ratio{gpu="0",host="ct200"} 0.8' in text:
+            break
+        time.sleep(0.2)
+    assert 'ddtree_gpu_utilization_ratio{gpu="0",host="ct200"} 0.8' in text
+    assert httpx.get(f"{srv.url}/snapshot", timeout=5).json()["hosts"][0]["name"] == "ct200"
