@@ -9,7 +9,7 @@ a small closed set of `state` values; never a pid, a uuid on a value series, or 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import get_args
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
@@ -37,6 +37,16 @@ class CollectorCounters:
     alerts_active: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (kind, host, subject)
     alerts_fired: dict[str, int] = field(default_factory=dict)  # kind -> count
     event_clients: int = 0  # /events streams open now (attached TUIs, browsers)
+
+    def copy(self) -> CollectorCounters:
+        """A copy that the loop's later updates do not touch (for a scrape made in a thread)."""
+        return replace(
+            self,
+            restarts=dict(self.restarts),
+            events=dict(self.events),
+            alerts_active=dict(self.alerts_active),
+            alerts_fired=dict(self.alerts_fired),
+        )
 
 
 class FleetMetrics(Collector):

@@ -289,8 +289,11 @@ class Collector:
         return await handler(request)
 
     async def h_metrics(self, request: web.Request) -> web.Response:
+        """The snapshot and a copy of the counters are taken here, on the loop; the text is made in a thread,
+        so a large fleet's scrape does not hold up the event stream."""
         self.scrapes += 1
-        body = generate_latest(self.registry)
+        snap, counters = self.snapshot(), self.counters.copy()
+        body = await asyncio.to_thread(generate_latest, make_registry(lambda: snap, counters))
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def h_snapshot(self, request: web.Request) -> web.Response:
