@@ -29,6 +29,11 @@ HANDLERS: dict[str, str] = {
     "todo": "ddtree_tui.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
     "report": "ddtree_tui.report.cli:cli_main",
+    "serve": "ddtree_tui.collector.server:serve_main",
+    "web": "ddtree_tui.collector.web:web_main",
+    "attach": "ddtree_tui.ui.attach:cli_main",
+    "replay": "ddtree_tui.ui.attach:replay_main",
+    "record": "ddtree_tui.ui.attach:record_main",
 }
 
 
@@ -49,6 +54,17 @@ def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
     )
 
 
+def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
+    d = argparse.SUPPRESS if suppress else None
+    g = p.add_argument_group("record and replay a session (the TUI and serve)")
+    g.add_argument("--record", metavar="FILE", default=d, help="record snapshots and events (gzip, bounded)")
+    g.add_argument(
+        "--record-max-mb", type=float, metavar="MB", default=argparse.SUPPRESS if suppress else 200.0
+    )
+    g.add_argument("--replay", metavar="FILE", default=d, help="play a recording back, labelled REPLAY")
+    g.add_argument("--speed", type=float, metavar="X", default=argparse.SUPPRESS if suppress else 1.0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ddtree-tui",
@@ -56,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Without a mode word it starts the terminal UI.",
     )
     _globals(p, suppress=False)
+    a = p.add_argument_group("attach to a collector (ddtree-tui serve)")
+    a.add_argument("--attach", metavar="URL", default=None, help="run the TUI on a collector's data, e.g. "
+                   "http://127.0.0.1:9464 (no ssh connections of its own)")  # fmt: skip
+    a.add_argument("--token-file", metavar="FILE", default=None, help="the collector's bearer token file")
+    _record_args(p, suppress=False)
     b = p.add_argument_group("headless benchmark (--run-bench)")
     b.add_argument("--run-bench", action="store_true", help="run a benchmark headless; table on stdout")
     b.add_argument("--services", metavar="HOST/SVC,...", help="services to compare (default: all)")
@@ -203,6 +224,36 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="transformers: all four above",
     )
+
+    sp = add("serve", "a collector: one fleet served as /metrics, /snapshot, /events for Prometheus and TUIs")
+    sp.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT", help="default 127.0.0.1:9464")
+    sp.add_argument(
+        "--token-file",
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="bearer token file (0600; created when missing)",
+    )
+    sp.add_argument(
+        "--intents",
+        action="store_true",
+        help="accept launch/kill/restart/move/bench/todo over HTTP (bearer token; .ddtree/collector.token "
+        "unless --token-file)",
+    )
+    _record_args(sp, suppress=True)
+
+    sp = add("web", "the TUI in a browser (textual-serve), each tab attached to a collector")
+    sp.add_argument("--listen", dest="web_listen", default="127.0.0.1:8765", metavar="HOST:PORT")
+    sp.add_argument(
+        "--attach", default=argparse.SUPPRESS, metavar="URL", help="the collector (default :9464)"
+    )
+    sp.add_argument(
+        "--token-file",
+        dest="web_token_file",
+        default=None,
+        metavar="FILE",
+        help="browser token file (0600; created when missing); needed off loopback",
+    )
+    sp.add_argument("--collector-token-file", dest="token_file", default=argparse.SUPPRESS, metavar="FILE")
     return p
 
 
@@ -228,6 +279,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = ns.mode or ("run-bench" if ns.run_bench else "tui")
     if ns.mode and ns.run_bench:
         parser.error("--run-bench is a mode of its own; do not combine it with a mode word")
+    if mode == "tui" and getattr(ns, "attach", None):
+        mode = "attach"
+    elif mode == "tui" and getattr(ns, "replay", None):
+        mode = "replay"
+    elif mode == "tui" and getattr(ns, "record", None):
+        mode = "record"
     handler = _resolve(HANDLERS[mode])
     if handler is None:
         print(f"ddtree-tui: mode '{mode}' is not built yet", file=sys.stderr)

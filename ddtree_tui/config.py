@@ -76,9 +76,38 @@ class SimOptions(_Strict):
 class TelemetryOptions(_Strict):
     """Where GPU numbers come from: the host itself, or a replay of a recording (always labelled)."""
 
-    source: Literal["auto", "nvml", "nvidia-smi", "replay", "none"] = "auto"
+    source: Literal["auto", "nvml", "nvidia-smi", "replay", "none", "prometheus"] = "auto"
     replay: str | None = None
     interval_ms: int = Field(default=1000, ge=100, le=60000)
+    # source = "prometheus": DCGM-exporter series read through a Prometheus server's HTTP API
+    prometheus_url: str | None = Field(default=None, pattern=r"^https?://")
+    host_label: str = Field(default="Hostname", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    host_value: str | None = None  # the label's value for this host (default: the profile's name)
+
+    @model_validator(mode="after")
+    def _prometheus_needs_url(self) -> TelemetryOptions:
+        if self.source == "prometheus" and not self.prometheus_url:
+            raise ValueError('source = "prometheus" needs prometheus_url = "http://HOST:9090"')
+        return self
+
+
+class AlertOptions(_Strict):
+    """When the fleet raises an alert for this host (ddtree_tui.alerts)."""
+
+    accept_collapse_ratio: float = Field(default=0.5, gt=0, lt=1, description="of the running median")
+    accept_window: int = Field(default=60, ge=3, le=100000, description="accept-length samples in the median")
+    accept_min_samples: int = Field(default=10, ge=2, le=100000)
+    restart_count: int = Field(default=3, ge=1, le=1000, description="restarts within restart_window_s")
+    restart_window_s: float = Field(default=600.0, gt=0, le=86400)
+    throttle_reasons: list[str] = Field(
+        default_factory=lambda: [
+            "hw_slowdown",
+            "hw_thermal_slowdown",
+            "sw_thermal_slowdown",
+            "hw_power_brake_slowdown",
+        ]
+    )
+    gpu_faults: bool = True
 
 
 class ServiceSpec(_Strict):
@@ -158,6 +187,7 @@ class HostProfile(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     ddtree_flags: DDTreeFlags = Field(default_factory=DDTreeFlags)
     telemetry: TelemetryOptions = Field(default_factory=TelemetryOptions)
+    alerts: AlertOptions = Field(default_factory=AlertOptions)
     service: list[ServiceSpec] = Field(default_factory=list)
 
     # where the profile came from, for messages; not a TOML key

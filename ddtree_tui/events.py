@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ddtree_tui.state import ConnStatus, GpuSample, HostSample, ServiceStatus, TelemetryStatus
+from ddtree_tui.state import Alert, ConnStatus, GpuSample, HostSample, ServiceStatus, TelemetryStatus
 
 
 class _Event(BaseModel):
@@ -61,6 +61,20 @@ class Notice(_Event):
     text: str
 
 
+class AlertChanged(_Event):
+    """An alert was raised or cleared (ddtree_tui.alerts)."""
+
+    kind: Literal["alert"] = "alert"
+    alert: Alert
+
+
 FleetEvent = (
-    HostStateChanged | GpuSampleEvent | ServiceStateChanged | LogLine | BenchEventWrap | TodoChanged | Notice
+    HostStateChanged
+    | GpuSampleEvent
+    | ServiceStateChanged
+    | LogLine
+    | BenchEventWrap
+    | TodoChanged
+    | Notice
+    | AlertChanged
 )

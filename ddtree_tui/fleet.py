@@ -111,6 +111,9 @@ class Fleet:
         for prof in self._profiles:
             await self._start_host(prof)
         self._bg.append(asyncio.create_task(self._todo_loop(), name="todo-loop"))
+        from ddtree_tui.alerts import run_alerts
+
+        self._bg.append(asyncio.create_task(self._guard(lambda: run_alerts(self), "alerts"), name="alerts"))
 
     async def _start_host(self, prof: HostProfile) -> None:
         transport = make_transport(prof)
@@ -255,6 +258,10 @@ class Fleet:
         with contextlib.suppress(ValueError):
             self._subscribers.remove(q)
 
+    def publish(self, ev: FleetEvent) -> None:
+        """Publish an event to every subscriber, as the fleet's own parts do (the alert engine uses this)."""
+        self._publish(ev)
+
     def _publish(self, ev: FleetEvent) -> None:
         for q in self._subscribers:
             if q.full():  # a slow reader loses the oldest events, the core never waits for it
@@ -329,8 +336,8 @@ class Fleet:
         ]
 
     def _label_gpus(self, h: _Host, services: list[ServiceStatus]) -> list[GpuSample]:
-        """A replayed recording has no pids of ours: say which running service is configured on each GPU."""
-        if h.telemetry_status.source != "replay":
+        """A replay or Prometheus has no pids of ours: say which running service is configured on each GPU."""
+        if h.telemetry_status.source not in ("replay", "prometheus"):  # no pids of ours in these
             return h.gpus
         out = []
         for g in h.gpus:
@@ -339,7 +346,8 @@ class Fleet:
                 for s in services
                 if s.state in ("starting", "ready", "unhealthy") and g.index in s.gpus
             ]
-            out.append(g.model_copy(update={"service": ", ".join(names) or None}))
+            label = ", ".join(names) or None
+            out.append(g if g.service == label else g.model_copy(update={"service": label}))
         return out
 
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:

@@ -76,7 +76,7 @@ class HostSample(_Snap):
 class TelemetryStatus(_Snap):
     """Where a host's GPU numbers come from and whether that source is healthy."""
 
-    source: Literal["nvml", "nvidia-smi", "nvidia-smi-oneshot", "replay", "none"] | None = None
+    source: Literal["nvml", "nvidia-smi", "nvidia-smi-oneshot", "replay", "none", "prometheus"] | None = None
     note: str | None = None  # e.g. "replay of a real H200 recording", "no NVIDIA GPU"
     fault: str | None = None  # host-level sampler fault ("No devices were found", "sampler not answering")
     fault_at: float | None = None
@@ -137,3 +137,18 @@ class FleetSnapshot(_Snap):
     def service(self, host: str, name: str) -> ServiceStatus | None:
         h = self.host(host)
         return next((s for s in h.services if s.name == name), None) if h else None
+
+
+AlertKind = Literal["accept_collapse", "gpu_xid", "gpu_off_bus", "gpu_fault", "gpu_throttle", "restart_loop"]
+
+
+class Alert(_Snap):
+    """Something a person should look at now; `active` False when it has cleared."""
+
+    kind: AlertKind
+    host: str
+    subject: str  # "gpu3" or a service name
+    message: str
+    severity: Literal["warning", "error"] = "error"
+    since: float = 0.0
+    active: bool = True

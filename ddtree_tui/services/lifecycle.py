@@ -55,6 +55,7 @@ class _Svc:
     info: ServerInfo | None = None
     info_age: int = 0
     metrics: LogMetrics | None = None
+    sglang: Any = None  # SglangGauges from the server's own /metrics (ddtree_tui.services.sglang_metrics)
     killing: bool = False
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     subscribers: set[asyncio.Queue[str]] = field(default_factory=set)
@@ -64,6 +65,12 @@ class _Svc:
     unreachable: str | None = None
     launched_hashes: set[str] = field(default_factory=set)  # argv hashes this manager launched itself
 
+
+# ServiceStatus field -> the LogMetrics field that, when the log has it, wins over the server's /metrics
+_LOG_FIELD = {
+    "accept_length": "accept_len", "accept_rate": "accept_rate", "gen_throughput": "gen_throughput",
+    "running_reqs": "running_req", "queue_reqs": "queue_req", "token_usage": "usage",
+}  # fmt: skip
 
 _CLEARED: dict[str, Any] = dict.fromkeys(
     (
@@ -338,6 +345,13 @@ class ServiceManager:
                 upd["accept_length"] = info.avg_spec_accept_length
             if m is None or m.gen_throughput is None:
                 upd["gen_throughput"] = info.last_gen_throughput
+        sg = svc.sglang  # the server's own gauges: between its log lines and /server_info
+        if sg is not None:
+            for key, val in (("accept_length", sg.accept_length), ("accept_rate", sg.accept_rate),
+                             ("gen_throughput", sg.gen_throughput), ("running_reqs", sg.running_reqs),
+                             ("queue_reqs", sg.queue_reqs), ("token_usage", sg.token_usage)):  # fmt: skip
+                if val is not None and (m is None or getattr(m, _LOG_FIELD[key], None) is None):
+                    upd[key] = val
         h = svc.health
         if h is not None:
             upd["health_latency_ms"] = round(h.latency_ms, 2) if h.latency_ms is not None else None
@@ -519,6 +533,10 @@ class ServiceManager:
                         info = info.model_copy(update={"model_path": svc.info.model_path})
                     svc.info = info
                 svc.info_age = 0
+                if h.ok and svc.spec.enable_metrics:
+                    from ddtree_tui.services.sglang_metrics import fetch_sglang_metrics
+
+                    svc.sglang = await fetch_sglang_metrics(self._http(), base, self.health_timeout)
             svc.info_age += 1
         svc.health = h
         if h.ok:

@@ -155,6 +155,9 @@ class HostTelemetry:
         if src == "replay":
             await self._run_replay()
             return
+        if src == "prometheus":
+            await self._run_prometheus()
+            return
         if is_local(self.transport, self.profile):
             if src == "none":
                 await self._run_host_only("GPU telemetry off in the profile")
@@ -236,6 +239,28 @@ class HostTelemetry:
             if stats is not None:
                 frame["host"] = (await asyncio.to_thread(stats.sample)).model_dump(exclude={"ts"})
             self._emit(frame)
+
+    async def _run_prometheus(self) -> None:
+        """DCGM-exporter series from a Prometheus server (no host sampler): one query per tick shared by
+        every host that reads from the same server."""
+        from ddtree_tui.telemetry.prometheus import DcgmFrames, PrometheusError, shared_poller
+
+        self.mode_used = "prometheus"
+        value = self.profile.telemetry.host_value or self.profile.name
+        frames = DcgmFrames(value)
+        poller = shared_poller(self.profile, self.interval)
+        q = poller.subscribe(value)
+        try:
+            while True:
+                got = await q.get()
+                if isinstance(got, PrometheusError):
+                    gpus, status = frames.failed(str(got))
+                else:
+                    series, identity = got
+                    gpus, status = frames.build(series, info=identity)
+                self._publish((None, gpus, status), record=status.fault is None)
+        finally:
+            poller.unsubscribe(value, q)
 
     async def _shell_fields(self) -> list[str]:
         try:
@@ -353,6 +378,16 @@ async def snapshot_once(transport: Transport, profile: HostProfile, timeout: flo
 async def _snapshot(
     transport: Transport, profile: HostProfile, src: str, local: bool, timeout: float
 ) -> Update:
+    if src == "prometheus":
+        import httpx
+
+        from ddtree_tui.telemetry.prometheus import DcgmFrames, read_once
+
+        async with httpx.AsyncClient() as client:
+            gpus, status = await read_once(
+                profile, client, DcgmFrames(profile.telemetry.host_value or profile.name), timeout
+            )
+        return None, gpus, status
     if src == "replay":
         try:
             frames, note = load_recording(profile.telemetry.replay)

@@ -268,6 +268,9 @@ class DDTreeApp(App[int]):
 
     def now(self) -> float:
         """The clock panes use: frozen at the snapshot's time when nothing is live (stable screenshots)."""
+        clock = getattr(self.fleet, "clock", None)  # a replay shows ages against its recorded time
+        if callable(clock):
+            return float(clock())
         return time.time() if self.live else self._snap.ts
 
     def _view(self) -> View:
@@ -300,6 +303,9 @@ class DDTreeApp(App[int]):
         if "fleet" in self._dirty:
             self._snap = self.fleet.snapshot()
             self._pick_default_service()
+            banner = getattr(self.fleet, "banner", None)  # an attached fleet says where its data comes from
+            if callable(banner):
+                self.sub_title = banner()
             want |= {1, 2, 3}
         if "todos" in self._dirty:
             want.add(4)

@@ -533,7 +533,7 @@ def _write_profile(path: Path, p: HostProfile) -> None:
     lines = [
         f"{k} = {toml_val(v)}"
         for k, v in p.model_dump(
-            exclude={"env", "service", "ddtree_flags", "telemetry", "source"}, exclude_none=True
+            exclude={"env", "service", "ddtree_flags", "telemetry", "alerts", "source"}, exclude_none=True
         ).items()
     ]
     lines.append("[env]")

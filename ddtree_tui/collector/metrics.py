@@ -1,0 +1,227 @@
+"""Prometheus exposition of the fleet, made with the official client library: a custom collector that reads
+the latest snapshot at scrape time (nothing is copied per sample) plus the counters the collector keeps from
+the event stream (restarts, bench progress, events seen).
+
+Naming follows the Prometheus rules: base units (bytes, seconds, watts, celsius, ratios 0..1), `_total` for
+counters, `_info` for series that carry labels and the value 1, and low label cardinality (host, gpu, service,
+a small closed set of `state` values; never a pid, a uuid on a value series, or a free-text error)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import get_args
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ddtree_tui import __version__
+from ddtree_tui.state import FleetSnapshot, HostConnState, ServiceState
+
+MIB = 1024 * 1024
+HOST_STATES: tuple[str, ...] = get_args(HostConnState)
+SERVICE_STATES: tuple[str, ...] = get_args(ServiceState)
+
+
+@dataclass
+class CollectorCounters:
+    """What the collector counts from the fleet's event stream (the snapshot holds no history)."""
+
+    restarts: dict[tuple[str, str], int] = field(default_factory=dict)  # (host, service) -> restarts
+    events: dict[str, int] = field(default_factory=dict)  # event kind -> count
+    bench_running: bool = False
+    bench_done: int = 0
+    bench_total: int = 0
+    bench_runs: int = 0
+    bench_failed_requests: int = 0
+    alerts_active: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (kind, host, subject)
+    alerts_fired: dict[str, int] = field(default_factory=dict)  # kind -> count
+    event_clients: int = 0  # /events streams open now (attached TUIs, browsers)
+
+    def copy(self) -> CollectorCounters:
+        """A copy that the loop's later updates do not touch (for a scrape made in a thread)."""
+        return replace(
+            self,
+            restarts=dict(self.restarts),
+            events=dict(self.events),
+            alerts_active=dict(self.alerts_active),
+            alerts_fired=dict(self.alerts_fired),
+        )
+
+
+class FleetMetrics(Collector):
+    """Reads `snapshot()` and `counters` on every scrape; registered in its own registry."""
+
+    def __init__(self, snapshot: Callable[[], FleetSnapshot], counters: CollectorCounters) -> None:
+        self._snapshot = snapshot
+        self.counters = counters
+
+    def describe(self) -> list[Metric]:
+        return []  # unchecked collector: families depend on the fleet
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._snapshot()
+        c = self.counters
+        up = GaugeMetricFamily("ddtree_up", "1 while the collector runs and its fleet answers")
+        up.add_metric([], 1.0)
+        yield up
+        build = InfoMetricFamily("ddtree_build", "The ddtree-tui build serving these metrics")
+        build.add_metric([], {"version": __version__})
+        yield build
+
+        host_up = GaugeMetricFamily("ddtree_host_up", "1 when the host's connection is up", labels=["host"])
+        host_state = GaugeMetricFamily(
+            "ddtree_host_connection_state",
+            "1 for the host's current connection state",
+            labels=["host", "state"],
+        )
+        telemetry_ok = GaugeMetricFamily(
+            "ddtree_host_telemetry_ok", "1 when the host's GPU sampler reports no fault", labels=["host"]
+        )
+        host_cpu = GaugeMetricFamily("ddtree_host_cpu_ratio", "Host CPU use, 0..1", labels=["host"])
+        host_mem = GaugeMetricFamily("ddtree_host_memory_used_bytes", "Host memory in use", labels=["host"])
+        g_util = GaugeMetricFamily(
+            "ddtree_gpu_utilization_ratio", "GPU utilisation, 0..1", labels=["host", "gpu"]
+        )
+        g_mem = GaugeMetricFamily("ddtree_gpu_memory_used_bytes", "GPU memory in use", labels=["host", "gpu"])
+        g_memt = GaugeMetricFamily("ddtree_gpu_memory_total_bytes", "GPU memory size", labels=["host", "gpu"])
+        g_pow = GaugeMetricFamily("ddtree_gpu_power_watts", "GPU power draw", labels=["host", "gpu"])
+        g_powl = GaugeMetricFamily("ddtree_gpu_power_limit_watts", "GPU power limit", labels=["host", "gpu"])
+        g_temp = GaugeMetricFamily(
+            "ddtree_gpu_temperature_celsius", "GPU temperature", labels=["host", "gpu"]
+        )
+        g_ok = GaugeMetricFamily(
+            "ddtree_gpu_healthy", "1 when the GPU reports no fault", labels=["host", "gpu"]
+        )
+        g_info = InfoMetricFamily("ddtree_gpu", "A GPU's model and uuid", labels=["host", "gpu"])
+        g_svc = InfoMetricFamily(
+            "ddtree_gpu_service",
+            "Joins a GPU to the service configured on it (join on host and gpu)",
+            labels=["host", "gpu"],
+        )
+        s_info = InfoMetricFamily(
+            "ddtree_service", "A service's algorithm and launcher", labels=["host", "service"]
+        )
+        s_state = GaugeMetricFamily(
+            "ddtree_service_state", "1 for the service's current state", labels=["host", "service", "state"]
+        )
+        s_acc = GaugeMetricFamily(
+            "ddtree_service_accept_length", "Mean accepted tokens per verify step", labels=["host", "service"]
+        )
+        s_tput = GaugeMetricFamily(
+            "ddtree_service_generation_throughput_tokens_per_second",
+            "Generated tokens per second (the server's own number)",
+            labels=["host", "service"],
+        )
+        s_lat = GaugeMetricFamily(
+            "ddtree_service_health_latency_seconds",
+            "Latency of the last health probe",
+            labels=["host", "service"],
+        )
+        s_run = GaugeMetricFamily(
+            "ddtree_service_running_requests", "Requests running", labels=["host", "service"]
+        )
+        s_rst = CounterMetricFamily(
+            "ddtree_service_restarts",
+            "Times the service went back to starting after it had run (seen by this collector)",
+            labels=["host", "service"],
+        )
+        for h in snap.hosts:
+            host_up.add_metric([h.name], 1.0 if h.state == "connected" else 0.0)
+            for st in HOST_STATES:
+                host_state.add_metric([h.name, st], 1.0 if h.state == st else 0.0)
+            telemetry_ok.add_metric([h.name], 0.0 if h.telemetry.fault else 1.0)
+            if h.host is not None:
+                if h.host.cpu_percent is not None:
+                    host_cpu.add_metric([h.name], h.host.cpu_percent / 100.0)
+                if h.host.mem_used_mb is not None:
+                    host_mem.add_metric([h.name], float(h.host.mem_used_mb * MIB))
+            for g in h.gpus:
+                lab = [h.name, str(g.index)]
+                if g.util_gpu is not None:
+                    g_util.add_metric(lab, g.util_gpu / 100.0)
+                if g.mem_used_mb is not None:
+                    g_mem.add_metric(lab, float(g.mem_used_mb * MIB))
+                if g.mem_total_mb is not None:
+                    g_memt.add_metric(lab, float(g.mem_total_mb * MIB))
+                if g.power_w is not None:
+                    g_pow.add_metric(lab, g.power_w)
+                if g.power_limit_w is not None:
+                    g_powl.add_metric(lab, g.power_limit_w)
+                if g.temp_c is not None:
+                    g_temp.add_metric(lab, float(g.temp_c))
+                g_ok.add_metric(lab, 1.0 if g.health == "ok" else 0.0)
+                g_info.add_metric(lab, {"model": g.name or "", "uuid": g.uuid or ""})
+            for s in h.services:
+                lab = [h.name, s.name]
+                s_info.add_metric(
+                    lab,
+                    {
+                        "algorithm": s.algorithm,
+                        "mode": s.mode or "",
+                        "launcher": s.launcher,
+                        "simulated": "true" if s.simulated else "false",
+                        "port": str(s.port),
+                    },
+                )
+                for gpu in s.gpus:
+                    g_svc.add_metric([h.name, str(gpu)], {"service": s.name})
+                for st in SERVICE_STATES:
+                    s_state.add_metric([*lab, st], 1.0 if s.state == st else 0.0)
+                if s.accept_length is not None:
+                    s_acc.add_metric(lab, s.accept_length)
+                if s.gen_throughput is not None:
+                    s_tput.add_metric(lab, s.gen_throughput)
+                if s.health_latency_ms is not None:
+                    s_lat.add_metric(lab, s.health_latency_ms / 1000.0)
+                if s.running_reqs is not None:
+                    s_run.add_metric(lab, float(s.running_reqs))
+                s_rst.add_metric(lab, float(c.restarts.get((h.name, s.name), 0)))
+        yield from (host_up, host_state, telemetry_ok, host_cpu, host_mem)
+        yield from (g_util, g_mem, g_memt, g_pow, g_powl, g_temp, g_ok, g_info, g_svc)
+        yield from (s_info, s_state, s_acc, s_tput, s_lat, s_run, s_rst)
+
+        b_run = GaugeMetricFamily("ddtree_bench_running", "1 while a benchmark runs")
+        b_run.add_metric([], 1.0 if c.bench_running else 0.0)
+        b_done = GaugeMetricFamily(
+            "ddtree_bench_requests_done", "Counted requests finished in the current run"
+        )
+        b_done.add_metric([], float(c.bench_done))
+        b_tot = GaugeMetricFamily(
+            "ddtree_bench_requests_planned", "Counted requests planned in the current run"
+        )
+        b_tot.add_metric([], float(c.bench_total))
+        b_runs = CounterMetricFamily("ddtree_bench_runs", "Benchmark runs finished")
+        b_runs.add_metric([], float(c.bench_runs))
+        b_fail = CounterMetricFamily("ddtree_bench_failed_requests", "Benchmark requests that failed")
+        b_fail.add_metric([], float(c.bench_failed_requests))
+        yield from (b_run, b_done, b_tot, b_runs, b_fail)
+
+        cl = GaugeMetricFamily("ddtree_collector_event_clients", "Event streams (/events) open now")
+        cl.add_metric([], float(c.event_clients))
+        yield cl
+        ev = CounterMetricFamily(
+            "ddtree_collector_events", "Fleet events seen by the collector", labels=["kind"]
+        )
+        for kind, n in sorted(c.events.items()):
+            ev.add_metric([kind], float(n))
+        yield ev
+        al = GaugeMetricFamily(
+            "ddtree_alert_active", "1 while an alert holds", labels=["alert", "host", "subject"]
+        )
+        for (kind, host, subject), v in sorted(c.alerts_active.items()):
+            al.add_metric([kind, host, subject], float(v))
+        yield al
+        af = CounterMetricFamily(
+            "ddtree_alerts_fired", "Alerts raised since the collector started", labels=["alert"]
+        )
+        for kind, n in sorted(c.alerts_fired.items()):
+            af.add_metric([kind], float(n))
+        yield af
+
+
+def make_registry(snapshot: Callable[[], FleetSnapshot], counters: CollectorCounters) -> CollectorRegistry:
+    """A registry of its own (not the process-global default) holding only the fleet's metrics."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(FleetMetrics(snapshot, counters))
+    return reg

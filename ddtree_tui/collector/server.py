@@ -1,0 +1,459 @@
+"""`ddtree-tui serve`: one long-running Fleet (the same core the TUI runs) behind an aiohttp server.
+
+Routes:
+- `/metrics`    Prometheus exposition (prometheus_client; see metrics.py for the names)
+- `/snapshot`   the `status --json` document (schema 1)
+- `/events`     server-sent events: one `event: KIND` / `data: JSON` pair per fleet event
+- `/logs?ref=HOST/SVC`  the tail of a service's log the fleet keeps (attached TUIs read it once)
+- `/alerts`     the alerts active now (ddtree_tui.alerts)
+- `/-/healthy`  200 while the process serves; `/-/ready` 200 once every host was tried once
+
+Bound to loopback by default. A listen address off loopback is refused unless a token file is given; then
+every route but the two probes asks for `Authorization: Bearer <token>`. The token is read from a file
+(created 0600 when missing) and never appears in argv, logs, the screen or JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import signal
+import stat
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ddtree_tui.collector.intents import IntentRoutes
+from ddtree_tui.collector.metrics import CollectorCounters, make_registry
+from ddtree_tui.collector.recording import RecordingError, session_fleet
+from ddtree_tui.events import (
+    AlertChanged,
+    BenchEventWrap,
+    FleetEvent,
+    ServiceStateChanged,
+)
+from ddtree_tui.state import Alert, FleetSnapshot
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LISTEN = "127.0.0.1:9464"
+DEFAULT_TOKEN_FILE = Path(".ddtree/collector.token")
+CLIENT_QUEUE = 1000
+SSE_KEEPALIVE_S = 10.0
+
+
+class ListenError(ValueError):
+    """A --listen address that cannot be used (malformed, or off loopback without a token)."""
+
+
+class FleetSource(Protocol):
+    """What the collector reads from the core: ddtree_tui.fleet.Fleet satisfies it."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def snapshot(self) -> FleetSnapshot: ...
+    def subscribe(self) -> asyncio.Queue[Any]: ...
+    def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
+    def log_lines(self, ref: str) -> list[str]: ...
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """'HOST:PORT' or '[v6]:PORT' -> (host, port); raises ListenError with what is wrong."""
+    s = text.strip()
+    if s.startswith("["):
+        host, sep, rest = s[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ListenError(f"--listen {text!r}: expected [ADDRESS]:PORT")
+        port_s = rest[1:]
+    else:
+        host, sep, port_s = s.rpartition(":")
+        if not sep:
+            raise ListenError(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise ListenError(f"--listen {text!r}: port {port_s!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ListenError(f"--listen {text!r}: port {port} out of range")
+    if not host:
+        raise ListenError(f"--listen {text!r}: give an address (use 0.0.0.0 for every interface)")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_or_create_token(path: Path) -> tuple[str, bool]:
+    """The token in `path`; a new random one written 0600 when the file is missing. (token, created).
+    Refuses a file that others can read."""
+    if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise ListenError(f"token file {path} is readable by others (mode {mode:o}); chmod 600 it")
+        token = path.read_text(encoding="utf-8").strip()
+        if len(token) < 16:
+            raise ListenError(f"token file {path} holds no usable token (at least 16 characters)")
+        return token, False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token, True
+
+
+def event_json(ev: Any) -> dict[str, Any]:
+    """A fleet event as a JSON object (its `kind` says which)."""
+    d: dict[str, Any] = ev.model_dump(mode="json")
+    return d
+
+
+class Collector:
+    """Owns the fleet's event subscription: counts for /metrics, fans events out to SSE clients and to the
+    optional recorder. `snapshot()` is the fleet's, read at request time."""
+
+    def __init__(
+        self,
+        fleet: FleetSource,
+        *,
+        token: str | None = None,
+        intents: bool = False,
+        intent_token: str | None = None,
+    ) -> None:
+        self.fleet = fleet
+        self.token = token  # guards every route but the probes (asked for with --token-file)
+        self.intents = IntentRoutes(fleet, intent_token or token, intents)
+        self.counters = CollectorCounters()
+        self.registry = make_registry(self.snapshot, self.counters)
+        self.started_at = time.time()
+        self.ready = False
+        self._clients: set[asyncio.Queue[str]] = set()
+        self._pump_task: asyncio.Task[None] | None = None
+        self._queue: asyncio.Queue[Any] | None = None
+        self._ever_ran: set[tuple[str, str]] = set()
+        self.listeners: list[Callable[[Any], None]] = []  # recorder, alerts: called for every event
+        self.scrapes = 0
+        self.alerts: dict[tuple[str, str, str], Alert] = {}  # the active ones, for /alerts
+
+    def snapshot(self) -> FleetSnapshot:
+        return self.fleet.snapshot()
+
+    async def start(self, settle_timeout: float = 10.0) -> None:
+        self._queue = self.fleet.subscribe()
+        self._pump_task = asyncio.create_task(self._pump(), name="collector-pump")
+        await self.fleet.start()
+        waiter = getattr(self.fleet, "wait_settled", None)
+        if waiter is not None:
+            with contextlib.suppress(Exception):
+                await waiter(settle_timeout)
+        self.ready = True
+
+    async def stop(self) -> None:
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._pump_task
+        if self._queue is not None:
+            self.fleet.unsubscribe(self._queue)
+        for q in list(self._clients):
+            self._offer(q, "")  # "" tells the SSE handler to end the stream
+        await self.fleet.stop()
+
+    # --- events ----------------------------------------------------------------------------------------
+    async def _pump(self) -> None:
+        assert self._queue is not None
+        while True:
+            ev = await self._queue.get()
+            self.handle_event(ev)
+
+    def handle_event(self, ev: FleetEvent | Any) -> None:
+        """Count one event, hand it to listeners, fan it out to every SSE client (bounded, drop oldest)."""
+        kind = str(getattr(ev, "kind", type(ev).__name__))
+        c = self.counters
+        c.events[kind] = c.events.get(kind, 0) + 1
+        if isinstance(ev, ServiceStateChanged):
+            key = (ev.host, ev.status.name)
+            state = ev.status.state
+            if state in ("ready", "unhealthy"):
+                self._ever_ran.add(key)
+            elif state == "starting" and key in self._ever_ran:
+                c.restarts[key] = c.restarts.get(key, 0) + 1
+                self._ever_ran.discard(key)
+        elif isinstance(ev, BenchEventWrap):
+            self._bench(ev.event)
+        elif isinstance(ev, AlertChanged):
+            a = ev.alert
+            akey = (a.kind, a.host, a.subject)
+            if a.active:
+                c.alerts_active[akey] = 1
+                c.alerts_fired[a.kind] = c.alerts_fired.get(a.kind, 0) + 1
+                self.alerts[akey] = a
+            else:
+                c.alerts_active.pop(akey, None)
+                self.alerts.pop(akey, None)
+        for fn in self.listeners:
+            try:
+                fn(ev)
+            except Exception:  # a listener's bug never stops the stream
+                log.exception("collector listener failed")
+        if not self._clients:
+            return
+        try:
+            msg = f"event: {kind}\ndata: {json.dumps(event_json(ev), separators=(',', ':'))}\n\n"
+        except Exception:
+            log.exception("event %s not serialisable", kind)
+            return
+        for q in list(self._clients):
+            self._offer(q, msg)
+
+    def _bench(self, bev: Any) -> None:
+        c = self.counters
+        kind = getattr(bev, "kind", None) or (bev.get("kind") if isinstance(bev, dict) else None)
+        if kind == "run_started":
+            c.bench_running, c.bench_done, c.bench_total = True, 0, int(getattr(bev, "total", 0) or 0)
+        elif kind == "prompt_finished":
+            c.bench_done = int(getattr(bev, "done", c.bench_done))
+            c.bench_total = int(getattr(bev, "total", c.bench_total))
+            res = getattr(bev, "result", None)
+            if res is not None and getattr(res, "error", None):
+                c.bench_failed_requests += 1
+        elif kind == "run_finished":
+            c.bench_running = False
+            c.bench_runs += 1
+
+    @staticmethod
+    def _offer(q: asyncio.Queue[str], msg: str) -> None:
+        if q.full():
+            with contextlib.suppress(asyncio.QueueEmpty):
+                q.get_nowait()
+        q.put_nowait(msg)
+
+    def add_client(self) -> asyncio.Queue[str]:
+        q: asyncio.Queue[str] = asyncio.Queue(maxsize=CLIENT_QUEUE)
+        self._clients.add(q)
+        self.counters.event_clients = len(self._clients)
+        return q
+
+    def remove_client(self, q: asyncio.Queue[str]) -> None:
+        self._clients.discard(q)
+        self.counters.event_clients = len(self._clients)
+
+    @property
+    def client_count(self) -> int:
+        return len(self._clients)
+
+    # --- HTTP ------------------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._auth])
+        app.router.add_get("/metrics", self.h_metrics)
+        app.router.add_get("/snapshot", self.h_snapshot)
+        app.router.add_get("/events", self.h_events)
+        app.router.add_get("/logs", self.h_logs)
+        app.router.add_get("/alerts", self.h_alerts)
+        app.router.add_get("/-/healthy", self.h_healthy)
+        app.router.add_get("/-/ready", self.h_ready)
+        app.router.add_get("/", self.h_index)
+        self.intents.add_to(app)
+        return app
+
+    @web.middleware
+    async def _auth(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if (
+            self.token is not None
+            and request.path not in ("/-/healthy", "/-/ready")
+            and not request.path.startswith("/intents/")
+        ):
+            got = request.headers.get("Authorization", "")
+            want = f"Bearer {self.token}"
+            if not hmac.compare_digest(got.encode(), want.encode()):
+                return web.json_response({"error": "missing or wrong bearer token"}, status=401)
+        return await handler(request)
+
+    async def h_metrics(self, request: web.Request) -> web.Response:
+        """The snapshot and a copy of the counters are taken here, on the loop; the text is made in a thread,
+        so a large fleet's scrape does not hold up the event stream."""
+        self.scrapes += 1
+        snap, counters = self.snapshot(), self.counters.copy()
+        body = await asyncio.to_thread(generate_latest, make_registry(lambda: snap, counters))
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def h_snapshot(self, request: web.Request) -> web.Response:
+        return web.json_response(self.snapshot().to_json_dict())
+
+    async def h_logs(self, request: web.Request) -> web.Response:
+        ref = request.query.get("ref", "")
+        if "/" not in ref:
+            return web.json_response({"error": "give ?ref=HOST/SVC"}, status=400)
+        return web.json_response({"ref": ref, "lines": self.fleet.log_lines(ref)})
+
+    async def h_alerts(self, request: web.Request) -> web.Response:
+        items = sorted(self.alerts.values(), key=lambda a: (a.host, a.subject, a.kind))
+        return web.json_response({"alerts": [a.model_dump(mode="json") for a in items]})
+
+    async def h_healthy(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def h_ready(self, request: web.Request) -> web.Response:
+        if not self.ready:
+            return web.Response(text="starting\n", status=503)
+        return web.Response(text="ready\n")
+
+    async def h_index(self, request: web.Request) -> web.Response:
+        return web.Response(
+            text="ddtree-tui collector: /metrics /snapshot /events /alerts /logs?ref=HOST/SVC /-/ready /-/healthy\n"
+        )
+
+    async def h_events(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await resp.prepare(request)
+        q = self.add_client()
+        try:
+            await resp.write(b": ddtree-tui collector event stream\n\n")
+            while True:
+                try:
+                    async with asyncio.timeout(SSE_KEEPALIVE_S):
+                        msg = await q.get()
+                except TimeoutError:
+                    await resp.write(b": keepalive\n\n")
+                    continue
+                if msg == "":
+                    break
+                await resp.write(msg.encode())
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.remove_client(q)
+        return resp
+
+
+async def serve(
+    fleet: FleetSource,
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    intents: bool = False,
+    intent_token: str | None = None,
+    stop: asyncio.Event | None = None,
+    on_listening: Callable[[Collector, int], None] | None = None,
+    setup: Callable[[Collector], None] | None = None,
+) -> None:
+    """Serve `fleet` on host:port until `stop` is set (or the task is cancelled)."""
+    coll = Collector(fleet, token=token, intents=intents, intent_token=intent_token)
+    if setup is not None:
+        setup(coll)
+    runner = web.AppRunner(coll.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+        bound = port
+        server = getattr(site, "_server", None)
+        socks = getattr(server, "sockets", None) or []
+        if socks:
+            bound = int(socks[0].getsockname()[1])
+        if on_listening is not None:
+            on_listening(coll, bound)
+        await coll.start()
+        await (stop or asyncio.Event()).wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await coll.stop()
+        await runner.cleanup()
+
+
+def serve_main(ns: Any) -> int:
+    """`ddtree-tui serve [--listen HOST:PORT] [--token-file FILE]`; exit 2 for a bad listen or profile."""
+    from ddtree_tui.config import ProfileError, resolve_profiles
+    from ddtree_tui.fleet import Fleet
+
+    try:
+        host, port = parse_listen(ns.listen or DEFAULT_LISTEN)
+        token: str | None = None
+        token_file = getattr(ns, "token_file", None)
+        intents = bool(getattr(ns, "intents", False))
+        intent_token: str | None = None
+        if intents and not token_file:  # intents always need a token; reads on loopback stay open
+            intent_token, created = load_or_create_token(DEFAULT_TOKEN_FILE)
+            print(
+                f"ddtree-tui: intents need the bearer token in {DEFAULT_TOKEN_FILE} (mode 600)"
+                + (" (new)" if created else ""),
+                file=sys.stderr,
+            )
+        if token_file:
+            token, created = load_or_create_token(Path(token_file))
+            if created:
+                print(f"ddtree-tui: a new token was written to {token_file} (mode 600)", file=sys.stderr)
+        elif not is_loopback(host):
+            raise ListenError(
+                f"--listen {ns.listen}: not a loopback address; give --token-file FILE so that clients "
+                "must present a bearer token (or listen on 127.0.0.1)"
+            )
+        profiles = (
+            [] if getattr(ns, "replay", None) else resolve_profiles(ns.profile, ns.profiles, bool(ns.demo))
+        )
+    except (ListenError, ProfileError, OSError) as e:
+        print(f"ddtree-tui: {e}", file=sys.stderr)
+        return 2
+    todos = Path(ns.todos) if getattr(ns, "todos", None) else None
+    try:
+        fleet = session_fleet(
+            ns, lambda: Fleet(profiles, todos_path=todos, demo=bool(ns.demo), auto_complete_todos=False)
+        )
+    except (RecordingError, ValueError, OSError) as e:
+        print(f"ddtree-tui: {e}", file=sys.stderr)
+        return 2
+
+    def listening(coll: Collector, bound: int) -> None:
+        print(
+            f"ddtree-tui: collector listening on http://{host}:{bound}/metrics", file=sys.stderr, flush=True
+        )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        await serve(
+            fleet,
+            host,
+            port,
+            token=token,
+            intents=intents,
+            intent_token=intent_token,
+            stop=stop,
+            on_listening=listening,
+        )
+
+    try:
+        asyncio.run(main())
+    except OSError as e:  # the port is taken, the address is not ours
+        print(f"ddtree-tui: cannot listen on {host}:{port}: {e}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,147 @@
+"""Alerts: the engine's rules on the fleet's own event shapes, and end to end: a DCGM XID read through a real
+Prometheus becomes an alert in the collector's /metrics and /events and a notice in the TUI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ddtree_tui.alerts import AlertEngine
+from ddtree_tui.collector.server import Collector, serve
+from ddtree_tui.config import AlertOptions, load_profile
+from ddtree_tui.events import AlertChanged, GpuSampleEvent, Notice, ServiceStateChanged
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.state import GpuSample, ServiceStatus, TelemetryStatus
+from tests.collector.dcgm import FakeDcgm, FakeGpu, start_exporter
+from tests.collector.prom import Prometheus, free_port
+
+
+def _engine(opt: AlertOptions | None = None) -> tuple[AlertEngine, list[Any]]:
+    out: list[Any] = []
+    return AlertEngine(lambda host: opt or AlertOptions(), out.append), out
+
+
+def _svc(state: str, accept: float | None = None) -> ServiceStateChanged:
+    st = ServiceStatus(name="dflash", host="h", algorithm="dflash", port=1, state=state, accept_length=accept)  # type: ignore[arg-type]
+    return ServiceStateChanged(host="h", status=st)
+
+
+def _gpu(**kw: Any) -> GpuSampleEvent:
+    return GpuSampleEvent(
+        host="h", host_sample=None, gpus=[GpuSample(index=3, **kw)], telemetry=TelemetryStatus()
+    )
+
+
+def test_accept_length_collapse_against_its_running_median() -> None:
+    eng, out = _engine(AlertOptions(accept_min_samples=5))
+    for v in (3.4, 3.5, 3.3, 3.4, 3.6, 3.4):
+        eng.handle(_svc("ready", v))
+    assert not eng.alerts()
+    eng.handle(_svc("ready", 1.5))  # below half of ~3.4
+    [a] = eng.alerts()
+    assert (a.kind, a.subject, a.active) == ("accept_collapse", "dflash", True)
+    assert any(isinstance(e, Notice) and "ALERT h/dflash" in e.text for e in out)
+    eng.handle(_svc("ready", 3.3))
+    assert not eng.alerts()
+    cleared = [e for e in out if isinstance(e, AlertChanged) and not e.alert.active]
+    assert cleared and cleared[0].alert.kind == "accept_collapse"
+
+
+def test_gpu_xid_off_bus_and_throttle() -> None:
+    eng, _ = _engine()
+    eng.handle(_gpu(health="fault", fault="XID 79"))
+    assert [a.kind for a in eng.alerts()] == ["gpu_xid"]
+    eng.handle(_gpu(health="fault", fault="GPU is lost"))
+    assert [a.kind for a in eng.alerts()] == ["gpu_off_bus"]
+    eng.handle(_gpu(throttle_reasons=["sw_power_cap"]))  # not in the default list: no alert
+    assert eng.alerts() == []
+    eng.handle(_gpu(throttle_reasons=["hw_thermal_slowdown", "sw_power_cap"]))
+    [a] = eng.alerts()
+    assert a.kind == "gpu_throttle" and a.severity == "warning" and "hw_thermal_slowdown" in a.message
+
+
+def test_repeated_restarts_and_the_window_passing() -> None:
+    eng, _ = _engine(AlertOptions(restart_count=3, restart_window_s=100))
+    t = 1000.0
+    for _ in range(3):
+        eng.handle(_svc("ready", 3.0), now=t)
+        eng.handle(_svc("crashed"), now=t + 1)
+        eng.handle(_svc("starting"), now=t + 2)
+        t += 10
+    [a] = eng.alerts()
+    assert a.kind == "restart_loop" and "3 times" in a.message
+    eng.tick(now=t + 200)
+    assert eng.alerts() == []
+
+
+@pytest.mark.timeout(120)
+async def test_xid_alert_reaches_metrics_and_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prometheus: Callable[[list[str]], Prometheus]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    dcgm = FakeDcgm([FakeGpu("node-a", 0, util=50, fb_used=1000, fb_free=142771, power=300, temp=50)])
+    exporter_port = free_port()
+    runner = await start_exporter(dcgm, exporter_port)
+    stop = asyncio.Event()
+    task: asyncio.Task[None] | None = None
+    try:
+        prom = await asyncio.to_thread(prometheus, [f"127.0.0.1:{exporter_port}"])
+        await asyncio.to_thread(prom.wait_query, 'DCGM_FI_DEV_GPU_UTIL{Hostname="node-a"}', 30, "DCGM series")
+        (tmp_path / "a.toml").write_text(
+            f'name = "node-a"\n[telemetry]\nsource = "prometheus"\nprometheus_url = "{prom.url}"\ninterval_ms = 300\n',
+            encoding="utf-8",
+        )
+        fleet = Fleet([load_profile(tmp_path / "a.toml")], todos_path=tmp_path / "t.json")
+        port = free_port()
+        colls: list[Collector] = []
+        task = asyncio.create_task(serve(fleet, "127.0.0.1", port, stop=stop, setup=colls.append))
+        url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(timeout=10) as client:
+            while not (colls and colls[0].ready):
+                await asyncio.sleep(0.1)
+            events: list[dict[str, Any]] = []
+
+            async def follow() -> None:
+                async with client.stream("GET", f"{url}/events", timeout=httpx.Timeout(10, read=60)) as r:
+                    async for line in r.aiter_lines():
+                        if line.startswith("data: "):
+                            events.append(json.loads(line[6:]))
+
+            reader = asyncio.create_task(follow())
+            await asyncio.sleep(0.5)
+            dcgm.gpus[0].xid = 79  # the GPU reports an XID
+            want = 'ddtree_alert_active{alert="gpu_xid",host="node-a",subject="gpu0"} 1.0'
+            text = ""
+            for _ in range(100):
+                text = (await client.get(f"{url}/metrics")).text
+                if want in text:
+                    break
+                await asyncio.sleep(0.2)
+            assert want in text
+            assert 'ddtree_alerts_fired_total{alert="gpu_xid"} 1.0' in text
+            [active] = (await client.get(f"{url}/alerts")).json()["alerts"]
+            assert (active["kind"], active["host"], active["subject"]) == ("gpu_xid", "node-a", "gpu0")
+            assert active["message"] == "GPU 0: XID 79"
+            alerts = [e for e in events if e["kind"] == "alert"]
+            assert alerts and alerts[0]["alert"]["kind"] == "gpu_xid" and alerts[0]["alert"]["active"]
+            assert any(e["kind"] == "notice" and "ALERT node-a/gpu0" in e["text"] for e in events)
+            dcgm.gpus[0].xid = 0  # cleared
+            for _ in range(100):
+                text = (await client.get(f"{url}/metrics")).text
+                if "ddtree_alert_active{" not in text:
+                    break
+                await asyncio.sleep(0.2)
+            assert "ddtree_alert_active{" not in text
+            assert (await client.get(f"{url}/alerts")).json() == {"alerts": []}
+            reader.cancel()
+    finally:
+        stop.set()
+        if task is not None:
+            await task
+        await runner.cleanup()
