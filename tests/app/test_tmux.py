@@ -53,6 +53,13 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
         pytest.fail("tmux is not installed (apt-get install tmux)")
     t = Tmux(f"ddtree-test-{tmp_path.name}")
     yield t
+    if t.alive():  # leave with `q` so the demo stops the simulated services it launched
+        t.run("send-keys", "-t", "ui", "Escape", check=False)
+        time.sleep(0.5)  # sent together, Escape q reads as alt+q
+        t.run("send-keys", "-t", "ui", "q", check=False)
+        deadline = time.monotonic() + 20
+        while t.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
     t.run("kill-server", check=False)  # only the server on our own socket
 
 
@@ -82,3 +89,34 @@ def test_demo_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
         time.sleep(0.2)
     assert not tmux.alive(), "q did not quit"
     assert "check the demo" in (tmp_path / "todos.json").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 19's crash: `3` `l` (ready) `6` `/Prefill` Enter, then ctrl+p `smoke local/dflash` Enter."""
+    cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --todos {tmp_path / 'todos.json'}"
+    tmux.run("new-session", "-d", "-s", "ui", "-x", "80", "-y", "24", cmd)
+    tmux.wait_for("● connected", 30)
+    tmux.wait_for("local/dflash", 20)
+    tmux.run("send-keys", "-t", "ui", "3")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "l")
+    tmux.wait_for("● ready", 40)
+    tmux.run("send-keys", "-t", "ui", "6", "/")
+    tmux.wait_for("search Logs")
+    tmux.run("send-keys", "-t", "ui", "-l", "Prefill")
+    tmux.run("send-keys", "-t", "ui", "Enter")
+    tmux.wait_for("/Prefill")
+    tmux.run("send-keys", "-t", "ui", "C-p")
+    tmux.wait_for("Search for commands")
+    tmux.run("send-keys", "-t", "ui", "-l", "smoke local/dflash")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "Enter")
+    screen = tmux.wait_for("smoke local/dflash", 20)
+    time.sleep(2)
+    screen = tmux.screen()
+    assert "Traceback" not in screen and "AttributeError" not in screen
+    assert "/Prefill" in screen, screen
+    body = [ln for ln in screen.splitlines() if "Prefill" in ln and "/Prefill" not in ln]
+    assert body, f"no matching log line shown:\n{screen}"
+    assert tmux.alive()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -64,10 +65,13 @@ class LogsPane(Pane):
         elif "warn" in low:
             text.stylize(self.style_of("warn"))
         if self._search:
-            text.highlight_words(
-                [self._search], style=self.style_of("accent") + "reverse", case_sensitive=False
-            )
+            text.highlight_words([self._search], style=self.match_style(), case_sensitive=False)
         return text
+
+    def match_style(self) -> Style:
+        """How a search match is marked: the accent colour, reversed (a Style, never a str: Style + str
+        raised inside the paint and blanked the pane)."""
+        return self.style_of("accent") + Style(reverse=True)
 
     def show(self, ref: str | None, lines: Iterable[str], search: str = "") -> None:
         """Replace the content: a new service, or a new search."""

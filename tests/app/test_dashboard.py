@@ -1,0 +1,188 @@
+"""Issue 19: the dashboard a k9s / nvitop user expects. Log search without a crash, a crash that exits
+non-zero with a pointer to its saved traceback, `?` and `q` always in the footer, every pane on one screen
+when it fits, sorting, buttons, the message history and the top bar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Button, DataTable, RichLog
+
+from ddtree_tui.ui.app import DDTreeApp, exit_code
+from ddtree_tui.ui.screens.messages import MessagesScreen
+from ddtree_tui.ui.summary import counts, topbar
+from ddtree_tui.ui.widgets.base import Pane
+from ddtree_tui.ui.widgets.footer import LeanFooter
+from ddtree_tui.ui.widgets.logs import LogsPane
+from ddtree_tui.ui.widgets.services import ServicesPane
+from tests.app.screen_text import screen_text
+from tests.app.snapdata import T0, snapshot, static_fleet
+from tests.app.test_static import RecordingFleet
+
+
+def _rows(table: DataTable[Any]) -> list[str]:
+    return [str(k.value) for k in table.rows]
+
+
+async def test_log_search_highlights_matches_instead_of_blanking() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6", "slash", *"Decode", "enter")
+        await pilot.pause()
+        pane = app.query_one(LogsPane)
+        log = pane.query_one(RichLog)
+        assert pane._search == "Decode"
+        assert len(log.lines) == 30  # every line matches; before, Style + "reverse" raised and blanked it
+        assert "/Decode" in str(pane.border_title)
+        await pilot.press("slash", *"zzz", "enter")
+        await pilot.pause()
+        assert len(log.lines) == 0
+        assert app.return_code is None  # still running
+
+
+async def test_a_crash_in_a_handler_exits_1_with_a_saved_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def boom(self: ServicesPane) -> None:
+        raise RuntimeError("handler blew up")
+
+    monkeypatch.setattr(ServicesPane, "action_smoke", boom)
+    app = DDTreeApp(static_fleet(), demo=True, crash_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="handler blew up"):
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("3", "s")
+            await pilot.pause()
+    assert app.return_code == 1
+    _check_saved_traceback(app, tmp_path)
+    assert exit_code(app, None) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RuntimeError: handler blew up" in err[0] and str(app.crash_file) in err[0]
+
+
+def _check_saved_traceback(app: DDTreeApp, where: Path) -> None:
+    assert app.crash_file is not None and app.crash_file.parent == where.resolve()
+    saved = app.crash_file.read_text()
+    assert "Traceback" in saved and "handler blew up" in saved and "in boom" in saved
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20), (200, 60)])
+async def test_help_and_quit_always_in_the_footer(size: tuple[int, int]) -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        last = screen_text(app).splitlines()[-1]
+        assert "? Help" in last and "q Quit" in last, last
+        await pilot.press("4")  # another pane's keys in the footer
+        await pilot.pause()
+        last = screen_text(app).splitlines()[-1]
+        assert "? Help" in last and "q Quit" in last, last
+        assert app.query_one(LeanFooter).compact == (size[0] < 120)
+
+
+async def test_wide_screen_shows_every_pane_at_once() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        assert app.is_wide()
+        for pane in app.query(Pane):
+            assert pane.display and pane.region.height > 2, pane.pane_title
+        text = screen_text(app)
+        for want in ("1 Hosts", "2 GPUs", "3 Services", "4 Todos", "5 Bench", "6 Logs", "accept len: 3.41"):
+            assert want in text, want
+        assert not app.query_one("#tabs").display
+
+
+async def test_narrow_screen_uses_tabs_and_switches_panes() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not app.is_wide()
+        shown = {p.pane_number for p in app.query(Pane) if p.display}
+        assert shown == {1, 2, 3}
+        await pilot.press("5")
+        await pilot.pause()
+        assert {p.pane_number for p in app.query(Pane) if p.display} == {5}
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        assert {p.pane_number for p in app.query(Pane) if p.display} == {1, 2, 3, 4, 5, 6}
+
+
+async def test_fault_texts_are_shown_in_full_at_80x24() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "ct200: Connection refused" in text
+        assert "ct200:1: Xid 79: GPU has fallen off the bus" in text
+        # the services columns fit: no title cut at the pane edge
+        assert "Uptime" in text and "Algorithm" in text
+
+
+async def test_sort_by_key_and_by_header_click() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.query_one("#services-table", DataTable)
+        assert _rows(table) == ["local/dflash", "local/ddtree-shadow", "ct200/ddtree-tree"]
+        await pilot.press("o")  # by Service
+        await pilot.pause()
+        assert _rows(table) == ["ct200/ddtree-tree", "local/ddtree-shadow", "local/dflash"]
+        assert "Service ▲" in screen_text(app)
+        await pilot.press("O")
+        await pilot.pause()
+        assert _rows(table) == ["local/dflash", "local/ddtree-shadow", "ct200/ddtree-tree"]
+        pane = app.query_one(ServicesPane)
+        pane.sort_by("Port")
+        await pilot.pause()
+        assert _rows(table) == ["ct200/ddtree-tree", "local/dflash", "local/ddtree-shadow"]
+        await pilot.click("#services-table", offset=(3, 0))  # the Service header
+        await pilot.pause()
+        assert pane.sort_col == "Service"
+
+
+async def test_service_buttons_post_intents_for_the_selected_service() -> None:
+    fleet = RecordingFleet(static_fleet())
+    app = DDTreeApp(fleet)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert [b.id for b in app.query(Button)][:4] == ["btn-launch", "btn-kill", "btn-restart", "btn-smoke"]
+        await pilot.click("#btn-launch")
+        await pilot.pause(0.3)
+        assert ("launch", "local/dflash") in fleet.calls
+
+
+async def test_messages_go_to_a_bar_and_a_history() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.notify("first thing", severity="error")
+        app.notify("second thing")
+        await pilot.pause()
+        assert "second thing" in screen_text(app).splitlines()[-2]
+        await pilot.press("H")
+        await pilot.pause()
+        assert isinstance(app.screen, MessagesScreen)
+        text = screen_text(app)
+        assert "first thing" in text and "second thing" in text and "error" in text
+
+
+async def test_ctrl_c_quits_like_q() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+def test_topbar_counts_and_fits() -> None:
+    snap = snapshot()
+    c = counts(snap)
+    assert c["hosts"] == "hosts 1/2 up"
+    assert c["gpus"] == "GPUs 2 (1 fault)"
+    assert c["services"] == "services ●1 ready ◌1 starting ✖1 crashed"
+    for width in (200, 120, 80, 60):
+        line = topbar(snap, T0, "DEMO: simulated services", width)
+        assert len(line) <= width and "DEMO" in line, (width, line)
+    assert "simulated services" in topbar(snap, T0, "DEMO: simulated services", 200)
