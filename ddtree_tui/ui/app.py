@@ -218,6 +218,7 @@ class DDTreeApp(App[int]):
         self._log_buf: list[str] = []
         self._log_overflow = False
         self._bench_history: list[Any] = []
+        self._history_sig: Any = ("unset",)
         self._last_clock_paint = 0.0
         self._busy: set[str] = set()
         self._todo_lock = asyncio.Lock()
@@ -310,6 +311,7 @@ class DDTreeApp(App[int]):
             self.run_worker(self._load_bench_history(), group="history", exclusive=True)
             self.run_worker(self._run_fleet(), group="fleet", exclusive=True, name="fleet")
             self.set_interval(1.0 / self.refresh_hz, self.flush, name="repaint")
+            self.set_interval(2.0, self._poll_history, name="history-watch")
 
     # --- the fleet ---------------------------------------------------------------------------------------
     async def _run_fleet(self) -> None:
@@ -349,6 +351,24 @@ class DDTreeApp(App[int]):
         except Exception as e:  # reported, never fatal
             self.notify(f"bench history: {e}", severity="warning")
         self._dirty.add("bench")
+
+    def _poll_history(self) -> None:
+        self.run_worker(self._check_history(), group="history-watch", exclusive=True)
+
+    async def _check_history(self) -> None:
+        """A run made headless (`--run-bench`, another terminal) while the TUI is open: its line lands in
+        the history file; reload when the file's size or mtime moved (a stat off the UI path)."""
+        path = getattr(self.fleet, "history_path", None)
+        if path is None:
+            return
+        try:
+            st = await asyncio.to_thread(Path(path).stat)
+            sig: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            sig = None
+        if sig != self._history_sig:  # (the first check reads it once more: cheap, and no race at start)
+            self._history_sig = sig
+            await self._load_bench_history()
 
     def current_snapshot(self) -> FleetSnapshot:
         return self._snap
