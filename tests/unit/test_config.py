@@ -324,3 +324,14 @@ def test_near_valid_profiles(host: dict[str, Any], services: list[dict[str, Any]
         assert e.message.strip()
         if e.field and e.field.startswith("service["):
             assert e.line is not None, str(e)
+
+
+def test_typo_is_reported_first_with_its_line_and_a_did_you_mean() -> None:
+    """Issue 19: `prot = 30001` in a [[service]] was reported as `port is required (and 1 more)`."""
+    text = 'name = "x"\n[[service]]\nname = "a"\nlauncher = "sim"\nalgorithm = "dflash"\n\n\nprot = 30001\n'
+    e = err(text)
+    where(e, 8, "service[0].prot")
+    first, *rest = str(e).splitlines()
+    assert "did you mean 'port'?" in first
+    assert len(rest) == 1 and "hosts/ct.toml:2:" in rest[0] and "'service[0].port' is required" in rest[0]
+    assert "more)" not in str(e)
