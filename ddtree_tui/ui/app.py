@@ -958,6 +958,24 @@ def exit_code(app: DDTreeApp, rc: int | None) -> int:
     return int(rc or app.return_code or 0)
 
 
+NO_PROFILES = """ddtree-tui: no host profiles found (looked in ./hostprofiles/ and the user config directory).
+  Try it without any host:   ddtree-tui --demo   (this machine, simulated services, replayed GPU)
+  Or describe a host:        one TOML file a host in ./hostprofiles/ (or the user config directory's
+                             hostprofiles/); see hostprofiles/README.md and hostprofiles/examples/."""
+
+
+def first_run(interactive: bool, answer: str | None = None) -> str | None:
+    """No profiles anywhere: say how to write one and, at a terminal, offer the demo. 'demo' or None."""
+    print(NO_PROFILES, file=sys.stderr)
+    if not interactive:
+        return None
+    try:
+        reply = answer if answer is not None else input("Start the demo now? [y/N] ")
+    except EOFError:
+        return None
+    return "demo" if reply.strip().lower() in ("y", "yes") else None
+
+
 def cli_main(ns: argparse.Namespace) -> int:
     """`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI."""
     from ddtree_tui.config import ProfileError, resolve_profiles
@@ -967,6 +985,12 @@ def cli_main(ns: argparse.Namespace) -> int:
     except ProfileError as e:
         print(f"ddtree-tui: {e}", file=sys.stderr)
         return 2
+    if not profiles and not ns.demo:
+        choice = first_run(sys.stdin.isatty())
+        if choice is None:
+            return 2
+        ns.demo = True
+        profiles = resolve_profiles(None, None, True)
     theme = getattr(ns, "theme", None) or "dark"
     known = discover_themes()
     if theme not in known:

@@ -71,7 +71,7 @@ port = 30011
     assert p.source == "ct200.toml" and not p.is_local
 
 
-@pytest.mark.parametrize("name", ["local-demo.toml", "ct129.toml", "ct200.toml"])
+@pytest.mark.parametrize("name", ["local-demo.toml", "examples/ct129.toml", "examples/ct200.toml"])
 def test_shipped_profiles_load(name: str) -> None:
     p = load_profile(REPO / "hostprofiles" / name)
     assert p.name and p.source == str(REPO / "hostprofiles" / name)
