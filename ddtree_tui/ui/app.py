@@ -35,9 +35,18 @@ from ddtree_tui.events import (
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, StaticFleet
 from ddtree_tui.ui.commands import FleetCommands
-from ddtree_tui.ui.messages import BenchIntent, HostSelected, ServiceIntent, ServiceSelected, TodoIntent
+from ddtree_tui.ui.details import gpu_detail, host_detail, service_detail
+from ddtree_tui.ui.messages import (
+    BenchIntent,
+    DrillDown,
+    HostSelected,
+    ServiceIntent,
+    ServiceSelected,
+    TodoIntent,
+)
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
+from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import HelpScreen
 from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
@@ -479,6 +488,25 @@ class DDTreeApp(App[int]):
             self.selected_service = msg.ref
             self._log_buf = []
             self._dirty.add("logs")
+
+    def on_drill_down(self, msg: DrillDown) -> None:
+        """Enter on a host, GPU or service row: its detail screen (Esc back)."""
+        view = self.detail_view(msg.kind, msg.key)
+        if view is None:
+            self.notify(f"{msg.kind} {msg.key}: nothing to show", severity="warning")
+            return
+        self.push_screen(DetailScreen(view))
+
+    def detail_view(self, kind: str, key: str) -> Any:
+        snap, now = self.fleet.snapshot(), self.now()
+        if kind == "service":
+            return service_detail(snap, key, self.fleet.log_lines(key), now)
+        if kind == "gpu":
+            host, _, idx = key.partition(":")
+            index = idx.split(":")[0]
+            hist = self.fleet.gpu_history(host, int(index), "util_gpu") if index.isdigit() else []
+            return gpu_detail(snap, key, hist)
+        return host_detail(snap, key, now)
 
     def on_host_selected(self, msg: HostSelected) -> None:
         self.select_host(msg.host)

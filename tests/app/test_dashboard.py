@@ -186,3 +186,30 @@ def test_topbar_counts_and_fits() -> None:
         line = topbar(snap, T0, "DEMO: simulated services", width)
         assert len(line) <= width and "DEMO" in line, (width, line)
     assert "simulated services" in topbar(snap, T0, "DEMO: simulated services", 200)
+
+
+@pytest.mark.parametrize(
+    ("pane", "title", "want"),
+    [
+        ("3", "Service local/dflash", ["SIMULATED (a stand-in", "31010", "4242", "accept len: 3.41"]),
+        ("2", "GPU local:0", ["Processes (0)", "REPLAY of a recording", "dflash,ddtree-shadow"]),
+        ("1", "Host local", ["GPUs (1)", "Services (2)", "ddtree-shadow"]),
+    ],
+)
+async def test_enter_drills_down_and_escape_goes_back(pane: str, title: str, want: list[str]) -> None:
+    from ddtree_tui.ui.screens.detail import DetailScreen
+
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press(pane)
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
+        text = screen_text(app)
+        assert title in text
+        for w in want:
+            assert w in text, w
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, DetailScreen)

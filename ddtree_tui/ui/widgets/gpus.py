@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Static
 
 from ddtree_tui.state import GpuSample
 from ddtree_tui.ui import fmt
-from ddtree_tui.ui.messages import HostSelected
+from ddtree_tui.ui.messages import DrillDown, HostSelected
 from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
 
 WIDE = ["Host:GPU", "Util", "Memory", "Temp", "Power", "Util history", "Service", "Fault"]
@@ -184,3 +184,10 @@ class GpusPane(Pane):
         box = self.query_one("#gpu-faults", Static)
         box.update(faults)
         box.display = bool(faults)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter: drill into the row (Esc comes back)."""
+        key = event.row_key.value
+        if key is not None and not str(key).endswith(":fault"):
+            event.stop()
+            self.post_message(DrillDown("gpu", str(key)))

@@ -8,7 +8,7 @@ from textual.widgets import DataTable, Static
 
 from ddtree_tui.state import HostView
 from ddtree_tui.ui import fmt
-from ddtree_tui.ui.messages import HostSelected
+from ddtree_tui.ui.messages import DrillDown, HostSelected
 from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
 
 WIDE = ["Host", "State", "CPU", "RAM", "Disk free", "Load", "GPUs", "Telemetry", "Note"]
@@ -92,3 +92,10 @@ class HostsPane(Pane):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.has_focus_within and event.row_key.value is not None:
             self.post_message(HostSelected(str(event.row_key.value)))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter: drill into the row (Esc comes back)."""
+        key = event.row_key.value
+        if key is not None and not str(key).endswith(":fault"):
+            event.stop()
+            self.post_message(DrillDown("host", str(key)))

@@ -11,7 +11,7 @@ from textual.widgets import Button, DataTable, Static
 
 from ddtree_tui.state import ServiceStatus
 from ddtree_tui.ui import fmt
-from ddtree_tui.ui.messages import ServiceIntent, ServiceSelected
+from ddtree_tui.ui.messages import DrillDown, ServiceIntent, ServiceSelected
 from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
 
 STATE_BADGE = {
@@ -192,3 +192,10 @@ class ServicesPane(Pane):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
             self.post_message(ServiceSelected(str(event.row_key.value)))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter: drill into the row (Esc comes back)."""
+        key = event.row_key.value
+        if key is not None and not str(key).endswith(":fault"):
+            event.stop()
+            self.post_message(DrillDown("service", str(key)))
