@@ -570,6 +570,12 @@ class DDTreeApp(App[int]):
                 if not others:
                     self.notify("there is no other host to move to", severity="warning")
                     return
+                down = [n for n, st in others if st != "connected"]
+                if len(down) == len(others):  # refused now, not after a confirm
+                    self.notify(
+                        f"no connected host to move to ({', '.join(down)}: not connected)", severity="warning"
+                    )
+                    return
                 self.push_screen(
                     MoveScreen(ref, others), lambda dest: dest and self.request_service("move", ref, dest)
                 )

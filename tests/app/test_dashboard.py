@@ -213,3 +213,26 @@ async def test_enter_drills_down_and_escape_goes_back(pane: str, title: str, wan
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, DetailScreen)
+
+
+async def test_move_does_not_offer_a_disconnected_host() -> None:
+    from ddtree_tui.ui.screens.move import MoveScreen
+
+    fleet = RecordingFleet(static_fleet())  # ct200 is disconnected
+    app = DDTreeApp(fleet)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("m")
+        await pilot.pause()
+        assert not isinstance(app.screen, MoveScreen)  # refused at once, before any confirm
+        assert "no connected host to move to (ct200: not connected)" in app.messages[-1].text
+        assert fleet.calls == []
+
+
+async def test_bench_dialog_fields_are_labelled() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("b")
+        await pilot.pause()
+        text = screen_text(app)
+        for label in ("prompt set", "repeats (per prompt)", "max new tokens", "baseline (Δ columns"):
+            assert label in text, label
