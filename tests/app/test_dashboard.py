@@ -236,3 +236,30 @@ async def test_bench_dialog_fields_are_labelled() -> None:
         text = screen_text(app)
         for label in ("prompt set", "repeats (per prompt)", "max new tokens", "baseline (Δ columns"):
             assert label in text, label
+
+
+async def test_log_wrap_times_and_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await pilot.pause()
+        pane = app.query_one(LogsPane)
+        log = pane.query_one(RichLog)
+        await pilot.press("w")
+        await pilot.pause()
+        assert pane.wrap and log.wrap and "wrap" in str(pane.border_title)
+        await pilot.press("z")
+        await pilot.pause()
+        first = "".join(seg.text for seg in log.lines[0])
+        assert first[2] == ":" and first[5] == ":" and "Decode batch" in first  # HH:MM:SS prefix
+        await pilot.press("slash", *"12:00:0", "enter", "S")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert pane.saved_to is not None
+        saved = _read(tmp_path / pane.saved_to)
+        assert len(saved) == 10 and all("12:00:0" in ln for ln in saved)  # what the search shows
+
+
+def _read(p: Path) -> list[str]:
+    return p.read_text().splitlines()
