@@ -11,15 +11,16 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 from textual.widgets import Input, Static, Tab, Tabs
 
@@ -48,7 +49,7 @@ from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
-from ddtree_tui.ui.screens.help import HelpScreen
+from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
 from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
@@ -177,7 +178,7 @@ class DDTreeApp(App[int]):
             show=False,
             tooltip="doctor: preflight checks of the selected host",
         ),
-        Binding("t", "new_todo", "Todo+", tooltip="add a todo"),
+        Binding("t", "new_todo", "New todo", tooltip="add an item to the todo checklist"),
         Binding("slash", "filter", "Filter", show=False, tooltip="filter the focused pane / search the log"),
         Binding("T", "cycle_theme", "Theme", show=False, tooltip="next colour theme"),
         Binding("R", "reload_profiles", "Reload", show=False, tooltip="re-read the host profiles from disk"),
@@ -837,6 +838,14 @@ class DDTreeApp(App[int]):
             self.pane(self.filter_pane).focus_main()
 
     # --- themes and help ---------------------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's own commands minus its "Theme" picker: it set a Textual theme while our skins (themes/,
+        `T`, `theme NAME` in this palette) stayed, so it only half-applied. One theme system."""
+        for cmd in super().get_system_commands(screen):
+            if cmd.title not in ("Theme", "Keys"):
+                yield cmd
+        yield SystemCommand("Keys", "every key binding (?)", self.action_help)
+
     def theme_names(self) -> list[str]:
         return list(self._themes)
 
@@ -875,16 +884,14 @@ class DDTreeApp(App[int]):
         self.set_theme_name(names[(names.index(self.theme_name) + 1) % len(names)])
 
     def help_groups(self) -> list[tuple[str, list[Any]]]:
-        groups: list[tuple[str, list[Any]]] = [("global", list(self.BINDINGS))]
+        groups: list[tuple[str, list[Any]]] = [("everywhere on the main screen", list(self.BINDINGS))]
         for n, cls in PANE_CLASSES.items():
             if cls.BINDINGS:
-                groups.append((f"{cls.pane_title} pane ({n})", list(cls.BINDINGS)))
-        groups.append(
-            (
-                "dialogs",
-                list(ConfirmScreen.BINDINGS) + list(BenchSetupScreen.BINDINGS) + list(DoctorScreen.BINDINGS),
-            )
-        )
+                groups.append((f"in the {cls.pane_title} pane (key {n})", list(cls.BINDINGS)))
+        groups.append(("moving around (every table and dialog)", list(NAVIGATION)))
+        groups.append(("in the confirm dialog", list(ConfirmScreen.BINDINGS)))
+        groups.append(("in the bench dialog (b)", list(BenchSetupScreen.BINDINGS)))
+        groups.append(("in the doctor dialog (D)", list(DoctorScreen.BINDINGS)))
         return groups
 
     def action_help(self) -> None:

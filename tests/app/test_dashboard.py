@@ -263,3 +263,45 @@ async def test_log_wrap_times_and_save(tmp_path: Path, monkeypatch: pytest.Monke
 
 def _read(p: Path) -> list[str]:
     return p.read_text().splitlines()
+
+
+async def test_help_has_sections_navigation_and_terms() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        table = app.screen.query_one("#help-table", DataTable)
+        firsts = [str(table.get_row(k)[0]) for k in table.rows]
+        assert firsts.count("everywhere on the main screen") == 1  # a section title, not a column
+        for key in ("tab, shift+tab", "enter", "space", "Esc"):
+            assert key in firsts, key
+        for term in ("shadow-linear", "accept length", "TTFT", "REPLAY", "SIMULATED"):
+            assert any(term in str(table.get_row(k)[0]) + str(table.get_row(k)[1]) for k in table.rows), term
+
+
+async def test_todos_j_and_k_move_the_cursor_not_kill() -> None:
+    from ddtree_tui.ui.screens.confirm import ConfirmScreen
+
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        table = app.query_one("#todos-table", DataTable)
+        assert table.cursor_row == 0
+        await pilot.press("j", "j")
+        assert table.cursor_row == 2
+        await pilot.press("k")
+        await pilot.pause()
+        assert table.cursor_row == 1 and not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_one_theme_system_in_the_palette() -> None:
+    app = DDTreeApp(static_fleet(), demo=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Theme" not in titles and "Keys" in titles
+        from ddtree_tui.ui.commands import palette_commands
+
+        ours = [t for t, _, _ in palette_commands(app)]
+        assert {"theme dark", "theme light", "theme high-contrast"} <= set(ours)

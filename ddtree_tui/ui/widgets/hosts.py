@@ -71,6 +71,8 @@ class HostsPane(Pane):
             if matches(self.active_filter(view), h.name, h.address, h.state, h.error):
                 rows.append((h.name, cells))
         sync_table(self.query_one(DataTable), rows, columns=self.pick({}, WIDE, NARROW)[0])
+        f = self.active_filter(view)
+        self.border_title = f"{self.pane_number} Hosts" + (f" · filter /{f}" if f else "")
         self._errors(view)
 
     def _errors(self, view: View) -> None:

@@ -38,7 +38,15 @@ class TodosPane(Pane):
         Binding("x,delete", "todo('delete')", "Delete"),
         Binding("shift+up,K", "todo('up')", "Move up"),
         Binding("shift+down,J", "todo('down')", "Move down"),
+        # j/k move the cursor here like in every table (k is Kill elsewhere, never a surprise here)
+        Binding("j", "cursor(1)", "Down", show=False, tooltip="cursor down (J moves the item)"),
+        Binding("k", "cursor(-1)", "Up", show=False, tooltip="cursor up (K moves the item)"),
     ]
+
+    def action_cursor(self, step: int) -> None:
+        t = self.query_one(DataTable)
+        if t.row_count:
+            t.move_cursor(row=max(0, min(t.row_count - 1, t.cursor_row + step)), animate=False)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="todos-error")
@@ -97,5 +105,11 @@ class TodosPane(Pane):
                 rows.append((str(i), cells))
         n = len(store.items)
         done = sum(1 for it in store.items if it.status == "completed")
-        self.border_title = f"{self.pane_number} Todos · {done}/{n} done"
+        f = self.active_filter(view)
+        self.border_title = f"{self.pane_number} Todos · {done}/{n} done" + (f" · filter /{f}" if f else "")
+        if not n and not msg:
+            err.update(
+                self.t("no todos yet: t adds one (a check like `service HOST/SVC ready` is verified)", "dim")
+            )
+            err.display = True
         sync_table(self.query_one(DataTable), rows)
