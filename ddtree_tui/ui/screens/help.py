@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import Label, Static
 
 KEY_NAMES = {"slash": "/", "question_mark": "?", "space": "space", "escape": "Esc", "delete": "Del"}
 
 # keys every table and dialog understands (Textual's own), listed so nobody has to guess them
 NAVIGATION = [
-    Binding("up,down,pageup,pagedown,home,end", "-", "", tooltip="move the cursor in the focused table"),
+    Binding("up,down,pgup,pgdn", "-", "", tooltip="move the cursor in the focused table (Home, End too)"),
     Binding(
         "tab,shift+tab", "-", "", tooltip="next / previous widget (in dialogs: the next field or button)"
     ),
@@ -59,7 +60,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     HelpScreen > #dialog { width: 95%; max-width: 120; height: 95%; border: thick $accent;
         background: $surface; padding: 0 1; }
-    HelpScreen DataTable { height: 1fr; }
+    HelpScreen #help-scroll { height: 1fr; }
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close help")]
 
@@ -70,21 +71,28 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("Keys (Esc or ? closes) · ctrl+p: every action for every host and service")
-            t: DataTable[Any] = DataTable(id="help-table", cursor_type="row", zebra_stripes=False)
-            t.add_columns("Keys", "What")
-            where = None
-            for i, (group, keys, what) in enumerate(self.rows):
-                if group != where:  # a section title instead of a column repeating it on every row
-                    where = group
-                    t.add_row(Text(group, style="bold reverse"), "", key=f"group-{i}")
-                t.add_row(Text(keys, style="bold"), what, key=str(i))
-            t.add_row(Text("terms", style="bold reverse"), "", key="group-terms")
-            for n, (term, meaning) in enumerate(TERMS):
-                t.add_row(Text(term, style="bold"), meaning, key=f"term-{n}")
-            yield t
+            with VerticalScroll(id="help-scroll"):
+                yield Static(self.table(), id="help-table")
+
+    def table(self) -> Table:
+        """Sections (a title line each, not a column repeating it), keys, and what they do, wrapped: a
+        narrow terminal wraps the text instead of cutting it."""
+        t = Table(box=None, show_header=False, expand=True, padding=(0, 1))
+        t.add_column("keys", no_wrap=True, style="bold")
+        t.add_column("what", ratio=1)
+        where = None
+        for group, keys, what in self.rows:
+            if group != where:
+                where = group
+                t.add_row("", Text(group, style="bold reverse"))
+            t.add_row(keys, what)
+        t.add_row("", Text("terms", style="bold reverse"))
+        for term, meaning in TERMS:
+            t.add_row(term, meaning)
+        return t
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).focus()
+        self.query_one("#help-scroll", VerticalScroll).focus()
 
     def action_close(self) -> None:
         self.dismiss(None)
