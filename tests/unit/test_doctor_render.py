@@ -17,7 +17,9 @@ def test_unneeded_packages_collapse_into_one_warn() -> None:
     findings = [
         Finding(check="python", status="ok", evidence="Python 3.11"),
         *(_missing(n) for n in ("torch", "sglang", "triton")),
-        Finding(check="nvidia-smi", status="warn", evidence="nvidia-smi is not on the PATH", fix="install it"),
+        Finding(
+            check="nvidia-smi", status="warn", evidence="nvidia-smi is not on the PATH", fix="install it"
+        ),
     ]
     out = collapse_unneeded(findings)
     assert [f.check for f in out] == ["python", "unused packages", "nvidia-smi"]
