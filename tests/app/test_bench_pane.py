@@ -59,21 +59,33 @@ def _cells(table: DataTable[Any], key: str) -> list[str]:
     return [str(c.plain if hasattr(c, "plain") else c) for c in table.get_row(key)]
 
 
+def _named(table: DataTable[Any], key: str) -> dict[str, str]:
+    labels = [str(c.label) for c in table.columns.values()]
+    return dict(zip(labels, _cells(table, key), strict=True))
+
+
 async def test_tok_s_and_delta_use_one_statistic_and_prompts_table_is_shown() -> None:
     fleet = StaticFleet(snapshot(), bench_runs=[bench_run()])
     app = DDTreeApp(fleet, live=False)
     app._bench_history = fleet.bench_history()
-    async with app.run_test(size=(200, 60)) as pilot:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("5")
         await pilot.pause()
         pane = app.query_one(BenchPane)
         res = pane.query_one("#bench-results", DataTable)
-        ddtree = _cells(res, "local/ddtree")
-        assert ddtree[2] == "133.5" and ddtree[3] == "-11.0%"  # the mean of prompts, and Δ on it
-        assert ddtree[4] == "129.2"  # the median, labelled as such
+        ddtree = _named(res, "local/ddtree")
+        assert ddtree["tok/s (mean)"] == "133.5" and ddtree["Δ vs base"] == "-11.0%"  # one statistic
+        assert ddtree["median"] == "129.2"  # the median, labelled as such
         assert (133.5 - 150.0) / 150.0 * 100 == -11.0
         per = pane.query_one("#bench-prompts", DataTable)
-        assert _cells(per, "local/ddtree|p1")[3] == "133.5"
+        assert _named(per, "local/ddtree|p1")["tok/s"] == "133.5"
         assert "last run from history (seed3" in str(pane.query_one("#bench-results-title", Static).render())
+        await pilot.resize_terminal(80, 24)  # the compact columns keep the same statistic
+        await pilot.pause()
+        app.flush(force=True)
+        await pilot.pause()
+        ddtree = _named(res, "local/ddtree")
+        assert ddtree["tok/s"] == "133.5" and ddtree["Δ vs base"] == "-11.0%"
 
 
 async def test_interrupted_run_is_marked() -> None:

@@ -151,6 +151,16 @@ def delta_cell(
     )
 
 
+RES_WIDE = ["Service", "Mode", "tok/s (mean)", "Δ vs base", "median", "Accept", "TTFT ms", "Errors"]
+RES_NARROW = ["Service", "Mode", "tok/s", "Δ vs base", "Accept", "TTFT", "Err"]
+PER_WIDE = ["Service", "Prompt", "n", "tok/s", "range", "TTFT ms", "Accept", "Δ tok/s"]
+PER_NARROW = ["Service", "Prompt", "n", "tok/s", "TTFT", "Accept", "Δ"]
+
+
+def short_mode(mode: str) -> str:
+    return mode.replace("ddtree shadow-linear", "ddtree:shadow").replace("dflash linear", "dflash")
+
+
 class BenchPane(Pane):
     pane_number = 5
     pane_title = "Bench"
@@ -158,7 +168,7 @@ class BenchPane(Pane):
     BenchPane #bench-top { height: 1; }
     BenchPane #bench-status { width: 1fr; }
     BenchPane ProgressBar { width: 30; }
-    BenchPane #bench-live { height: 1fr; min-height: 4; }
+    BenchPane #bench-live { height: auto; max-height: 1fr; min-height: 4; }
     BenchPane #bench-results-title { height: 1; }
     BenchPane #bench-results { height: auto; max-height: 8; }
     BenchPane #bench-prompts { height: auto; max-height: 10; }
@@ -178,12 +188,10 @@ class BenchPane(Pane):
         yield live
         yield Static("", id="bench-results-title")
         res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
-        res.add_columns(
-            "Service", "Mode", "tok/s (mean)", "Δ vs base", "median", "Accept", "TTFT ms", "Errors"
-        )
+        res.add_columns(*RES_WIDE)
         yield res
         per: DataTable[Any] = DataTable(id="bench-prompts", cursor_type="row")
-        per.add_columns("Service", "Prompt", "n", "tok/s", "range", "TTFT ms", "Accept", "Δ tok/s")
+        per.add_columns(*PER_WIDE)
         yield per
         hist: DataTable[Any] = DataTable(id="bench-history", cursor_type="row")
         hist.add_columns("When", "Status", "Prompts", "Services", "Best tok/s", "Baseline")
@@ -243,22 +251,22 @@ class BenchPane(Pane):
                 text, badge = delta_cell(
                     _get(s, "delta_tok_s_pct", "delta_pct"), tps, base_tps, ref == baseline
                 )
-                rows.append(
-                    (
-                        ref,
-                        [
-                            self.t(ref, "accent"),
-                            _mode(s),
-                            fmt.num(tps, "{:.1f}"),
-                            self.t(text, badge),
-                            fmt.num(_get(s, "tok_s_median"), "{:.1f}"),
-                            fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
-                            fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
-                            str(_get(s, "failed", "errors", default=0)),
-                        ],
-                    )
-                )
-        sync_table(self.query_one("#bench-results", DataTable), rows)
+                cells = {
+                    "Service": self.t(ref, "accent"),
+                    "Mode": short_mode(_mode(s)) if self.is_narrow() else _mode(s),
+                    "tok/s (mean)": fmt.num(tps, "{:.1f}"),
+                    "tok/s": fmt.num(tps, "{:.1f}"),
+                    "Δ vs base": self.t(text, badge),
+                    "median": fmt.num(_get(s, "tok_s_median"), "{:.1f}"),
+                    "Accept": fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
+                    "TTFT ms": fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
+                    "TTFT": fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}", "ms"),
+                    "Errors": str(_get(s, "failed", "errors", default=0)),
+                    "Err": str(_get(s, "failed", "errors", default=0)),
+                }
+                rows.append((ref, self.pick(cells, RES_WIDE, RES_NARROW)[1]))
+        cols = self.pick({}, RES_WIDE, RES_NARROW)[0]
+        sync_table(self.query_one("#bench-results", DataTable), rows, columns=cols)
 
     def _render_prompts(self, run: Any) -> None:
         """Per prompt × service, like the headless table: median tok/s [min-max], TTFT, accept, Δ."""
@@ -272,22 +280,23 @@ class BenchPane(Pane):
                 text, badge = delta_cell(_get(r, "delta_tok_s_pct"), None, None, ref == baseline)
                 failed = int(_get(r, "failed", default=0) or 0)
                 n = f"{_get(r, 'n', default=0)}" + (f" ({failed} failed)" if failed else "")
-                rows.append(
-                    (
-                        f"{ref}|{_get(r, 'prompt_id', default='?')}",
-                        [
-                            self.t(ref, "accent"),
-                            str(_get(r, "prompt_id", default="?")),
-                            self.t(n, "bad") if failed else n,
-                            fmt.num(_get(r, "tok_s_median"), "{:.1f}"),
-                            rng,
-                            fmt.num(_get(r, "ttft_ms_median"), "{:.0f}"),
-                            fmt.num(_get(r, "accept_length_median"), "{:.2f}"),
-                            self.t(text, badge),
-                        ],
-                    )
-                )
-        sync_table(self.query_one("#bench-prompts", DataTable), rows)
+                ttft = _get(r, "ttft_ms_median")
+                cells = {
+                    "Service": self.t(ref, "accent"),
+                    "Prompt": str(_get(r, "prompt_id", default="?")),
+                    "n": self.t(n, "bad") if failed else n,
+                    "tok/s": fmt.num(_get(r, "tok_s_median"), "{:.1f}"),
+                    "range": rng,
+                    "TTFT ms": fmt.num(ttft, "{:.0f}"),
+                    "TTFT": fmt.num(ttft, "{:.0f}", "ms"),
+                    "Accept": fmt.num(_get(r, "accept_length_median"), "{:.2f}"),
+                    "Δ tok/s": self.t(text, badge),
+                    "Δ": self.t("base" if text == "baseline" else text, badge),
+                }
+                key = f"{ref}|{_get(r, 'prompt_id', default='?')}"
+                rows.append((key, self.pick(cells, PER_WIDE, PER_NARROW)[1]))
+        cols = self.pick({}, PER_WIDE, PER_NARROW)[0]
+        sync_table(self.query_one("#bench-prompts", DataTable), rows, columns=cols)
 
     def _render_history(self, history: list[Any]) -> None:
         rows = []

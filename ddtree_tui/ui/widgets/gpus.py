@@ -48,7 +48,7 @@ def short_services(names: str | None, narrow: bool) -> str:
     """`dflash,ddtree-shadow` in full, or `dflash +1` in a narrow pane (the process rows name them all)."""
     if not names:
         return "-"
-    parts = [n for n in names.split(",") if n]
+    parts = [n.strip() for n in names.split(",") if n.strip()]
     if not narrow or len(parts) < 2:
         return ", ".join(parts)
     return f"{parts[0]} +{len(parts) - 1}"
