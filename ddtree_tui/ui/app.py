@@ -240,7 +240,9 @@ class DDTreeApp(App[int]):
         self.crash_dir = crash_dir or Path(".ddtree")
         self.crash_file: Path | None = None  # where the traceback of an unhandled error went
         self.crash_summary: str | None = None
-        if demo:
+        self.mode_short: str | None = None
+        if demo:  # the labels stay on screen at any width: the services are SIMULATED, the GPU a REPLAY
+            self.mode_short = "DEMO · SIM · REPLAY"
             self.sub_title = "DEMO: simulated services, GPU telemetry replayed from a real H200 recording"
         elif not self.live:
             self.sub_title = "snapshot"
@@ -272,6 +274,14 @@ class DDTreeApp(App[int]):
     def is_wide(self) -> bool:
         w, h = self.size.width or 80, self.size.height or 24
         return w >= self.WIDE_MIN[0] and h >= self.WIDE_MIN[1]
+
+    # share of the width of the panes that sit side by side in the one-screen layout (CSS below agrees)
+    WIDE_SHARE: ClassVar[dict[int, float]] = {1: 3 / 5, 4: 2 / 5, 5: 1 / 2, 6: 1 / 2}
+
+    def pane_width(self, n: int) -> int:
+        """A pane's width under the current layout, from the terminal size alone (deterministic)."""
+        w = self.size.width or 80
+        return int(w * self.WIDE_SHARE.get(n, 1.0)) if self.is_wide() else w
 
     def _layout(self) -> None:
         """Show every pane (wide) or the active tab's panes (narrow); hidden panes are not painted."""
@@ -441,7 +451,8 @@ class DDTreeApp(App[int]):
 
     def _paint_topbar(self) -> None:
         bar = self.query_one("#topbar", Static)
-        bar.update(topbar(self._snap, self.now(), self.sub_title, max(20, (self.size.width or 80) - 2)))
+        width = max(20, (self.size.width or 80) - 2)
+        bar.update(topbar(self._snap, self.now(), self.sub_title, width, self.mode_short))
 
     def _paint(self, n: int, view: View) -> None:
         pane = self.pane(n)

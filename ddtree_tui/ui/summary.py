@@ -36,14 +36,14 @@ def counts(snap: FleetSnapshot) -> dict[str, str]:
     }
 
 
-def topbar(snap: FleetSnapshot, now: float, mode: str, width: int) -> str:
+def topbar(snap: FleetSnapshot, now: float, mode: str, width: int, short: str | None = None) -> str:
     """One line: `ddtree-tui · MODE` on the left, counts and the clock on the right. What does not fit is
     dropped whole, least useful first (driver, the mode's explanation, GPU count, state words), never cut
     mid-word; the mode word itself (DEMO) and the clock stay."""
     c = counts(snap)
     clock = time.strftime("%H:%M:%S", time.localtime(now))
     left = f"ddtree-tui · {mode}" if mode else "ddtree-tui"
-    short_left = left.split(":", 1)[0]
+    short_left = f"ddtree-tui · {short}" if short else left.split(":", 1)[0]
     states = Counter(s.state for h in snap.hosts for s in h.services)
     marks = " ".join(f"{mark}{states[st]}" for st, mark in STATE_MARKS if states[st]) or "-"
     hosts_short = c["hosts"].removesuffix(" up")

@@ -75,7 +75,15 @@ class Pane(Vertical, can_focus=False):
     def is_narrow(self) -> bool:
         """Compact columns when the pane is narrower than `wide_min` cells (80x24 terminals, split tmux
         panes, a pane sharing a row in the one-screen layout); the app's width before the first layout."""
-        return (self.size.width or self.app.size.width or 80) < self.wide_min
+        return self.layout_width() < self.wide_min
+
+    def layout_width(self) -> int:
+        """The pane's width from the app's layout rules (known before the first layout pass, so the first
+        paint already picks the right columns), else its measured width."""
+        planned = getattr(self.app, "pane_width", None)
+        if callable(planned):
+            return int(planned(self.pane_number))
+        return self.size.width or self.app.size.width or 80
 
     def pick(
         self, cells: dict[str, Any], wide: Sequence[str], narrow: Sequence[str]

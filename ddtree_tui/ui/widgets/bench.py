@@ -203,6 +203,7 @@ class BenchPane(Pane):
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
+        bar.display = bool(live.total) or live.running  # no pulsing bar when nothing runs
         rows = []
         for key, r in live.rows.items():
             rows.append(

@@ -72,7 +72,7 @@ class GpusPane(Pane):
         """The history widens with the pane: what the other wide columns leave, 16..60 cells."""
         if narrow:
             return 8
-        room = (self.size.width or self.app.size.width or 120) - 118
+        room = self.layout_width() - 118
         return max(self.spark_width, min(60, room + self.spark_width))
 
     def render_view(self, view: View) -> None:
