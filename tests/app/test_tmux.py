@@ -120,3 +120,37 @@ def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path
     body = [ln for ln in screen.splitlines() if "Prefill" in ln and "/Prefill" not in ln]
     assert body, f"no matching log line shown:\n{screen}"
     assert tmux.alive()
+
+
+@pytest.mark.timeout(90)
+def test_a_crash_exits_1_with_a_one_line_pointer(tmux: Tmux, tmp_path: Path) -> None:
+    """A handler that raises (here: the smoke key, patched to fail) ends the real app with status 1 and one
+    line naming the saved traceback, instead of a screenful of traceback and status 0."""
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import sys\n"
+        "from ddtree_tui.ui.widgets.services import ServicesPane\n"
+        "def boom(self):\n"
+        "    raise RuntimeError('handler blew up')\n"
+        "ServicesPane.action_smoke = boom\n"
+        "from ddtree_tui.cli import main\n"
+        f"sys.exit(main(['--demo', '--todos', {str(tmp_path / 'todos.json')!r}]))\n"
+    )
+    rc_file = tmp_path / "rc"
+    cmd = f"cd {tmp_path} && TERM=screen-256color {sys.executable} {script}; echo $? > {rc_file}; sleep 30"
+    tmux.run("new-session", "-d", "-s", "ui", "-x", "80", "-y", "24", cmd)
+    tmux.wait_for("● connected", 30)
+    tmux.run("send-keys", "-t", "ui", "3")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "s")
+    screen = tmux.wait_for("traceback saved to", 20)
+    deadline = time.monotonic() + 10
+    while not rc_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rc_file.read_text().strip() == "1"
+    lines = [ln for ln in screen.splitlines() if "ddtree-tui: crashed" in ln]
+    assert len(lines) == 1 and "RuntimeError: handler blew up" in lines[0], screen
+    assert "Traceback (most recent call last)" not in screen
+    saved = sorted(tmp_path.glob("crash-*.txt"))  # beside the todo file (default: .ddtree/)
+    assert len(saved) == 1 and "handler blew up" in saved[0].read_text()
+    assert saved[0].name in screen.replace("\n", "")
