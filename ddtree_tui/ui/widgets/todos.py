@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
@@ -30,6 +31,7 @@ EVIDENCE_BADGE = {
 class TodosPane(Pane):
     pane_number = 4
     pane_title = "Todos"
+    DEFAULT_CSS = "TodosPane #todos-flags { height: auto; max-height: 4; }"
     BINDINGS = [
         Binding("e", "todo('edit')", "Edit"),
         Binding("s", "todo('start')", "Start"),
@@ -50,6 +52,7 @@ class TodosPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="todos-error")
+        yield Static("", id="todos-flags")
         t: DataTable[Any] = DataTable(id="todos-table", cursor_type="row")
         t.add_columns("#", "Status", "Pri", "Todo", "Evidence")
         yield t
@@ -113,3 +116,18 @@ class TodosPane(Pane):
             )
             err.display = True
         sync_table(self.query_one(DataTable), rows)
+        self._flags(store.items, evidence)
+
+    def _flags(self, items: list[Any], evidence: dict[int, Any]) -> None:
+        """Every mismatch flag in full under the table: a narrow pane cuts the Evidence column."""
+        out = Text()
+        for i, _it in enumerate(items):
+            ev = evidence.get(i)
+            if ev is not None and ev.mismatch:
+                if out:
+                    out.append("\n")
+                out.append(f"! {i + 1}: ", self.style_of("bad"))
+                out.append(str(ev.mismatch), self.style_of("bad"))
+        box = self.query_one("#todos-flags", Static)
+        box.update(out)
+        box.display = bool(out) and self.is_narrow()
