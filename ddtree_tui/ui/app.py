@@ -243,7 +243,7 @@ class DDTreeApp(App[int]):
         self.mode_short: str | None = None
         if demo:  # the labels stay on screen at any width: the services are SIMULATED, the GPU a REPLAY
             self.mode_short = "DEMO · SIM · REPLAY"
-            self.sub_title = "DEMO: simulated services, GPU telemetry replayed from a real H200 recording"
+            self.sub_title = "DEMO: SIMULATED services, GPU telemetry a REPLAY of a real H200 recording"
         elif not self.live:
             self.sub_title = "snapshot"
 

@@ -55,6 +55,8 @@ def topbar(snap: FleetSnapshot, now: float, mode: str, width: int, short: str | 
         (short_left, [c["hosts"], c["services"], clock]),
         (short_left, [hosts_short, c["gpus"], f"services {marks}", clock]),
         (short_left, [hosts_short, f"services {marks}", clock]),
+        (short_left, [marks, clock]),
+        (short_left, [clock]),
     ]
     for lft, parts in candidates:
         right = " · ".join(p for p in parts if p)

@@ -4,6 +4,7 @@ when it fits, sorting, buttons, the message history and the top bar."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -182,10 +183,11 @@ def test_topbar_counts_and_fits() -> None:
     assert c["hosts"] == "hosts 1/2 up"
     assert c["gpus"] == "GPUs 2 (1 fault)"
     assert c["services"] == "services ●1 ready ◌1 starting ✖1 crashed"
-    for width in (200, 120, 80, 60):
-        line = topbar(snap, T0, "DEMO: simulated services", width)
-        assert len(line) <= width and "DEMO" in line, (width, line)
-    assert "simulated services" in topbar(snap, T0, "DEMO: simulated services", 200)
+    for width in (200, 120, 80, 60, 48):
+        line = topbar(snap, T0, "DEMO: SIMULATED services, GPU REPLAY", width, "DEMO · SIM · REPLAY")
+        assert len(line) <= width and all(w in line for w in ("DEMO", "SIM", "REPLAY")), (width, line)
+        assert line.rstrip().endswith(time.strftime("%H:%M:%S", time.localtime(T0))), (width, line)
+    assert "SIMULATED services, GPU REPLAY" in topbar(snap, T0, "DEMO: SIMULATED services, GPU REPLAY", 200)
 
 
 @pytest.mark.parametrize(

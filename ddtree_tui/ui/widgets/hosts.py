@@ -18,6 +18,7 @@ NARROW = ["Host", "State", "CPU", "RAM", "Disk free", "Note"]
 class HostsPane(Pane):
     pane_number = 1
     pane_title = "Hosts"
+    sortable = True  # a click on a header sorts by it
     DEFAULT_CSS = """
     HostsPane { height: auto; max-height: 12; }
     HostsPane DataTable { height: auto; max-height: 7; }
@@ -70,7 +71,8 @@ class HostsPane(Pane):
             cells = self.pick(named, WIDE, NARROW)[1]
             if matches(self.active_filter(view), h.name, h.address, h.state, h.error):
                 rows.append((h.name, cells))
-        sync_table(self.query_one(DataTable), rows, columns=self.pick({}, WIDE, NARROW)[0])
+        cols = self.pick({}, WIDE, NARROW)[0]
+        sync_table(self.query_one(DataTable), self.sorted_rows(rows, cols), columns=self.headers(cols))
         f = self.active_filter(view)
         self.border_title = f"{self.pane_number} Hosts" + (f" · filter /{f}" if f else "")
         self._errors(view)
