@@ -315,3 +315,14 @@ async def test_one_theme_system_in_the_palette() -> None:
 
         ours = [t for t, _, _ in palette_commands(app)]
         assert {"theme dark", "theme light", "theme high-contrast"} <= set(ours)
+
+
+def test_service_metrics_show_dash_when_not_measured() -> None:
+    """A crashed service kept "Health 2ms"; an idle one showed accept `0.00`."""
+    from ddtree_tui.ui.widgets.services import metric
+
+    assert metric(2.0, "{:.0f}ms", "crashed") == "-"
+    assert metric(2.0, "{:.0f}ms", "ready") == "2ms"
+    assert metric(0.0, "{:.2f}", "ready", zero_is_missing=True) == "-"
+    assert metric(3.41, "{:.2f}", "ready", zero_is_missing=True) == "3.41"
+    assert metric(0.0, "{:.1f}", "ready") == "0.0"  # an idle throughput is a true zero
