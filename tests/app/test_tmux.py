@@ -91,10 +91,27 @@ def test_demo_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
     assert "check the demo" in (tmp_path / "todos.json").read_text()
 
 
+def demo_profile(tmp_path: Path) -> Path:
+    """The shipped demo profile on free ports: parallel runs of the demo elsewhere hold 31010/31011."""
+    import socket
+
+    from ddtree_tui.config import packaged_demo_profile
+
+    text = Path(packaged_demo_profile()).read_text()
+    for old in ("31010", "31011"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            text = text.replace(f"port = {old}", f"port = {s.getsockname()[1]}")
+    p = tmp_path / "local-demo.toml"
+    p.write_text(text)
+    return p
+
+
 @pytest.mark.timeout(120)
 def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path) -> None:
     """Issue 19's crash: `3` `l` (ready) `6` `/Prefill` Enter, then ctrl+p `smoke local/dflash` Enter."""
-    cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --todos {tmp_path / 'todos.json'}"
+    prof = demo_profile(tmp_path)
+    cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
     tmux.run("new-session", "-d", "-s", "ui", "-x", "80", "-y", "24", cmd)
     tmux.wait_for("● connected", 30)
     tmux.wait_for("local/dflash", 20)
