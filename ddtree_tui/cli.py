@@ -59,10 +59,63 @@ def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
     g = p.add_argument_group("record and replay a session (the TUI and serve)")
     g.add_argument("--record", metavar="FILE", default=d, help="record snapshots and events (gzip, bounded)")
     g.add_argument(
-        "--record-max-mb", type=float, metavar="MB", default=argparse.SUPPRESS if suppress else 200.0
+        "--record-max-mb",
+        type=float,
+        metavar="MB",
+        default=argparse.SUPPRESS if suppress else 200.0,
+        help="stop recording past this size",
     )
     g.add_argument("--replay", metavar="FILE", default=d, help="play a recording back, labelled REPLAY")
-    g.add_argument("--speed", type=float, metavar="X", default=argparse.SUPPRESS if suppress else 1.0)
+    g.add_argument(
+        "--speed",
+        type=float,
+        metavar="X",
+        default=argparse.SUPPRESS if suppress else 1.0,
+        help="replay speed (4: four times as fast)",
+    )
+
+
+GLOBAL_FLAGS = {"--demo"}
+GLOBAL_VALUES = {"--profile", "--profiles", "--todos", "--theme"}
+
+
+def hoist_globals(argv: Sequence[str]) -> list[str]:
+    """Global options moved in front of the mode word, so `patches status --demo local` parses like
+    `--demo patches status local` (argparse had already closed the optional positionals at `--demo` and
+    then rejected `local` with the top-level usage)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    args = list(argv)
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest += args[i:]
+            break
+        if a in GLOBAL_FLAGS or (a.split("=", 1)[0] in GLOBAL_VALUES and "=" in a):
+            front.append(a)
+        elif a in GLOBAL_VALUES and i + 1 < len(args):
+            front += [a, args[i + 1]]
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
+def _version() -> str:
+    from ddtree_tui import __version__
+
+    return f"ddtree-tui {__version__}"
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows `(default: X)` on every option that has one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS, []) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ddtree-tui",
         description="Deploy, watch and benchmark DFlash / DDTree SGLang services on a few GPU hosts. "
         "Without a mode word it starts the terminal UI.",
+        formatter_class=_Help,
     )
+    p.add_argument("--version", action="version", version=_version(), help="print the version and exit")
     _globals(p, suppress=False)
     a = p.add_argument_group("attach to a collector (ddtree-tui serve)")
     a.add_argument("--attach", metavar="URL", default=None, help="run the TUI on a collector's data, e.g. "
@@ -83,14 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--prompts", metavar="SET|FILE.jsonl", default="seed3", help="seed3, agentic, longctx or a file"
     )
-    b.add_argument("--repeats", type=int, default=1, metavar="N")
-    b.add_argument("--warmup", type=int, default=1, metavar="N")
-    b.add_argument("--concurrency", type=int, default=1, metavar="N")
+    b.add_argument("--repeats", type=int, default=1, metavar="N", help="measured requests per prompt")
+    b.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests first")
+    b.add_argument("--concurrency", type=int, default=1, metavar="N", help="requests in flight at once")
     b.add_argument(
         "--workers", type=int, default=1, metavar="N", help="client processes (when one loop cannot keep up)"
     )
-    b.add_argument("--max-new-tokens", type=int, default=256, metavar="N")
-    b.add_argument("--temperature", type=float, default=0.0)
+    b.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="tokens per answer")
+    b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
     b.add_argument(
         "--api",
         choices=["generate", "chat", "completions"],
@@ -111,16 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="send ignore_eos (SGLang's sampling parameter; always sent on /generate, only then on OpenAI APIs)",
     )
     b.add_argument("--timeout", type=float, default=None, help="per-request timeout, seconds")
-    b.add_argument("--baseline", metavar="HOST/SVC")
-    b.add_argument("--json", dest="json_out", metavar="FILE")
-    b.add_argument("--csv", dest="csv_out", metavar="FILE")
+    b.add_argument("--baseline", metavar="HOST/SVC", help="Δ columns relative to it (default: the first)")
+    b.add_argument("--json", dest="json_out", metavar="FILE", help="write the run as JSON (schema in README)")
+    b.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-prompt rows as CSV")
     b.add_argument("--html", dest="html_out", metavar="FILE", help="a self-contained HTML report of the run")
     b.add_argument("--history", metavar="FILE", help="history file (default .ddtree/bench-history.jsonl)")
 
     sub = p.add_subparsers(dest="mode", metavar="MODE")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_)
+        sp = sub.add_parser(name, help=help_, description=help_, formatter_class=_Help)
         _globals(sp, suppress=True)
         return sp
 
@@ -134,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("restart", "kill then launch with the same spec (redeploy)"),
     ):
         sp = add(name, what)
-        sp.add_argument("service", metavar="HOST/SVC")
+        sp.add_argument("service", metavar="HOST/SVC", help="host profile name / service name")
         sp.add_argument("--timeout", type=float, default=None, help="seconds to wait for the result")
         if name != "kill":
             sp.add_argument(
@@ -146,62 +201,83 @@ def build_parser() -> argparse.ArgumentParser:
                 help="launch even when the host's SGLang parser rejects the command line",
             )
     sp = add("smoke", "one short streaming request to a service: ok or why not")
-    sp.add_argument("service", metavar="HOST/SVC|URL")
-    sp.add_argument("--api", choices=["generate", "chat", "completions"], default="generate")
+    sp.add_argument("service", metavar="HOST/SVC|URL", help="a profile's service, or a server's base URL")
+    sp.add_argument(
+        "--api",
+        choices=["generate", "chat", "completions"],
+        default="generate",
+        help="which HTTP API to call",
+    )
     sp.add_argument("--model", metavar="NAME", help='the OpenAI "model" field (default: from /v1/models)')
-    sp.add_argument("--prompt", default="Say hello in one short sentence.", metavar="TEXT")
-    sp.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
+    sp.add_argument("--prompt", default="Say hello in one short sentence.", metavar="TEXT", help="the prompt")
+    sp.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="tokens to generate")
     sp.add_argument("--timeout", type=float, default=30.0, help="seconds for the whole request")
     sp.add_argument("--json", action="store_true", help="print the result as a JSON object")
 
     sp = add("move", "launch the same service spec on another host, then kill the old one")
     sp.add_argument("service", metavar="HOST/SVC")
-    sp.add_argument("to_host", metavar="TOHOST")
-    sp.add_argument("--timeout", type=float, default=None)
+    sp.add_argument("to_host", metavar="TOHOST", help="the host profile to move it to")
+    sp.add_argument("--timeout", type=float, default=None, help="seconds to wait for the new one")
 
     sp = add("logs", "tail a service's log")
     sp.add_argument("service", metavar="HOST/SVC")
-    sp.add_argument("-f", "--follow", action="store_true")
-    sp.add_argument("-n", "--lines", type=int, default=40)
+    sp.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    sp.add_argument("-n", "--lines", type=int, default=40, help="lines of the tail to print first")
 
     sp = add("patches", "patch sets for a host's SGLang")
-    sp.add_argument("action", choices=["status", "apply", "revert", "list"])
-    sp.add_argument("host", nargs="?", metavar="HOST")
-    sp.add_argument("patch", nargs="?", metavar="NAME")
+    sp.add_argument("action", choices=["status", "apply", "revert", "list"], help="what to do")
+    sp.add_argument("host", nargs="?", metavar="HOST", help="host profile name")
+    sp.add_argument("patch", nargs="?", metavar="NAME", help="patch set name (see `patches list`)")
     sp.add_argument("--patches-dir", default=None, help="directory of patch sets (default ./patches)")
 
     sp = add("doctor", "preflight checks of a host's environment")
-    sp.add_argument("host", nargs="?", metavar="HOST")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("host", nargs="?", metavar="HOST", help="host to check (default: every host)")
+    sp.add_argument("--json", action="store_true", help="print the findings as JSON")
 
     sp = add("todo", "the todowrite-compatible checklist")
     sp.add_argument(
-        "action", nargs="?", default="list", choices=["list", "add", "start", "done", "cancel", "check"]
+        "action",
+        nargs="?",
+        default="list",
+        choices=["list", "add", "start", "done", "cancel", "check"],
+        help="what to do",
     )
-    sp.add_argument("arg", nargs="?", metavar="TEXT|N")
-    sp.add_argument("--priority", choices=["high", "medium", "low"], default="medium")
+    sp.add_argument("arg", nargs="?", metavar="TEXT|N", help="the text to add, or the item number")
+    sp.add_argument("--priority", choices=["high", "medium", "low"], default="medium", help="for add")
     sp.add_argument(
         "--check", dest="check_expr", metavar="EVIDENCE", help="e.g. 'service ct200/dflash ready'"
     )
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="print the list as JSON")
 
     sp = add("report", "one or more run JSON files: the aligned comparison, or a self-contained HTML report")
     sp.add_argument("runs", nargs="+", metavar="RUN.json", help="files written by --run-bench --json")
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
     sp = add("sim", "run one simulated SGLang server (always labelled simulated)")
-    sp.add_argument("--algorithm", choices=["dflash", "ddtree", "baseline"], default="dflash")
+    sp.add_argument(
+        "--algorithm", choices=["dflash", "ddtree", "baseline"], default="dflash", help="what to imitate"
+    )
     # dest differs from "mode": the subparsers' own dest is "mode" and would be overwritten
-    sp.add_argument("--mode", dest="sim_mode", choices=["linear", "shadow-linear", "tree"], default=None)
-    sp.add_argument("--port", type=int, required=True)
-    sp.add_argument("--host", default="127.0.0.1")
-    sp.add_argument("--accept-length", type=float, default=None)
+    sp.add_argument(
+        "--mode",
+        dest="sim_mode",
+        choices=["linear", "shadow-linear", "tree"],
+        default=None,
+        help="DDTree mode",
+    )
+    sp.add_argument("--port", type=int, required=True, help="port to listen on")
+    sp.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    sp.add_argument("--accept-length", type=float, default=None, help="mean accepted tokens per verify pass")
     sp.add_argument("--decode-rate", type=float, default=40.0, help="verify passes per second")
     sp.add_argument("--load-time", type=float, default=2.0, help="seconds /health answers 503")
-    sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--model-path", default="sim/Qwen3.6-35B-A3B")
-    sp.add_argument("--incremental-streaming-output", action="store_true")
-    sp.add_argument("--decode-log-interval", type=int, default=40)
+    sp.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
+    sp.add_argument("--model-path", default="sim/Qwen3.6-35B-A3B", help="the model name it reports")
+    sp.add_argument(
+        "--incremental-streaming-output", action="store_true", help="stream deltas, not full text"
+    )
+    sp.add_argument(
+        "--decode-log-interval", type=int, default=40, help="a Decode batch log line every N passes"
+    )
     sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
     r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/server.py)")
     r.add_argument(
@@ -242,7 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
     _record_args(sp, suppress=True)
 
     sp = add("web", "the TUI in a browser (textual-serve), each tab attached to a collector")
-    sp.add_argument("--listen", dest="web_listen", default="127.0.0.1:8765", metavar="HOST:PORT")
+    sp.add_argument(
+        "--listen",
+        dest="web_listen",
+        default="127.0.0.1:8765",
+        metavar="HOST:PORT",
+        help="where to serve the page",
+    )
     sp.add_argument(
         "--attach", default=argparse.SUPPRESS, metavar="URL", help="the collector (default :9464)"
     )
@@ -253,8 +335,32 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="browser token file (0600; created when missing); needed off loopback",
     )
-    sp.add_argument("--collector-token-file", dest="token_file", default=argparse.SUPPRESS, metavar="FILE")
+    sp.add_argument(
+        "--collector-token-file",
+        dest="token_file",
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="the collector's bearer token file",
+    )
+    _fill_help(p)
     return p
+
+
+DEST_HELP = {
+    "service": "HOST/SVC: the host profile's name and the service's name",
+    "timeout": "seconds to wait",
+    "api": "which HTTP API to call",
+}
+
+
+def _fill_help(p: argparse.ArgumentParser) -> None:
+    """Every option and argument carries a help text (a shared one by name where none was given)."""
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sp in a.choices.values():
+                _fill_help(sp)
+        elif not a.help and a.dest in DEST_HELP:
+            a.help = DEST_HELP[a.dest]
 
 
 def _resolve(spec: str) -> Callable[[argparse.Namespace], int] | None:
@@ -270,7 +376,7 @@ def _resolve(spec: str) -> Callable[[argparse.Namespace], int] | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    ns = parser.parse_args(hoist_globals(sys.argv[1:] if argv is None else argv))
     for attr, default in (("profile", None), ("profiles", None), ("todos", None), ("theme", None)):
         if not hasattr(ns, attr):
             setattr(ns, attr, default)

@@ -68,7 +68,7 @@ def render_text(snap: FleetSnapshot) -> str:
             sim = " (simulated)" if s.simulated else ""
             line = (
                 f"  service {s.name}: {s.state} {s.algorithm}{mode}{sim} port {s.port} pid {_fmt(s.pid)} "
-                f"accept {_fmt(s.accept_length, nd=2)} tput {_fmt(s.gen_throughput, ' tok/s', 1)}"
+                f"accept {_fmt(s.accept_length or None, nd=2)} throughput {_fmt(s.gen_throughput, ' tok/s', 1)}"
             )
             if s.detail and s.state != "ready":
                 line += f" — {s.detail}"

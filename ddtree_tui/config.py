@@ -6,8 +6,10 @@ and a traceback helps nobody at 2 a.m.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
+import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -419,20 +421,71 @@ def parse_profile(text: str, path: Path | str = "<profile>") -> HostProfile:
     except RecursionError:
         raise ProfileError(path, None, None, "values nested too deeply") from None
     except ValidationError as e:
-        err = e.errors()[0]
+        raise _profile_error(text, path, e) from None
+
+
+def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The pydantic model that holds the last key of `loc` (HostProfile, ServiceSpec, ...), for hints."""
+    model: type[BaseModel] = HostProfile
+    for k in loc[:-1]:
+        if isinstance(k, int):
+            continue
+        f = model.model_fields.get(str(k))
+        if f is None:
+            return None
+        found = None
+        stack: list[Any] = [f.annotation]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                found = t
+                break
+            stack.extend(typing.get_args(t))
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def did_you_mean(loc: Sequence[Any]) -> str | None:
+    """`prot` -> `port`: the closest field name where an unknown key was found."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    model = _model_at(loc)
+    if model is None:
+        return None
+    names = [n for n in model.model_fields if n != "source"]
+    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _profile_error(text: str, path: Path | str, e: ValidationError) -> ProfileError:
+    """Every validation error, unknown keys first (a typo'd key is usually why a required one is
+    missing), each with its line, its field and, for an unknown key, the field it probably meant."""
+    located: list[tuple[int | None, str | None, str]] = []
+    errors = sorted(e.errors(), key=lambda x: 0 if x.get("type") == "extra_forbidden" else 1)
+    for err in errors:
         loc = tuple(err.get("loc", ()))
         message = _explain(err)
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, _LocatedError):
             # a model-level check that knows its field: the model's loc + the field inside it
             loc, message = loc + tuple(cause.loc), str(cause)
+        if err.get("type") == "extra_forbidden":
+            hint = did_you_mean(loc)
+            if hint:
+                message = f"unknown key (did you mean '{hint}'?)"
         line = _locate(text, loc) if loc else None
         if line is None and loc and err.get("type") != "missing":
             line = _grep_key(text, loc)
         if line is None and len(loc) > 1:
             line = _locate(text, loc[:-1])  # at least the table it belongs to
-        extra = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise ProfileError(path, line, _field_name(loc) or None, message + extra) from None
+        located.append((line, _field_name(loc) or None, message))
+    line, field, message = located[0]
+    for ln, fld, msg in located[1:]:
+        where = f"{path}:{ln}" if ln else str(path)
+        message += f"\n  {where}:{f' field {fld!r}' if fld else ''} {msg}"
+    return ProfileError(path, line, field, message)
 
 
 def load_profile(path: Path | str) -> HostProfile:

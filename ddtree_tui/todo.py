@@ -747,7 +747,9 @@ def _run_finished(run: dict[str, Any]) -> bool:
     if run.get("finished") is False:
         return False
     status = run.get("status") or run.get("state")
-    return not (isinstance(status, str) and status.lower() in ("running", "aborted", "cancelled", "started"))
+    # an interrupted run (ctrl+c, a lost host) never ran some prompts: no evidence either way
+    unfinished = ("running", "aborted", "cancelled", "started", "interrupted")
+    return not (isinstance(status, str) and status.lower() in unfinished)
 
 
 def _run_prompt_set(run: dict[str, Any]) -> str | None:

@@ -562,7 +562,7 @@ def one(svc, grp):
         return {'present': False}
     who, st = identify(rec, set(svc.get('accept') or []))
     r = {'present': True, 'pid': rec.get('pid'), 'pgid': rec.get('pgid'), 'started_at': rec.get('started_at'),
-         'argv_hash': rec.get('argv_hash')}
+         'argv_hash': rec.get('argv_hash'), 'port': rec.get('port')}
     if who == 'ours':
         r['alive'] = True
         r['pids'] = sorted(set(grp.get(rec.get('pgid'), []) + [rec.get('pid')])) if st['pgrp'] == rec.get('pgid') else [rec.get('pid')]

@@ -308,13 +308,13 @@ class ServiceManager:
             self._set(svc, state="unknown", pid=None, detail=f"workdir not trusted: {rec['untrusted']}")
             return
         if not rec.get("present"):
-            self._set(svc, state="stopped", pid=None, detail=None, **_CLEARED)
+            self._set(svc, state="stopped", pid=None, detail=None, port=spec.port, **_CLEARED)
             return
         pid = rec.get("pid")
         started = rec.get("started_at")
         if not rec.get("alive"):
             if rec.get("stopping") or svc.killing:
-                self._set(svc, state="stopped", pid=None, detail="stopping")
+                self._set(svc, state="stopped", pid=None, detail="stopping", port=spec.port)
                 return
             why = rec.get("why")
             if why in ("pid-reused", "foreign"):
@@ -333,11 +333,19 @@ class ServiceManager:
                 started_at=started,
                 detail=self._redact(detail),
                 last_log=self._redact_lines(rec.get("tail")),
+                port=spec.port,
+                health_latency_ms=None,  # a dead process has no health latency (it kept the last one)
             )
             return
         m = svc.metrics
         info = svc.info
-        upd: dict[str, Any] = {"pid": pid, "started_at": started}
+        upd: dict[str, Any] = {"pid": pid, "started_at": started, "port": self._running_port(svc)}
+        moved = upd["port"] != spec.port
+        port_note = (
+            f"running on port {upd['port']}; the profile says {spec.port}: restart to apply"
+            if moved
+            else None
+        )
         if info is not None:
             upd["version"] = info.version
             upd["model"] = info.model_path
@@ -358,7 +366,7 @@ class ServiceManager:
         last_line = svc.lines[-1] if svc.lines else None
         if h is not None and h.ok:
             svc.ever_ready_pid = pid
-            self._set(svc, state="ready", detail=None, **upd)
+            self._set(svc, state="ready", detail=port_note, **upd)
         elif svc.ever_ready_pid == pid and svc.fail_count >= self.fail_threshold:
             since = svc.fail_since or now
             why = h.error if h else "no answer"
@@ -508,13 +516,23 @@ class ServiceManager:
             )
         return self._client
 
+    @staticmethod
+    def _running_port(svc: _Svc) -> int:
+        """The port the running process was launched on (its pidfile), else the spec's: after a profile
+        edit + reload the process still serves on the old port until it is restarted."""
+        rec = svc.proc or {}
+        port = rec.get("port")
+        return port if rec.get("alive") and isinstance(port, int) and port > 0 else svc.spec.port
+
     async def base_url(self, name: str) -> str:
         """http://127.0.0.1:<local port> reaching the service's port on its host."""
-        spec = self._svc(name).spec
+        svc = self._svc(name)
+        spec = svc.spec
+        port = self._running_port(svc)
         remote = "127.0.0.1" if spec.bind in ("0.0.0.0", "", "::") else spec.bind
-        key = (remote, spec.port)
+        key = (remote, port)
         if key not in self._forwards:
-            self._forwards[key] = await self.transport.forward_port(spec.port, remote)
+            self._forwards[key] = await self.transport.forward_port(port, remote)
         host = remote if self.profile.is_local and remote not in ("::1",) else "127.0.0.1"
         return f"http://{host}:{self._forwards[key]}"
 

@@ -10,14 +10,19 @@ import contextlib
 import re
 import sys
 import time
+import traceback
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App, ComposeResult
+from rich.text import Text
+from textual import events
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
-from textual.widgets import Header, Input, TabbedContent, TabPane
+from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.events import (
     BenchEventWrap,
@@ -31,13 +36,24 @@ from ddtree_tui.events import (
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, StaticFleet
 from ddtree_tui.ui.commands import FleetCommands
-from ddtree_tui.ui.messages import BenchIntent, HostSelected, ServiceIntent, ServiceSelected, TodoIntent
+from ddtree_tui.ui.details import gpu_detail, host_detail, service_detail
+from ddtree_tui.ui.messages import (
+    BenchIntent,
+    DrillDown,
+    HostSelected,
+    ServiceIntent,
+    ServiceSelected,
+    TodoIntent,
+)
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
+from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
-from ddtree_tui.ui.screens.help import HelpScreen
+from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
+from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
+from ddtree_tui.ui.summary import topbar
 from ddtree_tui.ui.widgets.base import Pane, View
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.footer import LeanFooter
@@ -73,7 +89,18 @@ PANE_CLASSES: dict[int, type[Pane]] = {
 }
 LOG_BUF_MAX = 500
 # actions that only make sense on the main screen (not while a dialog is open)
-MAIN_ONLY = {"service", "bench", "logs", "doctor", "new_todo", "filter", "focus_pane", "help", "cycle_theme"}
+MAIN_ONLY = {
+    "messages",
+    "service",
+    "bench",
+    "logs",
+    "doctor",
+    "new_todo",
+    "filter",
+    "focus_pane",
+    "help",
+    "cycle_theme",
+}
 
 
 def themes_dir() -> Path:
@@ -102,12 +129,33 @@ class DDTreeApp(App[int]):
     COMMANDS = App.COMMANDS | {FleetCommands}
     ENABLE_COMMAND_PALETTE = True
     CSS = """
+    #topbar { height: 1; background: $panel; color: $foreground; padding: 0 1; }
+    #tabs { height: 2; }
     #main { height: 1fr; }
-    #tab-fleet > * { }
+    #row-top { height: auto; }
+    #row-bottom { height: 1fr; }
+    .-narrow #row-top > Pane { width: 1fr; }
+    .-narrow #row-bottom > Pane { width: 1fr; }
+    .-narrow #main > GpusPane, .-narrow #main > ServicesPane { height: 1fr; }
+    .-wide #tabs { display: none; }
+    .-wide #row-top { max-height: 12; }
+    .-wide HostsPane { width: 3fr; }
+    .-wide TodosPane { width: 2fr; height: auto; max-height: 12; }
+    .-wide #main > GpusPane { height: auto; max-height: 40%; }
+    .-wide #main > ServicesPane { height: auto; max-height: 35%; }
+    .-wide #row-bottom { min-height: 10; }
+    .-wide BenchPane { width: 1fr; }
+    .-wide LogsPane { width: 1fr; }
+    #message-bar { height: 1; padding: 0 1; color: $text-muted; }
+    .-narrow ServicesPane DataTable { height: 1fr; }
+    #message-bar.-error { color: $error; text-style: bold; }
+    #message-bar.-warning { color: $warning; }
+    ToastRack { display: none; }
     #filter { dock: bottom; display: none; height: 3; }
     #filter.-shown { display: block; }
-    TabPane { padding: 0; }
     """
+    # at least this many columns and rows: every pane on one screen; below it, tabs
+    WIDE_MIN = (140, 40)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "focus_pane(1)", "Hosts", show=False, tooltip="focus the hosts pane"),
         Binding("2", "focus_pane(2)", "GPUs", show=False, tooltip="focus the GPU pane"),
@@ -130,11 +178,12 @@ class DDTreeApp(App[int]):
             show=False,
             tooltip="doctor: preflight checks of the selected host",
         ),
-        Binding("t", "new_todo", "Todo+", tooltip="add a todo"),
+        Binding("t", "new_todo", "New todo", tooltip="add an item to the todo checklist"),
         Binding("slash", "filter", "Filter", show=False, tooltip="filter the focused pane / search the log"),
         Binding("T", "cycle_theme", "Theme", show=False, tooltip="next colour theme"),
         Binding("R", "reload_profiles", "Reload", show=False, tooltip="re-read the host profiles from disk"),
         Binding("question_mark", "help", "Help", tooltip="this list of keys"),
+        Binding("H", "messages", "Messages", show=False, tooltip="every message of this session (history)"),
         Binding(
             "ctrl+p",
             "command_palette",
@@ -155,6 +204,7 @@ class DDTreeApp(App[int]):
         live: bool = True,
         refresh_hz: float = 5.0,
         stop_timeout: float = 15.0,
+        crash_dir: Path | None = None,
     ) -> None:
         self._themes = discover_themes()
         super().__init__(css_path=[p for p, _ in self._themes.values()])
@@ -171,39 +221,96 @@ class DDTreeApp(App[int]):
         self.selected_host: str | None = None
         self.filter_text = ""
         self.filter_pane = 0
+        self.active_tab = "tab-fleet"
         self._snap: FleetSnapshot = fleet.snapshot()
         self._dirty: set[str] = {"fleet", "todos", "bench", "logs"}
         self._stale: set[int] = set()
         self._log_buf: list[str] = []
         self._log_overflow = False
         self._bench_history: list[Any] = []
+        self._history_sig: Any = ("unset",)
         self._last_clock_paint = 0.0
         self._busy: set[str] = set()
         self._todo_lock = asyncio.Lock()
         self._fleet_started = False
         self._fleet_stopped = False
         self.paint_count = 0  # repaints done; benchmarks/ui.py reads it
-        if demo:
-            self.sub_title = "DEMO · simulated services · GPU telemetry replayed from a real H200 recording"
+        self.messages: list[MessageRecord] = []  # every notice, for `H`; the bar shows the latest
+        self._message_until = 0.0
+        self.crash_dir = crash_dir or Path(".ddtree")
+        self.crash_file: Path | None = None  # where the traceback of an unhandled error went
+        self.crash_summary: str | None = None
+        self.mode_short: str | None = None
+        if demo:  # the labels stay on screen at any width: the services are SIMULATED, the GPU a REPLAY
+            self.mode_short = "DEMO · SIM · REPLAY"
+            self.sub_title = "DEMO: SIMULATED services, GPU telemetry a REPLAY of a real H200 recording"
         elif not self.live:
             self.sub_title = "snapshot"
 
     # --- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=False, icon="≡")
-        with TabbedContent(id="main", initial="tab-fleet"):
-            with TabPane("Fleet 1-3", id="tab-fleet"):
+        yield Static("", id="topbar")
+        yield Tabs(
+            Tab("Fleet 1-3", id="tab-fleet"),
+            Tab("Todos 4", id="tab-todos"),
+            Tab("Bench 5", id="tab-bench"),
+            Tab("Logs 6", id="tab-logs"),
+            id="tabs",
+        )
+        with Vertical(id="main"):
+            with Horizontal(id="row-top"):
                 yield HostsPane(id="pane-1")
-                yield GpusPane(id="pane-2")
-                yield ServicesPane(id="pane-3")
-            with TabPane("Todos 4", id="tab-todos"):
                 yield TodosPane(id="pane-4")
-            with TabPane("Bench 5", id="tab-bench"):
+            yield GpusPane(id="pane-2")
+            yield ServicesPane(id="pane-3")
+            with Horizontal(id="row-bottom"):
                 yield BenchPane(id="pane-5")
-            with TabPane("Logs 6", id="tab-logs"):
                 yield LogsPane(id="pane-6")
+        yield Static("", id="message-bar")
         yield Input(placeholder="filter", id="filter")
         yield LeanFooter()  # Footer minus the leak of its old keys
+
+    # --- responsive layout: one screen when it fits, tabs when it does not -------------------------------
+    def is_wide(self) -> bool:
+        w, h = self.size.width or 80, self.size.height or 24
+        return w >= self.WIDE_MIN[0] and h >= self.WIDE_MIN[1]
+
+    # share of the width of the panes that sit side by side in the one-screen layout (CSS below agrees)
+    WIDE_SHARE: ClassVar[dict[int, float]] = {1: 3 / 5, 4: 2 / 5, 5: 1 / 2, 6: 1 / 2}
+
+    def pane_width(self, n: int) -> int:
+        """A pane's width under the current layout, from the terminal size alone (deterministic)."""
+        w = self.size.width or 80
+        return int(w * self.WIDE_SHARE.get(n, 1.0)) if self.is_wide() else w
+
+    def _layout(self) -> None:
+        """Show every pane (wide) or the active tab's panes (narrow); hidden panes are not painted."""
+        wide = self.is_wide()
+        self.set_class(wide, "-wide")
+        self.set_class(not wide, "-narrow")
+        shown = set(PANE_TAB) if wide else {n for n, t in PANE_TAB.items() if t == self.active_tab}
+        for n in PANE_TAB:
+            self.pane(n).display = n in shown
+        self.query_one("#row-top").display = bool(shown & {1, 4})
+        self.query_one("#row-bottom").display = bool(shown & {5, 6})
+        self.query_one(LeanFooter).compact = (self.size.width or 80) < 120
+
+    async def _on_resize(self, event: events.Resize) -> None:
+        await super()._on_resize(event)
+        self.call_after_refresh(self._relayout)
+
+    def _relayout(self) -> None:
+        if not self._composed_ok():
+            return
+        self._layout()
+        self.call_after_refresh(self.flush, True)  # column sets follow the new pane widths
+
+    def _composed_ok(self) -> bool:
+        try:
+            self.query_one("#main")
+        except Exception:
+            return False
+        return True
 
     def pane(self, n: int) -> Pane:
         return self.query_one(f"#pane-{n}", Pane)
@@ -213,6 +320,7 @@ class DDTreeApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_theme(self.theme_name)
+        self._layout()
         inp = self.query_one("#filter", Input)
         inp.cursor_blink = False
         self._snap = self.fleet.snapshot()
@@ -223,6 +331,7 @@ class DDTreeApp(App[int]):
             self.run_worker(self._load_bench_history(), group="history", exclusive=True)
             self.run_worker(self._run_fleet(), group="fleet", exclusive=True, name="fleet")
             self.set_interval(1.0 / self.refresh_hz, self.flush, name="repaint")
+            self.set_interval(2.0, self._poll_history, name="history-watch")
 
     # --- the fleet ---------------------------------------------------------------------------------------
     async def _run_fleet(self) -> None:
@@ -263,6 +372,24 @@ class DDTreeApp(App[int]):
             self.notify(f"bench history: {e}", severity="warning")
         self._dirty.add("bench")
 
+    def _poll_history(self) -> None:
+        self.run_worker(self._check_history(), group="history-watch", exclusive=True)
+
+    async def _check_history(self) -> None:
+        """A run made headless (`--run-bench`, another terminal) while the TUI is open: its line lands in
+        the history file; reload when the file's size or mtime moved (a stat off the UI path)."""
+        path = getattr(self.fleet, "history_path", None)
+        if path is None:
+            return
+        try:
+            st = await asyncio.to_thread(Path(path).stat)
+            sig: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            sig = None
+        if sig != self._history_sig:  # (the first check reads it once more: cheap, and no race at start)
+            self._history_sig = sig
+            await self._load_bench_history()
+
     def current_snapshot(self) -> FleetSnapshot:
         return self._snap
 
@@ -285,8 +412,9 @@ class DDTreeApp(App[int]):
         )
 
     def _visible(self) -> set[int]:
-        tab = self.query_one(TabbedContent).active
-        return {n for n, t in PANE_TAB.items() if t == tab}
+        if self.is_wide():
+            return set(PANE_TAB)
+        return {n for n, t in PANE_TAB.items() if t == self.active_tab}
 
     def flush(self, force: bool = False) -> None:
         """Repaint the visible panes whose data changed; once a second the clocks (uptime, retry in Ns)."""
@@ -323,7 +451,14 @@ class DDTreeApp(App[int]):
                     continue
                 self._stale.discard(n)
                 self._paint(n, view)
+        self._paint_topbar()
+        self._paint_message_bar()
         self.paint_count += 1
+
+    def _paint_topbar(self) -> None:
+        bar = self.query_one("#topbar", Static)
+        width = max(20, (self.size.width or 80) - 2)
+        bar.update(topbar(self._snap, self.now(), self.sub_title, width, self.mode_short))
 
     def _paint(self, n: int, view: View) -> None:
         pane = self.pane(n)
@@ -345,14 +480,23 @@ class DDTreeApp(App[int]):
         except Exception as e:  # a bad sample must not take the app down
             self.log.error(f"pane {n} failed to render: {e!r}")
 
+    def repaint_pane(self, n: int) -> None:
+        """Paint one pane now (a new sort order); hidden panes wait for their tab."""
+        self._stale.add(n)
+        self.flush()
+
     def _pick_default_service(self) -> None:
         refs = [f"{h.name}/{s.name}" for h in self._snap.hosts for s in h.services]
         if self.selected_service not in refs:
             self.selected_service = refs[0] if refs else None
             self._dirty.add("logs")
 
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        tab = event.pane.id
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        tab = event.tab.id if event.tab is not None else None
+        if tab is None or tab == self.active_tab:
+            return
+        self.active_tab = tab
+        self._layout()
         self._stale |= {n for n, t in PANE_TAB.items() if t == tab}
         self.flush()
 
@@ -362,6 +506,25 @@ class DDTreeApp(App[int]):
             self.selected_service = msg.ref
             self._log_buf = []
             self._dirty.add("logs")
+
+    def on_drill_down(self, msg: DrillDown) -> None:
+        """Enter on a host, GPU or service row: its detail screen (Esc back)."""
+        view = self.detail_view(msg.kind, msg.key)
+        if view is None:
+            self.notify(f"{msg.kind} {msg.key}: nothing to show", severity="warning")
+            return
+        self.push_screen(DetailScreen(view))
+
+    def detail_view(self, kind: str, key: str) -> Any:
+        snap, now = self.fleet.snapshot(), self.now()
+        if kind == "service":
+            return service_detail(snap, key, self.fleet.log_lines(key), now)
+        if kind == "gpu":
+            host, _, idx = key.partition(":")
+            index = idx.split(":")[0]
+            hist = self.fleet.gpu_history(host, int(index), "util_gpu") if index.isdigit() else []
+            return gpu_detail(snap, key, hist)
+        return host_detail(snap, key, now)
 
     def on_host_selected(self, msg: HostSelected) -> None:
         self.select_host(msg.host)
@@ -379,8 +542,19 @@ class DDTreeApp(App[int]):
         return True
 
     def action_focus_pane(self, n: int) -> None:
-        self.query_one(TabbedContent).active = PANE_TAB[n]
-        self.call_after_refresh(self.pane(n).focus_main)
+        if PANE_TAB[n] != self.active_tab:
+            self.active_tab = PANE_TAB[n]
+            self.query_one(Tabs).active = PANE_TAB[n]
+            self._layout()
+            self._stale |= {m for m, t in PANE_TAB.items() if t == self.active_tab}
+            self.flush()
+        self.call_after_refresh(self._focus_pane_main, n)
+
+    def _focus_pane_main(self, n: int) -> None:
+        """Deferred focus after a tab switch; a `/` typed meanwhile keeps the focus in the filter."""
+        if self.focused is not None and self.focused.id == "filter":
+            return
+        self.pane(n).focus_main()
 
     def action_service(self, verb: str) -> None:
         ref = self.selected_service
@@ -413,6 +587,12 @@ class DDTreeApp(App[int]):
                 others = [(h.name, h.state) for h in self._snap.hosts if h.name != here]
                 if not others:
                     self.notify("there is no other host to move to", severity="warning")
+                    return
+                down = [n for n, st in others if st != "connected"]
+                if len(down) == len(others):  # refused now, not after a confirm
+                    self.notify(
+                        f"no connected host to move to ({', '.join(down)}: not connected)", severity="warning"
+                    )
                     return
                 self.push_screen(
                     MoveScreen(ref, others), lambda dest: dest and self.request_service("move", ref, dest)
@@ -637,9 +817,9 @@ class DDTreeApp(App[int]):
         focused_pane = next(
             (a for a in (self.focused.ancestors if self.focused else []) if isinstance(a, Pane)), None
         )
-        tab = self.query_one(TabbedContent).active
-        if focused_pane is not None:
-            n = focused_pane.pane_number
+        tab = self.active_tab
+        if focused_pane is not None and focused_pane.display and focused_pane.pane_number in self._visible():
+            n = focused_pane.pane_number  # (a key right after `6` may come before the focus moved)
         else:
             n = {"tab-todos": 4, "tab-bench": 5, "tab-logs": 6}.get(tab, 3)
         self.filter_pane = n
@@ -675,6 +855,14 @@ class DDTreeApp(App[int]):
             self.pane(self.filter_pane).focus_main()
 
     # --- themes and help ---------------------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's own commands minus its "Theme" picker: it set a Textual theme while our skins (themes/,
+        `T`, `theme NAME` in this palette) stayed, so it only half-applied. One theme system."""
+        for cmd in super().get_system_commands(screen):
+            if cmd.title not in ("Theme", "Keys"):
+                yield cmd
+        yield SystemCommand("Keys", "every key binding (?)", self.action_help)
+
     def theme_names(self) -> list[str]:
         return list(self._themes)
 
@@ -713,20 +901,82 @@ class DDTreeApp(App[int]):
         self.set_theme_name(names[(names.index(self.theme_name) + 1) % len(names)])
 
     def help_groups(self) -> list[tuple[str, list[Any]]]:
-        groups: list[tuple[str, list[Any]]] = [("global", list(self.BINDINGS))]
+        groups: list[tuple[str, list[Any]]] = [("everywhere on the main screen", list(self.BINDINGS))]
         for n, cls in PANE_CLASSES.items():
             if cls.BINDINGS:
-                groups.append((f"{cls.pane_title} pane ({n})", list(cls.BINDINGS)))
-        groups.append(
-            (
-                "dialogs",
-                list(ConfirmScreen.BINDINGS) + list(BenchSetupScreen.BINDINGS) + list(DoctorScreen.BINDINGS),
-            )
-        )
+                groups.append((f"in the {cls.pane_title} pane (key {n})", list(cls.BINDINGS)))
+        groups.append(("moving around (every table and dialog)", list(NAVIGATION)))
+        groups.append(("in the confirm dialog", list(ConfirmScreen.BINDINGS)))
+        groups.append(("in the bench dialog (b)", list(BenchSetupScreen.BINDINGS)))
+        groups.append(("in the doctor dialog (D)", list(DoctorScreen.BINDINGS)))
         return groups
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.help_groups()))
+
+    # --- messages: one line above the footer (toasts covered the services table) and a history -------------
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        text = f"{title}: {message}" if title else str(message)
+        self.messages.append(MessageRecord(time.time(), str(severity), text))
+        del self.messages[:-500]
+        hold = timeout if timeout is not None else 6.0
+        self._message_until = time.monotonic() + (max(hold, 30.0) if severity == "error" else hold)
+        self._paint_message_bar()
+
+    def _paint_message_bar(self) -> None:
+        try:
+            bar = self.query_one("#message-bar", Static)
+        except Exception:  # not composed yet
+            return
+        last = self.messages[-1] if self.messages else None
+        fresh = last is not None and time.monotonic() < self._message_until
+        bar.set_class(fresh and last.severity == "error", "-error")
+        bar.set_class(fresh and last.severity == "warning", "-warning")
+        count = f"  (H: {len(self.messages)} messages)" if self.messages else ""
+        bar.update(
+            Text(
+                last.line() + count if fresh and last else (count.strip(" ()") or "H: message history"),
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+        )
+
+    def action_messages(self) -> None:
+        self.push_screen(MessagesScreen(self.messages))
+
+    async def action_help_quit(self) -> None:
+        """ctrl+c leaves like `q` (Textual's default only says 'press ctrl+q')."""
+        await self.action_quit()
+
+    # --- crashes -----------------------------------------------------------------------------------------
+    def _handle_exception(self, error: Exception) -> None:
+        """An unhandled error in any handler: save the traceback to a file, exit non-zero (Textual sets the
+        return code to 1), and leave a one-line pointer instead of a screenful of traceback."""
+        if self.crash_file is None:
+            self.crash_summary = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+            self.crash_file = save_traceback(error, self.crash_dir)
+        super()._handle_exception(error)
+
+    def _fatal_error(self) -> None:
+        """Textual's fatal path minus the full-screen traceback (it is in `crash_file`)."""
+        self.bell()
+        self._close_messages_no_wait()
+
+    def crash_line(self) -> str | None:
+        """The one line printed after a crash: what broke and where the traceback is."""
+        if self.crash_summary is None:
+            return None
+        where = f"traceback saved to {self.crash_file}" if self.crash_file else "traceback could not be saved"
+        return f"ddtree-tui: crashed ({self.crash_summary}); {where}"
 
     # --- quitting ----------------------------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -745,6 +995,45 @@ class DDTreeApp(App[int]):
                 print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)
 
 
+def save_traceback(error: BaseException, directory: Path) -> Path | None:
+    """Write the full traceback to DIRECTORY/crash-YYYYmmdd-HHMMSS.txt; None when that fails too."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / time.strftime("crash-%Y%m%d-%H%M%S.txt")
+        path.write_text(f"ddtree-tui crash at {time.strftime('%Y-%m-%d %H:%M:%S %z')}\n{text}", "utf-8")
+        return path.resolve()
+    except OSError:
+        return None
+
+
+def exit_code(app: DDTreeApp, rc: int | None) -> int:
+    """The process exit status after the app has left: a crash prints its one-line pointer and gives 1."""
+    line = app.crash_line()
+    if line is not None:
+        print(line, file=sys.stderr)
+        return int(app.return_code or 1)
+    return int(rc or app.return_code or 0)
+
+
+NO_PROFILES = """ddtree-tui: no host profiles found (looked in ./hostprofiles/ and the user config directory).
+  Try it without any host:   ddtree-tui --demo   (this machine, simulated services, replayed GPU)
+  Or describe a host:        one TOML file a host in ./hostprofiles/ (or the user config directory's
+                             hostprofiles/); see hostprofiles/README.md and hostprofiles/examples/."""
+
+
+def first_run(interactive: bool, answer: str | None = None) -> str | None:
+    """No profiles anywhere: say how to write one and, at a terminal, offer the demo. 'demo' or None."""
+    print(NO_PROFILES, file=sys.stderr)
+    if not interactive:
+        return None
+    try:
+        reply = answer if answer is not None else input("Start the demo now? [y/N] ")
+    except EOFError:
+        return None
+    return "demo" if reply.strip().lower() in ("y", "yes") else None
+
+
 def cli_main(ns: argparse.Namespace) -> int:
     """`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI."""
     from ddtree_tui.config import ProfileError, resolve_profiles
@@ -754,6 +1043,12 @@ def cli_main(ns: argparse.Namespace) -> int:
     except ProfileError as e:
         print(f"ddtree-tui: {e}", file=sys.stderr)
         return 2
+    if not profiles and not ns.demo:
+        choice = first_run(sys.stdin.isatty())
+        if choice is None:
+            return 2
+        ns.demo = True
+        profiles = resolve_profiles(None, None, True)
     theme = getattr(ns, "theme", None) or "dark"
     known = discover_themes()
     if theme not in known:
@@ -763,9 +1058,9 @@ def cli_main(ns: argparse.Namespace) -> int:
 
     todos = Path(ns.todos) if getattr(ns, "todos", None) else Path(".ddtree/todos.json")
     fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo))
-    app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo))
+    app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo), crash_dir=todos.parent)
     rc = app.run()
-    if app._fleet_started and not app._fleet_stopped:  # left without `q` (ctrl+c, a crash)
+    if app._fleet_started and not app._fleet_stopped:  # left without `q` (a crash)
         with contextlib.suppress(Exception):
             asyncio.run(asyncio.wait_for(fleet.stop(), 15))
-    return int(rc or 0)
+    return exit_code(app, rc)

@@ -66,3 +66,12 @@ class BenchIntent(Message):
         self.repeats = repeats
         self.max_new_tokens = max_new_tokens
         self.baseline = baseline
+
+
+class DrillDown(Message):
+    """Enter on a row: show everything about this host, GPU (HOST:INDEX) or service (HOST/SVC)."""
+
+    def __init__(self, kind: Literal["host", "gpu", "service"], key: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.key = key

@@ -35,3 +35,17 @@ def test_shipped_themes() -> None:
     themes = discover_themes()
     assert {"dark", "light", "high-contrast"} <= set(themes)
     assert themes["light"][1] == "textual-light"
+
+
+def test_first_run_without_profiles_says_how_and_offers_the_demo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ddtree_tui.ui.app import first_run
+
+    monkeypatch.chdir(tmp_path)  # no ./hostprofiles
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))  # and no user profiles
+    assert cli_main(_ns()) == 2  # not a terminal: the advice, and a usage exit
+    err = capsys.readouterr().err
+    assert "no host profiles found" in err and "ddtree-tui --demo" in err and "hostprofiles/README.md" in err
+    assert first_run(True, answer="y") == "demo"
+    assert first_run(True, answer="") is None

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from ddtree_tui.config import resolve_profiles
+from ddtree_tui.config import load_profiles
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
 from tests.app.screen_text import screen_text, until
+from tests.app.test_tmux import demo_profile
 
 
 def _state(app: DDTreeApp, svc: str) -> str | None:
@@ -28,7 +29,9 @@ def _state(app: DDTreeApp, svc: str) -> str | None:
 async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # the demo profile's workdir is relative
     fleet = Fleet(
-        resolve_profiles(None, None, True),
+        load_profiles(
+            [demo_profile(tmp_path)]
+        ),  # the shipped demo on free ports (parallel runs hold 31010/1)
         todos_path=tmp_path / "todos.json",
         history_path=tmp_path / "history.jsonl",
         demo=True,

@@ -107,6 +107,10 @@ async def test_launch_needs_no_confirmation_and_follows_cursor() -> None:
 
 async def test_move_picks_a_host_then_confirms() -> None:
     fleet = RecordingFleet(static_fleet())
+    hosts = fleet._snap.hosts  # a move needs a connected destination (issue 19): connect ct200 here
+    fleet._snap = fleet._snap.model_copy(
+        update={"hosts": [hosts[0], hosts[1].model_copy(update={"state": "connected", "error": None})]}
+    )
     app = DDTreeApp(fleet)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("m")

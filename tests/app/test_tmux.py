@@ -53,6 +53,13 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
         pytest.fail("tmux is not installed (apt-get install tmux)")
     t = Tmux(f"ddtree-test-{tmp_path.name}")
     yield t
+    if t.alive():  # leave with `q` so the demo stops the simulated services it launched
+        t.run("send-keys", "-t", "ui", "Escape", check=False)
+        time.sleep(0.5)  # sent together, Escape q reads as alt+q
+        t.run("send-keys", "-t", "ui", "q", check=False)
+        deadline = time.monotonic() + 20
+        while t.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
     t.run("kill-server", check=False)  # only the server on our own socket
 
 
@@ -82,3 +89,85 @@ def test_demo_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
         time.sleep(0.2)
     assert not tmux.alive(), "q did not quit"
     assert "check the demo" in (tmp_path / "todos.json").read_text()
+
+
+def demo_profile(tmp_path: Path) -> Path:
+    """The shipped demo profile on free ports: parallel runs of the demo elsewhere hold 31010/31011."""
+    import socket
+
+    from ddtree_tui.config import packaged_demo_profile
+
+    text = Path(packaged_demo_profile()).read_text()
+    for old in ("31010", "31011"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            text = text.replace(f"port = {old}", f"port = {s.getsockname()[1]}")
+    p = tmp_path / "local-demo.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.timeout(120)
+def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 19's crash: `3` `l` (ready) `6` `/Prefill` Enter, then ctrl+p `smoke local/dflash` Enter."""
+    prof = demo_profile(tmp_path)
+    cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
+    tmux.run("new-session", "-d", "-s", "ui", "-x", "80", "-y", "24", cmd)
+    tmux.wait_for("● connected", 30)
+    tmux.wait_for("local/dflash", 20)
+    tmux.run("send-keys", "-t", "ui", "3")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "l")
+    tmux.wait_for("● ready", 40)
+    tmux.run("send-keys", "-t", "ui", "6", "/")
+    tmux.wait_for("search Logs")
+    tmux.run("send-keys", "-t", "ui", "-l", "Prefill")
+    tmux.run("send-keys", "-t", "ui", "Enter")
+    tmux.wait_for("/Prefill")
+    tmux.run("send-keys", "-t", "ui", "C-p")
+    tmux.wait_for("Search for commands")
+    tmux.run("send-keys", "-t", "ui", "-l", "smoke local/dflash")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "Enter")
+    screen = tmux.wait_for("smoke local/dflash", 20)
+    time.sleep(2)
+    screen = tmux.screen()
+    assert "Traceback" not in screen and "AttributeError" not in screen
+    assert "/Prefill" in screen, screen
+    body = [ln for ln in screen.splitlines() if "Prefill" in ln and "/Prefill" not in ln]
+    assert body, f"no matching log line shown:\n{screen}"
+    assert tmux.alive()
+
+
+@pytest.mark.timeout(90)
+def test_a_crash_exits_1_with_a_one_line_pointer(tmux: Tmux, tmp_path: Path) -> None:
+    """A handler that raises (here: the smoke key, patched to fail) ends the real app with status 1 and one
+    line naming the saved traceback, instead of a screenful of traceback and status 0."""
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import sys\n"
+        "from ddtree_tui.ui.widgets.services import ServicesPane\n"
+        "def boom(self):\n"
+        "    raise RuntimeError('handler blew up')\n"
+        "ServicesPane.action_smoke = boom\n"
+        "from ddtree_tui.cli import main\n"
+        f"sys.exit(main(['--demo', '--todos', {str(tmp_path / 'todos.json')!r}]))\n"
+    )
+    rc_file = tmp_path / "rc"
+    cmd = f"cd {tmp_path} && TERM=screen-256color {sys.executable} {script}; echo $? > {rc_file}; sleep 30"
+    tmux.run("new-session", "-d", "-s", "ui", "-x", "80", "-y", "24", cmd)
+    tmux.wait_for("● connected", 30)
+    tmux.run("send-keys", "-t", "ui", "3")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "s")
+    screen = tmux.wait_for("traceback saved to", 20)
+    deadline = time.monotonic() + 10
+    while not rc_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rc_file.read_text().strip() == "1"
+    lines = [ln for ln in screen.splitlines() if "ddtree-tui: crashed" in ln]
+    assert len(lines) == 1 and "RuntimeError: handler blew up" in lines[0], screen
+    assert "Traceback (most recent call last)" not in screen
+    saved = sorted(tmp_path.glob("crash-*.txt"))  # beside the todo file (default: .ddtree/)
+    assert len(saved) == 1 and "handler blew up" in saved[0].read_text()
+    assert saved[0].name in screen.replace("\n", "")

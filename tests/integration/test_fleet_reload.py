@@ -96,6 +96,10 @@ async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_pat
         # the running service was found again through its pidfile, not restarted
         await _until(lambda: fleet.snapshot().service("loc", "sim").pid == pid, "the same pid found again")
         assert fleet.snapshot().service("loc", "sim").state in ("ready", "starting", "unhealthy")
+        # issue 19: not stuck at "starting" on the new port: ready on the port it really serves on, saying so
+        await _until(lambda: fleet.snapshot().service("loc", "sim").state == "ready", "ready on the old port")
+        st = fleet.snapshot().service("loc", "sim")
+        assert st.port == port_a and f"the profile says {port_b}: restart to apply" in (st.detail or "")
     finally:
         await _step(fleet.kill("loc/sim"), "kill", 40)
         await _step(fleet.stop(), "stop")

@@ -99,3 +99,45 @@ def test_status_json_local_host(tmp_path: Path) -> None:
     (host,) = data["hosts"]
     assert host["name"] == "here" and host["state"] == "connected" and host["error"] is None
     assert host["host"]["mem_total_mb"] > 0
+
+
+def test_version_and_every_option_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 19: `--version`; help text on every option, defaults shown."""
+    import argparse
+
+    from ddtree_tui import __version__
+    from ddtree_tui.cli import build_parser
+
+    with pytest.raises(SystemExit) as ei:
+        main(["--version"])
+    assert ei.value.code == 0 and capsys.readouterr().out.strip() == f"ddtree-tui {__version__}"
+    parser = build_parser()
+    parsers = [parser]
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            parsers += list(a.choices.values())
+    for p in parsers:
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            assert a.help, f"{p.prog}: {a.option_strings or a.dest} has no help text"
+    assert (
+        "(default: 40)" in parsers[-1].format_help()
+        or "(default: 40)" in build_parser().format_help()
+        or any("(default: 40)" in p.format_help() for p in parsers)
+    )
+
+
+def test_global_options_after_the_positionals_are_not_a_usage_error() -> None:
+    """`patches status --demo local` was rejected with the top-level usage."""
+    from ddtree_tui.cli import build_parser, hoist_globals
+
+    assert hoist_globals(["patches", "status", "--demo", "local"]) == ["--demo", "patches", "status", "local"]
+    assert hoist_globals(["status", "--profile", "x.toml", "--json"]) == [
+        "--profile",
+        "x.toml",
+        "status",
+        "--json",
+    ]
+    ns = build_parser().parse_args(hoist_globals(["patches", "status", "--demo", "local"]))
+    assert (ns.mode, ns.action, ns.host, ns.demo) == ("patches", "status", "local", True)

@@ -71,7 +71,7 @@ port = 30011
     assert p.source == "ct200.toml" and not p.is_local
 
 
-@pytest.mark.parametrize("name", ["local-demo.toml", "ct129.toml", "ct200.toml"])
+@pytest.mark.parametrize("name", ["local-demo.toml", "examples/ct129.toml", "examples/ct200.toml"])
 def test_shipped_profiles_load(name: str) -> None:
     p = load_profile(REPO / "hostprofiles" / name)
     assert p.name and p.source == str(REPO / "hostprofiles" / name)
@@ -351,3 +351,14 @@ def test_strict_types_are_not_coerced(extra: str, field: str, got: str) -> None:
     assert f"(got {got})" in str(e.value)
     ok = parse_profile('name = "h"\naddress = "x"\nworkdir = "/w"\nconnect_timeout = 5\n', "h.toml")
     assert ok.connect_timeout == 5.0
+
+
+def test_typo_is_reported_first_with_its_line_and_a_did_you_mean() -> None:
+    """Issue 19: `prot = 30001` in a [[service]] was reported as `port is required (and 1 more)`."""
+    text = 'name = "x"\n[[service]]\nname = "a"\nlauncher = "sim"\nalgorithm = "dflash"\n\n\nprot = 30001\n'
+    e = err(text)
+    where(e, 8, "service[0].prot")
+    first, *rest = str(e).splitlines()
+    assert "did you mean 'port'?" in first
+    assert len(rest) == 1 and "hosts/ct.toml:2:" in rest[0] and "'service[0].port' is required" in rest[0]
+    assert "more)" not in str(e)

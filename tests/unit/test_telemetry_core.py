@@ -261,3 +261,23 @@ async def test_snapshot_once_local(tmp_path: Path, fake_nvml: tuple[ModuleType, 
     prof = profile(tmp_path, '[telemetry]\nsource = "replay"\n')
     host, gpus, status = await snapshot_once(LocalTransport(prof), prof)
     assert status.source == "replay" and gpus[0].power_w == 99.86
+
+
+def test_cpu_percent_is_measured_on_the_samplers_own_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: `status --demo` said `cpu 0%` on an ~11 % busy machine (the first read right after the
+    priming one, and psutil's module-wide baseline reset by every other sampler)."""
+    from collections import namedtuple
+
+    import ddtree_tui.telemetry.host as host_mod
+
+    Times = namedtuple("Times", "user system idle iowait")
+    readings = iter([Times(10.0, 0.0, 90.0, 0.0), Times(21.0, 0.0, 179.0, 0.0)])
+    monkeypatch.setattr(host_mod.psutil, "cpu_times", lambda: next(readings))
+    monkeypatch.setattr(host_mod.psutil, "cpu_percent", lambda interval=None: 0.0)  # must not be used
+    slept: list[float] = []
+    monkeypatch.setattr(host_mod.time, "sleep", slept.append)
+    stats = LocalHostStats(str(tmp_path))
+    assert stats.sample().cpu_percent == 11.0  # 11 busy of 100 CPU seconds
+    assert slept and slept[0] > 0  # the first sample waited for a real window

@@ -465,3 +465,20 @@ def test_backup_when_file_and_backup_are_one_inode_leaves_no_temp(tmp_path: Path
     again.load()
     assert [i.content for i in again.items] == ["one", "two"]
     assert "one" in bak.read_text() and "two" not in bak.read_text()
+
+
+def test_interrupted_bench_run_is_not_evidence(tmp_path: Path) -> None:
+    """Issue 19: an interrupted seed3 run (2 of 3 prompts never ran) is not `no failed prompt`."""
+    h = tmp_path / "bench-history.jsonl"
+    run = {
+        "prompt_set": "seed3",
+        "status": "interrupted",
+        "results": [{"service": "local/dflash", "prompt_id": "p1", "ok": True, "error": None}],
+    }
+    h.write_text(json.dumps(run) + "\n")
+    assert HistoryBenchContext(FleetSnapshot(), h).bench_ok("local/dflash", "seed3") is None
+    done = dict(run, status="complete")
+    h.write_text(json.dumps(done) + "\n" + json.dumps(run) + "\n")
+    assert (
+        HistoryBenchContext(FleetSnapshot(), h).bench_ok("local/dflash", "seed3") is True
+    )  # the complete one

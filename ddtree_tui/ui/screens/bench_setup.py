@@ -21,6 +21,9 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
     BenchSetupScreen SelectionList { height: auto; max-height: 8; }
     BenchSetupScreen #row { height: auto; }
     BenchSetupScreen #row > * { width: 1fr; }
+    BenchSetupScreen #labels { height: 1; margin-top: 1; }
+    BenchSetupScreen #labels > * { width: 1fr; padding: 0 1; }
+    BenchSetupScreen .field-label { color: $text-muted; }
     BenchSetupScreen #buttons { height: auto; align-horizontal: right; }
     BenchSetupScreen Button { margin-left: 2; }
     """
@@ -38,10 +41,15 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             yield SelectionList[str](
                 *[(f"{r}  ({st})", r, r in self.preselect) for r, st in self.refs], id="services"
             )
+            with Horizontal(id="labels"):
+                yield Label("prompt set", classes="field-label")
+                yield Label("repeats (per prompt)", classes="field-label")
+                yield Label("max new tokens", classes="field-label")
             with Horizontal(id="row"):
                 yield Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts")
-                yield Input("1", placeholder="repeats", id="repeats", type="integer")
+                yield Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats")
                 yield Input("128", placeholder="max new tokens", id="max-tokens", type="integer")
+            yield Label("baseline (Δ columns are relative to it)", classes="field-label")
             baseline_opts = [(r, r) for r, _ in self.refs]
             yield Select(baseline_opts, prompt="baseline: first selected", id="baseline")
             with Horizontal(id="buttons"):

@@ -15,6 +15,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from ddtree_tui.doctor import collapse_unneeded
+
 MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}
 BADGE = {"ok": "ok", "warn": "warn", "fail": "bad"}
 
@@ -96,7 +98,7 @@ class DoctorScreen(ModalScreen[None]):
             body.update(Text(self.error, style=self._style("bad")))
             return
         rep = self.report
-        findings = list(getattr(rep, "findings", []) or [])
+        findings = collapse_unneeded(list(getattr(rep, "findings", []) or []))
         n = {s: sum(1 for f in findings if f.status == s) for s in ("ok", "warn", "fail")}
         addr = getattr(rep, "address", "") or ""
         title.update(

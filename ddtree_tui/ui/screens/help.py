@@ -5,13 +5,42 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import Label, Static
 
 KEY_NAMES = {"slash": "/", "question_mark": "?", "space": "space", "escape": "Esc", "delete": "Del"}
+
+# keys every table and dialog understands (Textual's own), listed so nobody has to guess them
+NAVIGATION = [
+    Binding("up,down,pgup,pgdn", "-", "", tooltip="move the cursor in the focused table (Home, End too)"),
+    Binding(
+        "tab,shift+tab", "-", "", tooltip="next / previous widget (in dialogs: the next field or button)"
+    ),
+    Binding("enter", "-", "", tooltip="open: drill into a host, GPU or service (Esc goes back)"),
+    Binding("space", "-", "", tooltip="tick in a list (bench dialog), toggle done (todos)"),
+    Binding("escape", "-", "", tooltip="back, close a dialog, clear the filter"),
+    Binding("o,O", "-", "", tooltip="sort the services by the next column / reverse (or click a header)"),
+    Binding("ctrl+c", "-", "", tooltip="quit, like q"),
+]
+
+# one line for each word of jargon the screens use
+TERMS = [
+    ("DFlash", "speculative decoding with a block draft model (SGLang --speculative-algorithm DFLASH)"),
+    ("DDTree", "DFlash with a draft tree; mode tree (a real tree) or shadow-linear (a one-branch 'tree', "
+     "for comparing the machinery against linear DFlash)"),
+    ("accept length", "tokens accepted per verify pass of the target model (higher: faster decoding)"),
+    ("tok/s", "output tokens per second; in the bench summary the mean of the per-prompt medians"),
+    ("TTFT", "time to first token: from sending the request to the first streamed text"),
+    ("Δ vs base", "tok/s relative to the baseline service of the run"),
+    ("SIMULATED / SIM", "a stand-in SGLang server (ddtree-tui sim): same API and logs, no model, no GPU"),
+    ("REPLAY", "GPU telemetry played back from a real H200 recording, not measured live"),
+    ("New todo (t)", "add a checklist item; a check like `service HOST/SVC ready` is verified live"),
+]  # fmt: skip
 
 
 def binding_rows(groups: Iterable[tuple[str, Iterable[Any]]]) -> list[tuple[str, str, str]]:
@@ -29,9 +58,9 @@ def binding_rows(groups: Iterable[tuple[str, Iterable[Any]]]) -> list[tuple[str,
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > #dialog { width: 90%; max-width: 100; height: 90%; border: thick $accent;
+    HelpScreen > #dialog { width: 95%; max-width: 120; height: 95%; border: thick $accent;
         background: $surface; padding: 0 1; }
-    HelpScreen DataTable { height: 1fr; }
+    HelpScreen #help-scroll { height: 1fr; }
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close help")]
 
@@ -42,14 +71,28 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("Keys (Esc or ? closes) · ctrl+p: every action for every host and service")
-            t: DataTable[Any] = DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
-            t.add_columns("Where", "Keys", "What")
-            for i, row in enumerate(self.rows):
-                t.add_row(*row, key=str(i))
-            yield t
+            with VerticalScroll(id="help-scroll"):
+                yield Static(self.table(), id="help-table")
+
+    def table(self) -> Table:
+        """Sections (a title line each, not a column repeating it), keys, and what they do, wrapped: a
+        narrow terminal wraps the text instead of cutting it."""
+        t = Table(box=None, show_header=False, expand=True, padding=(0, 1))
+        t.add_column("keys", no_wrap=True, style="bold")
+        t.add_column("what", ratio=1)
+        where = None
+        for group, keys, what in self.rows:
+            if group != where:
+                where = group
+                t.add_row("", Text(group, style="bold reverse"))
+            t.add_row(keys, what)
+        t.add_row("", Text("terms", style="bold reverse"))
+        for term, meaning in TERMS:
+            t.add_row(term, meaning)
+        return t
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).focus()
+        self.query_one("#help-scroll", VerticalScroll).focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -28,7 +28,15 @@ class MoveScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(f"Move {self.ref} to which host?")
-            yield OptionList(*[Option(f"{n}  ({st})", id=n) for n, st in self.hosts], id="hosts")
+            # a host that is not connected cannot take the service: shown, but not offered
+            yield OptionList(
+                *[
+                    Option(f"{n}  ({st})" if st == "connected" else f"{n}  ({st}: cannot move there now)",
+                           id=n, disabled=st != "connected")
+                    for n, st in self.hosts
+                ],
+                id="hosts",
+            )  # fmt: skip
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)

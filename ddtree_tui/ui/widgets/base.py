@@ -70,15 +70,80 @@ class Pane(Vertical, can_focus=False):
     def t(self, text: str, badge: str | None = None) -> Text:
         return Text(text, style=self.style_of(badge) if badge else "", no_wrap=True, overflow="ellipsis")
 
+    wide_min = 118
+
     def is_narrow(self) -> bool:
-        """Compact columns below 120 cells of width (80x24 terminals, split tmux panes)."""
-        return (self.app.size.width or 80) < 120
+        """Compact columns when the pane is narrower than `wide_min` cells (80x24 terminals, split tmux
+        panes, a pane sharing a row in the one-screen layout); the app's width before the first layout."""
+        return self.layout_width() < self.wide_min
+
+    def layout_width(self) -> int:
+        """The pane's width from the app's layout rules (known before the first layout pass, so the first
+        paint already picks the right columns), else its measured width."""
+        planned = getattr(self.app, "pane_width", None)
+        if callable(planned):
+            return int(planned(self.pane_number))
+        return self.size.width or self.app.size.width or 80
 
     def pick(
         self, cells: dict[str, Any], wide: Sequence[str], narrow: Sequence[str]
     ) -> tuple[list[str], list[Any]]:
         cols = list(narrow if self.is_narrow() else wide)
         return cols, [cells.get(c, "") for c in cols]
+
+    # --- sorting: `o` cycles the column, `O` reverses, a click on a header sorts by it --------------------
+    sortable = False
+    sort_col: str | None = None
+    sort_reverse = False
+
+    def sorted_rows(self, rows: list[Row], columns: Sequence[str]) -> list[Row]:
+        """Rows ordered by the sort column (numbers as numbers, `-` last); as given when unsorted."""
+        if not self.sortable or self.sort_col not in columns:
+            return rows
+        i = list(columns).index(self.sort_col)
+        return sorted(
+            rows, key=lambda r: sort_key(r[1][i] if i < len(r[1]) else ""), reverse=self.sort_reverse
+        )
+
+    def headers(self, columns: Sequence[str]) -> list[str]:
+        """Column titles with ▲/▼ on the sort column."""
+        if not self.sortable or self.sort_col not in columns:
+            return list(columns)
+        mark = " ▼" if self.sort_reverse else " ▲"
+        return [c + mark if c == self.sort_col else c for c in columns]
+
+    def cycle_sort(self, columns: Sequence[str]) -> None:
+        cols = list(columns)
+        if self.sort_col not in cols:
+            self.sort_col = cols[0] if cols else None
+        elif cols.index(self.sort_col) + 1 < len(cols):
+            self.sort_col = cols[cols.index(self.sort_col) + 1]
+        else:
+            self.sort_col = None  # back to the fleet's own order
+        self.sort_reverse = False
+        self._resort()
+
+    def reverse_sort(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self._resort()
+
+    def sort_by(self, column: str) -> None:
+        column = column.removesuffix(" ▲").removesuffix(" ▼")
+        if self.sort_col == column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_col, self.sort_reverse = column, False
+        self._resort()
+
+    def _resort(self) -> None:
+        repaint = getattr(self.app, "repaint_pane", None)
+        if callable(repaint):
+            repaint(self.pane_number)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        if self.sortable:
+            event.stop()
+            self.sort_by(str(event.label.plain if isinstance(event.label, Text) else event.label))
 
     def active_filter(self, view: View) -> str:
         """The `/` filter text when it targets this pane."""
@@ -153,6 +218,18 @@ def drop_stale_renders(table: DataTable[Any]) -> None:
     clear = getattr(table, "_clear_caches", None)
     if callable(clear):
         clear()
+
+
+def sort_key(cell: Any) -> tuple[int, float, str]:
+    """Numbers (`12%`, `3.41`, `2m05s` is text) sort numerically before text; `-` and blanks sort last."""
+    text = str(cell.plain if isinstance(cell, Text) else cell).strip()
+    if text in ("", "-"):
+        return (2, 0.0, "")
+    num = text.rstrip("%MGTWs°C").split("/")[0]
+    try:
+        return (0, float(num), "")
+    except ValueError:
+        return (1, 0.0, text.lower())
 
 
 def _differs(a: Any, b: Any) -> bool:

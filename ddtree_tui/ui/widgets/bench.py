@@ -34,13 +34,15 @@ class BenchLive:
         self.rows: dict[str, dict[str, Any]] = {}
         self.total = 0
         self.done = 0
-        self.status = "no run yet: press b to benchmark the selected services"
+        self.status = "no run in this session: press b to benchmark the selected services"
         self.run: Any = None
         self.running = False
+        self.current: str | None = None  # the row of the request streaming now (the live list follows it)
 
     def reset(self, total: int, status: str) -> None:
         self.rows.clear()
         self.total, self.done, self.status, self.run, self.running = total, 0, status, None, True
+        self.current = None
 
     def apply(self, ev: Any) -> None:
         """Fold one ddtree_tui.bench.models event (RunStarted, PromptStarted, TokensReceived, PromptFinished,
@@ -53,7 +55,9 @@ class BenchLive:
             self.run = _get(ev, "run", default=ev)
             self.running = False
             status = _get(self.run, "status", default="complete")
-            self.status = f"finished ({status}) · {self.done}/{self.total} requests"
+            mark = "⚠ INTERRUPTED" if status == "interrupted" else status
+            self.status = f"finished ({mark}) · {self.done}/{self.total} requests"
+            self.current = None
             if _get(self.run, "client_bound", default=False):  # the client limited the numbers: say so
                 why = _get(_get(self.run, "client"), "reason", default=None)
                 self.status += " · CLIENT-BOUND" + (f": {why}" if why else "")
@@ -65,16 +69,22 @@ class BenchLive:
         warm = bool(_get(src, "warmup", default=False))
         rep = _get(src, "repeat", default=0)
         key = f"{ref}|{prompt}|{'w' if warm else rep}"
-        label = f"{prompt}" + (" (warm-up)" if warm else (f" #{rep}" if rep else ""))
+        # 1-based like the headless report (`p1 #1` is the first measured request, `#2` the first repeat)
+        label = f"{prompt}" + (" (warm-up)" if warm else f" #{int(rep or 0) + 1}")
         row = self.rows.setdefault(
             key, {"ref": ref, "prompt": label, "tokens": 0, "tok_s": None, "ttft": None, "state": "…"}
         )
         if kind in ("prompt_started", "promptstarted"):
             row["state"] = "sending"
+            self.current = key
         elif kind in ("tokens_received", "tokensreceived"):
             row["tokens"] = _get(ev, "tokens", default=row["tokens"])
             row["tok_s"] = _get(ev, "tok_s", default=row["tok_s"])
+            if row["ttft"] is None:  # the first tokens: time to first token, until the result has it exactly
+                elapsed = _get(ev, "elapsed_s")
+                row["ttft"] = float(elapsed) * 1000.0 if elapsed is not None else None
             row["state"] = "streaming"
+            self.current = key
         elif kind in ("prompt_finished", "promptfinished"):
             row["tokens"] = _get(src, "output_tokens", default=row["tokens"])
             row["tok_s"] = _get(src, "tok_s", default=row["tok_s"])
@@ -99,6 +109,61 @@ def _mode(s: Any) -> str:
     return f"{algo} {mode}" if mode and mode != "-" else algo
 
 
+def summary_tok_s(s: Any) -> float | None:
+    """The one statistic the summary's tok/s column and its Δ both use: the mean of the per-prompt medians
+    (what the engine's Δ is computed on, and the headless table's first tok/s column)."""
+    return _get(s, "tok_s_mean_of_prompts", "tok_s_median", "tok_s")
+
+
+def run_when(run: Any) -> str:
+    started = _get(run, "started_at", "ts", "finished_at")
+    if isinstance(started, dt.datetime):
+        return started.astimezone().strftime("%m-%d %H:%M")
+    if isinstance(started, int | float):
+        return dt.datetime.fromtimestamp(float(started)).strftime("%m-%d %H:%M")
+    if isinstance(started, str):
+        try:
+            return dt.datetime.fromisoformat(started).astimezone().strftime("%m-%d %H:%M")
+        except ValueError:
+            return started[:16]
+    return "-"
+
+
+def results_title(run: Any, running: bool, from_session: bool) -> tuple[str, str]:
+    """(label over the results, badge): which run the tables show, so an old one is never read as new."""
+    if run is None:
+        return ("no results yet" if running else "no bench run yet: press b", "dim")
+    status = str(_get(run, "status", default="complete"))
+    what = f"{_get(run, 'prompt_set', default='-')} · {run_when(run)}"
+    mark = " · ⚠ INTERRUPTED: some prompts never ran" if status == "interrupted" else ""
+    if running:
+        return (f"previous run ({what}){mark}: the new run's results come when it ends", "warn")
+    if from_session:
+        return (f"results of this run ({what}){mark}", "bad" if mark else "ok")
+    return (f"last run from history ({what}){mark}", "bad" if mark else "dim")
+
+
+def delta_cell(
+    delta: float | None, value: float | None, base: float | None, is_base: bool
+) -> tuple[str, str]:
+    if is_base:
+        return "baseline", "dim"
+    text = f"{delta:+.1f}%" if delta is not None else fmt.pct_delta(value, base)
+    return text, (
+        "ok" if text.startswith("+") else ("bad" if text.startswith("-") and text != "-" else "dim")
+    )
+
+
+RES_WIDE = ["Service", "Mode", "tok/s (mean)", "Δ vs base", "median", "Accept", "TTFT ms", "Errors"]
+RES_NARROW = ["Service", "Mode", "tok/s", "Δ vs base", "Accept", "TTFT", "Err"]
+PER_WIDE = ["Service", "Prompt", "n", "tok/s", "range", "TTFT ms", "Accept", "Δ tok/s"]
+PER_NARROW = ["Service", "Prompt", "n", "tok/s", "TTFT", "Accept", "Δ"]
+
+
+def short_mode(mode: str) -> str:
+    return mode.replace("ddtree shadow-linear", "ddtree:shadow").replace("dflash linear", "dflash")
+
+
 class BenchPane(Pane):
     pane_number = 5
     pane_title = "Bench"
@@ -106,8 +171,10 @@ class BenchPane(Pane):
     BenchPane #bench-top { height: 1; }
     BenchPane #bench-status { width: 1fr; }
     BenchPane ProgressBar { width: 30; }
-    BenchPane #bench-live { height: 1fr; min-height: 3; }
+    BenchPane #bench-live { height: auto; max-height: 1fr; min-height: 4; }
+    BenchPane #bench-results-title { height: 1; }
     BenchPane #bench-results { height: auto; max-height: 8; }
+    BenchPane #bench-prompts { height: auto; max-height: 10; }
     BenchPane #bench-history { height: auto; max-height: 6; }
     """
 
@@ -122,11 +189,15 @@ class BenchPane(Pane):
         live: DataTable[Any] = DataTable(id="bench-live", cursor_type="row")
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
+        yield Static("", id="bench-results-title")
         res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
-        res.add_columns("Service", "Mode", "tok/s", "Δ vs base", "Accept", "TTFT ms", "Errors")
+        res.add_columns(*RES_WIDE)
         yield res
+        per: DataTable[Any] = DataTable(id="bench-prompts", cursor_type="row")
+        per.add_columns(*PER_WIDE)
+        yield per
         hist: DataTable[Any] = DataTable(id="bench-history", cursor_type="row")
-        hist.add_columns("When", "Prompts", "Services", "Best tok/s", "Baseline")
+        hist.add_columns("When", "Status", "Prompts", "Services", "Best tok/s", "Baseline")
         yield hist
 
     def render_view(self, view: View) -> None:
@@ -135,6 +206,7 @@ class BenchPane(Pane):
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
+        bar.display = bool(live.total) or live.running  # no pulsing bar when nothing runs
         rows = []
         for key, r in live.rows.items():
             rows.append(
@@ -153,10 +225,22 @@ class BenchPane(Pane):
                     ],
                 )
             )
-        sync_table(self.query_one("#bench-live", DataTable), rows)
+        table = self.query_one("#bench-live", DataTable)
+        sync_table(table, rows)
+        if live.running and live.current is not None:  # follow the request that is streaming now
+            try:
+                table.move_cursor(row=table.get_row_index(live.current), animate=False)
+            except Exception:
+                pass
         history = view.extra.get("bench_history")
-        run = live.run or (history[-1] if history else None)
+        run = live.run if not live.running else None
+        from_session = run is not None
+        if run is None:
+            run = history[-1] if history else None
+        title, badge = results_title(run, live.running, from_session)
+        self.query_one("#bench-results-title", Static).update(self.t(title, badge))
         self._render_results(run)
+        self._render_prompts(run)
         self._render_history(history or [])
 
     def _render_results(self, run: Any) -> None:
@@ -164,57 +248,72 @@ class BenchPane(Pane):
         if run is not None:
             baseline = _get(run, "baseline")
             sums = run_summaries(run)
-            base_tps = None
-            for s in sums:
-                if _get(s, "service", "ref") == baseline:
-                    base_tps = _get(s, "tok_s_median", "tok_s")
+            base_tps = next((summary_tok_s(s) for s in sums if _get(s, "service", "ref") == baseline), None)
             for s in sums:
                 ref = str(_get(s, "service", "ref", default="?"))
-                tps = _get(s, "tok_s_median", "tok_s")
-                delta = _get(s, "delta_tok_s_pct", "delta_pct")
-                delta_text = (
-                    "baseline"
-                    if ref == baseline
-                    else (f"{delta:+.1f}%" if delta is not None else fmt.pct_delta(tps, base_tps))
+                tps = summary_tok_s(s)
+                text, badge = delta_cell(
+                    _get(s, "delta_tok_s_pct", "delta_pct"), tps, base_tps, ref == baseline
                 )
-                badge = (
-                    "ok"
-                    if delta_text.startswith("+")
-                    else ("bad" if delta_text.startswith("-") and delta_text != "-" else "dim")
-                )
-                rows.append(
-                    (
-                        ref,
-                        [
-                            self.t(ref, "accent"),
-                            _mode(s),
-                            fmt.num(tps, "{:.1f}"),
-                            self.t(delta_text, badge),
-                            fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
-                            fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
-                            str(_get(s, "failed", "errors", default=0)),
-                        ],
-                    )
-                )
-        sync_table(self.query_one("#bench-results", DataTable), rows)
+                cells = {
+                    "Service": self.t(ref, "accent"),
+                    "Mode": short_mode(_mode(s)) if self.is_narrow() else _mode(s),
+                    "tok/s (mean)": fmt.num(tps, "{:.1f}"),
+                    "tok/s": fmt.num(tps, "{:.1f}"),
+                    "Δ vs base": self.t(text, badge),
+                    "median": fmt.num(_get(s, "tok_s_median"), "{:.1f}"),
+                    "Accept": fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
+                    "TTFT ms": fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
+                    "TTFT": fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}", "ms"),
+                    "Errors": str(_get(s, "failed", "errors", default=0)),
+                    "Err": str(_get(s, "failed", "errors", default=0)),
+                }
+                rows.append((ref, self.pick(cells, RES_WIDE, RES_NARROW)[1]))
+        cols = self.pick({}, RES_WIDE, RES_NARROW)[0]
+        sync_table(self.query_one("#bench-results", DataTable), rows, columns=cols)
+
+    def _render_prompts(self, run: Any) -> None:
+        """Per prompt × service, like the headless table: median tok/s [min-max], TTFT, accept, Δ."""
+        rows = []
+        if run is not None:
+            baseline = _get(run, "baseline")
+            for r in list(_get(run, "rows", default=[]) or []):
+                ref = str(_get(r, "service", default="?"))
+                lo, hi = _get(r, "tok_s_min"), _get(r, "tok_s_max")
+                rng = "-" if lo is None or hi is None else f"[{lo:.1f}-{hi:.1f}]"
+                text, badge = delta_cell(_get(r, "delta_tok_s_pct"), None, None, ref == baseline)
+                failed = int(_get(r, "failed", default=0) or 0)
+                n = f"{_get(r, 'n', default=0)}" + (f" ({failed} failed)" if failed else "")
+                ttft = _get(r, "ttft_ms_median")
+                cells = {
+                    "Service": self.t(ref, "accent"),
+                    "Prompt": str(_get(r, "prompt_id", default="?")),
+                    "n": self.t(n, "bad") if failed else n,
+                    "tok/s": fmt.num(_get(r, "tok_s_median"), "{:.1f}"),
+                    "range": rng,
+                    "TTFT ms": fmt.num(ttft, "{:.0f}"),
+                    "TTFT": fmt.num(ttft, "{:.0f}", "ms"),
+                    "Accept": fmt.num(_get(r, "accept_length_median"), "{:.2f}"),
+                    "Δ tok/s": self.t(text, badge),
+                    "Δ": self.t("base" if text == "baseline" else text, badge),
+                }
+                key = f"{ref}|{_get(r, 'prompt_id', default='?')}"
+                rows.append((key, self.pick(cells, PER_WIDE, PER_NARROW)[1]))
+        cols = self.pick({}, PER_WIDE, PER_NARROW)[0]
+        sync_table(self.query_one("#bench-prompts", DataTable), rows, columns=cols)
 
     def _render_history(self, history: list[Any]) -> None:
         rows = []
         for i, run in enumerate(reversed(history[-20:])):
-            started = _get(run, "started_at", "ts", "finished_at")
-            if isinstance(started, dt.datetime):
-                when = started.astimezone().strftime("%m-%d %H:%M")
-            elif isinstance(started, int | float):
-                when = dt.datetime.fromtimestamp(float(started)).strftime("%m-%d %H:%M")
-            else:
-                when = "-"
             sums = run_summaries(run)
-            best = max((_get(s, "tok_s_median", "tok_s") or 0 for s in sums), default=None)
+            best = max((summary_tok_s(s) or 0 for s in sums), default=None)
+            status = str(_get(run, "status", default="complete"))
             rows.append(
                 (
                     f"{_get(run, 'id', 'run_id', default='')}#{i}",
                     [
-                        when,
+                        run_when(run),
+                        self.t("⚠ interrupted", "bad") if status == "interrupted" else self.t(status, "dim"),
                         str(_get(run, "prompt_set", "prompts", default="-")),
                         ", ".join(str(_get(s, "service", "ref", default="?")) for s in sums),
                         fmt.num(best, "{:.1f}"),

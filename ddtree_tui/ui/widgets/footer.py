@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
+from textual.containers import HorizontalGroup
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+# keys that must never drop out of a narrow footer: docked at the right end, next to ^p Commands
+ESSENTIAL = ("help", "quit")
 
 
 class LeanFooter(Footer):
@@ -13,6 +19,23 @@ class LeanFooter(Footer):
     watchers of closed nodes only when `compact` itself changes, which in this app it never does, so every
     removed key stayed reachable with its styles, message queue and renders: ~10 widgets per focus change.
     """
+
+    DEFAULT_CSS = """
+    LeanFooter HorizontalGroup.-essential { dock: right; width: auto; height: 1; background: $panel; }
+    LeanFooter HorizontalGroup.-essential FooterKey.-command-palette { dock: none; }
+    """
+
+    def compose(self) -> ComposeResult:
+        """Footer's keys, with `^p` Commands, `?` Help and `q` Quit in one group docked at the right, so a
+        narrow screen cuts the optional keys in the middle, never those."""
+        right: list[FooterKey] = []
+        for w in super().compose():
+            if isinstance(w, FooterKey) and (w.action in ESSENTIAL or w.has_class("-command-palette")):
+                right.append(w)
+                continue
+            yield w
+        order = {"help": 1, "quit": 2}
+        yield HorizontalGroup(*sorted(right, key=lambda k: order.get(k.action, 0)), classes="-essential")
 
     async def recompose(self) -> None:
         await super().recompose()

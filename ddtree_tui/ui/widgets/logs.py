@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable
+from pathlib import Path
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,6 +24,9 @@ class LogsPane(Pane):
     BINDINGS = [
         Binding("f", "toggle_follow", "Follow on/off"),
         Binding("G", "follow", "Jump to tail"),
+        Binding("w", "toggle_wrap", "Wrap", tooltip="wrap long lines on/off"),
+        Binding("z", "toggle_times", "Times", tooltip="show when each line arrived (HH:MM:SS) on/off"),
+        Binding("S", "save", "Save", tooltip="save the lines shown (after the search) to .ddtree/logs/"),
     ]
 
     def __init__(self, **kw: object) -> None:
@@ -28,6 +35,10 @@ class LogsPane(Pane):
         self.following = True
         self._search = ""
         self._shown = 0
+        self.wrap = False
+        self.times = False
+        self._lines: list[tuple[float, str]] = []
+        self.saved_to: Path | None = None  # what is shown: (arrival time, line), for re-render/save
 
     def compose(self) -> ComposeResult:
         yield RichLog(id="log-view", max_lines=MAX_LINES, wrap=False, highlight=False, auto_scroll=True)
@@ -38,6 +49,8 @@ class LogsPane(Pane):
     def _title(self) -> None:
         parts = [f"{self.pane_number} Logs", self.ref or "(select a service)"]
         parts.append("following" if self.following else "paused")
+        if self.wrap:
+            parts.append("wrap")
         if self._search:
             parts.append(f"/{self._search}")
         self.border_title = " · ".join(parts)
@@ -54,20 +67,64 @@ class LogsPane(Pane):
         log.scroll_end(animate=False)
         self._title()
 
-    def _line(self, line: str) -> Text | None:
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        self.query_one(RichLog).wrap = self.wrap
+        self._rerender()
+
+    def action_toggle_times(self) -> None:
+        self.times = not self.times
+        self._rerender()
+
+    def _rerender(self) -> None:
+        log = self.query_one(RichLog)
+        log.clear()
+        for ts, line in self._lines:
+            t = self._line(line, ts)
+            if t is not None:
+                log.write(t)
+        self._title()
+
+    def action_save(self) -> None:
+        """The lines shown, to a file; the write runs in a worker (off the UI path)."""
+        lines = [line for _, line in self._lines if self._search.lower() in line.lower()]
+        ref = (self.ref or "log").replace("/", "_")
+        path = Path(".ddtree") / "logs" / time.strftime(f"{ref}-%Y%m%d-%H%M%S.log")
+        self.run_worker(self._save(path, lines), group="log-save", exclusive=True)
+
+    async def _save(self, path: Path, lines: list[str]) -> None:
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{ln}\n" for ln in lines), encoding="utf-8")
+
+        try:
+            await asyncio.to_thread(write)
+        except OSError as e:
+            self.app.notify(f"log not saved: {e}", severity="error")
+            return
+        self.app.notify(f"saved {len(lines)} lines to {path}")
+        self.saved_to = path
+
+    def _line(self, line: str, ts: float | None = None) -> Text | None:
         if self._search and self._search.lower() not in line.lower():
             return None
-        text = Text(line, no_wrap=True)
+        text = Text(line, no_wrap=not self.wrap)
+        if self.times:
+            text = Text.assemble((time.strftime("%H:%M:%S ", time.localtime(ts or time.time())), "dim"), text)
+            text.no_wrap = not self.wrap
         low = line.lower()
         if "error" in low or "traceback" in low:
             text.stylize(self.style_of("bad"))
         elif "warn" in low:
             text.stylize(self.style_of("warn"))
         if self._search:
-            text.highlight_words(
-                [self._search], style=self.style_of("accent") + "reverse", case_sensitive=False
-            )
+            text.highlight_words([self._search], style=self.match_style(), case_sensitive=False)
         return text
+
+    def match_style(self) -> Style:
+        """How a search match is marked: the accent colour, reversed (a Style, never a str: Style + str
+        raised inside the paint and blanked the pane)."""
+        return self.style_of("accent") + Style(reverse=True)
 
     def show(self, ref: str | None, lines: Iterable[str], search: str = "") -> None:
         """Replace the content: a new service, or a new search."""
@@ -75,18 +132,23 @@ class LogsPane(Pane):
         self._search = search
         log = self.query_one(RichLog)
         log.clear()
-        for line in lines:
-            t = self._line(line)
+        now = time.time()
+        self._lines = [(now, line) for line in lines][-MAX_LINES:]
+        for _, line in self._lines:
+            t = self._line(line, now)
             if t is not None:
                 log.write(t)
         self._title()
 
     def append(self, lines: Iterable[str]) -> None:
         log = self.query_one(RichLog)
+        now = time.time()
         for line in lines:
-            t = self._line(line)
+            self._lines.append((now, line))
+            t = self._line(line, now)
             if t is not None:
                 log.write(t)
+        del self._lines[:-MAX_LINES]
 
     def render_view(self, view: View) -> None:
         search = self.active_filter(view)

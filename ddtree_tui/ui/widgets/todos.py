@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
@@ -30,6 +31,7 @@ EVIDENCE_BADGE = {
 class TodosPane(Pane):
     pane_number = 4
     pane_title = "Todos"
+    DEFAULT_CSS = "TodosPane #todos-flags { height: auto; max-height: 4; }"
     BINDINGS = [
         Binding("e", "todo('edit')", "Edit"),
         Binding("s", "todo('start')", "Start"),
@@ -38,10 +40,19 @@ class TodosPane(Pane):
         Binding("x,delete", "todo('delete')", "Delete"),
         Binding("shift+up,K", "todo('up')", "Move up"),
         Binding("shift+down,J", "todo('down')", "Move down"),
+        # j/k move the cursor here like in every table (k is Kill elsewhere, never a surprise here)
+        Binding("j", "cursor(1)", "Down", show=False, tooltip="cursor down (J moves the item)"),
+        Binding("k", "cursor(-1)", "Up", show=False, tooltip="cursor up (K moves the item)"),
     ]
+
+    def action_cursor(self, step: int) -> None:
+        t = self.query_one(DataTable)
+        if t.row_count:
+            t.move_cursor(row=max(0, min(t.row_count - 1, t.cursor_row + step)), animate=False)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="todos-error")
+        yield Static("", id="todos-flags")
         t: DataTable[Any] = DataTable(id="todos-table", cursor_type="row")
         t.add_columns("#", "Status", "Pri", "Todo", "Evidence")
         yield t
@@ -97,5 +108,26 @@ class TodosPane(Pane):
                 rows.append((str(i), cells))
         n = len(store.items)
         done = sum(1 for it in store.items if it.status == "completed")
-        self.border_title = f"{self.pane_number} Todos · {done}/{n} done"
+        f = self.active_filter(view)
+        self.border_title = f"{self.pane_number} Todos · {done}/{n} done" + (f" · filter /{f}" if f else "")
+        if not n and not msg:
+            err.update(
+                self.t("no todos yet: t adds one (a check like `service HOST/SVC ready` is verified)", "dim")
+            )
+            err.display = True
         sync_table(self.query_one(DataTable), rows)
+        self._flags(store.items, evidence)
+
+    def _flags(self, items: list[Any], evidence: dict[int, Any]) -> None:
+        """Every mismatch flag in full under the table: a narrow pane cuts the Evidence column."""
+        out = Text()
+        for i, _it in enumerate(items):
+            ev = evidence.get(i)
+            if ev is not None and ev.mismatch:
+                if out:
+                    out.append("\n")
+                out.append(f"! {i + 1}: ", self.style_of("bad"))
+                out.append(str(ev.mismatch), self.style_of("bad"))
+        box = self.query_one("#todos-flags", Static)
+        box.update(out)
+        box.display = bool(out) and self.is_narrow()

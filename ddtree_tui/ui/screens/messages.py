@@ -1,0 +1,58 @@
+"""`H`: every message the app showed this session (errors included), newest first, with its time."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Label
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "information": ""}
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    ts: float
+    severity: str
+    text: str
+
+    def line(self) -> str:
+        return f"{time.strftime('%H:%M:%S', time.localtime(self.ts))} {self.severity[:4]} {self.text}"
+
+
+class MessagesScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    MessagesScreen { align: center middle; }
+    MessagesScreen > #dialog { width: 95%; max-width: 140; height: 90%; border: thick $accent;
+        background: $surface; padding: 0 1; }
+    MessagesScreen DataTable { height: 1fr; }
+    """
+    BINDINGS = [Binding("escape,H,q", "close", "Close")]
+
+    def __init__(self, records: list[MessageRecord]) -> None:
+        super().__init__()
+        self.records = list(records)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(f"Messages of this session ({len(self.records)}, newest first) · Esc closes")
+            t: DataTable[Any] = DataTable(id="messages-table", cursor_type="row", zebra_stripes=True)
+            t.add_columns("Time", "Kind", "Message")
+            for i, r in enumerate(reversed(self.records)):
+                when = time.strftime("%H:%M:%S", time.localtime(r.ts))
+                t.add_row(
+                    when, Text(r.severity, style=SEVERITY_STYLE.get(r.severity, "")), r.text, key=str(i)
+                )
+            yield t
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
