@@ -26,6 +26,7 @@ HANDLERS: dict[str, str] = {
     "todo": "ddtree_tui.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
     "report": "ddtree_tui.report.cli:cli_main",
+    "sweep": "ddtree_tui.sweep.cli:cli_main",
 }
 
 
@@ -162,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("runs", nargs="+", metavar="RUN.json", help="files written by --run-bench --json")
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
+    from ddtree_tui.sweep.cli import add_arguments as _sweep_arguments
+
+    _sweep_arguments(add("sweep", "the tuning lab: redeploy a service over settings, measure, rank, apply"))
+
     sp = add("sim", "run one simulated SGLang server (always labelled simulated)")
     sp.add_argument("--algorithm", choices=["dflash", "ddtree", "baseline"], default="dflash")
     # dest differs from "mode": the subparsers' own dest is "mode" and would be overwritten
@@ -176,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--incremental-streaming-output", action="store_true")
     sp.add_argument("--decode-log-interval", type=int, default=40)
     sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
+    sp.add_argument("--block-size", type=int, default=None, help="max tokens one verify pass emits (16)")
+    d = sp.add_argument_group("DDTree model (env SGLANG_DDTREE_MAX_TOPK sets the top-k)")
+    d.add_argument("--budget", type=int, default=None, help="tree node budget: accept length and step time")
+    d.add_argument("--hybrid", action="store_true", help="the target is a hybrid GDN/Mamba model")
+    d.add_argument("--allow-hybrid-unsafe", action="store_true", help="allow tree verify on a hybrid model")
     r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/server.py)")
     r.add_argument(
         "--realistic", action="store_true", help="SGLang 0.5.23's health latency, prefill, batching"

@@ -403,6 +403,62 @@ class Fleet:
         self._notice(f"move {ref} -> {to_host}", res)
         return res
 
+    # --- holds and one-off specs (the tuning lab) -----------------------------------------------------------
+    def hold(self, ref: str, owner: str) -> None:
+        """Reserve a service for `owner` (a sweep): launch/kill/restart/move of it are refused for others.
+        Raises ServiceHeld when someone else holds it."""
+        h, svc = self._split(ref)
+        h.services.hold(svc, owner)
+        self._publish(Notice(severity="information", text=f"{ref} is held by {owner}"))
+
+    def release(self, ref: str, owner: str) -> None:
+        h, svc = self._split(ref)
+        h.services.release(svc, owner)
+
+    def held_by(self, ref: str) -> str | None:
+        h, svc = self._split(ref)
+        return h.services.held_by(svc)
+
+    def spec_of(self, ref: str) -> tuple[HostProfile, ServiceSpec]:
+        """The profile and the service's spec as the profile has it (no overrides)."""
+        h, svc = self._split(ref)
+        return h.profile, h.profile.get_service(svc) or h.extra_specs[svc]
+
+    def current_spec(self, ref: str) -> ServiceSpec:
+        """The spec the service was last launched with (overrides included)."""
+        h, svc = self._split(ref)
+        return h.services.spec(svc)
+
+    async def preflight(self, ref: str, spec: ServiceSpec) -> Any:
+        """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
+        from ddtree_tui.services import argcheck
+        from ddtree_tui.services.commands import build_launch
+
+        h, _svc = self._split(ref)
+        return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))
+
+    async def deploy(self, ref: str, spec: ServiceSpec, *, holder: str | None = None) -> Any:
+        """Kill the service (if running) and launch it with `spec` (an override of its profile spec; the
+        profile file is never edited). Returns the launch's ActionResult; wait with `wait_service`."""
+        h, svc = self._split(ref)
+        k = await h.services.kill(svc, holder=holder)
+        if not k.ok:
+            self._notice(f"deploy {ref}", k)
+            return k
+        res = await h.services.launch(svc, spec, holder=holder)
+        if res.ok:
+            self._launched.add(ref)
+        self._notice(f"deploy {ref}", res)
+        return res
+
+    async def wait_service(self, ref: str, states: set[str], timeout: float) -> ServiceStatus:
+        h, svc = self._split(ref)
+        return await h.services.wait_state(svc, states, timeout)
+
+    async def service_log(self, ref: str, lines: int = 30) -> list[str]:
+        h, svc = self._split(ref)
+        return list(await h.services.read_log(svc, lines))
+
     def _notice(self, what: str, res: Any) -> None:
         ok = bool(getattr(res, "ok", False))
         msg = getattr(res, "message", "") or ""
