@@ -75,12 +75,12 @@ REASONING_SHARE = 0.4
 # step(B, k, b) = step_dflash(b) * (1 + DDTREE_NODE_COST * B * (1 + DDTREE_NODE_BATCH_COST * (b - 1)))
 #                               * (1 + DDTREE_TOPK_COST * (k - 1))
 # With the demo's numbers (a_linear 3.4) the best of budget {8,16,32} x top-k {1,2,4} at concurrency 1 is
-# budget 16, top-k 2 (`ddtree_expected_speed` computes it), 5 % or more ahead of every neighbour.
+# budget 16, top-k 2 (`ddtree_expected_speed` computes it), 8 % or more ahead of every other point.
 DDTREE_TOPK_GAIN = 1.0
 DDTREE_BUDGET_SCALE = 3.0
-DDTREE_NODE_COST = 0.008  # per tree node, relative to one linear verify step (choice)
+DDTREE_NODE_COST = 0.01  # per tree node, relative to one linear verify step (choice)
 DDTREE_NODE_BATCH_COST = 0.15  # how much more a node costs per extra running request (choice)
-DDTREE_TOPK_COST = 0.07  # the drafter's top-k extraction and heap, per extra branch (choice)
+DDTREE_TOPK_COST = 0.1  # the drafter's top-k extraction and heap, per extra branch (choice)
 DDTREE_SHADOW_NODE_COST = (
     0.002  # shadow-linear builds the tree but verifies the chain: drafter-side only (choice)
 )
