@@ -42,7 +42,9 @@ async def test_sweep_holds_the_service_and_releases_it(tmp_path: Path) -> None:
         if ev.status == "measuring" and ev.index >= 0:
             measuring.set()
 
-    settings = SweepSettings(ref="h/dd", dims=[parse_set("budget=8,16")], repeats=1, warmup=0, max_new_tokens=16)
+    settings = SweepSettings(
+        ref="h/dd", dims=[parse_set("budget=8,16")], repeats=1, warmup=0, max_new_tokens=16
+    )
     try:
         await fleet.start()
         runner = SweepRunner(fleet, settings, tmp_path / "out", on_event=on_event)

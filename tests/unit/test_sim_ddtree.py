@@ -4,6 +4,7 @@ read from the environment, and tree verify on a hybrid target refused at start u
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -23,11 +24,11 @@ from ddtree_tui.sim.server import (
 
 def test_accept_length_rises_with_budget_with_diminishing_returns_and_with_topk() -> None:
     acc = [ddtree_accept_length(3.4, b, 2) for b in (4, 8, 16, 32, 64, 128)]
-    assert all(b > a for a, b in zip(acc, acc[1:], strict=False))
-    gains = [b - a for a, b in zip(acc, acc[1:], strict=False)]
-    assert all(g2 < g1 for g1, g2 in zip(gains, gains[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(acc))
+    gains = [b - a for a, b in itertools.pairwise(acc)]
+    assert all(g2 < g1 for g1, g2 in itertools.pairwise(gains))
     at_large = [ddtree_accept_length(3.4, 256, k) for k in (1, 2, 4, 8)]
-    assert all(b > a for a, b in zip(at_large, at_large[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(at_large))
     assert at_large[0] == pytest.approx(3.4, abs=0.01)  # top-k 1 is the chain
     assert at_large[2] - at_large[1] < at_large[1] - at_large[0]
 
@@ -38,7 +39,9 @@ def test_verify_cost_rises_with_budget_and_batch_and_the_best_budget_shrinks() -
     assert ddtree_step_factor(32, 4, 8, tree=False) < ddtree_step_factor(32, 4, 8)
 
     def best(batch: int) -> int:
-        return max((ddtree_expected_speed(3.4, b, k, batch), b) for b in (4, 8, 16, 32, 64) for k in (1, 2, 4))[1]
+        return max(
+            (ddtree_expected_speed(3.4, b, k, batch), b) for b in (4, 8, 16, 32, 64) for k in (1, 2, 4)
+        )[1]
 
     assert best(1) == 16 and best(16) < best(1)
     cfg = SimConfig(algorithm="ddtree", mode="tree", budget=16, max_topk=2, batch_slowdown=True)
@@ -64,5 +67,8 @@ def test_tree_on_hybrid_refused_at_start_unless_allowed() -> None:
             "--port", str(free_port()), "--load-time", "0", "--budget", "16", "--hybrid"]  # fmt: skip
     p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**os.environ})
     assert p.returncode == 1 and HYBRID_TREE_REFUSAL in p.stderr
-    assert SimConfig(algorithm="ddtree", mode="tree", hybrid=True, allow_hybrid_unsafe=True).startup_error() is None
+    assert (
+        SimConfig(algorithm="ddtree", mode="tree", hybrid=True, allow_hybrid_unsafe=True).startup_error()
+        is None
+    )
     assert SimConfig(algorithm="ddtree", mode="shadow-linear", hybrid=True).startup_error() is None

@@ -63,7 +63,9 @@ def test_overrides_validate_against_the_profile_model() -> None:
     s = apply_overrides(spec, {"budget": "16", "env.SGLANG_DDTREE_MAX_TOPK": "2", "mode": "tree"})
     assert (s.budget, s.mode, s.env["SGLANG_DDTREE_MAX_TOPK"]) == (16, "tree", "2")
     assert spec.budget == 32  # the profile's spec is untouched
-    s = apply_overrides(spec, {"--cuda-graph-max-bs": "16", "args.enable-foo": "true", "sim.decode_rate": "99"})
+    s = apply_overrides(
+        spec, {"--cuda-graph-max-bs": "16", "args.enable-foo": "true", "sim.decode_rate": "99"}
+    )
     assert s.extra_args == ["--cuda-graph-max-bs", "16", "--enable-foo"] and s.sim.decode_rate == 99
     assert apply_overrides(spec, {"--cuda-graph-max-bs": "false"}).extra_args == []
     with pytest.raises(SweepError, match=r"budget=0: budget: Input should be greater than or equal to 1"):
@@ -83,7 +85,12 @@ def test_loads_constraints_and_plans() -> None:
         with pytest.raises(SweepError):
             parse_load(bad)
     c = parse_constraint("ttft_p90<0.3s")
-    assert (c.metric, c.op, c.value) == ("ttft_p90", "<", 300.0) and c.ok(299) and not c.ok(300) and not c.ok(None)
+    assert (
+        (c.metric, c.op, c.value) == ("ttft_p90", "<", 300.0)
+        and c.ok(299)
+        and not c.ok(300)
+        and not c.ok(None)
+    )
     assert parse_constraint("accept_length>=3").ok(3.0)
     for bad in ("ttft<3", "tok_s>5ms", "nonsense"):
         with pytest.raises(SweepError):
@@ -112,9 +119,15 @@ def _state() -> SweepState:
     from ddtree_tui.sweep.state import BaselineRecord
 
     pts = [
-        PointRecord(index=0, overrides={"budget": "8"}, status="done", measurement=_measure(100, 30, 3.0, 20)),
-        PointRecord(index=1, overrides={"budget": "16"}, status="done", measurement=_measure(120, 40, 4.0, 25)),
-        PointRecord(index=2, overrides={"budget": "32"}, status="done", measurement=_measure(120.5, 60, 4.5, 35)),
+        PointRecord(
+            index=0, overrides={"budget": "8"}, status="done", measurement=_measure(100, 30, 3.0, 20)
+        ),
+        PointRecord(
+            index=1, overrides={"budget": "16"}, status="done", measurement=_measure(120, 40, 4.0, 25)
+        ),
+        PointRecord(
+            index=2, overrides={"budget": "32"}, status="done", measurement=_measure(120.5, 60, 4.5, 35)
+        ),
         PointRecord(index=3, overrides={"budget": "64"}, status="failed", error="crashed"),
     ]
     return SweepState(
