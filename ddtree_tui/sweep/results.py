@@ -224,8 +224,18 @@ def analyse(
         baseline_tok_s=base_tok,
         wall_s=state.wall_s,
         restored=state.restored,
-        caveats=list(state.caveats),
+        caveats=_caveats(state),
     )
+
+
+def _caveats(state: SweepState) -> list[str]:
+    out = list(state.caveats)
+    if any(r.versions.get("simulated") for r in state.points):
+        out.insert(
+            0,
+            "SIMULATED: these points ran on ddtree-tui's simulator; the numbers are its model's, not a GPU's.",
+        )
+    return out
 
 
 def _f(x: float | None, nd: int = 1) -> str:
@@ -274,6 +284,9 @@ def table(res: SweepResults) -> str:
         lines.append(f"  apply it: ddtree-tui sweep apply DIR --point {b.index}")
     else:
         lines.append("best: none (no point was measured and met the constraints)")
+    if res.caveats:
+        lines.append("what this sweep cannot know:")
+        lines += [f"  - {c}" for c in res.caveats]
     if res.restored is not None:
         lines.append(
             "service put back as the profile has it"
