@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from ddtree_tui import __version__
 from ddtree_tui.bench.models import BenchRequest, BenchRun, RequestResult
+from ddtree_tui.bench.prompts import load_prompts
 from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.config import ServiceSpec, redact_env
 from ddtree_tui.services.commands import build_launch
@@ -279,8 +280,16 @@ class SweepRunner:
             startup = min(self.base_spec.startup_timeout, 300.0)
             how = f"a guess of {startup:.0f} s a restart (startup_timeout {self.base_spec.startup_timeout:.0f} s)"
         measured = [r.measure_s for r in self.state.points if r.measure_s is not None]
-        n_req = self.s.repeats * 5 + self.s.warmup
-        measure = statistics.fmean(measured) if measured else n_req * self.s.max_new_tokens / 40.0
+        try:
+            n_prompts = len(load_prompts(self.s.prompts))
+        except Exception:
+            n_prompts = 5
+        n_req = n_prompts * self.s.repeats + self.s.warmup
+        if self.base_spec.launcher == "sim":
+            rate = self.base_spec.sim.decode_rate * (self.base_spec.sim.accept_length or 3.4)
+        else:
+            rate = 50.0  # a guess until the first point is measured
+        measure = statistics.fmean(measured) if measured else n_req * self.s.max_new_tokens / rate
         n_base = (len(configs) // self.s.baseline_every + 2) if self.s.baseline_ref is None else 0
         total = (
             len(configs) * startup + len(left) * measure + n_base * (startup + measure * len(self.s.loads))

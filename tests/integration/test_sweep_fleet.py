@@ -93,3 +93,46 @@ def test_sweep_through_real_sshd(tmp_path: Path, ssh_env, sshd) -> None:
         assert "best: #" in p.stdout
     finally:
         cleanup_workdir(ssh_env.root / "work-testhost")
+
+
+async def test_reference_baseline_interleaved_and_load_levels(tmp_path: Path) -> None:
+    """--baseline HOST/SVC: the reference service runs in the same bench run as each point (paired deltas);
+    --load concurrency:1,2: one restart for the config, then one measurement per level."""
+    wd = tmp_path / "wd"
+    ref_svc = (
+        f'[[service]]\nname = "ref"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {free_port()}\n'
+        "[service.sim]\ndecode_rate = 400.0\nload_time = 0.1\n"
+    )
+    prof = parse_profile(
+        f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{_sim_service(free_port())}{ref_svc}'
+    )
+    fleet = Fleet([prof], todos_path=tmp_path / "t.json", history_path=tmp_path / "h.jsonl", telemetry=False,
+                  probe_interval=0.3)  # fmt: skip
+    events: list[SweepEvent] = []
+    settings = SweepSettings(ref="h/dd", dims=[parse_set("budget=16")], loads=[1, 2], repeats=2, warmup=0,
+                             max_new_tokens=16, baseline_ref="h/ref")  # fmt: skip
+    try:
+        await fleet.start()
+        r = await fleet.launch("h/ref")
+        assert r.ok, r.message
+        st = await fleet.wait_service("h/ref", {"ready"}, 30)
+        assert st.state == "ready"
+        state = await SweepRunner(fleet, settings, tmp_path / "out", on_event=events.append).run()
+        assert [(p.concurrency, p.status) for p in state.points] == [(1, "done"), (2, "done")]
+        assert [e.index for e in events if e.status == "starting"].count(
+            0
+        ) == 1  # one restart for both levels
+        assert not any(e.index == 1 and e.status == "starting" for e in events)
+        assert state.baselines == []  # nothing re-measured on the swept service itself
+        for p in state.points:
+            assert p.baseline_measurement is not None and len(p.baseline_measurement.samples) == 6
+            assert p.measurement is not None and len(p.measurement.samples) == 6
+        from ddtree_tui.sweep import results as rs
+
+        res = rs.analyse(state)
+        assert res.baseline == "h/ref" and all(
+            q.delta_pct is not None and q.delta_lo_pct is not None for q in res.points
+        )
+    finally:
+        await fleet.stop()
+        cleanup_workdir(wd)
