@@ -370,6 +370,9 @@ class Fleet:
     async def _lifecycle(self, verb: str, ref: str) -> Any:
         """launch / kill / restart one service; remember what we started so the demo can clean up."""
         h, svc = self._split(ref)
+        held = self._foreign_hold(ref, verb)
+        if held is not None:
+            return held
         if verb == "launch":
             res = await h.services.launch(svc, h.extra_specs.get(svc))
         else:
@@ -392,6 +395,9 @@ class Fleet:
         from ddtree_tui.services.lifecycle import move_service
 
         src, svc = self._split(ref)
+        held = self._foreign_hold(ref, "move")
+        if held is not None:
+            return held
         dst = self._host(to_host)
         spec = src.profile.get_service(svc) or src.extra_specs[svc]
         if dst.profile.get_service(svc) is None:
@@ -407,13 +413,42 @@ class Fleet:
     def hold(self, ref: str, owner: str) -> None:
         """Reserve a service for `owner` (a sweep): launch/kill/restart/move of it are refused for others.
         Raises ServiceHeld when someone else holds it."""
+        from ddtree_tui.services.lifecycle import ServiceHeld
+        from ddtree_tui.sweep import hold
+
         h, svc = self._split(ref)
         h.services.hold(svc, owner)
+        try:
+            hold.acquire(ref, owner)  # other ddtree-tui processes on this machine see it too
+        except ValueError as e:
+            h.services.release(svc, owner)
+            raise ServiceHeld(str(e)) from None
         self._publish(Notice(severity="information", text=f"{ref} is held by {owner}"))
 
     def release(self, ref: str, owner: str) -> None:
+        from ddtree_tui.sweep import hold
+
         h, svc = self._split(ref)
         h.services.release(svc, owner)
+        hold.release(ref)
+
+    def _foreign_hold(self, ref: str, verb: str) -> Any | None:
+        """An ActionResult refusing `verb` when a sweep in another process holds the service."""
+        from ddtree_tui.services.lifecycle import ActionResult
+        from ddtree_tui.sweep import hold
+
+        who = hold.holder(ref)
+        if who is None:
+            return None
+        h, svc = self._split(ref)
+        res = ActionResult(
+            ok=False,
+            message=f"refused to {verb} {ref}: it is held by {who}; nothing was done",
+            status=h.services.status(svc),
+            suggestion="wait for the sweep to finish, or stop it (it puts the service back as the profile has it)",
+        )
+        self._notice(f"{verb} {ref}", res)
+        return res
 
     def held_by(self, ref: str) -> str | None:
         h, svc = self._split(ref)

@@ -24,6 +24,7 @@ from tests.fixtures.services.support import cleanup_workdir
 @pytest.mark.timeout(150)
 async def test_sweep_screen_runs_and_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
     wd = tmp_path / "wd"
     prof_path = tmp_path / "h.toml"
     prof_path.write_text(

@@ -26,6 +26,11 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _holds_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))  # the children inherit it
+
+
 def demo_copy(tmp_path: Path) -> tuple[Path, int]:
     """The shipped demo profile with its own workdir, free ports and a fast simulator (same sweep preset)."""
     text = (ROOT / "hostprofiles" / "local-demo.toml").read_text()
@@ -63,14 +68,24 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         )
         cut: int | None = None
         deadline = time.monotonic() + 200
+        checked_hold = False
         while time.monotonic() < deadline and child.poll() is None:
             pts = read_state(out).get("points", [])
+            if not checked_hold and any(p["status"] == "measuring" for p in pts):
+                # another ddtree-tui process may not kill or launch the held service
+                k = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "kill",
+                                    "local/ddtree-shadow"], capture_output=True, text=True, timeout=60)  # fmt: skip
+                assert k.returncode == 1 and "held by sweep" in k.stderr and "nothing was done" in k.stderr, k
+                checked_hold = True
+                continue
             busy = [p for p in pts if p["status"] == "measuring" and p["index"] >= 3]
             if busy:
                 cut = busy[0]["index"]
                 break
             time.sleep(0.05)
-        assert cut is not None, f"never saw point 3+ measuring: {child.poll()} {read_state(out)}"
+        assert cut is not None and checked_hold, (
+            f"never saw point 3+ measuring: {child.poll()} {read_state(out)}"
+        )
         os.kill(child.pid, signal.SIGKILL)  # our own child, by its pid
         child.communicate(timeout=10)
         before = read_state(out)

@@ -22,6 +22,11 @@ from tests.fixtures.services.support import cleanup_workdir
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.fixture(autouse=True)
+def _holds_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
+
+
 def _sim_service(port: int) -> str:
     return (
         f'[[service]]\nname = "dd"\nalgorithm = "ddtree"\nmode = "tree"\nlauncher = "sim"\nport = {port}\n'
@@ -56,9 +61,10 @@ async def test_sweep_holds_the_service_and_releases_it(tmp_path: Path) -> None:
         for r in refused:
             assert not r.ok and "held by sweep" in r.message and "nothing was done" in r.message, r.message
         assert fleet.held_by("h/dd") is not None
+        assert list((tmp_path / "holds").glob("*.json"))  # visible to other processes on this machine
         state = await asyncio.wait_for(task, 120)
         assert [p.status for p in state.points] == ["done", "done"] and state.restored is True
-        assert fleet.held_by("h/dd") is None
+        assert fleet.held_by("h/dd") is None and not list((tmp_path / "holds").glob("*.json"))
         assert fleet.current_spec("h/dd").budget == 16  # the profile's value again
         assert {e.status for e in events} >= {"starting", "measuring", "done"}
         # --max-time that nothing fits in: every point skipped, the service still put back

@@ -182,3 +182,37 @@ def test_apply_keeps_comments_and_layout(tmp_path: Path) -> None:
         write_profile(fifo, new)
     with pytest.raises(OSError, match="not a regular file"):
         atomic_write(tmp_path, "x")
+
+
+def test_hold_file_seen_by_other_processes_and_stale_when_its_process_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import psutil
+
+    from ddtree_tui.sweep import hold
+
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path))
+    hold.acquire("h/dd", "sweep X")
+    assert hold.holder("h/dd") is None  # our own hold does not refuse us
+    f = next(tmp_path.glob("*.json"))
+    parent = os.getppid()  # a live process that is not us
+    f.write_text(
+        json.dumps({"pid": parent, "create_time": psutil.Process(parent).create_time(), "owner": "sweep Y"})
+    )
+    assert hold.holder("h/dd") == f"sweep Y (pid {parent})"
+    with pytest.raises(ValueError, match="held by sweep Y"):
+        hold.acquire("h/dd", "sweep X")
+    f.write_text(json.dumps({"pid": parent, "create_time": 1.0, "owner": "sweep Y"}))  # pid reused
+    assert hold.holder("h/dd") is None
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    f.write_text(json.dumps({"pid": int(gone.stdout), "create_time": 5.0, "owner": "sweep Z"}))
+    assert hold.holder("h/dd") is None  # a SIGKILLed sweep's hold is stale
+    hold.acquire("h/dd", "sweep X")
+    hold.release("h/dd")
+    assert not list(tmp_path.glob("*.json"))
