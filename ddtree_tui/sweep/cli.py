@@ -122,7 +122,13 @@ async def _sweep(ns: argparse.Namespace, profiles: list[Any], settings: Any, out
         _err(
             f"sweep of {settings.ref}: {n} point(s) to measure, about {secs / 60:.1f} min ({how}); state in {out}"
         )
-        state = await runner.run()
+        from ddtree_tui.services.lifecycle import ServiceHeld
+
+        try:
+            state = await runner.run()
+        except ServiceHeld as e:
+            _err(f"ddtree-tui sweep: {e}; nothing was done")
+            return EXIT_FAIL
     finally:
         await fleet.stop()
     res = write_results(out, state, ns)
