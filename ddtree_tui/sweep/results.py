@@ -124,8 +124,29 @@ def _metric(rec: PointRecord, name: str) -> float | None:
     return getattr(m, name, None)
 
 
-def _objective(rec: PointRecord, objective: str) -> float | None:
-    return _metric(rec, {"tok_s": "tok_s", "goodput": "goodput", "ttft": "ttft_p50"}[objective])
+def goodput(rec: PointRecord, cons: Sequence[Constraint]) -> float | None:
+    """Output throughput counting only the tokens of requests that meet the per-request constraints
+    (ttft_*, itl_*), computed from the samples so `sweep show --constraint` re-ranks correctly."""
+    m = rec.measurement.metrics if rec.measurement else None
+    if m is None or m.output_throughput is None or rec.measurement is None:
+        return None
+    per_req = [c for c in cons if c.metric.startswith(("ttft", "itl"))]
+    ok = [s for s in rec.measurement.samples if s.ok]
+    total = sum(s.output_tokens or 0 for s in ok)
+    if not total:
+        return None
+    good = sum(
+        s.output_tokens or 0
+        for s in ok
+        if all(c.ok(s.ttft_ms if c.metric.startswith("ttft") else s.itl_p50_ms) for c in per_req)
+    )
+    return m.output_throughput * good / total
+
+
+def _objective(rec: PointRecord, objective: str, cons: Sequence[Constraint] = ()) -> float | None:
+    if objective == "goodput":
+        return goodput(rec, cons)
+    return _metric(rec, {"tok_s": "tok_s", "ttft": "ttft_p50"}[objective])
 
 
 def _front(points: Sequence[RankedPoint], x: str, y: str) -> set[int]:
@@ -166,11 +187,16 @@ def analyse(
             argv=rec.argv,
         )
         if rec.status == "done" and m is not None:
-            rp.objective = _objective(rec, objective)
-            for k in ("tok_s", "goodput", "ttft_p50", "ttft_p90", "itl_p50", "accept_length", "verify_passes",
+            rp.objective = _objective(rec, objective, cons)
+            for k in ("tok_s", "ttft_p50", "ttft_p90", "itl_p50", "accept_length", "verify_passes",
                       "tokens_per_chunk", "step_ms", "gpu_mem_mb"):  # fmt: skip
                 setattr(rp, k, getattr(m, k))
-            rp.violated = [c.text for c in cons if not c.ok(_metric(rec, c.metric))]
+            rp.goodput = goodput(rec, cons)
+            rp.violated = [
+                c.text
+                for c in cons
+                if not c.ok(rp.goodput if c.metric == "goodput" else _metric(rec, c.metric))
+            ]
             rp.meets_constraints = not rp.violated
             base, paired = baseline_samples(state, rec)
             d = (_paired if paired else _unpaired)(
@@ -262,12 +288,16 @@ def table(res: SweepResults) -> str:
             if p.delta_lo_pct is not None:
                 ci += f" ({fmt_pct(p.delta_lo_pct)}…{fmt_pct(p.delta_hi_pct)})"
         front = ("L" if p.pareto_latency else "") + ("A" if p.pareto_accept else "")
-        rank = str(p.rank) if p.rank else "-"
+        rank = str(p.rank) if p.rank else ("✗" if not p.meets_constraints else "-")
         grp = str(p.group) if p.group else "-"
-        label = p.label if p.meets_constraints else p.label + " ✗ " + ",".join(p.violated)
+        label = p.label
         lines.append(
             f"{rank:>4} {grp:>3}  {label[:44]:<44} {_f(p.objective):>13} {ci:>26} {_f(p.ttft_p90, 0):>9} {_f(p.accept_length, 2):>6} {_f(p.step_ms, 1):>7} {front:>2}"
         )
+    broke = [p for p in res.points if p.status == "done" and not p.meets_constraints]
+    if broke:
+        lines.append("✗ outside the constraints:")
+        lines += [f"  #{p.index} {p.label}: ✗ {', '.join(p.violated)}" for p in broke]
     bad = [p for p in res.points if p.status != "done"]
     if bad:
         lines.append("not measured:")

@@ -150,6 +150,15 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         )
         assert profile.read_text() == original
         assert "restart local/ddtree-shadow" in a.stderr  # the redeploy offered
+        # re-rank without measuring: a constraint nothing meets leaves no best; goodput counts only those
+        sh = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "sweep", "show", str(out), "--objective", "goodput",
+                             "--constraint", "ttft_p90<0.001ms"], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert sh.returncode == 0 and "best: none" in sh.stdout and "✗ ttft_p90<0.001ms" in sh.stdout, (
+            sh.stdout
+        )
+        assert "SIMULATED" in sh.stdout and "cannot know" in sh.stdout
+        shown = json.loads((out / "results.json").read_text())
+        assert shown["best"] is None and all(q["goodput"] in (None, 0.0) for q in shown["points"])
     finally:
         cleanup_workdir(tmp_path / "wd")
 
