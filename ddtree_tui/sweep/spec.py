@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddtree_tui.config import ServiceSpec
+from ddtree_tui.config import SECRET_KEY_RE, ServiceSpec
 
 Objective = Literal["tok_s", "goodput", "ttft"]
 Strategy = Literal["grid", "one-at-a-time"]
@@ -92,6 +92,10 @@ def parse_set(text: str) -> Dimension:
 
 
 def check_key(key: str) -> None:
+    if SECRET_KEY_RE.search(key.replace("-", "_")):
+        raise SweepError(
+            f"--set {key}: a secret is never a dimension (its values would be written into sweep.json)"
+        )
     if key.startswith("env."):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key[4:]):
             raise SweepError(f"--set {key}: {key[4:]!r} is not an environment variable name")

@@ -53,7 +53,8 @@ def test_parse_set_and_keys() -> None:
     assert parse_set("--cuda-graph-max-bs=4,8").key == "--cuda-graph-max-bs"
     for bad, words in [("budget", "KEY=v1"), ("budget=", "no values"), ("budjet=1", "not a service key"),
                        ("port=1,2", "identifies the service"), ("env=1", "one variable"),
-                       ("env.1X=2", "not an environment"), ("budget=8,8", "twice")]:  # fmt: skip
+                       ("env.1X=2", "not an environment"), ("budget=8,8", "twice"),
+                       ("env.HF_TOKEN=a,b", "a secret is never a dimension"), ("--api-key=a", "secret")]:  # fmt: skip
         with pytest.raises(SweepError, match=words):
             parse_set(bad)
 
