@@ -48,7 +48,7 @@ def demo_copy(tmp_path: Path) -> tuple[Path, int]:
 def sweep_argv(profile: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "sweep", "local/ddtree-shadow",
             "--preset", "budget-topk", "--out", str(out), "--repeats", "2", "--max-new-tokens", "96",
-            "--no-telemetry", *extra]  # fmt: skip
+            *extra]  # fmt: skip
 
 
 def read_state(out: Path) -> dict:
@@ -127,6 +127,10 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         # the effective argv, server_info and versions of every point were recorded
         assert "--mode tree" in pts[cut]["argv"] and pts[cut]["versions"]["simulated"] is True
         assert pts[cut]["server_info"]["speculative_algorithm"] == "DDTREE"
+        gpu = pts[cut]["gpus"][0]  # the demo's GPU numbers are a replay, and say so
+        assert gpu["index"] == 0 and gpu["source"] == "replay" and gpu["mem_used_mb"] is not None
+        assert pts[cut]["measurement"]["metrics"]["gpu_mem_mb"] is not None
+        assert any("replay" in c for c in res["caveats"])
         # the service is back as the profile has it, and the profile file was never touched by the sweep
         info = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5).read())
         assert info["sim"]["mode"] == "shadow-linear" and info["speculative_ddtree_budget"] == 32
