@@ -34,6 +34,7 @@ HANDLERS: dict[str, str] = {
     "attach": "ddtree_tui.ui.attach:cli_main",
     "replay": "ddtree_tui.ui.attach:replay_main",
     "record": "ddtree_tui.ui.attach:record_main",
+    "sweep": "ddtree_tui.sweep.cli:cli_main",
 }
 
 
@@ -120,6 +121,7 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,  # `sweep apply --to` is not an abbreviation of the global --todos
         prog="ddtree-tui",
         description="Deploy, watch and benchmark DFlash / DDTree SGLang services on a few GPU hosts. "
         "Without a mode word it starts the terminal UI.",
@@ -175,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="mode", metavar="MODE")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_, formatter_class=_Help)
+        sp = sub.add_parser(name, help=help_, description=help_, formatter_class=_Help, allow_abbrev=False)
         _globals(sp, suppress=True)
         return sp
 
@@ -253,6 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("runs", nargs="+", metavar="RUN.json", help="files written by --run-bench --json")
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
+    from ddtree_tui.sweep.cli import add_arguments as _sweep_arguments
+
+    _sweep_arguments(add("sweep", "the tuning lab: redeploy a service over settings, measure, rank, apply"))
+
     sp = add("sim", "run one simulated SGLang server (always labelled simulated)")
     sp.add_argument(
         "--algorithm", choices=["dflash", "ddtree", "baseline"], default="dflash", help="what to imitate"
@@ -279,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--decode-log-interval", type=int, default=40, help="a Decode batch log line every N passes"
     )
     sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
+    sp.add_argument("--block-size", type=int, default=None, help="max tokens one verify pass emits (16)")
+    d = sp.add_argument_group("DDTree model (env SGLANG_DDTREE_MAX_TOPK sets the top-k)")
+    d.add_argument("--budget", type=int, default=None, help="tree node budget: accept length and step time")
+    d.add_argument("--hybrid", action="store_true", help="the target is a hybrid GDN/Mamba model")
+    d.add_argument("--allow-hybrid-unsafe", action="store_true", help="allow tree verify on a hybrid model")
     r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/server.py)")
     r.add_argument(
         "--realistic", action="store_true", help="SGLang 0.5.23's health latency, prefill, batching"

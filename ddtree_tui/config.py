@@ -73,6 +73,9 @@ class SimOptions(_Strict):
     load_time: float = Field(default=2.0, ge=0, le=3600)
     seed: int = 0
     realistic: bool = False  # SGLang 0.5.23's /health latency, prefill time and batch slowdown
+    hybrid: bool = (
+        False  # the simulated target is a hybrid GDN/Mamba model: tree verify needs allow_hybrid_unsafe
+    )
 
 
 class TelemetryOptions(_Strict):
@@ -174,6 +177,22 @@ class ServiceSpec(_Strict):
         return "-"
 
 
+class SweepPreset(_Strict):
+    """A ready-made tuning-lab sweep (`ddtree-tui sweep HOST/SVC --preset NAME`); keys as `--set` takes them."""
+
+    name: Annotated[str, Field(pattern=NAME_RE)]
+    service: Annotated[str, Field(pattern=NAME_RE)]
+    set: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
+    load: str | None = None  # e.g. "concurrency:1,8"
+    prompts: str = "seed3"
+    repeats: int = Field(default=3, ge=1, le=100)
+    max_new_tokens: int = Field(default=128, ge=1, le=100000)
+    objective: Literal["tok_s", "goodput", "ttft"] = "tok_s"
+    constraints: list[str] = Field(default_factory=list)
+    strategy: Literal["grid", "one-at-a-time"] = "grid"
+    description: str | None = None
+
+
 class HostProfile(_Strict):
     name: Annotated[str, Field(pattern=NAME_RE)]
     address: str = "local"
@@ -191,6 +210,7 @@ class HostProfile(_Strict):
     telemetry: TelemetryOptions = Field(default_factory=TelemetryOptions)
     alerts: AlertOptions = Field(default_factory=AlertOptions)
     service: list[ServiceSpec] = Field(default_factory=list)
+    sweep: list[SweepPreset] = Field(default_factory=list)
 
     # where the profile came from, for messages; not a TOML key
     source: str | None = Field(default=None, exclude=True)

@@ -384,6 +384,9 @@ class Fleet:
     async def _lifecycle(self, verb: str, ref: str) -> Any:
         """launch / kill / restart one service; remember what we started so the demo can clean up."""
         h, svc = self._split(ref)
+        held = self._foreign_hold(ref, verb)
+        if held is not None:
+            return held
         if verb == "launch":
             res = await h.services.launch(svc, h.extra_specs.get(svc))
         else:
@@ -406,6 +409,9 @@ class Fleet:
         from ddtree_tui.services.lifecycle import move_service
 
         src, svc = self._split(ref)
+        held = self._foreign_hold(ref, "move")
+        if held is not None:
+            return held
         dst = self._host(to_host)
         spec = src.profile.get_service(svc) or src.extra_specs[svc]
         if dst.profile.get_service(svc) is None:
@@ -416,6 +422,91 @@ class Fleet:
             self._launched.add(f"{to_host}/{svc}")
         self._notice(f"move {ref} -> {to_host}", res)
         return res
+
+    # --- holds and one-off specs (the tuning lab) -----------------------------------------------------------
+    def hold(self, ref: str, owner: str) -> None:
+        """Reserve a service for `owner` (a sweep): launch/kill/restart/move of it are refused for others.
+        Raises ServiceHeld when someone else holds it."""
+        from ddtree_tui.services.lifecycle import ServiceHeld
+        from ddtree_tui.sweep import hold
+
+        h, svc = self._split(ref)
+        h.services.hold(svc, owner)
+        try:
+            hold.acquire(ref, owner)  # other ddtree-tui processes on this machine see it too
+        except ValueError as e:
+            h.services.release(svc, owner)
+            raise ServiceHeld(str(e)) from None
+        self._publish(Notice(severity="information", text=f"{ref} is held by {owner}"))
+
+    def release(self, ref: str, owner: str) -> None:
+        from ddtree_tui.sweep import hold
+
+        h, svc = self._split(ref)
+        h.services.release(svc, owner)
+        hold.release(ref)
+
+    def _foreign_hold(self, ref: str, verb: str) -> Any | None:
+        """An ActionResult refusing `verb` when a sweep in another process holds the service."""
+        from ddtree_tui.services.lifecycle import ActionResult
+        from ddtree_tui.sweep import hold
+
+        who = hold.holder(ref)
+        if who is None:
+            return None
+        h, svc = self._split(ref)
+        res = ActionResult(
+            ok=False,
+            message=f"refused to {verb} {ref}: it is held by {who}; nothing was done",
+            status=h.services.status(svc),
+            suggestion="wait for the sweep to finish, or stop it (it puts the service back as the profile has it)",
+        )
+        self._notice(f"{verb} {ref}", res)
+        return res
+
+    def held_by(self, ref: str) -> str | None:
+        h, svc = self._split(ref)
+        return h.services.held_by(svc)
+
+    def spec_of(self, ref: str) -> tuple[HostProfile, ServiceSpec]:
+        """The profile and the service's spec as the profile has it (no overrides)."""
+        h, svc = self._split(ref)
+        return h.profile, h.profile.get_service(svc) or h.extra_specs[svc]
+
+    def current_spec(self, ref: str) -> ServiceSpec:
+        """The spec the service was last launched with (overrides included)."""
+        h, svc = self._split(ref)
+        return h.services.spec(svc)
+
+    async def preflight(self, ref: str, spec: ServiceSpec) -> Any:
+        """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
+        from ddtree_tui.services import argcheck
+        from ddtree_tui.services.commands import build_launch
+
+        h, _svc = self._split(ref)
+        return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))
+
+    async def deploy(self, ref: str, spec: ServiceSpec, *, holder: str | None = None) -> Any:
+        """Kill the service (if running) and launch it with `spec` (an override of its profile spec; the
+        profile file is never edited). Returns the launch's ActionResult; wait with `wait_service`."""
+        h, svc = self._split(ref)
+        k = await h.services.kill(svc, holder=holder)
+        if not k.ok:
+            self._notice(f"deploy {ref}", k)
+            return k
+        res = await h.services.launch(svc, spec, holder=holder)
+        if res.ok:
+            self._launched.add(ref)
+        self._notice(f"deploy {ref}", res)
+        return res
+
+    async def wait_service(self, ref: str, states: set[str], timeout: float) -> ServiceStatus:
+        h, svc = self._split(ref)
+        return await h.services.wait_state(svc, states, timeout)
+
+    async def service_log(self, ref: str, lines: int = 30) -> list[str]:
+        h, svc = self._split(ref)
+        return list(await h.services.read_log(svc, lines))
 
     def _notice(self, what: str, res: Any) -> None:
         ok = bool(getattr(res, "ok", False))

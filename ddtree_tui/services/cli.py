@@ -83,6 +83,13 @@ async def _run(ns: argparse.Namespace, profiles: list[HostProfile], host: HostPr
         mgr = ServiceManager(transports[0], host, probe_interval=0.5)
         managers.append(mgr)
         timeout = ns.timeout
+        if ns.mode in ("launch", "kill", "restart", "move"):
+            from ddtree_tui.sweep import hold
+
+            who = hold.holder(f"{host.name}/{svc}")
+            if who is not None:
+                _err(f"refused to {ns.mode} {host.name}/{svc}: it is held by {who}; nothing was done")
+                return EXIT_FAIL
         if ns.mode == "logs":
             for line in await mgr.read_log(svc, max(0, ns.lines)):
                 print(line, flush=True)

@@ -178,6 +178,14 @@ def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
     a += ["--seed", str(spec.sim.seed)]
     if spec.sim.realistic:
         a.append("--realistic")
+    if spec.block_size is not None:
+        a += ["--block-size", str(spec.block_size)]
+    if spec.algorithm == "ddtree" and spec.budget is not None:
+        a += ["--budget", str(spec.budget)]
+    if spec.sim.hybrid:
+        a.append("--hybrid")
+    if spec.allow_hybrid_unsafe:
+        a.append("--allow-hybrid-unsafe")
     if spec.model:
         a += ["--model-path", spec.model]
     a += list(spec.extra_args)

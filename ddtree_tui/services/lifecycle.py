@@ -32,6 +32,10 @@ from ddtree_tui.transport.base import Transport, TransportError
 __all__ = ["ActionResult", "LogMetrics", "ServiceManager", "move_service"]
 
 
+class ServiceHeld(Exception):
+    """The service is held by someone else (a running sweep)."""
+
+
 class ActionResult(BaseModel):
     """The outcome of launch / kill / restart / move, in words a person can act on."""
 
@@ -145,6 +149,34 @@ class ServiceManager:
         self._changed = asyncio.Event()
         self._python = host_python(profile)
         self._secret_cache: tuple[tuple[int, ...], set[str]] | None = None
+        self._holds: dict[str, str] = {}  # service -> who holds it (a sweep): others may not launch/kill it
+
+    # --- holds (a sweep owns the service while it runs) ------------------------------------------------------
+    def hold(self, name: str, owner: str) -> None:
+        """Reserve `name` for `owner`; ServiceHeld when someone else holds it."""
+        self._svc(name)
+        cur = self._holds.get(name)
+        if cur is not None and cur != owner:
+            raise ServiceHeld(f"{self.profile.name}/{name} is held by {cur}")
+        self._holds[name] = owner
+
+    def release(self, name: str, owner: str) -> None:
+        if self._holds.get(name) == owner:
+            del self._holds[name]
+
+    def held_by(self, name: str) -> str | None:
+        return self._holds.get(name)
+
+    def _held(self, name: str, verb: str, holder: str | None) -> ActionResult | None:
+        owner = self._holds.get(name)
+        if owner is None or owner == holder:
+            return None
+        return ActionResult(
+            ok=False,
+            message=f"refused to {verb} {self.profile.name}/{name}: it is held by {owner}; nothing was done",
+            status=self._svc(name).status,
+            suggestion="wait for the sweep to finish, or stop it (it puts the service back as the profile has it)",
+        )
 
     # --- bookkeeping -------------------------------------------------------------------------------------
     def _add(self, spec: ServiceSpec) -> _Svc:
@@ -725,10 +757,14 @@ class ServiceManager:
                 await asyncio.sleep(min(self.probe_interval, max(0.0, deadline - time.monotonic())))
 
     async def launch(
-        self, name: str, spec: ServiceSpec | None = None, *, force: bool = False
+        self, name: str, spec: ServiceSpec | None = None, *, force: bool = False, holder: str | None = None
     ) -> ActionResult:
-        """Start the service detached on the host; refused when it already runs, its port is taken, or the
-        host's own SGLang parser rejects the command line (`force` launches anyway)."""
+        """Start the service detached on the host; refused when it already runs, its port is taken, the
+        host's own SGLang parser rejects the command line (`force` launches anyway), or someone other than
+        `holder` holds it (a sweep)."""
+        held = self._held(name, "launch", holder) if name in self._svcs else None
+        if held is not None:
+            return held
         if spec is not None:
             if spec.name != name:
                 spec = spec.model_copy(update={"name": name})
@@ -884,9 +920,14 @@ class ServiceManager:
         if not self._started:
             await self.refresh()
 
-    async def kill(self, name: str, timeout: float | None = None) -> ActionResult:
+    async def kill(
+        self, name: str, timeout: float | None = None, *, holder: str | None = None
+    ) -> ActionResult:
         """SIGTERM the service's process group, SIGKILL after the timeout; only if the pid is still ours."""
         svc = self._svc(name)
+        held = self._held(name, "kill", holder)
+        if held is not None:
+            return held
         if svc.spec.launcher == "external":
             return ActionResult(
                 ok=False,
@@ -988,12 +1029,12 @@ class ServiceManager:
             suggestion="the process may be stuck in the kernel (D state); check the host",
         )
 
-    async def restart(self, name: str, *, force: bool = False) -> ActionResult:
+    async def restart(self, name: str, *, force: bool = False, holder: str | None = None) -> ActionResult:
         """Kill (if running) then launch with the same spec."""
-        k = await self.kill(name)
+        k = await self.kill(name, holder=holder)
         if not k.ok:
             return k
-        r = await self.launch(name, force=force)
+        r = await self.launch(name, force=force, holder=holder)
         if r.ok:
             return r.model_copy(update={"message": f"{k.message}; {r.message}"})
         return r
@@ -1006,6 +1047,9 @@ async def move_service(src: ServiceManager, dst: ServiceManager, name: str) -> A
     source host that cannot be reached does not block the move (the result says so).
     """
     spec = src.spec(name)
+    held = src._held(name, "move", None)
+    if held is not None:
+        return held
     own = dst._svcs.get(name)
     if own is not None and own.spec != spec:  # launch would overwrite dst's own service of that name
         return ActionResult(

@@ -59,6 +59,37 @@ RETRACT_ABORT_MESSAGE = "Retracted under decode memory pressure without a KV bac
 CONTEXT_LENGTH = 262144
 # Share of a reasoning reply that is thinking (delta.reasoning_content) before the answer: an assumption.
 REASONING_SHARE = 0.4
+# --- DDTree (budget, top-k, tree verify) -----------------------------------------------------------------
+# The shape comes from the sources, the numbers are modelling choices tuned so the demo has an interior optimum:
+# - DDTree (arXiv 2604.12989): a best-first tree of `budget` nodes from DFlash's per-position distributions,
+#   verified in one target pass. Its accept length is non-decreasing in the budget (the cost-aware follow-up,
+#   arXiv 2606.01813, starts from exactly that) and the paper reports the best budget per model/dataset pair,
+#   i.e. an interior optimum: HumanEval on Qwen3-30B-MoE 8.22x for DDTree vs 6.09x for DFlash (about 1.35x).
+# - SGLang's open DDTree PR (#29907): `--speculative-ddtree-budget N` and env `SGLANG_DDTREE_MAX_TOPK`, the
+#   widest a tree node may branch.
+# - An independent port measured 0.68-1.00x against chain drafting with the best budget shrinking 16 -> 8 -> 4
+#   as the batch grows (issue 16): tree verify cost grows with budget *and* batch.
+# accept(B, k) = 1 + (a_linear - 1) * G(k) * (1 - exp(-B / (DDTREE_BUDGET_SCALE * k)))
+#   G(k) = 1 + DDTREE_TOPK_GAIN * (1 - 2^-(k-1)): wider nodes help with diminishing returns (choice);
+#   the budget term saturates: a wider tree needs more nodes to reach the same depth (choice).
+# step(B, k, b) = step_dflash(b) * (1 + DDTREE_NODE_COST * B * (1 + DDTREE_NODE_BATCH_COST * (b - 1)))
+#                               * (1 + DDTREE_TOPK_COST * (k - 1))
+# With the demo's numbers (a_linear 3.4) the best of budget {8,16,32} x top-k {1,2,4} at concurrency 1 is
+# budget 16, top-k 2 (`ddtree_expected_speed` computes it), 8 % or more ahead of every other point.
+DDTREE_TOPK_GAIN = 1.0
+DDTREE_BUDGET_SCALE = 3.0
+DDTREE_NODE_COST = 0.01  # per tree node, relative to one linear verify step (choice)
+DDTREE_NODE_BATCH_COST = 0.15  # how much more a node costs per extra running request (choice)
+DDTREE_TOPK_COST = 0.1  # the drafter's top-k extraction and heap, per extra branch (choice)
+DDTREE_SHADOW_NODE_COST = (
+    0.002  # shadow-linear builds the tree but verifies the chain: drafter-side only (choice)
+)
+DDTREE_DEFAULT_TOPK = 4  # when SGLANG_DDTREE_MAX_TOPK is unset (a modelling choice; the PR's default varies)
+HYBRID_TREE_REFUSAL = (
+    "DDTree tree verify on a hybrid (GDN/Mamba) model is unsafe: the recurrent state cannot be forked per "
+    "branch; use mode shadow-linear or set allow_hybrid_unsafe"
+)
+
 FAULT_KINDS = ("slow_first_token", "stall", "http500", "malformed", "drop", "exit")
 FAULT_HEADER = "X-Sim-Fault"
 
@@ -131,6 +162,11 @@ class SimConfig(BaseModel):
     no_done: bool = False  # the OpenAI streams end after the finish chunk without data: [DONE]
     detail_errors: bool = False  # errors as FastAPI's {"detail": ...} instead of {"error": {...}}
     strict_openai: bool = False  # 422 for unknown fields (ignore_eos), 400 for a model it does not serve
+    # DDTree: with a budget the accept length and step time follow the DDTREE_* model above
+    budget: int | None = Field(default=None, ge=1, le=4096, description="--speculative-ddtree-budget")
+    max_topk: int | None = Field(default=None, ge=1, le=64, description="SGLANG_DDTREE_MAX_TOPK")
+    hybrid: bool = False  # the simulated target is a hybrid GDN/Mamba model (Qwen3.5/3.6, Qwen3-Next)
+    allow_hybrid_unsafe: bool = False
 
     @classmethod
     def realistic(cls, **kw: Any) -> SimConfig:
@@ -154,10 +190,36 @@ class SimConfig(BaseModel):
         return cls(**{**base, **kw})
 
     @property
+    def linear_accept_length(self) -> float:
+        return self.accept_length if self.accept_length is not None else DEFAULT_ACCEPT_LENGTH
+
+    @property
+    def ddtree_modelled(self) -> bool:
+        """The DDTree model applies: a DDTree service given a budget."""
+        return self.algorithm == "ddtree" and self.budget is not None
+
+    @property
+    def topk(self) -> int:
+        return self.max_topk or DDTREE_DEFAULT_TOPK
+
+    @property
     def effective_accept_length(self) -> float:
         if self.algorithm == "baseline":
             return 1.0
-        return self.accept_length if self.accept_length is not None else DEFAULT_ACCEPT_LENGTH
+        if self.ddtree_modelled and self.display_mode == "tree":
+            return ddtree_accept_length(self.linear_accept_length, int(self.budget or 1), self.topk)
+        return self.linear_accept_length
+
+    def startup_error(self) -> str | None:
+        """Why this server refuses to start (as the patched build does), or None."""
+        if (
+            self.algorithm == "ddtree"
+            and self.mode == "tree"
+            and self.hybrid
+            and not self.allow_hybrid_unsafe
+        ):
+            return HYBRID_TREE_REFUSAL
+        return None
 
     @property
     def speculative_algorithm(self) -> str | None:
@@ -192,9 +254,36 @@ class SimConfig(BaseModel):
         """One decode (verify) step with `running` requests in the batch."""
         base = 1.0 / self.decode_rate
         if not self.batch_slowdown or running <= 1:
-            return base
+            return base * self.ddtree_cost(running)
         g = BATCH_GROWTH_BASELINE if self.algorithm == "baseline" else BATCH_GROWTH_SPEC
-        return base * (1 + g * (running - 1))
+        return base * (1 + g * (running - 1)) * self.ddtree_cost(running)
+
+    def ddtree_cost(self, running: int) -> float:
+        """How much longer one step takes for the DDTree tree (1.0 without the DDTree model)."""
+        if not self.ddtree_modelled:
+            return 1.0
+        return ddtree_step_factor(
+            int(self.budget or 1), self.topk, max(1, running), self.display_mode == "tree"
+        )
+
+
+def ddtree_accept_length(linear: float, budget: int, topk: int) -> float:
+    """The mean tokens a tree-verify pass emits (see the DDTREE_* constants)."""
+    gain = 1 + DDTREE_TOPK_GAIN * (1 - 2.0 ** -(topk - 1))
+    return 1 + (linear - 1) * gain * (1 - math.exp(-budget / (DDTREE_BUDGET_SCALE * topk)))
+
+
+def ddtree_step_factor(budget: int, topk: int, running: int = 1, tree: bool = True) -> float:
+    """Step time of a DDTree pass relative to a linear DFlash pass at the same batch."""
+    if not tree:  # shadow-linear: the drafter builds the tree, the target verifies only the chain
+        return 1 + DDTREE_SHADOW_NODE_COST * budget
+    grow = 1 + DDTREE_NODE_COST * budget * (1 + DDTREE_NODE_BATCH_COST * (running - 1))
+    return grow * (1 + DDTREE_TOPK_COST * (topk - 1))
+
+
+def ddtree_expected_speed(linear: float, budget: int, topk: int, running: int = 1) -> float:
+    """Tokens per linear-step time in tree mode: what the sim was built to make best (relative units)."""
+    return ddtree_accept_length(linear, budget, topk) / ddtree_step_factor(budget, topk, running)
 
 
 def _rng(seed: int, prompt: str, salt: str) -> random.Random:
@@ -374,6 +463,7 @@ class SimServer:
             f"algorithm={c.algorithm} mode={c.display_mode} speculative_algorithm={c.speculative_algorithm} "
             f"accept_length={c.effective_accept_length} decode_rate={c.decode_rate}/s seed={c.seed} "
             f"model_path={c.model_path} listening on {self.base_url}"
+            + (f" ddtree budget={c.budget} max_topk={c.topk} hybrid={c.hybrid}" if c.ddtree_modelled else "")
         )
 
     def log(self, msg: str) -> None:
@@ -431,7 +521,8 @@ class SimServer:
             "speculative_eagle_topk": 1 if spec else None,
             "speculative_num_draft_tokens": c.block_size if spec else None,
             "speculative_dflash_block_size": c.block_size if spec else None,
-            "speculative_ddtree_budget": 32 if c.algorithm == "ddtree" else None,
+            "speculative_ddtree_budget": (c.budget or 32) if c.algorithm == "ddtree" else None,
+            "speculative_ddtree_max_topk": c.topk if c.algorithm == "ddtree" else None,
             "speculative_ddtree_shadow_linear": (c.display_mode == "shadow-linear")
             if c.algorithm == "ddtree"
             else None,
@@ -442,6 +533,9 @@ class SimServer:
                 "mode": c.display_mode,
                 "accept_length": c.effective_accept_length,
                 "decode_rate": c.decode_rate,
+                "budget": c.budget,
+                "max_topk": c.max_topk,
+                "hybrid": c.hybrid,
                 "seed": c.seed,
                 "faults": [f.model_dump() for f in self.faults],
             },
@@ -1206,11 +1300,34 @@ def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
         decode_log_interval=ns.decode_log_interval,
         faults=list(ns.fault or []),
         exit_process=True,
+        budget=getattr(ns, "budget", None),
+        block_size=getattr(ns, "block_size", None) or 16,
+        max_topk=_env_topk(),
+        hybrid=bool(getattr(ns, "hybrid", False)),
+        allow_hybrid_unsafe=bool(getattr(ns, "allow_hybrid_unsafe", False)),
     )
+
+
+def _env_topk() -> int | None:
+    """SGLANG_DDTREE_MAX_TOPK from the environment, as the patched server reads it; ValueError if bad."""
+    raw = os.environ.get("SGLANG_DDTREE_MAX_TOPK")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        v = int(raw)
+    except ValueError:
+        raise ValueError(f"SGLANG_DDTREE_MAX_TOPK must be an integer, got {raw!r}") from None
+    if not 1 <= v <= 64:
+        raise ValueError(f"SGLANG_DDTREE_MAX_TOPK must be 1..64, got {v}")
+    return v
 
 
 async def serve(cfg: SimConfig) -> int:
     """Run until SIGTERM/SIGINT; /health answers 503 while shutting down."""
+    refusal = cfg.startup_error()
+    if refusal:
+        print(_log_prefix() + f"ValueError: {refusal}", file=sys.stderr, flush=True)
+        return 1
     server = SimServer(cfg)
     try:
         await server.start()

@@ -218,6 +218,7 @@ class DDTreeApp(App[int]):
         self.stop_timeout = stop_timeout
         self.theme_name = theme_name
         self.selected_service: str | None = None
+        self.bind("w", "sweep", description="Sweep", show=False)  # the tuning lab (ui/sweep_screen.py)
         self.selected_host: str | None = None
         self.filter_text = ""
         self.filter_pane = 0
@@ -667,6 +668,11 @@ class DDTreeApp(App[int]):
             return self.selected_service.split("/", 1)[0]
         hosts = [h.name for h in self._snap.hosts] or [p.name for p in self.fleet.profiles()]
         return hosts[0] if hosts else None
+
+    def action_sweep(self) -> None:
+        from ddtree_tui.ui.sweep_screen import open_sweep
+
+        open_sweep(self)
 
     def action_doctor(self) -> None:
         host = self.doctor_host()

@@ -1,0 +1,297 @@
+"""Headless tuning lab:
+
+    ddtree-tui sweep HOST/SVC --set KEY=v1,v2 ... [--load concurrency:1,8] --out DIR [--resume] ...
+    ddtree-tui sweep show DIR            # the table again (other --objective / --constraint allowed)
+    ddtree-tui sweep apply DIR [--point N] [--yes]
+
+Exit 0: the sweep finished (or apply wrote the profile); 1: nothing measured, the service could not be put
+back, or apply declined; 2: bad usage (the message names the --set, key and value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from ddtree_tui.config import ProfileError, find_service, resolve_profiles
+from ddtree_tui.sweep import results as rs
+from ddtree_tui.sweep import state as st
+from ddtree_tui.sweep.spec import Dimension, SweepError, parse_load, parse_set
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("target", metavar="HOST/SVC|apply|show", help="the service to sweep, or apply/show DIR")
+    sp.add_argument("dir", nargs="?", metavar="DIR", help="for apply/show: the sweep's --out directory")
+    sp.add_argument("--set", dest="sw_set", action="append", default=[], metavar="KEY=v1,v2",
+                    help="a dimension: a service key, env.NAME or --flag, with its values")  # fmt: skip
+    sp.add_argument("--preset", dest="sw_preset", metavar="NAME", help="a [[sweep]] of the host profile")
+    sp.add_argument(
+        "--load", dest="sw_load", metavar="concurrency:1,8", default=None, help="load levels per point"
+    )
+    sp.add_argument(
+        "--prompts",
+        dest="sw_prompts",
+        default=None,
+        metavar="SET|FILE.jsonl",
+        help="prompt set (default seed3)",
+    )
+    sp.add_argument("--repeats", dest="sw_repeats", type=int, default=None, help="measured repeats per point")
+    sp.add_argument("--warmup", dest="sw_warmup", type=int, default=1, help="unmeasured requests per point")
+    sp.add_argument("--max-new-tokens", dest="sw_max_new", type=int, default=None, help="tokens per answer")
+    sp.add_argument(
+        "--strategy",
+        dest="sw_strategy",
+        choices=["grid", "one-at-a-time"],
+        default=None,
+        help="all combinations, or one dimension at a time (default grid)",
+    )
+    sp.add_argument("--out", dest="sw_out", metavar="DIR", help="where the sweep's state and results go")
+    sp.add_argument("--resume", dest="sw_resume", action="store_true", help="continue the sweep in --out")
+    sp.add_argument("--redo", dest="sw_redo", type=int, action="append", default=[], metavar="N",
+                    help="with --resume: measure point N again")  # fmt: skip
+    sp.add_argument(
+        "--redo-failed", dest="sw_redo_failed", action="store_true", help="with --resume: retry failed points"
+    )
+    sp.add_argument(
+        "--max-time",
+        dest="sw_max_time",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop starting points after S seconds",
+    )
+    sp.add_argument(
+        "--objective",
+        dest="sw_objective",
+        choices=["tok_s", "goodput", "ttft"],
+        default=None,
+        help="what ranks the points (default tok_s)",
+    )
+    sp.add_argument("--constraint", dest="sw_constraint", action="append", default=None, metavar="EXPR",
+                    help="e.g. ttft_p90<300ms (repeatable)")  # fmt: skip
+    sp.add_argument("--baseline", dest="sw_baseline", metavar="HOST/SVC", help="a reference service")
+    sp.add_argument("--baseline-every", dest="sw_baseline_every", type=int, default=3, metavar="N",
+                    help="re-measure the profile's own config after every N configs (default 3)")  # fmt: skip
+    sp.add_argument(
+        "--point", dest="sw_point", type=int, default=None, help="apply: this point, not the best"
+    )
+    sp.add_argument(
+        "--to", dest="sw_to", metavar="FILE", help="apply: this profile file (default: the swept one)"
+    )
+    sp.add_argument("--yes", dest="sw_yes", action="store_true", help="apply without asking")
+    sp.add_argument(
+        "--json", dest="sw_json", action="store_true", help="print results.json instead of the table"
+    )
+    sp.add_argument(
+        "--no-telemetry", dest="sw_no_telemetry", action="store_true", help="do not record GPU telemetry"
+    )
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def write_results(out: Path, state: st.SweepState, ns: argparse.Namespace | None = None) -> rs.SweepResults:
+    objective = getattr(ns, "sw_objective", None) if ns else None
+    cons = getattr(ns, "sw_constraint", None) if ns else None
+    res = rs.analyse(state, cons, objective)
+    st.atomic_write(out / "results.json", res.model_dump_json(indent=1, by_alias=True))
+    st.atomic_write(out / "results.csv", rs.to_csv(res))
+    return res
+
+
+def _dims(ns: argparse.Namespace, preset: Any) -> list[Dimension]:
+    dims = [parse_set(s) for s in ns.sw_set]
+    if preset is not None:
+        have = {d.key for d in dims}
+        for k, vals in preset.set.items():
+            if k not in have:
+                dims.append(
+                    parse_set(
+                        f"{k}={','.join(str(v).lower() if isinstance(v, bool) else str(v) for v in vals)}"
+                    )
+                )
+    if not dims:
+        raise SweepError(
+            "no dimensions: give --set KEY=v1,v2 (or --preset NAME from the profile's [[sweep]])"
+        )
+    keys = [d.key for d in dims]
+    if len(set(keys)) != len(keys):
+        raise SweepError(f"a key is swept twice: {', '.join(keys)}")
+    return dims
+
+
+async def _sweep(ns: argparse.Namespace, profiles: list[Any], settings: Any, out: Path) -> int:
+    from ddtree_tui.fleet import Fleet
+    from ddtree_tui.sweep.runner import SweepRunner
+
+    fleet = Fleet(
+        profiles,
+        todos_path=out / ".todos.json",
+        history_path=out / "bench-history.jsonl",
+        telemetry=not ns.sw_no_telemetry,
+        probe_interval=0.5,
+        auto_complete_todos=False,
+    )
+    await fleet.start()
+    try:
+        await fleet.wait_settled(10.0)
+        try:
+            runner = SweepRunner(
+                fleet, settings, out, resume=ns.sw_resume, redo=ns.sw_redo, redo_failed=ns.sw_redo_failed,
+                on_event=lambda ev: _err(f"  #{ev.index if ev.index >= 0 else 'base'} {ev.label}: {ev.status}" + (f" ({ev.text})" if ev.text else "")),
+            )  # fmt: skip
+        except SweepError as e:
+            _err(f"ddtree-tui sweep: {e}")
+            return EXIT_USAGE
+        n, secs, how = runner.estimate()
+        _err(
+            f"sweep of {settings.ref}: {n} point(s) to measure, about {secs / 60:.1f} min ({how}); state in {out}"
+        )
+        from ddtree_tui.services.lifecycle import ServiceHeld
+
+        try:
+            state = await runner.run()
+        except ServiceHeld as e:
+            _err(f"ddtree-tui sweep: {e}; nothing was done")
+            return EXIT_FAIL
+    finally:
+        await fleet.stop()
+    res = write_results(out, state, ns)
+    print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res), flush=True)
+    _err(f"wall time {state.wall_s:.1f} s; results in {out}/results.json and results.csv")
+    if state.restored is False or res.best is None:
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _apply(ns: argparse.Namespace) -> int:
+    from ddtree_tui.sweep.apply import diff, edit_profile_text, write_profile
+
+    if not ns.dir:
+        _err("usage: ddtree-tui sweep apply DIR [--point N]")
+        return EXIT_USAGE
+    out = Path(ns.dir)
+    try:
+        state = st.load(out)
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    res = rs.analyse(state, ns.sw_constraint, ns.sw_objective)
+    idx = ns.sw_point if ns.sw_point is not None else res.best
+    if idx is None:
+        _err("no point to apply: nothing was measured that meets the constraints (choose one with --point N)")
+        return EXIT_FAIL
+    rec = next((p for p in state.points if p.index == idx), None)
+    if rec is None or rec.status != "done":
+        _err(f"point {idx} was not measured ({rec.status if rec else 'no such point'}); not applied")
+        return EXIT_USAGE
+    path = Path(ns.sw_to or state.profile_source or "")
+    if not ns.sw_to and not state.profile_source:
+        _err("the sweep does not know its profile file; give --to FILE")
+        return EXIT_USAGE
+    try:
+        old = path.read_text(encoding="utf-8")
+        new = edit_profile_text(old, path, state.ref.split("/", 1)[1], rec.overrides)
+    except (OSError, ProfileError, SweepError) as e:
+        _err(f"ddtree-tui sweep apply: {e}")
+        return EXIT_USAGE
+    d = diff(old, new, path)
+    if not d:
+        print(f"{path} already has point {idx}'s settings ({rec.label()}); nothing to write", flush=True)
+        return EXIT_OK
+    print(d, end="", flush=True)
+    if not ns.sw_yes:
+        if not sys.stdin.isatty():
+            _err("not a terminal: pass --yes to apply without asking; nothing written")
+            return EXIT_FAIL
+        if input(f"write point {idx} into {path}? [y/N] ").strip().lower() not in ("y", "yes"):
+            _err("nothing written")
+            return EXIT_FAIL
+    try:
+        write_profile(path, new)
+    except (OSError, SweepError) as e:
+        _err(f"ddtree-tui sweep apply: {e}; nothing written")
+        return EXIT_FAIL
+    print(f"wrote point {idx} ({rec.label()}) into {path}", flush=True)
+    redeploy = f"ddtree-tui --profile {path} restart {state.ref}"
+    if ns.sw_yes or not sys.stdin.isatty():
+        _err(f"redeploy with: {redeploy}")
+        return EXIT_OK
+    if input(f"redeploy {state.ref} now? [y/N] ").strip().lower() in ("y", "yes"):
+        from ddtree_tui.cli import main
+
+        return main(["--profile", str(path), "restart", state.ref])
+    _err(f"not redeployed; later: {redeploy}")
+    return EXIT_OK
+
+
+def cli_main(ns: argparse.Namespace) -> int:
+    if ns.target == "apply":
+        return _apply(ns)
+    if ns.target == "show":
+        if not ns.dir:
+            _err("usage: ddtree-tui sweep show DIR")
+            return EXIT_USAGE
+        try:
+            state = st.load(Path(ns.dir))
+            res = write_results(Path(ns.dir), state, ns)
+        except (ValueError, SweepError) as e:
+            _err(str(e))
+            return EXIT_USAGE
+        print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
+        print(rs.pareto_chart(res))
+        return EXIT_OK
+    from ddtree_tui.sweep.runner import SweepSettings
+
+    try:
+        profiles = resolve_profiles(ns.profile, ns.profiles, getattr(ns, "demo", False))
+        host, spec = find_service(profiles, ns.target)
+    except (ProfileError, ValueError) as e:
+        _err(str(e))
+        return EXIT_USAGE
+    preset = None
+    if ns.sw_preset:
+        preset = next((p for p in host.sweep if p.name == ns.sw_preset), None)
+        if preset is None:
+            names = ", ".join(p.name for p in host.sweep) or "none"
+            _err(f"host '{host.name}' has no [[sweep]] named '{ns.sw_preset}' (known: {names})")
+            return EXIT_USAGE
+        if preset.service != spec.name:
+            _err(f"[[sweep]] '{preset.name}' is for service '{preset.service}', not '{spec.name}'")
+            return EXIT_USAGE
+    if not ns.sw_out:
+        _err("give --out DIR: the sweep's checkpoint and results go there")
+        return EXIT_USAGE
+    try:
+        settings = SweepSettings(
+            ref=f"{host.name}/{spec.name}",
+            dims=_dims(ns, preset),
+            loads=parse_load(ns.sw_load or (preset.load if preset else None)),
+            strategy=ns.sw_strategy or (preset.strategy if preset else "grid"),
+            prompts=ns.sw_prompts or (preset.prompts if preset else "seed3"),
+            repeats=ns.sw_repeats or (preset.repeats if preset else 3),
+            warmup=ns.sw_warmup,
+            max_new_tokens=ns.sw_max_new or (preset.max_new_tokens if preset else 128),
+            objective=ns.sw_objective or (preset.objective if preset else "tok_s"),
+            constraints=ns.sw_constraint
+            if ns.sw_constraint is not None
+            else (list(preset.constraints) if preset else []),
+            baseline_ref=ns.sw_baseline,
+            baseline_every=max(1, ns.sw_baseline_every),
+            max_time=ns.sw_max_time,
+        )
+        from ddtree_tui.sweep.spec import parse_constraint
+
+        for c in settings.constraints:
+            parse_constraint(c)
+    except (SweepError, ValueError) as e:
+        _err(f"ddtree-tui sweep: {e}")
+        return EXIT_USAGE
+    out = Path(ns.sw_out)
+    return asyncio.run(_sweep(ns, profiles, settings, out))

@@ -1,0 +1,172 @@
+"""The sweep's persisted state (`DIR/sweep.json`, schema 1), written atomically after every point.
+
+Documented in README ("Tuning lab"). A point's status: pending → starting → measuring → done, or failed
+(did not start, crashed, smoke failed, measurement error; with the log tail), rejected (the host's SGLang
+parser refused its command line: never launched) or skipped (`--max-time` ran out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ddtree_tui.sweep.spec import Dimension
+
+SWEEP_SCHEMA = 1
+PointStatus = Literal["pending", "starting", "measuring", "done", "failed", "rejected", "skipped"]
+FINISHED = ("done", "failed", "rejected")
+
+
+class Sample(BaseModel):
+    """One counted request of a point (or of a baseline measurement)."""
+
+    prompt_id: str
+    repeat: int
+    ok: bool
+    tok_s: float | None = None
+    ttft_ms: float | None = None
+    itl_p50_ms: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int | None = None
+    accept_length: float | None = None
+    verify_ct: int | None = None
+    tokens_per_chunk: float | None = None
+
+
+class Metrics(BaseModel):
+    """A point's numbers. Times in ms; tok_s is the mean per-request output tok/s."""
+
+    n: int = 0
+    failed: int = 0
+    tok_s: float | None = None
+    output_throughput: float | None = None
+    goodput: float | None = None
+    ttft_p50: float | None = None
+    ttft_p90: float | None = None
+    ttft_p99: float | None = None
+    itl_p50: float | None = None
+    itl_p90: float | None = None
+    accept_length: float | None = None
+    verify_passes: int | None = None
+    tokens_per_chunk: float | None = None
+    step_ms: float | None = None  # time of one verify pass ≈ ITL × tokens per chunk
+    gpu_mem_mb: int | None = None
+
+
+class GpuInfo(BaseModel):
+    index: int
+    name: str | None = None
+    mem_used_mb: int | None = None
+    mem_total_mb: int | None = None
+    source: str | None = None  # nvml, nvidia-smi, replay (a recording, not this service), none
+
+
+class Measurement(BaseModel):
+    """What one measured load level produced (a point's, or a baseline's)."""
+
+    concurrency: int = 1
+    samples: list[Sample] = Field(default_factory=list)
+    metrics: Metrics | None = None
+    bench_run_id: str | None = None
+
+
+class PointRecord(BaseModel):
+    index: int
+    overrides: dict[str, str] = Field(default_factory=dict)
+    concurrency: int = 1
+    status: PointStatus = "pending"
+    error: str | None = None
+    log_tail: list[str] = Field(default_factory=list)
+    argv: str | None = None  # the effective launch line (secrets masked)
+    server_info: dict[str, Any] | None = None
+    versions: dict[str, Any] = Field(default_factory=dict)
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    measurement: Measurement | None = None
+    baseline_measurement: Measurement | None = None  # --baseline HOST/SVC: measured interleaved, same run
+    baseline_seqs: list[int] = Field(
+        default_factory=list
+    )  # same-service baseline measurements it is compared to
+    startup_s: float | None = None
+    measure_s: float | None = None
+    finished_at: float | None = None
+    attempts: int = 0
+
+    def label(self) -> str:
+        words = [f"{k}={v}" for k, v in self.overrides.items()] or ["(profile)"]
+        return " ".join(words) + (f" c={self.concurrency}" if self.concurrency != 1 else "")
+
+
+class BaselineRecord(BaseModel):
+    seq: int
+    at: float
+    after_point: int  # measured after this many points had finished (-1: before the first)
+    measurement: Measurement
+    ok: bool = True
+    error: str | None = None
+
+
+class SweepState(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_version: int = Field(default=SWEEP_SCHEMA, alias="schema")
+    id: str
+    ref: str
+    baseline_ref: str | None = None  # None: the profile as written, on the same service
+    dims: list[Dimension]
+    loads: list[int]
+    strategy: str
+    prompts: str
+    repeats: int
+    warmup: int
+    max_new_tokens: int
+    objective: str
+    constraints: list[str] = Field(default_factory=list)
+    profile_source: str | None = None
+    points: list[PointRecord]
+    baselines: list[BaselineRecord] = Field(default_factory=list)
+    started_at: float
+    updated_at: float
+    wall_s: float = 0.0
+    finished: bool = False
+    restored: bool | None = None  # the service was put back as the profile has it at the end
+    caveats: list[str] = Field(default_factory=list)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` so a reader (or a crash) sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_file():
+        raise OSError(f"{path} is not a regular file; not replaced")
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        if mode is not None:
+            os.chmod(tmp, mode)  # the replaced file keeps its permissions
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save(state: SweepState, out: Path) -> None:
+    atomic_write(out / "sweep.json", state.model_dump_json(indent=1, by_alias=True))
+
+
+def load(out: Path) -> SweepState:
+    p = out / "sweep.json"
+    try:
+        return SweepState.model_validate_json(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{p}: no sweep here (run a sweep with --out {out} first)") from None
+    except ValueError as e:
+        raise ValueError(f"{p}: not a sweep state file: {str(e).splitlines()[0]}") from None

@@ -1,0 +1,209 @@
+"""The tuning lab end to end, on this machine: the demo profile's own ready-made sweep (budget x top-k, tree
+verify) run by a real `ddtree-tui sweep` child process against real simulated services; the child SIGKILLed
+mid-point and the sweep resumed; the optimum the simulator was built with found; `sweep apply` writing it into
+a copy of the profile with every comment kept. Failed points: a value the host's (fake) SGLang parser rejects
+is never launched, a service that crashes at start is recorded with its log tail; the sweep goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ddtree_tui.config import parse_profile
+from ddtree_tui.sim.process import free_port
+from ddtree_tui.sim.server import ddtree_expected_speed
+from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+
+pytestmark = pytest.mark.timeout(300)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _holds_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))  # the children inherit it
+
+
+def demo_copy(tmp_path: Path) -> tuple[Path, int]:
+    """The shipped demo profile with its own workdir, free ports and a fast simulator (same sweep preset)."""
+    text = (ROOT / "hostprofiles" / "local-demo.toml").read_text()
+    port = free_port()
+    text = text.replace('workdir = ".ddtree/demo"', f"workdir = {json.dumps(str(tmp_path / 'wd'))}")
+    text = text.replace("port = 31010", f"port = {free_port()}").replace("port = 31011", f"port = {port}")
+    text = text.replace("decode_rate = 40.5", "decode_rate = 250.0").replace(
+        "load_time = 2.0", "load_time = 0.2"
+    )
+    p = tmp_path / "local-demo.toml"
+    p.write_text(text)
+    return p, port
+
+
+def sweep_argv(profile: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "sweep", "local/ddtree-shadow",
+            "--preset", "budget-topk", "--out", str(out), "--repeats", "2", "--max-new-tokens", "96",
+            *extra]  # fmt: skip
+
+
+def read_state(out: Path) -> dict:
+    try:
+        return json.loads((out / "sweep.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp_path: Path) -> None:
+    profile, port = demo_copy(tmp_path)
+    original = profile.read_text()
+    out = tmp_path / "sweep"
+    try:
+        child = subprocess.Popen(
+            sweep_argv(profile, out), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        cut: int | None = None
+        deadline = time.monotonic() + 200
+        checked_hold = False
+        while time.monotonic() < deadline and child.poll() is None:
+            pts = read_state(out).get("points", [])
+            if not checked_hold and any(p["status"] == "measuring" for p in pts):
+                # another ddtree-tui process may not kill or launch the held service
+                k = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "kill",
+                                    "local/ddtree-shadow"], capture_output=True, text=True, timeout=60)  # fmt: skip
+                assert k.returncode == 1 and "held by sweep" in k.stderr and "nothing was done" in k.stderr, k
+                checked_hold = True
+                continue
+            busy = [p for p in pts if p["status"] == "measuring" and p["index"] >= 3]
+            if busy:
+                cut = busy[0]["index"]
+                break
+            time.sleep(0.05)
+        assert cut is not None and checked_hold, (
+            f"never saw point 3+ measuring: {child.poll()} {read_state(out)}"
+        )
+        os.kill(child.pid, signal.SIGKILL)  # our own child, by its pid
+        child.communicate(timeout=10)
+        before = read_state(out)
+        done_before = {
+            p["index"]: p["measurement"]["bench_run_id"] for p in before["points"] if p["status"] == "done"
+        }
+        assert len(done_before) >= 3 and cut not in done_before
+        assert before["finished"] is False
+
+        p = subprocess.run(
+            sweep_argv(profile, out, "--resume"), cwd=tmp_path, capture_output=True, text=True, timeout=240
+        )
+        assert p.returncode == 0, p.stderr[-3000:]
+        after = read_state(out)
+        assert after["finished"] is True and after["restored"] is True
+        pts = {q["index"]: q for q in after["points"]}
+        assert all(q["status"] == "done" for q in pts.values()), [
+            (q["index"], q["status"], q["error"]) for q in pts.values()
+        ]
+        # finished points were not measured again; the one cut off was, from scratch
+        for i, run_id in done_before.items():
+            assert pts[i]["measurement"]["bench_run_id"] == run_id
+            assert pts[i]["attempts"] == 1
+        assert pts[cut]["attempts"] == 2
+
+        res = json.loads((out / "results.json").read_text())
+        best = pts[res["best"]]["overrides"]
+        # what the simulator was built to make best over this grid, and an interior point of it
+        grid = [(b, k) for b in (8, 16, 32) for k in (1, 2, 4)]
+        want = max(grid, key=lambda bk: ddtree_expected_speed(3.4, *bk))
+        assert want == (16, 2)
+        assert best == {"mode": "tree", "budget": "16", "env.SGLANG_DDTREE_MAX_TOPK": "2"}, p.stdout
+        ranked = [q for q in res["points"] if q["rank"] == 1]
+        assert ranked and ranked[0]["delta_pct"] > 0 and ranked[0]["delta_lo_pct"] is not None
+        assert "budget=16 env.SGLANG_DDTREE_MAX_TOPK=2" in p.stdout and "best: #" in p.stdout
+        assert "--budget 16" in res["best_command"] and "SGLANG_DDTREE_MAX_TOPK=2" in res["best_command"]
+        csv_lines = (out / "results.csv").read_text().splitlines()
+        assert len(csv_lines) == 10 and "budget" in csv_lines[0]
+        # the effective argv, server_info and versions of every point were recorded
+        assert "--mode tree" in pts[cut]["argv"] and pts[cut]["versions"]["simulated"] is True
+        assert pts[cut]["server_info"]["speculative_algorithm"] == "DDTREE"
+        gpu = pts[cut]["gpus"][0]  # the demo's GPU numbers are a replay, and say so
+        assert gpu["index"] == 0 and gpu["source"] == "replay" and gpu["mem_used_mb"] is not None
+        assert pts[cut]["measurement"]["metrics"]["gpu_mem_mb"] is not None
+        assert any("replay" in c for c in res["caveats"])
+        # the service is back as the profile has it, and the profile file was never touched by the sweep
+        info = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5).read())
+        assert info["sim"]["mode"] == "shadow-linear" and info["speculative_ddtree_budget"] == 32
+        assert profile.read_text() == original
+
+        # apply the best point into a copy of the profile: every comment kept, the values written
+        copy = tmp_path / "copy.toml"
+        copy.write_text(original)
+        a = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "sweep", "apply", str(out), "--to", str(copy), "--yes"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert a.returncode == 0, a.stderr
+        assert "+budget = 16" in a.stdout and "-budget = 32" in a.stdout  # the diff came first
+        new = copy.read_text()
+        comments = [ln.strip() for ln in original.splitlines() if ln.strip().startswith("#")]
+        assert comments and all(c in new for c in comments)
+        svc = parse_profile(new, copy).get_service("ddtree-shadow")
+        assert svc is not None and (svc.mode, svc.budget, svc.env) == (
+            "tree",
+            16,
+            {"SGLANG_DDTREE_MAX_TOPK": "2"},
+        )
+        assert profile.read_text() == original
+        assert "restart local/ddtree-shadow" in a.stderr  # the redeploy offered
+        # re-rank without measuring: a constraint nothing meets leaves no best; goodput counts only those
+        sh = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "sweep", "show", str(out), "--objective", "goodput",
+                             "--constraint", "ttft_p90<0.001ms"], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert sh.returncode == 0 and "best: none" in sh.stdout and "✗ ttft_p90<0.001ms" in sh.stdout, (
+            sh.stdout
+        )
+        assert "SIMULATED" in sh.stdout and "cannot know" in sh.stdout
+        shown = json.loads((out / "results.json").read_text())
+        assert shown["best"] is None and all(q["goodput"] in (None, 0.0) for q in shown["points"])
+    finally:
+        cleanup_workdir(tmp_path / "wd")
+
+
+def test_rejected_value_and_crash_at_start_are_recorded_and_skipped(tmp_path: Path) -> None:
+    """One sweep, two failures: the fake host parser refuses attention_backend=nonsense (never launched); the
+    hybrid target's tree mode crashes at start (its log tail kept); the other points are measured."""
+    wd = tmp_path / "wd"
+    port = free_port()
+    sim = (
+        f'[[service]]\nname = "dd"\nalgorithm = "ddtree"\nmode = "shadow-linear"\nlauncher = "sim"\nport = {port}\n'
+        "budget = 16\nstartup_timeout = 20\n[service.sim]\ndecode_rate = 400.0\nload_time = 0.1\nhybrid = true\n"
+    )
+    fake = service_toml("fk", free_port())
+    prof = tmp_path / "h.toml"
+    prof.write_text(profile_toml("h", "local", wd, sim + fake))
+    try:
+        base = [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(prof), "sweep", "--no-telemetry",
+                "--repeats", "1", "--max-new-tokens", "16", "--warmup", "0"]  # fmt: skip
+        p = subprocess.run([*base, "h/dd", "--set", "mode=shadow-linear,tree", "--out", str(tmp_path / "a")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        pts = read_state(tmp_path / "a")["points"]
+        assert [q["status"] for q in pts] == ["done", "failed"]
+        assert "crashed" in pts[1]["error"] or "stopped" in pts[1]["error"], pts[1]
+        assert any("hybrid" in ln for ln in pts[1]["log_tail"]), pts[1]["log_tail"]
+        assert "#1 mode=tree: failed" in p.stdout
+
+        q = subprocess.run([*base, "h/fk", "--set", "attention_backend=triton,nonsense", "--out", str(tmp_path / "b")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+        pts = read_state(tmp_path / "b")["points"]
+        bad = pts[1]
+        assert bad["status"] == "rejected" and bad["attempts"] == 0, bad
+        assert "nonsense" in bad["error"] and "invalid choice" in bad["error"]
+        assert pts[0]["attempts"] == 1  # the accepted value was launched (the fake server cannot generate)
+        assert "rejected" in q.stdout
+
+        # a value the profile model refuses stops the sweep before anything is launched (exit 2, named)
+        r = subprocess.run([*base, "h/dd", "--set", "budget=8,0", "--out", str(tmp_path / "c")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 2 and "budget=0" in r.stderr and "greater than or equal to 1" in r.stderr
+        assert not (tmp_path / "c" / "sweep.json").exists()
+    finally:
+        cleanup_workdir(wd)

@@ -1,0 +1,144 @@
+"""A sweep through the Fleet in this process: while it runs the service is held (launch, kill, restart and
+move from anyone else are refused with a message); the hold ends with the sweep; `--max-time` skips what
+would not fit and the service is still put back; the SSH variant runs the same sweep on a remote host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddtree_tui.config import parse_profile
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.sim.process import free_port
+from ddtree_tui.sweep.runner import SweepEvent, SweepRunner, SweepSettings
+from ddtree_tui.sweep.spec import parse_set
+from tests.fixtures.services.support import cleanup_workdir
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(autouse=True)
+def _holds_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
+
+
+def _sim_service(port: int) -> str:
+    return (
+        f'[[service]]\nname = "dd"\nalgorithm = "ddtree"\nmode = "tree"\nlauncher = "sim"\nport = {port}\n'
+        "budget = 16\nstartup_timeout = 30\n[service.sim]\ndecode_rate = 400.0\nload_time = 0.1\n"
+    )
+
+
+async def test_sweep_holds_the_service_and_releases_it(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    prof = parse_profile(f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{_sim_service(free_port())}')
+    fleet = Fleet([prof], todos_path=tmp_path / "t.json", history_path=tmp_path / "h.jsonl", telemetry=False,
+                  probe_interval=0.3)  # fmt: skip
+    measuring = asyncio.Event()
+    events: list[SweepEvent] = []
+
+    def on_event(ev: SweepEvent) -> None:
+        events.append(ev)
+        if ev.status == "measuring" and ev.index >= 0:
+            measuring.set()
+
+    settings = SweepSettings(
+        ref="h/dd", dims=[parse_set("budget=8,16")], repeats=1, warmup=0, max_new_tokens=16
+    )
+    try:
+        await fleet.start()
+        runner = SweepRunner(fleet, settings, tmp_path / "out", on_event=on_event)
+        n, secs, _how = runner.estimate()
+        assert n == 2 and secs > 0
+        task = asyncio.create_task(runner.run())
+        await asyncio.wait_for(measuring.wait(), 60)
+        refused = [await fleet.kill("h/dd"), await fleet.launch("h/dd"), await fleet.restart("h/dd")]
+        for r in refused:
+            assert not r.ok and "held by sweep" in r.message and "nothing was done" in r.message, r.message
+        assert fleet.held_by("h/dd") is not None
+        assert list((tmp_path / "holds").glob("*.json"))  # visible to other processes on this machine
+        state = await asyncio.wait_for(task, 120)
+        assert [p.status for p in state.points] == ["done", "done"] and state.restored is True
+        assert fleet.held_by("h/dd") is None and not list((tmp_path / "holds").glob("*.json"))
+        assert fleet.current_spec("h/dd").budget == 16  # the profile's value again
+        assert {e.status for e in events} >= {"starting", "measuring", "done"}
+        # --max-time that nothing fits in: every point skipped, the service still put back
+        tight = settings.model_copy(update={"max_time": 0.01})
+        st2 = await SweepRunner(fleet, tight, tmp_path / "out2").run()
+        assert {p.status for p in st2.points} == {"skipped"} and st2.restored is True
+        assert "--max-time" in (st2.points[0].error or "")
+    finally:
+        await fleet.stop()
+        cleanup_workdir(wd)
+
+
+@pytest.mark.sshd
+def test_sweep_through_real_sshd(tmp_path: Path, ssh_env, sshd) -> None:
+    """Two points on a remote host: launched over ssh, measured through the port forward, put back."""
+    port = free_port()
+    extra = f"python = {json.dumps(sys.executable)}\nconnect_timeout = 5\n\n{_sim_service(port)}"
+    prof = tmp_path / "testhost.toml"
+    prof.write_text(ssh_env.profile_toml("testhost", extra=extra))
+    out = tmp_path / "out"
+    try:
+        argv = [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(prof), "sweep", "testhost/dd",
+                "--set", "budget=8,16", "--set", "env.SGLANG_DDTREE_MAX_TOPK=2", "--repeats", "1",
+                "--warmup", "0", "--max-new-tokens", "16", "--out", str(out), "--no-telemetry"]  # fmt: skip
+        p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=150)
+        assert p.returncode == 0, p.stderr[-3000:]
+        state = json.loads((out / "sweep.json").read_text())
+        assert [q["status"] for q in state["points"]] == ["done", "done"] and state["restored"] is True
+        for q in state["points"]:
+            assert q["server_info"]["speculative_ddtree_budget"] == int(q["overrides"]["budget"])
+            assert q["measurement"]["metrics"]["n"] == 3 and q["measurement"]["metrics"]["failed"] == 0
+        assert "best: #" in p.stdout
+    finally:
+        cleanup_workdir(ssh_env.root / "work-testhost")
+
+
+async def test_reference_baseline_interleaved_and_load_levels(tmp_path: Path) -> None:
+    """--baseline HOST/SVC: the reference service runs in the same bench run as each point (paired deltas);
+    --load concurrency:1,2: one restart for the config, then one measurement per level."""
+    wd = tmp_path / "wd"
+    ref_svc = (
+        f'[[service]]\nname = "ref"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {free_port()}\n'
+        "[service.sim]\ndecode_rate = 400.0\nload_time = 0.1\n"
+    )
+    prof = parse_profile(
+        f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{_sim_service(free_port())}{ref_svc}'
+    )
+    fleet = Fleet([prof], todos_path=tmp_path / "t.json", history_path=tmp_path / "h.jsonl", telemetry=False,
+                  probe_interval=0.3)  # fmt: skip
+    events: list[SweepEvent] = []
+    settings = SweepSettings(ref="h/dd", dims=[parse_set("budget=16")], loads=[1, 2], repeats=2, warmup=0,
+                             max_new_tokens=16, baseline_ref="h/ref")  # fmt: skip
+    try:
+        await fleet.start()
+        r = await fleet.launch("h/ref")
+        assert r.ok, r.message
+        st = await fleet.wait_service("h/ref", {"ready"}, 30)
+        assert st.state == "ready"
+        state = await SweepRunner(fleet, settings, tmp_path / "out", on_event=events.append).run()
+        assert [(p.concurrency, p.status) for p in state.points] == [(1, "done"), (2, "done")]
+        assert [e.index for e in events if e.status == "starting"].count(
+            0
+        ) == 1  # one restart for both levels
+        assert not any(e.index == 1 and e.status == "starting" for e in events)
+        assert state.baselines == []  # nothing re-measured on the swept service itself
+        for p in state.points:
+            assert p.baseline_measurement is not None and len(p.baseline_measurement.samples) == 6
+            assert p.measurement is not None and len(p.measurement.samples) == 6
+        from ddtree_tui.sweep import results as rs
+
+        res = rs.analyse(state)
+        assert res.baseline == "h/ref" and all(
+            q.delta_pct is not None and q.delta_lo_pct is not None for q in res.points
+        )
+    finally:
+        await fleet.stop()
+        cleanup_workdir(wd)
