@@ -81,6 +81,7 @@ class TelemetryStatus(_Snap):
     fault: str | None = None  # host-level sampler fault ("No devices were found", "sampler not answering")
     fault_at: float | None = None
     driver_version: str | None = None
+    cuda_version: str | None = None  # the CUDA version the driver supports (nvidia-smi's header)
 
 
 class ServiceStatus(_Snap):

@@ -159,6 +159,7 @@ class FrameBuilder:
         source = src if src in _SOURCES else None
         fault: str | None = str(line["err"]) if line.get("err") else None
         driver = line.get("driver") if isinstance(line.get("driver"), str) else self.status.driver_version
+        cuda = line.get("cuda") if isinstance(line.get("cuda"), str) else self.status.cuda_version
         gpus = self.gpus
         if isinstance(line.get("gpus"), list):
             gpus = self._gpus_from_nvml(line["gpus"], anc, ts)
@@ -185,6 +186,7 @@ class FrameBuilder:
             fault=fault,
             fault_at=self._since("host", fault, ts) if fault else None,
             driver_version=driver,
+            cuda_version=cuda,
         )
         if not fault:
             self._clear("host")

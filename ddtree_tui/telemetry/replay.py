@@ -125,7 +125,14 @@ def build_builtin_recording(fixtures: Path) -> list[str]:
                 gpus.append(d)
             out.append(
                 json.dumps(
-                    {"v": 1, "t": tick, "src": "replay", "driver": "580.159.04", "gpus": gpus},
+                    {
+                        "v": 1,
+                        "t": tick,
+                        "src": "replay",
+                        "driver": "580.159.04",
+                        "cuda": "13.0",
+                        "gpus": gpus,
+                    },
                     separators=(",", ":"),
                 )
             )

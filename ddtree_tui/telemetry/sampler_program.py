@@ -228,6 +228,13 @@ class NvmlCollector:
             self.driver = _s(nv.nvmlSystemGetDriverVersion())
         except Exception:
             pass
+        self.cuda = None  # the CUDA version the driver supports (what nvidia-smi's header shows)
+        for fn in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            try:
+                self.cuda = cuda_text(getattr(nv, fn)())
+                break
+            except Exception:
+                continue
         self.count = int(nv.nvmlDeviceGetCount())
         self.handles: list = [None] * self.count
         self.static: list[dict] = [{} for _ in range(self.count)]
@@ -411,6 +418,22 @@ def run_smi(args: list[str], timeout: float) -> tuple[int | None, str]:
     return p.returncode, p.stdout.decode(errors="replace")
 
 
+_CUDA_RE = re.compile(r"CUDA Version:\s*([0-9]+(?:\.[0-9]+)*)")
+
+
+def cuda_text(v: object) -> str | None:
+    """NVML's CUDA driver version (e.g. 13000) as nvidia-smi prints it ("13.0")."""
+    if isinstance(v, int) and v > 0:
+        return str(v // 1000) + "." + str((v % 1000) // 10)
+    return None
+
+
+def cuda_from_smi(text: str) -> str | None:
+    """The `CUDA Version: 13.0` of plain nvidia-smi's header."""
+    m = _CUDA_RE.search(text or "")
+    return m.group(1) if m else None
+
+
 _HOST_FAULT_RE = re.compile(r"No devices were found|NVIDIA-SMI has failed|Failed to initialize NVML")
 
 
@@ -524,6 +547,17 @@ class SmiSource:
         self.apps_at = 0.0
         self.err: str | None = None
         self.driver: str | None = None
+        self.cuda: str | None = None
+        self.cuda_asked = False
+
+    def cuda_version(self) -> str | None:
+        """Asked once: plain nvidia-smi's header names the CUDA version (no --query field has it)."""
+        if not self.cuda_asked:
+            self.cuda_asked = True
+            status, text = run_smi([], 10.0)
+            if status == 0:
+                self.cuda = cuda_from_smi(text)
+        return self.cuda
 
     @property
     def name(self) -> str:
@@ -696,6 +730,8 @@ class Sampler:
         if self.nvml is not None:
             line["src"] = "nvml"
             line["driver"] = self.nvml.driver
+            if self.nvml.cuda:
+                line["cuda"] = self.nvml.cuda
             try:
                 gpus = self.nvml.sample()
             except Exception as e:  # never let one bad tick end the stream
@@ -710,6 +746,9 @@ class Sampler:
                 line["stale"] = True
             elif smi:
                 line["smi"] = smi
+                cuda = self.smi.cuda_version()
+                if cuda:
+                    line["cuda"] = cuda
             if self.smi.err:
                 if "command not found" in self.smi.err:  # neither NVML nor nvidia-smi: no NVIDIA GPU here
                     line["src"] = "none"

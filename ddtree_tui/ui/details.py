@@ -117,6 +117,7 @@ def gpu_detail(snap: FleetSnapshot, key: str, history: Sequence[float]) -> Detai
         ("health", g.health + (f": {g.fault} (since {_when(g.fault_at)})" if g.fault else "")),
         ("telemetry", (h.telemetry.source or "-") + (" · REPLAY of a recording" if h.telemetry.source == "replay" else "")),
         ("driver", h.telemetry.driver_version or "-"),
+        ("CUDA", h.telemetry.cuda_version or "-"),
         ("util history", fmt.sparkline(history, 60) if history else "-"),
     ]  # fmt: skip
     return DetailView(
@@ -144,6 +145,7 @@ def host_detail(snap: FleetSnapshot, name: str, now: float) -> DetailView | None
         ("telemetry", f"{h.telemetry.source or '-'} {h.telemetry.note or ''}".strip()),
         ("telemetry fault", h.telemetry.fault or "-"),
         ("driver", h.telemetry.driver_version or "-"),
+        ("CUDA", h.telemetry.cuda_version or "-"),
     ]
     svc_cols = ["Service", "State", "Algorithm", "Port", "PID"]
     svc_rows = [

@@ -28,11 +28,13 @@ def counts(snap: FleetSnapshot) -> dict[str, str]:
     states = Counter(s.state for h in hosts for s in h.services)
     svc = " ".join(f"{mark}{states[st]} {st}" for st, mark in STATE_MARKS if states[st])
     drivers = sorted({h.telemetry.driver_version for h in hosts if h.telemetry.driver_version})
+    cudas = sorted({h.telemetry.cuda_version for h in hosts if h.telemetry.cuda_version})
     return {
         "hosts": f"hosts {up}/{len(hosts)} up",
         "gpus": f"GPUs {len(gpus)}" + (f" ({faults} fault)" if faults else ""),
         "services": f"services {svc}" if svc else "no services",
-        "driver": f"driver {', '.join(drivers)}" if drivers else "",
+        "driver": (f"driver {', '.join(drivers)}" if drivers else "")
+        + (f" · CUDA {', '.join(cudas)}" if cudas else ""),
     }
 
 

@@ -125,6 +125,7 @@ async def test_remote_nvml_stream(connect, tmp_path: Path, sshd: SshdServer) -> 
     try:
         host, gpus, status = await run.until(lambda u: len(u[1]) == 2, what="2 GPUs")
         assert status.source == "nvml" and status.fault is None and status.driver_version == "580.159.04"
+        assert status.cuda_version == "13.0"  # NVML's 13000, as nvidia-smi's header prints it
         g0 = gpus[0]
         assert (g0.util_gpu, g0.mem_used_mb, g0.power_w, g0.temp_c) == (100, 21491, 691.29, 57)
         assert g0.processes[0].pid == os.getpid() and g0.service == "dflash"
@@ -149,6 +150,7 @@ async def test_remote_nvidia_smi_stream_and_faults(connect, tmp_path: Path, sshd
     try:
         _, gpus, status = await run.until(lambda u: len(u[1]) == 2 and u[1][0].util_gpu == 100, what="rows")
         assert status.source == "nvidia-smi" and status.driver_version == "580.159.04"
+        assert status.cuda_version == "13.0"  # from the real H200 nvidia-smi header the fake prints
         g0 = gpus[0]
         assert (g0.mem_used_mb, g0.power_w, g0.sm_clock_mhz, g0.throttle_reasons) == (
             21491,

@@ -281,3 +281,19 @@ def test_cpu_percent_is_measured_on_the_samplers_own_window(
     stats = LocalHostStats(str(tmp_path))
     assert stats.sample().cpu_percent == 11.0  # 11 busy of 100 CPU seconds
     assert slept and slept[0] > 0  # the first sample waited for a real window
+
+
+def test_cuda_version_texts() -> None:
+    """Issue 19: the header shows the CUDA version; NVML gives 13000 for 13.0, nvidia-smi prints it."""
+    from ddtree_tui.telemetry.sampler_program import cuda_from_smi, cuda_text
+
+    assert cuda_text(13000) == "13.0" and cuda_text(12040) == "12.4" and cuda_text(0) is None
+    header = (Path(__file__).parents[1] / "fixtures" / "gpu" / "nvidia-smi.txt").read_text()
+    assert cuda_from_smi(header) == "13.0" and cuda_from_smi("no header") is None
+    fb = FrameBuilder()
+    _, _, status = fb.build(
+        {"v": 1, "t": 1.0, "src": "nvml", "driver": "580.159.04", "cuda": "13.0", "gpus": []}, now=1.0
+    )
+    assert status.cuda_version == "13.0"
+    _, _, status = fb.build({"v": 1, "t": 2.0, "src": "nvml", "gpus": []}, now=2.0)
+    assert status.cuda_version == "13.0"  # kept from the first line that had it
