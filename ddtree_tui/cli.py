@@ -85,7 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--repeats", type=int, default=1, metavar="N")
     b.add_argument("--warmup", type=int, default=1, metavar="N")
-    b.add_argument("--concurrency", type=int, default=1, metavar="N")
+    b.add_argument(
+        "--concurrency", type=int, default=1, metavar="N", help="one level (= --load concurrency:N)"
+    )
+    b.add_argument(
+        "--load",
+        metavar="SHAPE",
+        help="sync | concurrency:1,2,4,8 | rate:R | poisson:R[,seed] | sweep (README: Load shapes)",
+    )
+    b.add_argument("--duration", metavar="S", help="per service per level: 90, 90s, 30m, 2h")
+    b.add_argument("--requests", type=int, metavar="N", help="counted requests per service per level")
+    b.add_argument("--slo", metavar="ttft=200ms,tpot=20ms", help="SLOs for goodput (ttft, tpot, itl, e2e)")
+    b.add_argument("--no-saturation-stop", action="store_true", help="run every level even after saturation")
     b.add_argument(
         "--workers", type=int, default=1, metavar="N", help="client processes (when one loop cannot keep up)"
     )
@@ -211,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--prefill-rate", type=float, default=None, metavar="TOK/S", help="prefill speed (TTFT)")
     r.add_argument("--batch-slowdown", action="store_true", help="step time grows with the running batch")
     r.add_argument("--kv-capacity", type=int, default=None, metavar="TOKENS", help="abort (503) beyond it")
+    r.add_argument(
+        "--max-running-requests", type=int, default=None, metavar="N", help="more than N wait in a queue"
+    )
     r.add_argument("--reasoning", action="store_true", help="chat: thinking as delta.reasoning_content first")
     r.add_argument("--usage-on-finish", action="store_true", help="OpenAI: usage on the finish chunk")
     r.add_argument("--no-done", action="store_true", help="OpenAI: no data: [DONE] at the end")

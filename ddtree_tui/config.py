@@ -71,6 +71,7 @@ class SimOptions(_Strict):
     load_time: float = Field(default=2.0, ge=0, le=3600)
     seed: int = 0
     realistic: bool = False  # SGLang 0.5.23's /health latency, prefill time and batch slowdown
+    max_running_requests: int = Field(default=0, ge=0, le=100000)  # 0: no cap; beyond it requests queue
 
 
 class TelemetryOptions(_Strict):

@@ -33,6 +33,9 @@ from pydantic import ValidationError
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.client import server_info
+from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
+from ddtree_tui.bench.loadrun import run_load
+from ddtree_tui.bench.loadrun import table as load_table
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
 from ddtree_tui.bench.runner import BenchUsageError, Gate, run_bench
@@ -99,6 +102,8 @@ def sim_argv(spec: ServiceSpec, port: int) -> list[str]:
     argv += ["--decode-rate", str(o.decode_rate), "--load-time", str(o.load_time), "--seed", str(o.seed)]
     if o.realistic:
         argv.append("--realistic")
+    if o.max_running_requests:
+        argv += ["--max-running-requests", str(o.max_running_requests)]
     if spec.model:
         argv += ["--model-path", spec.model]
     return argv
@@ -423,8 +428,113 @@ def build_request(ns: argparse.Namespace) -> BenchRequest:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+@dataclass
+class LoadArgs:
+    """--load, --duration, --requests, --slo parsed."""
+
+    spec: LoadSpec
+    duration_s: float | None = None
+    requests: int | None = None
+    slo: Slo | None = None
+    stop_on_saturation: bool = True
+
+
+def load_args(ns: argparse.Namespace) -> LoadArgs | None:
+    """The load shape asked for, or None for a plain run (--concurrency N alone stays the one-level run);
+    LoadError names the option that is wrong."""
+    text = getattr(ns, "load", None)
+    dur = getattr(ns, "duration", None)
+    nreq = getattr(ns, "requests", None)
+    slo = getattr(ns, "slo", None)
+    if text is None and dur is None and nreq is None and slo is None:
+        return None
+    if text is None:
+        text = f"concurrency:{ns.concurrency}" if ns.concurrency > 1 else "sync"
+    spec = parse_load(text)
+    if dur is not None and nreq is not None:
+        raise LoadError("give --duration or --requests, not both")
+    if nreq is not None and nreq < 1:
+        raise LoadError(f"--requests {nreq}: must be at least 1")
+    return LoadArgs(
+        spec=spec,
+        duration_s=parse_duration(dur) if dur is not None else None,
+        requests=nreq,
+        slo=parse_slo(slo) if slo is not None else None,
+        stop_on_saturation=not getattr(ns, "no_saturation_stop", False),
+    )
+
+
+class LoadProgress(Progress):
+    """Progress lines for a load run: one a level, and failures."""
+
+    def _show(self, ev: Any) -> None:
+        out = self.stream
+        kind = getattr(ev, "kind", None)
+        if kind == "level_started":
+            print(f"load {ev.run_id}: level {ev.index + 1}/{ev.count} {ev.label}", file=out, flush=True)
+        elif kind == "level_finished":
+            for s in ev.result.services:
+                thr = f"{s.output_throughput:.1f}" if s.output_throughput is not None else "-"
+                ttft = f"{s.ttft_ms.p50:.0f} ms" if s.ttft_ms.p50 is not None else "-"
+                sat = f" SATURATED ({s.saturation})" if s.saturated else ""
+                print(
+                    f"  {ev.result.label} {s.service}: {s.n} ok, {s.failed} failed, {thr} out tok/s, "
+                    f"TTFT p50 {ttft}{sat}",
+                    file=out,
+                    flush=True,
+                )
+        elif kind == "prompt_finished" and not ev.result.ok:
+            r = ev.result
+            print(f"  {r.service} {r.prompt_id}: FAILED: {r.error}", file=out, flush=True)
+        elif kind == "load_finished":
+            run = ev.run
+            print(
+                f"load {run.id}: {run.status}, {len(run.levels)} level(s), {run.failed} failed, "
+                f"{run.wall_s or 0:.1f} s",
+                file=out,
+                flush=True,
+            )
+
+
+async def _run_load(
+    ns: argparse.Namespace,
+    req: BenchRequest,
+    targets: list[BenchTarget],
+    la: LoadArgs,
+    stop: asyncio.Event,
+    sess: Session,
+) -> int:
+    run = await run_load(
+        req,
+        targets,
+        la.spec,
+        duration_s=la.duration_s,
+        requests=la.requests,
+        slo=la.slo,
+        stop_on_saturation=la.stop_on_saturation,
+        on_event=LoadProgress(),
+        stop=stop,
+        gates=sess.gates,
+        where=sess.where,
+    )
+    with contextlib.suppress(OSError):
+        sys.stdout.write(load_table(run))
+        sys.stdout.flush()
+    if ns.json_out:
+        try:
+            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+        except OSError as e:
+            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if run.failed else EXIT_OK
+
+
 async def _main(
-    ns: argparse.Namespace, req: BenchRequest, chosen: list[tuple[HostProfile, ServiceSpec]]
+    ns: argparse.Namespace,
+    req: BenchRequest,
+    chosen: list[tuple[HostProfile, ServiceSpec]],
+    load: LoadArgs | None = None,
 ) -> int:
     sess = Session()
     stop = asyncio.Event()
@@ -458,6 +568,8 @@ async def _main(
         if stop.is_set():
             return EXIT_INTERRUPTED
         try:
+            if load is not None:
+                return await _run_load(ns, req, targets, load, stop, sess)
             run = await run_bench(
                 req, targets, on_event=Progress(), stop=stop, gates=sess.gates, where=sess.where
             )
@@ -542,4 +654,12 @@ def cli_main(ns: argparse.Namespace) -> int:
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
-    return asyncio.run(_main(ns, req, chosen))
+    try:
+        la = load_args(ns)
+    except LoadError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    if la is not None and (ns.csv_out or getattr(ns, "html_out", None)):
+        _err("--csv and --html are for plain runs; a --load run writes --json (schema 2)")
+        return EXIT_USAGE
+    return asyncio.run(_main(ns, req, chosen, la))

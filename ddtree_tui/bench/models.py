@@ -124,6 +124,8 @@ class RequestResult(BaseModel):
     # distributions for the HTML report (optional, added without a schema bump: readers ignore them)
     itl_quantiles_ms: list[float] | None = None  # per-token ITL at 0, 5, …, 100 % (21 values)
     chunk_tokens_hist: dict[int, int] | None = None  # tokens in a chunk -> how many chunks had that many
+    level: float | None = None  # the load level it was sent at (--load runs: concurrency or req/s)
+    round: int | None = None  # --load runs: which interleaving round of the level
 
 
 class PromptRow(BaseModel):

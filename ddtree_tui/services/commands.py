@@ -178,6 +178,8 @@ def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
     a += ["--seed", str(spec.sim.seed)]
     if spec.sim.realistic:
         a.append("--realistic")
+    if spec.sim.max_running_requests:
+        a += ["--max-running-requests", str(spec.sim.max_running_requests)]
     if spec.model:
         a += ["--model-path", spec.model]
     a += list(spec.extra_args)

@@ -46,6 +46,8 @@ def sim_argv(cfg: SimConfig, port: int) -> list[str]:
         argv += ["--prefill-rate", repr(cfg.prefill_rate)]
     if cfg.kv_capacity:
         argv += ["--kv-capacity", str(cfg.kv_capacity)]
+    if cfg.max_running_requests:
+        argv += ["--max-running-requests", str(cfg.max_running_requests)]
     for flag, on in (
         ("--batch-slowdown", cfg.batch_slowdown),
         ("--reasoning", cfg.reasoning),
@@ -90,7 +92,9 @@ class SimProcess:
             if self.proc is None or self.proc.poll() is not None:
                 raise RuntimeError(f"sim exited early: {self.output()[-800:]}")
             try:
-                with urllib.request.urlopen(self.base_url + "/health", timeout=1.0) as r:
+                with urllib.request.urlopen(
+                    self.base_url + "/health", timeout=1.0 + self.cfg.health_latency
+                ) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):

@@ -123,6 +123,9 @@ class SimConfig(BaseModel):
     prefill_rate: float = Field(default=0.0, ge=0, description="prompt tokens/s for TTFT; 0: no prefill time")
     batch_slowdown: bool = False  # step time grows with the running batch (BATCH_GROWTH_*)
     kv_capacity: int = Field(default=0, ge=0, description="KV tokens; beyond it a request aborts (503)")
+    # SGLang's --max-running-requests: more requests than this wait in the scheduler's queue (their TTFT
+    # grows, throughput stops growing: the knee a concurrency ladder finds); 0 = no cap
+    max_running_requests: int = Field(default=0, ge=0, le=100000)
     context_length: int = Field(default=CONTEXT_LENGTH, ge=16)
     old_meta_names: bool = False  # spec_accept_token_num / spec_draft_token_num (releases before 0.5.16)
     # OpenAI chat/completions: how servers other than SGLang (e.g. `transformers serve`) differ
@@ -318,6 +321,7 @@ class SimServer:
         self.port: int = self.cfg.port
         self.exited = asyncio.Event()  # set when the exit fault fired (in-process mode)
         self._active: set[asyncio.Task[Any]] = set()  # generation handlers, cancelled on stop
+        self._slots: asyncio.Semaphore | None = None  # max_running_requests (made on the serving loop)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     @property
@@ -446,6 +450,7 @@ class SimServer:
                 "faults": [f.model_dump() for f in self.faults],
             },
             "max_total_num_tokens": c.kv_capacity or 1_000_000,
+            "max_running_requests": c.max_running_requests or None,
             "context_length": c.context_length,
             "internal_states": [state],
         }
@@ -542,6 +547,17 @@ class SimServer:
         return approx_tokens(prompt[:best]) if best else 0
 
     async def _generation(
+        self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
+    ) -> dict[str, Any]:
+        """One request; with `max_running_requests` it first waits for a running slot (the waiting queue)."""
+        if not self.cfg.max_running_requests:
+            return await self._generation_run(prompt, max_new_tokens, faults, emit)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.cfg.max_running_requests)
+        async with self._slots:
+            return await self._generation_run(prompt, max_new_tokens, faults, emit)
+
+    async def _generation_run(
         self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
     ) -> dict[str, Any]:
         """Run one request's schedule, calling `emit(event)` per chunk; returns the final stats.
@@ -1188,6 +1204,7 @@ def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
         prefill_rate=opt("prefill_rate", REAL_PREFILL_TOKENS_PER_S, 0.0),
         batch_slowdown=bool(getattr(ns, "batch_slowdown", False) or real),
         kv_capacity=getattr(ns, "kv_capacity", None) or 0,
+        max_running_requests=getattr(ns, "max_running_requests", None) or 0,
         reasoning=bool(getattr(ns, "reasoning", False)),
         usage_on_finish=bool(getattr(ns, "usage_on_finish", False) or style == "transformers"),
         no_done=bool(getattr(ns, "no_done", False) or style == "transformers"),
