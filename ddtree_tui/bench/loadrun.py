@@ -286,15 +286,10 @@ def saturation(prev: LevelService | None, cur: LevelService, closed_loop: bool) 
 
 
 def compare(base: Sequence[RequestResult], other: Sequence[RequestResult]) -> stats.Delta:
-    """Per-request tok/s of `other` vs `base`: the bootstrap of the mean over prompts of the per-prompt
-    mean (the statistic of `tok_s_mean`); with one value a prompt, a paired t over the prompts."""
+    """Per-request tok/s of `other` vs `base` on the prompts both ran: the statistic of `tok_s_mean` (mean
+    over prompts of the per-prompt mean), with its interval (stats.delta_of_means)."""
     a, b = tok_s_strata(base), tok_s_strata(other)
-    common = sorted(set(a) & set(b))
-    strata = {k: (a[k], b[k]) for k in common}
-    if any(len(x) >= 2 and len(y) >= 2 for x, y in strata.values()):
-        return stats.bootstrap_delta(strata)
-    pairs = [(statistics.fmean(a[k]), statistics.fmean(b[k])) for k in common]  # type: ignore[arg-type]
-    return stats.paired_delta(pairs)
+    return stats.delta_of_means({k: (a[k], b[k]) for k in sorted(set(a) & set(b))})
 
 
 def _delta(service: str, metric: str, d: stats.Delta, subject: str) -> LevelDelta:
