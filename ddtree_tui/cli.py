@@ -98,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--slo", metavar="ttft=200ms,tpot=20ms", help="SLOs for goodput (ttft, tpot, itl, e2e)")
     b.add_argument("--no-saturation-stop", action="store_true", help="run every level even after saturation")
     b.add_argument(
+        "--soak", action="store_true", help="hold the first --load level for --duration, in windows"
+    )
+    b.add_argument("--window", metavar="S", help="soak window (default 10s); implies --soak")
+    b.add_argument(
+        "--soak-log",
+        metavar="FILE",
+        help="windows appended as JSON lines (default: --json FILE.windows.jsonl)",
+    )
+    b.add_argument(
         "--workers", type=int, default=1, metavar="N", help="client processes (when one loop cannot keep up)"
     )
     b.add_argument("--max-new-tokens", type=int, default=256, metavar="N")
@@ -225,6 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--max-running-requests", type=int, default=None, metavar="N", help="more than N wait in a queue"
     )
+    d = sp.add_argument_group("inject drift (for soak tests; seconds from the first request)")
+    d.add_argument(
+        "--slowdown-after", type=float, default=None, metavar="S", help="steps slow down after S s"
+    )
+    d.add_argument("--slowdown-factor", type=float, default=None, metavar="X", help="step time × X after it")
+    d.add_argument(
+        "--mem-creep-after", type=float, default=None, metavar="S", help="GPU memory creeps after S s"
+    )
+    d.add_argument("--mem-creep", type=float, default=None, metavar="MIB/S", help="creep rate (GET /sim/gpu)")
     r.add_argument("--reasoning", action="store_true", help="chat: thinking as delta.reasoning_content first")
     r.add_argument("--usage-on-finish", action="store_true", help="OpenAI: usage on the finish chunk")
     r.add_argument("--no-done", action="store_true", help="OpenAI: no data: [DONE] at the end")

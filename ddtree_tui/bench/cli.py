@@ -39,6 +39,7 @@ from ddtree_tui.bench.loadrun import table as load_table
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
 from ddtree_tui.bench.runner import BenchUsageError, Gate, run_bench
+from ddtree_tui.bench.soak import GpuProbe, host_gpu_probe, run_soak, sim_gpu_probe, soak_table
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
 from ddtree_tui.transport.base import TransportError
@@ -437,6 +438,9 @@ class LoadArgs:
     requests: int | None = None
     slo: Slo | None = None
     stop_on_saturation: bool = True
+    soak: bool = False
+    window_s: float = 10.0
+    soak_log: str | None = None
 
 
 def load_args(ns: argparse.Namespace) -> LoadArgs | None:
@@ -446,8 +450,14 @@ def load_args(ns: argparse.Namespace) -> LoadArgs | None:
     dur = getattr(ns, "duration", None)
     nreq = getattr(ns, "requests", None)
     slo = getattr(ns, "slo", None)
-    if text is None and dur is None and nreq is None and slo is None:
+    soak = bool(getattr(ns, "soak", False))
+    window = getattr(ns, "window", None)
+    if text is None and dur is None and nreq is None and slo is None and not soak and window is None:
         return None
+    if (soak or window is not None) and dur is None:
+        raise LoadError("--soak needs --duration (e.g. --duration 30m)")
+    if (soak or window is not None) and nreq is not None:
+        raise LoadError("--soak runs for --duration, not --requests")
     if text is None:
         text = f"concurrency:{ns.concurrency}" if ns.concurrency > 1 else "sync"
     spec = parse_load(text)
@@ -461,6 +471,9 @@ def load_args(ns: argparse.Namespace) -> LoadArgs | None:
         requests=nreq,
         slo=parse_slo(slo) if slo is not None else None,
         stop_on_saturation=not getattr(ns, "no_saturation_stop", False),
+        soak=soak or window is not None,
+        window_s=parse_duration(window, "--window") if window is not None else 10.0,
+        soak_log=getattr(ns, "soak_log", None),
     )
 
 
@@ -494,6 +507,88 @@ class LoadProgress(Progress):
                 file=out,
                 flush=True,
             )
+
+
+async def _soak_probes(
+    sess: Session, targets: list[BenchTarget], chosen: list[tuple[HostProfile, ServiceSpec]]
+) -> dict[str, GpuProbe]:
+    """Each service's GPUs: the simulator's modelled GPU for a demo child, else its host's telemetry."""
+    out: dict[str, GpuProbe] = {}
+    spec_of = {f"{h.name}/{s.name}": (h, s) for h, s in chosen}
+    sims = {c.ref for c in sess.sims}
+    for t in targets:
+        if t.ref in sims or t.ref not in spec_of:
+            out[t.ref] = sim_gpu_probe
+            continue
+        host, spec = spec_of[t.ref]
+        from ddtree_tui.transport import make_transport
+
+        tr = make_transport(host)
+        sess.transports.append(tr)
+        with contextlib.suppress(Exception):
+            await tr.start()
+        out[t.ref] = host_gpu_probe(tr, host, list(spec.gpus) or None)
+    return out
+
+
+class SoakProgress(Progress):
+    def _show(self, ev: Any) -> None:
+        kind = getattr(ev, "kind", None)
+        if kind == "soak_window":
+            m = ev.metrics
+            mem = sum(g.memory_used_mib or 0 for g in ev.probe.gpus) if ev.probe.gpus else None
+            print(
+                f"soak {ev.run_id}: window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s) {ev.service}: "
+                f"{m.n} ok, {m.failed} failed, {(m.output_throughput or 0):.1f} out tok/s, TTFT p50 "
+                f"{(m.ttft_ms.p50 or 0):.0f} ms" + (f", GPU {mem:.0f} MiB" if mem is not None else ""),
+                file=self.stream,
+                flush=True,
+            )
+        elif kind == "prompt_finished" and not ev.result.ok:
+            print(f"  {ev.result.service}: FAILED: {ev.result.error}", file=self.stream, flush=True)
+
+
+async def _run_soak(
+    ns: argparse.Namespace,
+    req: BenchRequest,
+    targets: list[BenchTarget],
+    la: LoadArgs,
+    stop: asyncio.Event,
+    sess: Session,
+    chosen: list[tuple[HostProfile, ServiceSpec]],
+) -> int:
+    probes = await _soak_probes(sess, targets, chosen)
+
+    async def probe(t: BenchTarget) -> Any:
+        return await probes[t.ref](t)
+
+    log = la.soak_log or (ns.json_out + ".windows.jsonl" if ns.json_out else None)
+    assert la.duration_s is not None
+    run = await run_soak(
+        req,
+        targets,
+        la.spec,
+        duration_s=la.duration_s,
+        window_s=la.window_s,
+        slo=la.slo,
+        log_path=Path(log) if log else None,
+        gpu_probe=probe,
+        on_event=SoakProgress(),
+        stop=stop,
+        gates=sess.gates,
+        where=sess.where,
+    )
+    with contextlib.suppress(OSError):
+        sys.stdout.write(soak_table(run))
+        sys.stdout.flush()
+    if ns.json_out:
+        try:
+            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+        except OSError as e:
+            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if run.failed or run.drift else EXIT_OK
 
 
 async def _run_load(
@@ -568,6 +663,8 @@ async def _main(
         if stop.is_set():
             return EXIT_INTERRUPTED
         try:
+            if load is not None and load.soak:
+                return await _run_soak(ns, req, targets, load, stop, sess, chosen)
             if load is not None:
                 return await _run_load(ns, req, targets, load, stop, sess)
             run = await run_bench(

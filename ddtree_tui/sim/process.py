@@ -48,6 +48,10 @@ def sim_argv(cfg: SimConfig, port: int) -> list[str]:
         argv += ["--kv-capacity", str(cfg.kv_capacity)]
     if cfg.max_running_requests:
         argv += ["--max-running-requests", str(cfg.max_running_requests)]
+    if cfg.slowdown_factor > 1.0:
+        argv += ["--slowdown-after", repr(cfg.slowdown_after), "--slowdown-factor", repr(cfg.slowdown_factor)]
+    if cfg.mem_creep_mib_s:
+        argv += ["--mem-creep-after", repr(cfg.mem_creep_after), "--mem-creep", repr(cfg.mem_creep_mib_s)]
     for flag, on in (
         ("--batch-slowdown", cfg.batch_slowdown),
         ("--reasoning", cfg.reasoning),

@@ -126,6 +126,14 @@ class SimConfig(BaseModel):
     # SGLang's --max-running-requests: more requests than this wait in the scheduler's queue (their TTFT
     # grows, throughput stops growing: the knee a concurrency ladder finds); 0 = no cap
     max_running_requests: int = Field(default=0, ge=0, le=100000)
+    # --- injectable drift, for soak tests (times count from the first generation request): after
+    # `slowdown_after` seconds every decode step takes `slowdown_factor` times as long; after
+    # `mem_creep_after` seconds the simulated GPU memory (GET /sim/gpu) grows by `mem_creep_mib_s` MiB/s
+    slowdown_after: float = Field(default=0.0, ge=0)
+    slowdown_factor: float = Field(default=1.0, ge=1.0, le=100.0)
+    mem_creep_after: float = Field(default=0.0, ge=0)
+    mem_creep_mib_s: float = Field(default=0.0, ge=0, le=100000)
+    gpu_memory_mib: float = Field(default=40000.0, ge=0)  # the simulated GPU's memory in use at rest
     context_length: int = Field(default=CONTEXT_LENGTH, ge=16)
     old_meta_names: bool = False  # spec_accept_token_num / spec_draft_token_num (releases before 0.5.16)
     # OpenAI chat/completions: how servers other than SGLang (e.g. `transformers serve`) differ
@@ -322,6 +330,7 @@ class SimServer:
         self.exited = asyncio.Event()  # set when the exit fault fired (in-process mode)
         self._active: set[asyncio.Task[Any]] = set()  # generation handlers, cancelled on stop
         self._slots: asyncio.Semaphore | None = None  # max_running_requests (made on the serving loop)
+        self._first_request: float | None = None  # monotonic time of the first generation (drift clock)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     @property
@@ -341,6 +350,7 @@ class SimServer:
         r.add_get("/v1/models", self._models)
         r.add_route("*", "/flush_cache", self._flush_cache)
         r.add_get("/metrics", self._metrics)
+        r.add_get("/sim/gpu", self._sim_gpu)
         r.add_post("/generate", self._generate)
         r.add_post("/v1/chat/completions", self._chat)
         r.add_post("/v1/completions", self._completions)
@@ -405,6 +415,44 @@ class SimServer:
             if self._shutting_down:
                 return web.Response(status=503)
         return web.Response(status=200)
+
+    def drift_clock(self) -> float:
+        """Seconds since the first generation request (0 before it)."""
+        return 0.0 if self._first_request is None else time.monotonic() - self._first_request
+
+    def slowdown(self) -> float:
+        c = self.cfg
+        if (
+            c.slowdown_factor > 1.0
+            and self._first_request is not None
+            and self.drift_clock() >= c.slowdown_after
+        ):
+            return c.slowdown_factor
+        return 1.0
+
+    def gpu_memory_mib(self) -> float:
+        c = self.cfg
+        creep = (
+            max(0.0, self.drift_clock() - c.mem_creep_after) * c.mem_creep_mib_s if c.mem_creep_mib_s else 0.0
+        )
+        return c.gpu_memory_mib + creep
+
+    async def _sim_gpu(self, request: web.Request) -> web.Response:
+        """The simulator's modelled GPU (a simulator-only endpoint, labelled so): memory with any creep."""
+        return web.json_response(
+            {
+                "simulated": True,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "memory_used_mib": round(self.gpu_memory_mib(), 1),
+                        "utilization_pct": 90.0 if self.stats.running else 0.0,
+                        "power_w": 450.0 if self.stats.running else 90.0,
+                        "temperature_c": 60.0,
+                    }
+                ],
+            }
+        )
 
     def server_info(self) -> dict[str, Any]:
         c = self.cfg
@@ -568,6 +616,8 @@ class SimServer:
         next tokens do not fit aborts with SGLang's retraction message (status 503).
         """
         cfg = self.cfg
+        if self._first_request is None:
+            self._first_request = time.monotonic()
         sched = cfg.schedule(prompt, max_new_tokens)
         texts = token_texts(cfg.seed, prompt, sum(sched))
         prompt_tokens = approx_tokens(prompt)
@@ -600,7 +650,7 @@ class SimServer:
                 if "exit" in fmap and done >= fmap["exit"]:
                     self._exit_now()
                     raise _Drop()
-                deadline += cfg.step_seconds(st.running)
+                deadline += cfg.step_seconds(st.running) * self.slowdown()
                 wait = deadline - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
@@ -1205,6 +1255,10 @@ def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
         batch_slowdown=bool(getattr(ns, "batch_slowdown", False) or real),
         kv_capacity=getattr(ns, "kv_capacity", None) or 0,
         max_running_requests=getattr(ns, "max_running_requests", None) or 0,
+        slowdown_after=getattr(ns, "slowdown_after", None) or 0.0,
+        slowdown_factor=getattr(ns, "slowdown_factor", None) or 1.0,
+        mem_creep_after=getattr(ns, "mem_creep_after", None) or 0.0,
+        mem_creep_mib_s=getattr(ns, "mem_creep", None) or 0.0,
         reasoning=bool(getattr(ns, "reasoning", False)),
         usage_on_finish=bool(getattr(ns, "usage_on_finish", False) or style == "transformers"),
         no_done=bool(getattr(ns, "no_done", False) or style == "transformers"),
