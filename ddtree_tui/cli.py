@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--requests", type=int, metavar="N", help="counted requests per service per level")
     b.add_argument("--slo", metavar="ttft=200ms,tpot=20ms", help="SLOs for goodput (ttft, tpot, itl, e2e)")
     b.add_argument("--no-saturation-stop", action="store_true", help="run every level even after saturation")
+    b.add_argument("--sessions", type=int, metavar="N", help="agentic: N closed-loop conversations at once")
+    b.add_argument("--turns", type=int, metavar="T", help="agentic: turns a session (default 6)")
+    b.add_argument(
+        "--think-time", type=float, metavar="S", help="agentic: seconds between a reply and the next turn"
+    )
     b.add_argument(
         "--soak", action="store_true", help="hold the first --load level for --duration, in windows"
     )

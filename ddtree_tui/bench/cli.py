@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
+from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
 from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
 from ddtree_tui.bench.loadrun import run_load
@@ -509,6 +510,42 @@ class LoadProgress(Progress):
             )
 
 
+async def _run_agentic(ns: argparse.Namespace, req: BenchRequest, targets: list[BenchTarget]) -> int:
+    def on_turn(tr: TurnResult) -> None:
+        with contextlib.suppress(OSError):
+            what = (
+                f"TTFT {tr.ttft_ms:.0f} ms, {tr.prompt_tokens} prompt tokens ({tr.cached_tokens} cached), "
+                f"{tr.output_tokens} out"
+                if tr.ok
+                else f"FAILED: {tr.error}"
+            )
+            print(f"{tr.service} {tr.session} turn {tr.turn}: {what}", file=sys.stderr, flush=True)
+
+    if req.api != "generate":
+        from ddtree_tui.bench.runner import _with_model
+
+        async with StreamClient() as client:
+            targets = [await _with_model(client, t, req.model) for t in targets]
+    run = await run_agentic(
+        req,
+        targets,
+        sessions=ns.sessions,
+        turns=getattr(ns, "turns", None) or DEFAULT_TURNS,
+        think_time_s=getattr(ns, "think_time", None) or 0.0,
+        dataset=None if ns.prompts == "agentic" else ns.prompts,
+        on_turn=on_turn,
+    )
+    with contextlib.suppress(OSError):
+        sys.stdout.write(agentic_table(run))
+        sys.stdout.flush()
+    if ns.json_out:
+        try:
+            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+        except OSError as e:
+            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    return EXIT_FAIL if run.failed else EXIT_OK
+
+
 async def _soak_probes(
     sess: Session, targets: list[BenchTarget], chosen: list[tuple[HostProfile, ServiceSpec]]
 ) -> dict[str, GpuProbe]:
@@ -630,6 +667,7 @@ async def _main(
     req: BenchRequest,
     chosen: list[tuple[HostProfile, ServiceSpec]],
     load: LoadArgs | None = None,
+    agentic: bool = False,
 ) -> int:
     sess = Session()
     stop = asyncio.Event()
@@ -663,6 +701,8 @@ async def _main(
         if stop.is_set():
             return EXIT_INTERRUPTED
         try:
+            if agentic:
+                return await _run_agentic(ns, req, targets)
             if load is not None and load.soak:
                 return await _run_soak(ns, req, targets, load, stop, sess, chosen)
             if load is not None:
@@ -723,8 +763,17 @@ def cli_main(ns: argparse.Namespace) -> int:
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
+    agentic = getattr(ns, "sessions", None) is not None
     try:
-        load_prompts(ns.prompts)
+        if agentic:
+            if ns.sessions < 1 or (getattr(ns, "turns", None) or 1) < 1:
+                raise PromptError("--sessions and --turns must be at least 1")
+            if (getattr(ns, "think_time", None) or 0.0) < 0:
+                raise PromptError("--think-time must be >= 0")
+            if ns.prompts != "agentic":
+                load_conversations(ns.prompts)
+        else:
+            load_prompts(ns.prompts)
     except PromptError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -751,6 +800,11 @@ def cli_main(ns: argparse.Namespace) -> int:
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
+    if agentic:
+        if getattr(ns, "load", None) or getattr(ns, "soak", False):
+            _err("--sessions runs closed-loop conversations: leave out --load and --soak")
+            return EXIT_USAGE
+        return asyncio.run(_main(ns, req, chosen, None, agentic=True))
     try:
         la = load_args(ns)
     except LoadError as e:

@@ -57,6 +57,8 @@ RETRACT_ABORT_MESSAGE = "Retracted under decode memory pressure without a KV bac
 # max_model_len the sim reports (Qwen3.6's 262144) and the bound on max_new_tokens: a request whose prompt +
 # max_new_tokens exceeds it is refused with tokenizer_manager.py's own message, as the real server does.
 CONTEXT_LENGTH = 262144
+# The sim's prefix-cache granularity for partial matches (about 16 tokens of ~4 characters)
+CACHE_PAGE_CHARS = 64
 # Share of a reasoning reply that is thinking (delta.reasoning_content) before the answer: an assumption.
 REASONING_SHARE = 0.4
 FAULT_KINDS = ("slow_first_token", "stall", "http500", "malformed", "drop", "exit")
@@ -585,10 +587,15 @@ class SimServer:
         return faults
 
     def _cached_tokens(self, prompt: str) -> int:
+        """The radix cache's hit: the longest prefix shared with any earlier prompt (whole pages of
+        CACHE_PAGE_CHARS characters), as SGLang's RadixAttention reuses a shared system prompt too."""
         best = 0
         for p in self._cache:
-            if len(p) > best and prompt.startswith(p):
-                best = len(p)
+            if len(p) <= best:
+                continue
+            n = _common_prefix_len(prompt, p)
+            n = n if n == len(p) else n - n % CACHE_PAGE_CHARS
+            best = max(best, n)
         if prompt not in self._cache:
             self._cache.append(prompt)
             del self._cache[:-256]
@@ -1211,6 +1218,18 @@ _OPENAI_FIELDS = frozenset(
     "presence_penalty frequency_penalty logit_bias logprobs top_logprobs user seed tools tool_choice "
     "response_format suffix echo best_of parallel_tool_calls".split()
 )
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    """Characters a and b share at the start (binary search over slices: fast for long prompts)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class _Drop(Exception):
