@@ -129,7 +129,11 @@ class SimProcess:
         return p.returncode
 
     def __enter__(self) -> SimProcess:
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # never healthy: the child must not outlive the `with`
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
