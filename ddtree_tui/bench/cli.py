@@ -623,6 +623,7 @@ async def _run_soak(
             _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
         except OSError as e:
             _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    _write_load_html(ns, run)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAIL if run.failed or run.drift else EXIT_OK
@@ -657,9 +658,22 @@ async def _run_load(
             _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
         except OSError as e:
             _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    _write_load_html(ns, run)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAIL if run.failed else EXIT_OK
+
+
+def _write_load_html(ns: argparse.Namespace, run: Any) -> None:
+    path = getattr(ns, "html_out", None)
+    if not path:
+        return
+    from ddtree_tui.report.loadhtml import write_load_html
+
+    try:
+        write_load_html(run, path)
+    except OSError as e:
+        _err(f"cannot write {path}: {e.strerror or e}")
 
 
 async def _main(
@@ -810,7 +824,7 @@ def cli_main(ns: argparse.Namespace) -> int:
     except LoadError as e:
         _err(str(e))
         return EXIT_USAGE
-    if la is not None and (ns.csv_out or getattr(ns, "html_out", None)):
-        _err("--csv and --html are for plain runs; a --load run writes --json (schema 2)")
+    if la is not None and ns.csv_out:
+        _err("--csv is for plain runs; a --load or --soak run writes --json (schema 2) and --html")
         return EXIT_USAGE
     return asyncio.run(_main(ns, req, chosen, la))

@@ -86,7 +86,20 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_rate_run_headless_two_services_interleaved_with_verdicts(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
-    p = _cli(tmp_path, "--load", "rate:4,8", "--requests", "8", "--slo", "ttft=2s", "--json", str(out))
+    html = tmp_path / "load.html"
+    p = _cli(
+        tmp_path,
+        "--load",
+        "rate:4,8",
+        "--requests",
+        "8",
+        "--slo",
+        "ttft=2s",
+        "--json",
+        str(out),
+        "--html",
+        str(html),
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert doc["schema"] == 2 and doc["kind"] == "load" and doc["load_text"] == "rate:4,8"
@@ -102,6 +115,9 @@ def test_rate_run_headless_two_services_interleaved_with_verdicts(tmp_path: Path
     assert [x[2] for x in first if x[0] == 4] == ["local/a", "local/b", "local/a", "local/b"]
     assert "vs baseline local/a:" in p.stdout and "4 req/s local/b tok/s per request:" in p.stdout
     assert "level 2/2 8 req/s" in p.stderr
+    page = html.read_text()
+    assert 'id="chart-load-levels"' in page and "<script" not in page and "8 req/s" in page
+    assert "Against the baseline local/a" in page and "tok/s per request" in page
 
 
 def test_bad_load_text_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:

@@ -66,6 +66,13 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert lines[0]["kind"] == "soak_started" and [x["index"] for x in lines[1:]] == list(range(8))
     assert seen == list(range(2, 10))
+    # the HTML report: the time series with the drift windows marked, and the windows table
+    from ddtree_tui.report.loadhtml import render_soak
+
+    page = render_soak(run)
+    assert 'id="chart-soak"' in page and "<svg" in page and "<script" not in page
+    assert "tok_s_decay from window 3" in page and "gpu_memory_creep from window 5" in page
+    assert "tok_s_decay (window 3)" in page and "gpu_memory_creep (window 5)" in page  # the chart's marks
 
 
 def _w(i: int, thr: float, ttft: float = 20.0, mem: float = 1000.0, failed: int = 0, healthy: bool = True):
