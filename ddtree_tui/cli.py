@@ -142,7 +142,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--repeats", type=int, default=1, metavar="N", help="measured requests per prompt")
     b.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests first")
-    b.add_argument("--concurrency", type=int, default=1, metavar="N", help="requests in flight at once")
+    b.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="requests in flight at once (= --load concurrency:N)",
+    )
+    b.add_argument(
+        "--load",
+        metavar="SHAPE",
+        help="sync | concurrency:1,2,4,8 | rate:R | poisson:R[,seed] | sweep (README: Load shapes)",
+    )
+    b.add_argument("--duration", metavar="S", help="per service per level: 90, 90s, 30m, 2h")
+    b.add_argument("--requests", type=int, metavar="N", help="counted requests per service per level")
+    b.add_argument("--slo", metavar="ttft=200ms,tpot=20ms", help="SLOs for goodput (ttft, tpot, itl, e2e)")
+    b.add_argument("--no-saturation-stop", action="store_true", help="run every level even after saturation")
+    b.add_argument("--sessions", type=int, metavar="N", help="agentic: N closed-loop conversations at once")
+    b.add_argument("--turns", type=int, metavar="T", help="agentic: turns a session (default 6)")
+    b.add_argument(
+        "--think-time", type=float, metavar="S", help="agentic: seconds between a reply and the next turn"
+    )
+    b.add_argument(
+        "--soak", action="store_true", help="hold the first --load level for --duration, in windows"
+    )
+    b.add_argument("--window", metavar="S", help="soak window (default 10s); implies --soak")
+    b.add_argument(
+        "--soak-log",
+        metavar="FILE",
+        help="windows appended as JSON lines (default: --json FILE.windows.jsonl)",
+    )
     b.add_argument(
         "--workers", type=int, default=1, metavar="N", help="client processes (when one loop cannot keep up)"
     )
@@ -298,6 +327,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--prefill-rate", type=float, default=None, metavar="TOK/S", help="prefill speed (TTFT)")
     r.add_argument("--batch-slowdown", action="store_true", help="step time grows with the running batch")
     r.add_argument("--kv-capacity", type=int, default=None, metavar="TOKENS", help="abort (503) beyond it")
+    r.add_argument(
+        "--max-running-requests", type=int, default=None, metavar="N", help="more than N wait in a queue"
+    )
+    d = sp.add_argument_group("inject drift (for soak tests; seconds from the first request)")
+    d.add_argument(
+        "--slowdown-after", type=float, default=None, metavar="S", help="steps slow down after S s"
+    )
+    d.add_argument("--slowdown-factor", type=float, default=None, metavar="X", help="step time × X after it")
+    d.add_argument(
+        "--mem-creep-after", type=float, default=None, metavar="S", help="GPU memory creeps after S s"
+    )
+    d.add_argument("--mem-creep", type=float, default=None, metavar="MIB/S", help="creep rate (GET /sim/gpu)")
     r.add_argument("--reasoning", action="store_true", help="chat: thinking as delta.reasoning_content first")
     r.add_argument("--usage-on-finish", action="store_true", help="OpenAI: usage on the finish chunk")
     r.add_argument("--no-done", action="store_true", help="OpenAI: no data: [DONE] at the end")

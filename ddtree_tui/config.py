@@ -76,6 +76,7 @@ class SimOptions(_Strict):
     hybrid: bool = (
         False  # the simulated target is a hybrid GDN/Mamba model: tree verify needs allow_hybrid_unsafe
     )
+    max_running_requests: int = Field(default=0, ge=0, le=100000)  # 0: no cap; beyond it requests queue
 
 
 class TelemetryOptions(_Strict):

@@ -617,6 +617,100 @@ class Fleet:
             finally:
                 self.bench_running = False
 
+    async def run_load_shape(
+        self,
+        refs: Sequence[str],
+        load: str = "sweep",
+        *,
+        requests: int | None = None,
+        duration_s: float | None = None,
+        slo: str | None = None,
+        soak: bool = False,
+        window_s: float = 10.0,
+        sessions: int | None = None,
+        turns: int = 6,
+        think_time_s: float = 0.0,
+        max_new_tokens: int = 128,
+        baseline: str | None = None,
+        warmup: int = 1,
+    ) -> Any:
+        """A `--load` ladder, a soak or agentic sessions, as headless runs them (bench/loadrun.py, soak.py,
+        agentic.py); every engine event is published as BenchEventWrap. LoadError for bad `load`/`slo`."""
+        from ddtree_tui.bench.agentic import run_agentic
+        from ddtree_tui.bench.load import parse_load, parse_slo
+        from ddtree_tui.bench.loadrun import run_load
+        from ddtree_tui.bench.runner import BenchRequest
+        from ddtree_tui.bench.soak import run_soak, sim_gpu_probe
+
+        spec = parse_load(load)
+        slo_m = parse_slo(slo) if slo else None
+
+        def publish(ev: Any) -> None:
+            self._publish(BenchEventWrap(event=ev))
+
+        async with self._bench_lock:
+            self.bench_running = True
+            try:
+                targets = await self.bench_targets(refs)
+                req = BenchRequest(
+                    prompts="seed3",
+                    warmup=warmup,
+                    max_new_tokens=max_new_tokens,
+                    baseline=baseline or (refs[0] if refs else None),
+                )
+                if sessions:
+                    return await run_agentic(
+                        req,
+                        targets,
+                        sessions=sessions,
+                        turns=turns,
+                        think_time_s=think_time_s,
+                        on_turn=publish,
+                    )
+                if soak:
+                    return await run_soak(
+                        req,
+                        targets,
+                        spec,
+                        duration_s=duration_s or 60.0,
+                        window_s=window_s,
+                        slo=slo_m,
+                        gpu_probe=self._soak_gpu_probe(sim_gpu_probe),
+                        on_event=publish,
+                    )
+                return await run_load(
+                    req, targets, spec, requests=requests, duration_s=duration_s, slo=slo_m, on_event=publish
+                )
+            finally:
+                self.bench_running = False
+
+    def _soak_gpu_probe(self, sim_probe: Any) -> Any:
+        """A soak's GPU probe from this fleet's own telemetry (the host's latest samples of the service's
+        GPUs); the simulator's modelled GPU for a simulated service."""
+        from ddtree_tui.bench.soak import GpuWindow
+
+        async def probe(t: Any) -> tuple[list[Any], str | None]:
+            host, svc = self._split(t.ref)
+            spec = host.profile.get_service(svc) or host.extra_specs[svc]
+            if spec.launcher == "sim":
+                return await sim_probe(t)
+            view = self.snapshot().host(host.profile.name)
+            keep = set(spec.gpus or [])
+            gpus = [
+                GpuWindow(
+                    index=g.index,
+                    memory_used_mib=g.mem_used_mb,
+                    utilization_pct=g.util_gpu,
+                    power_w=g.power_w,
+                    temperature_c=g.temp_c,
+                )
+                for g in (view.gpus if view else [])
+                if not keep or g.index in keep
+            ]
+            return gpus, host.profile.telemetry.source
+
+        return probe
+
     def bench_history(self) -> list[Any]:
         from ddtree_tui.bench import history
 

@@ -32,10 +32,15 @@ from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
+from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
 from ddtree_tui.bench.client import server_info
+from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
+from ddtree_tui.bench.loadrun import run_load
+from ddtree_tui.bench.loadrun import table as load_table
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
 from ddtree_tui.bench.runner import BenchUsageError, Gate, run_bench
+from ddtree_tui.bench.soak import GpuProbe, host_gpu_probe, run_soak, sim_gpu_probe, soak_table
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
 from ddtree_tui.transport.base import TransportError
@@ -99,6 +104,8 @@ def sim_argv(spec: ServiceSpec, port: int) -> list[str]:
     argv += ["--decode-rate", str(o.decode_rate), "--load-time", str(o.load_time), "--seed", str(o.seed)]
     if o.realistic:
         argv.append("--realistic")
+    if o.max_running_requests:
+        argv += ["--max-running-requests", str(o.max_running_requests)]
     if spec.model:
         argv += ["--model-path", spec.model]
     return argv
@@ -423,8 +430,258 @@ def build_request(ns: argparse.Namespace) -> BenchRequest:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+@dataclass
+class LoadArgs:
+    """--load, --duration, --requests, --slo parsed."""
+
+    spec: LoadSpec
+    duration_s: float | None = None
+    requests: int | None = None
+    slo: Slo | None = None
+    stop_on_saturation: bool = True
+    soak: bool = False
+    window_s: float = 10.0
+    soak_log: str | None = None
+
+
+def load_args(ns: argparse.Namespace) -> LoadArgs | None:
+    """The load shape asked for, or None for a plain run (--concurrency N alone stays the one-level run);
+    LoadError names the option that is wrong."""
+    text = getattr(ns, "load", None)
+    dur = getattr(ns, "duration", None)
+    nreq = getattr(ns, "requests", None)
+    slo = getattr(ns, "slo", None)
+    soak = bool(getattr(ns, "soak", False))
+    window = getattr(ns, "window", None)
+    if text is None and dur is None and nreq is None and slo is None and not soak and window is None:
+        return None
+    if (soak or window is not None) and dur is None:
+        raise LoadError("--soak needs --duration (e.g. --duration 30m)")
+    if (soak or window is not None) and nreq is not None:
+        raise LoadError("--soak runs for --duration, not --requests")
+    if text is None:
+        text = f"concurrency:{ns.concurrency}" if ns.concurrency > 1 else "sync"
+    spec = parse_load(text)
+    if dur is not None and nreq is not None:
+        raise LoadError("give --duration or --requests, not both")
+    if nreq is not None and nreq < 1:
+        raise LoadError(f"--requests {nreq}: must be at least 1")
+    return LoadArgs(
+        spec=spec,
+        duration_s=parse_duration(dur) if dur is not None else None,
+        requests=nreq,
+        slo=parse_slo(slo) if slo is not None else None,
+        stop_on_saturation=not getattr(ns, "no_saturation_stop", False),
+        soak=soak or window is not None,
+        window_s=parse_duration(window, "--window") if window is not None else 10.0,
+        soak_log=getattr(ns, "soak_log", None),
+    )
+
+
+class LoadProgress(Progress):
+    """Progress lines for a load run: one a level, and failures."""
+
+    def _show(self, ev: Any) -> None:
+        out = self.stream
+        kind = getattr(ev, "kind", None)
+        if kind == "level_started":
+            print(f"load {ev.run_id}: level {ev.index + 1}/{ev.count} {ev.label}", file=out, flush=True)
+        elif kind == "level_finished":
+            for s in ev.result.services:
+                thr = f"{s.output_throughput:.1f}" if s.output_throughput is not None else "-"
+                ttft = f"{s.ttft_ms.p50:.0f} ms" if s.ttft_ms.p50 is not None else "-"
+                sat = f" SATURATED ({s.saturation})" if s.saturated else ""
+                print(
+                    f"  {ev.result.label} {s.service}: {s.n} ok, {s.failed} failed, {thr} out tok/s, "
+                    f"TTFT p50 {ttft}{sat}",
+                    file=out,
+                    flush=True,
+                )
+        elif kind == "prompt_finished" and not ev.result.ok:
+            r = ev.result
+            print(f"  {r.service} {r.prompt_id}: FAILED: {r.error}", file=out, flush=True)
+        elif kind == "load_finished":
+            run = ev.run
+            print(
+                f"load {run.id}: {run.status}, {len(run.levels)} level(s), {run.failed} failed, "
+                f"{run.wall_s or 0:.1f} s",
+                file=out,
+                flush=True,
+            )
+
+
+async def _run_agentic(ns: argparse.Namespace, req: BenchRequest, targets: list[BenchTarget]) -> int:
+    def on_turn(tr: TurnResult) -> None:
+        with contextlib.suppress(OSError):
+            what = (
+                f"TTFT {tr.ttft_ms:.0f} ms, {tr.prompt_tokens} prompt tokens ({tr.cached_tokens} cached), "
+                f"{tr.output_tokens} out"
+                if tr.ok
+                else f"FAILED: {tr.error}"
+            )
+            print(f"{tr.service} {tr.session} turn {tr.turn}: {what}", file=sys.stderr, flush=True)
+
+    if req.api != "generate":
+        from ddtree_tui.bench.runner import _with_model
+
+        async with StreamClient() as client:
+            targets = [await _with_model(client, t, req.model) for t in targets]
+    run = await run_agentic(
+        req,
+        targets,
+        sessions=ns.sessions,
+        turns=getattr(ns, "turns", None) or DEFAULT_TURNS,
+        think_time_s=getattr(ns, "think_time", None) or 0.0,
+        dataset=None if ns.prompts == "agentic" else ns.prompts,
+        on_turn=on_turn,
+    )
+    with contextlib.suppress(OSError):
+        sys.stdout.write(agentic_table(run))
+        sys.stdout.flush()
+    if ns.json_out:
+        try:
+            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+        except OSError as e:
+            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    return EXIT_FAIL if run.failed else EXIT_OK
+
+
+async def _soak_probes(
+    sess: Session, targets: list[BenchTarget], chosen: list[tuple[HostProfile, ServiceSpec]]
+) -> dict[str, GpuProbe]:
+    """Each service's GPUs: the simulator's modelled GPU for a demo child, else its host's telemetry."""
+    out: dict[str, GpuProbe] = {}
+    spec_of = {f"{h.name}/{s.name}": (h, s) for h, s in chosen}
+    sims = {c.ref for c in sess.sims}
+    for t in targets:
+        if t.ref in sims or t.ref not in spec_of:
+            out[t.ref] = sim_gpu_probe
+            continue
+        host, spec = spec_of[t.ref]
+        from ddtree_tui.transport import make_transport
+
+        tr = make_transport(host)
+        sess.transports.append(tr)
+        with contextlib.suppress(Exception):
+            await tr.start()
+        out[t.ref] = host_gpu_probe(tr, host, list(spec.gpus) or None)
+    return out
+
+
+class SoakProgress(Progress):
+    def _show(self, ev: Any) -> None:
+        kind = getattr(ev, "kind", None)
+        if kind == "soak_window":
+            m = ev.metrics
+            mem = sum(g.memory_used_mib or 0 for g in ev.probe.gpus) if ev.probe.gpus else None
+            print(
+                f"soak {ev.run_id}: window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s) {ev.service}: "
+                f"{m.n} ok, {m.failed} failed, {(m.output_throughput or 0):.1f} out tok/s, TTFT p50 "
+                f"{(m.ttft_ms.p50 or 0):.0f} ms" + (f", GPU {mem:.0f} MiB" if mem is not None else ""),
+                file=self.stream,
+                flush=True,
+            )
+        elif kind == "prompt_finished" and not ev.result.ok:
+            print(f"  {ev.result.service}: FAILED: {ev.result.error}", file=self.stream, flush=True)
+
+
+async def _run_soak(
+    ns: argparse.Namespace,
+    req: BenchRequest,
+    targets: list[BenchTarget],
+    la: LoadArgs,
+    stop: asyncio.Event,
+    sess: Session,
+    chosen: list[tuple[HostProfile, ServiceSpec]],
+) -> int:
+    probes = await _soak_probes(sess, targets, chosen)
+
+    async def probe(t: BenchTarget) -> Any:
+        return await probes[t.ref](t)
+
+    log = la.soak_log or (ns.json_out + ".windows.jsonl" if ns.json_out else None)
+    assert la.duration_s is not None
+    run = await run_soak(
+        req,
+        targets,
+        la.spec,
+        duration_s=la.duration_s,
+        window_s=la.window_s,
+        slo=la.slo,
+        log_path=Path(log) if log else None,
+        gpu_probe=probe,
+        on_event=SoakProgress(),
+        stop=stop,
+        gates=sess.gates,
+        where=sess.where,
+    )
+    with contextlib.suppress(OSError):
+        sys.stdout.write(soak_table(run))
+        sys.stdout.flush()
+    if ns.json_out:
+        try:
+            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+        except OSError as e:
+            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    _write_load_html(ns, run)
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if run.failed or run.drift else EXIT_OK
+
+
+async def _run_load(
+    ns: argparse.Namespace,
+    req: BenchRequest,
+    targets: list[BenchTarget],
+    la: LoadArgs,
+    stop: asyncio.Event,
+    sess: Session,
+) -> int:
+    run = await run_load(
+        req,
+        targets,
+        la.spec,
+        duration_s=la.duration_s,
+        requests=la.requests,
+        slo=la.slo,
+        stop_on_saturation=la.stop_on_saturation,
+        on_event=LoadProgress(),
+        stop=stop,
+        gates=sess.gates,
+        where=sess.where,
+    )
+    with contextlib.suppress(OSError):
+        sys.stdout.write(load_table(run))
+        sys.stdout.flush()
+    if ns.json_out:
+        try:
+            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+        except OSError as e:
+            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    _write_load_html(ns, run)
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if run.failed else EXIT_OK
+
+
+def _write_load_html(ns: argparse.Namespace, run: Any) -> None:
+    path = getattr(ns, "html_out", None)
+    if not path:
+        return
+    from ddtree_tui.report.loadhtml import write_load_html
+
+    try:
+        write_load_html(run, path)
+    except OSError as e:
+        _err(f"cannot write {path}: {e.strerror or e}")
+
+
 async def _main(
-    ns: argparse.Namespace, req: BenchRequest, chosen: list[tuple[HostProfile, ServiceSpec]]
+    ns: argparse.Namespace,
+    req: BenchRequest,
+    chosen: list[tuple[HostProfile, ServiceSpec]],
+    load: LoadArgs | None = None,
+    agentic: bool = False,
 ) -> int:
     sess = Session()
     stop = asyncio.Event()
@@ -458,6 +715,12 @@ async def _main(
         if stop.is_set():
             return EXIT_INTERRUPTED
         try:
+            if agentic:
+                return await _run_agentic(ns, req, targets)
+            if load is not None and load.soak:
+                return await _run_soak(ns, req, targets, load, stop, sess, chosen)
+            if load is not None:
+                return await _run_load(ns, req, targets, load, stop, sess)
             run = await run_bench(
                 req, targets, on_event=Progress(), stop=stop, gates=sess.gates, where=sess.where
             )
@@ -514,8 +777,17 @@ def cli_main(ns: argparse.Namespace) -> int:
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
+    agentic = getattr(ns, "sessions", None) is not None
     try:
-        load_prompts(ns.prompts)
+        if agentic:
+            if ns.sessions < 1 or (getattr(ns, "turns", None) or 1) < 1:
+                raise PromptError("--sessions and --turns must be at least 1")
+            if (getattr(ns, "think_time", None) or 0.0) < 0:
+                raise PromptError("--think-time must be >= 0")
+            if ns.prompts != "agentic":
+                load_conversations(ns.prompts)
+        else:
+            load_prompts(ns.prompts)
     except PromptError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -542,4 +814,17 @@ def cli_main(ns: argparse.Namespace) -> int:
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
-    return asyncio.run(_main(ns, req, chosen))
+    if agentic:
+        if getattr(ns, "load", None) or getattr(ns, "soak", False):
+            _err("--sessions runs closed-loop conversations: leave out --load and --soak")
+            return EXIT_USAGE
+        return asyncio.run(_main(ns, req, chosen, None, agentic=True))
+    try:
+        la = load_args(ns)
+    except LoadError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    if la is not None and ns.csv_out:
+        _err("--csv is for plain runs; a --load or --soak run writes --json (schema 2) and --html")
+        return EXIT_USAGE
+    return asyncio.run(_main(ns, req, chosen, la))

@@ -220,6 +220,11 @@ def summarize(
             else _med([r.accept_length for r in ok])
         )
         busy = (busy_s or {}).get(t.ref)
+        by_prompt: dict[str, list[float]] = {}
+        for r in ok:
+            if r.tok_s is not None:
+                by_prompt.setdefault(r.prompt_id, []).append(r.tok_s)
+        pmeans = [statistics.fmean(v) for v in by_prompt.values()]
         summary.append(
             ServiceSummary(
                 service=t.ref,
@@ -236,17 +241,38 @@ def summarize(
                 output_tokens=tokens,
                 output_throughput=tokens / busy if busy else None,
                 request_throughput=len(ok) / busy if busy else None,
+                tok_s_mean=statistics.fmean(pmeans) if pmeans else None,
             )
         )
     if baseline:
         base = next((s for s in summary if s.service == baseline), None)
         if base is not None:
-            summary = [
-                s
-                if s.service == baseline
-                else s.model_copy(
-                    update={"delta_tok_s_pct": delta_pct(s.tok_s_mean_of_prompts, base.tok_s_mean_of_prompts)}
-                )
-                for s in summary
-            ]
+            summary = [s if s.service == baseline else _with_delta(s, counted, baseline) for s in summary]
     return rows, summary
+
+
+def _tok_s_by_prompt(rs: Sequence[RequestResult], service: str) -> dict[str, list[float | None]]:
+    out: dict[str, list[float | None]] = {}
+    for r in rs:
+        if r.service == service and r.ok and r.tok_s is not None:
+            out.setdefault(r.prompt_id, []).append(r.tok_s)
+    return out
+
+
+def _with_delta(s: ServiceSummary, counted: Sequence[RequestResult], baseline: str) -> ServiceSummary:
+    """Δ tok/s against the baseline on the prompts both ran, with its interval and verdict: the statistic
+    of the tok/s column (tok_s_mean), so the column and Δ agree."""
+    from ddtree_tui.bench import stats
+
+    a, b = _tok_s_by_prompt(counted, baseline), _tok_s_by_prompt(counted, s.service)
+    d = stats.delta_of_means({k: (a[k], b[k]) for k in sorted(set(a) & set(b))})
+    return s.model_copy(
+        update={
+            "delta_tok_s_pct": d.pct,
+            "delta_tok_s_lo_pct": d.lo_pct,
+            "delta_tok_s_hi_pct": d.hi_pct,
+            "delta_n": d.n,
+            "delta_method": d.method,
+            "delta_verdict": stats.verdict(d, subject=s.service),
+        }
+    )

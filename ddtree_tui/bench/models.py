@@ -124,6 +124,8 @@ class RequestResult(BaseModel):
     # distributions for the HTML report (optional, added without a schema bump: readers ignore them)
     itl_quantiles_ms: list[float] | None = None  # per-token ITL at 0, 5, …, 100 % (21 values)
     chunk_tokens_hist: dict[int, int] | None = None  # tokens in a chunk -> how many chunks had that many
+    level: float | None = None  # the load level it was sent at (--load runs: concurrency or req/s)
+    round: int | None = None  # --load runs: which interleaving round of the level
 
 
 class PromptRow(BaseModel):
@@ -166,7 +168,14 @@ class ServiceSummary(BaseModel):
     output_tokens: int = 0
     output_throughput: float | None = None  # Σ output tokens / wall time this service was being measured
     request_throughput: float | None = None  # successful requests / that wall time
-    delta_tok_s_pct: float | None = None
+    delta_tok_s_pct: float | None = None  # (tok_s_mean − baseline's) / baseline's, %
+    # the statistic both the tok/s column and Δ use: mean over prompts of the per-prompt mean tok/s
+    tok_s_mean: float | None = None
+    delta_tok_s_lo_pct: float | None = None  # Δ's 95 % interval (stats.delta_of_means)
+    delta_tok_s_hi_pct: float | None = None
+    delta_n: int | None = None
+    delta_method: str | None = None  # bootstrap (≥ 2 requests a prompt) or t-paired (one a prompt)
+    delta_verdict: str | None = None  # "no measurable difference (Δ …)" / "B slower by 3.1 % ± 1.0 % (…)"
 
 
 class ClientStats(BaseModel):

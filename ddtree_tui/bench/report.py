@@ -42,7 +42,11 @@ JSON schema (`--json FILE`, and each line of the history file), `"schema": 1`:
   "summary": [{"service": "ct200/dflash", "algorithm": "dflash", "mode": "linear", "n": 9, "failed": 0,
                "tok_s_median": 110.2, "tok_s_mean_of_prompts": 115.5, "decode_tok_s_median": 113.0,
                "ttft_ms_median": 45.0, "accept_length_mean": 3.1, "output_tokens": 2304,
-               "output_throughput": 108.7, "delta_tok_s_pct": null}],
+               "output_throughput": 108.7, "delta_tok_s_pct": null,
+               "tok_s_mean": 115.6,        # mean over prompts of each prompt's mean tok/s: Δ's statistic
+               "delta_tok_s_lo_pct": null, "delta_tok_s_hi_pct": null,  # Δ's 95 % CI (vs the baseline)
+               "delta_n": null, "delta_method": null,  # bootstrap | t-paired (stats.delta_of_means)
+               "delta_verdict": null}],    # "no measurable difference (Δ −0.7 %, 95 % CI …, n=9)"
   "failed": 0,                      # counted requests that failed
   "warmup_failed": 0,
   "requests_per_batch": 1, "prompts_cycled": false,   # fewer prompts than the concurrency: cycled
@@ -224,7 +228,7 @@ def table(run: BenchRun) -> str:
         "mode",
         "ok",
         "failed",
-        "tok/s (mean of prompts)",
+        "tok/s (mean)",
         "median tok/s",
         "TTFT ms",
         "accept",
@@ -242,7 +246,7 @@ def table(run: BenchRun) -> str:
                 s.mode or "-",
                 str(s.n),
                 str(s.failed),
-                _f(s.tok_s_mean_of_prompts),
+                _f(s.tok_s_mean if s.tok_s_mean is not None else s.tok_s_mean_of_prompts),
                 _f(s.tok_s_median),
                 _f(s.ttft_ms_median),
                 _f(s.accept_length_mean, "{:.2f}"),
@@ -253,6 +257,13 @@ def table(run: BenchRun) -> str:
             ]
         )
     lines += _render(headers, body, right={3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+    verdicts = [s for s in run.summary if s.delta_verdict and s.service != run.baseline]
+    if verdicts:
+        lines.append(
+            "tok/s (mean) = mean over prompts of each prompt's mean tok/s; Δ is of that same number:"
+        )
+        for s in verdicts:
+            lines.append(f"  {s.service} vs {run.baseline}: {s.delta_verdict}")
     c = run.client
     if c is not None:
         lat = "-" if c.loop_lag_ms_p99 is None else f"{c.loop_lag_ms_p99:.1f} ms"

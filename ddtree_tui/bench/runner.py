@@ -290,13 +290,7 @@ class BenchRunner:
                 self.workers = [Worker(i) for i in range(self.req.workers)]
                 await asyncio.gather(*(w.start() for w in self.workers))
             async with StreamClient() as client:
-                if self.req.api != "generate":
-                    self.targets = [await _with_model(client, t, self.req.model) for t in self.targets]
-                    cur = {t.ref: t for t in self.targets}  # the plan was made before the names were known
-                    self.batches = [[(cur[t.ref], p, rep) for t, p, rep in b] for b in self.batches]
-                for t in self.targets:
-                    info = await server_info(client, t.base_url)
-                    self.infos[t.ref] = _target_info(t, info)
+                await self.prepare(client)
                 seq = -1
                 # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
                 # connection pools (one a worker) are as warm as they will be while measuring
@@ -316,6 +310,16 @@ class BenchRunner:
         finally:
             await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
         return self.build("complete")
+
+    async def prepare(self, client: StreamClient) -> None:
+        """Before the first request: OpenAI model names and each service's /server_info."""
+        if self.req.api != "generate":
+            self.targets = [await _with_model(client, t, self.req.model) for t in self.targets]
+            cur = {t.ref: t for t in self.targets}  # the plan was made before the names were known
+            self.batches = [[(cur[t.ref], p, rep) for t, p, rep in b] for b in self.batches]
+        for t in self.targets:
+            info = await server_info(client, t.base_url)
+            self.infos[t.ref] = _target_info(t, info)
 
     async def _monitor_start(self) -> None:
         self.monitor.start()

@@ -215,6 +215,64 @@ def bootstrap_delta(
     )
 
 
+def _mean_of_means(strata: Sequence[Sequence[float]]) -> float:
+    return statistics.fmean([statistics.fmean(x) for x in strata])
+
+
+def delta_of_means(
+    strata: Mapping[str, tuple[Sequence[float | None], Sequence[float | None]]],
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+) -> Delta:
+    """B vs A where each side's number is the mean over strata (prompts) of the stratum's mean, the
+    statistic a table's tok/s column shows: Δ = (col_B − col_A) / col_A, so Δ and the column always agree.
+
+    The interval: with at least two values on each side of some stratum, a percentile bootstrap of that
+    same statistic resampling within each stratum; with one value a stratum (one request a prompt), a
+    paired Student-t over the strata of the differences b − a, divided by col_A. Strata missing a side
+    are left out. n is the number of B values used.
+    """
+    kept = [(_clean(strata[k][0]), _clean(strata[k][1])) for k in sorted(strata)]
+    kept = [(a, b) for a, b in kept if a and b]
+    if not kept:
+        return Delta(pct=None, n=0)
+    n = sum(len(b) for _, b in kept)
+    col_a = _mean_of_means([a for a, _ in kept])
+    col_b = _mean_of_means([b for _, b in kept])
+    if col_a <= 0:
+        return Delta(pct=None, n=n)
+    point = _pct(col_b / col_a)
+    al = (1 - CONFIDENCE) / 2
+    if any(len(a) >= 2 and len(b) >= 2 for a, b in kept):
+        rng = random.Random(seed)
+        boots = []
+        for _ in range(n_boot):
+            ra = _mean_of_means([rng.choices(a, k=len(a)) for a, _ in kept])
+            rb = _mean_of_means([rng.choices(b, k=len(b)) for _, b in kept])
+            if ra > 0:
+                boots.append(rb / ra)
+        boots.sort()
+        return Delta(
+            pct=point,
+            lo_pct=_pct(_percentile(boots, al)),
+            hi_pct=_pct(_percentile(boots, 1 - al)),
+            n=n,
+            method="bootstrap",
+        )
+    if len(kept) < 2:
+        return Delta(pct=point, n=n)
+    diffs = [statistics.fmean(b) - statistics.fmean(a) for a, b in kept]
+    half = t_critical(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    m = statistics.fmean(diffs)
+    return Delta(
+        pct=point,
+        lo_pct=(m - half) / col_a * 100.0,
+        hi_pct=(m + half) / col_a * 100.0,
+        n=n,
+        method="t-paired",
+    )
+
+
 def fmt_pct(x: float | None, signed: bool = True) -> str:
     """+3.1 / −0.7 with a real minus sign, 0.0 unsigned; '-' for None."""
     if x is None:

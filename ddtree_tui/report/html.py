@@ -461,7 +461,7 @@ CHARTS: list[tuple[str, ChartFn]] = [
 # charts whose data comes from later work; listed at the foot of a report so a reader knows they exist
 WAITING = {
     "throughput vs concurrency": "runs at two or more concurrency levels (pass them together)",
-    "soak time series with drift windows": "soak runs (not recorded yet by this version)",
+    "soak time series with drift windows": "a soak run: --soak --html FILE draws it (report/loadhtml.py)",
     "sweep Pareto front and heat map": "sweep results (not recorded yet by this version)",
 }
 

@@ -186,6 +186,8 @@ def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
         a.append("--hybrid")
     if spec.allow_hybrid_unsafe:
         a.append("--allow-hybrid-unsafe")
+    if spec.sim.max_running_requests:
+        a += ["--max-running-requests", str(spec.sim.max_running_requests)]
     if spec.model:
         a += ["--model-path", spec.model]
     a += list(spec.extra_args)

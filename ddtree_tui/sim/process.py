@@ -46,6 +46,12 @@ def sim_argv(cfg: SimConfig, port: int) -> list[str]:
         argv += ["--prefill-rate", repr(cfg.prefill_rate)]
     if cfg.kv_capacity:
         argv += ["--kv-capacity", str(cfg.kv_capacity)]
+    if cfg.max_running_requests:
+        argv += ["--max-running-requests", str(cfg.max_running_requests)]
+    if cfg.slowdown_factor > 1.0:
+        argv += ["--slowdown-after", repr(cfg.slowdown_after), "--slowdown-factor", repr(cfg.slowdown_factor)]
+    if cfg.mem_creep_mib_s:
+        argv += ["--mem-creep-after", repr(cfg.mem_creep_after), "--mem-creep", repr(cfg.mem_creep_mib_s)]
     for flag, on in (
         ("--batch-slowdown", cfg.batch_slowdown),
         ("--reasoning", cfg.reasoning),
@@ -90,7 +96,9 @@ class SimProcess:
             if self.proc is None or self.proc.poll() is not None:
                 raise RuntimeError(f"sim exited early: {self.output()[-800:]}")
             try:
-                with urllib.request.urlopen(self.base_url + "/health", timeout=1.0) as r:
+                with urllib.request.urlopen(
+                    self.base_url + "/health", timeout=1.0 + self.cfg.health_latency
+                ) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -121,7 +129,11 @@ class SimProcess:
         return p.returncode
 
     def __enter__(self) -> SimProcess:
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # never healthy: the child must not outlive the `with`
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -57,6 +57,8 @@ RETRACT_ABORT_MESSAGE = "Retracted under decode memory pressure without a KV bac
 # max_model_len the sim reports (Qwen3.6's 262144) and the bound on max_new_tokens: a request whose prompt +
 # max_new_tokens exceeds it is refused with tokenizer_manager.py's own message, as the real server does.
 CONTEXT_LENGTH = 262144
+# The sim's prefix-cache granularity for partial matches (about 16 tokens of ~4 characters)
+CACHE_PAGE_CHARS = 64
 # Share of a reasoning reply that is thinking (delta.reasoning_content) before the answer: an assumption.
 REASONING_SHARE = 0.4
 # --- DDTree (budget, top-k, tree verify) -----------------------------------------------------------------
@@ -154,6 +156,17 @@ class SimConfig(BaseModel):
     prefill_rate: float = Field(default=0.0, ge=0, description="prompt tokens/s for TTFT; 0: no prefill time")
     batch_slowdown: bool = False  # step time grows with the running batch (BATCH_GROWTH_*)
     kv_capacity: int = Field(default=0, ge=0, description="KV tokens; beyond it a request aborts (503)")
+    # SGLang's --max-running-requests: more requests than this wait in the scheduler's queue (their TTFT
+    # grows, throughput stops growing: the knee a concurrency ladder finds); 0 = no cap
+    max_running_requests: int = Field(default=0, ge=0, le=100000)
+    # --- injectable drift, for soak tests (times count from the first generation request): after
+    # `slowdown_after` seconds every decode step takes `slowdown_factor` times as long; after
+    # `mem_creep_after` seconds the simulated GPU memory (GET /sim/gpu) grows by `mem_creep_mib_s` MiB/s
+    slowdown_after: float = Field(default=0.0, ge=0)
+    slowdown_factor: float = Field(default=1.0, ge=1.0, le=100.0)
+    mem_creep_after: float = Field(default=0.0, ge=0)
+    mem_creep_mib_s: float = Field(default=0.0, ge=0, le=100000)
+    gpu_memory_mib: float = Field(default=40000.0, ge=0)  # the simulated GPU's memory in use at rest
     context_length: int = Field(default=CONTEXT_LENGTH, ge=16)
     old_meta_names: bool = False  # spec_accept_token_num / spec_draft_token_num (releases before 0.5.16)
     # OpenAI chat/completions: how servers other than SGLang (e.g. `transformers serve`) differ
@@ -407,6 +420,8 @@ class SimServer:
         self.port: int = self.cfg.port
         self.exited = asyncio.Event()  # set when the exit fault fired (in-process mode)
         self._active: set[asyncio.Task[Any]] = set()  # generation handlers, cancelled on stop
+        self._slots: asyncio.Semaphore | None = None  # max_running_requests (made on the serving loop)
+        self._first_request: float | None = None  # monotonic time of the first generation (drift clock)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     @property
@@ -426,6 +441,7 @@ class SimServer:
         r.add_get("/v1/models", self._models)
         r.add_route("*", "/flush_cache", self._flush_cache)
         r.add_get("/metrics", self._metrics)
+        r.add_get("/sim/gpu", self._sim_gpu)
         r.add_post("/generate", self._generate)
         r.add_post("/v1/chat/completions", self._chat)
         r.add_post("/v1/completions", self._completions)
@@ -492,6 +508,44 @@ class SimServer:
                 return web.Response(status=503)
         return web.Response(status=200)
 
+    def drift_clock(self) -> float:
+        """Seconds since the first generation request (0 before it)."""
+        return 0.0 if self._first_request is None else time.monotonic() - self._first_request
+
+    def slowdown(self) -> float:
+        c = self.cfg
+        if (
+            c.slowdown_factor > 1.0
+            and self._first_request is not None
+            and self.drift_clock() >= c.slowdown_after
+        ):
+            return c.slowdown_factor
+        return 1.0
+
+    def gpu_memory_mib(self) -> float:
+        c = self.cfg
+        creep = (
+            max(0.0, self.drift_clock() - c.mem_creep_after) * c.mem_creep_mib_s if c.mem_creep_mib_s else 0.0
+        )
+        return c.gpu_memory_mib + creep
+
+    async def _sim_gpu(self, request: web.Request) -> web.Response:
+        """The simulator's modelled GPU (a simulator-only endpoint, labelled so): memory with any creep."""
+        return web.json_response(
+            {
+                "simulated": True,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "memory_used_mib": round(self.gpu_memory_mib(), 1),
+                        "utilization_pct": 90.0 if self.stats.running else 0.0,
+                        "power_w": 450.0 if self.stats.running else 90.0,
+                        "temperature_c": 60.0,
+                    }
+                ],
+            }
+        )
+
     def server_info(self) -> dict[str, Any]:
         c = self.cfg
         spec = c.speculative_algorithm is not None
@@ -540,6 +594,7 @@ class SimServer:
                 "faults": [f.model_dump() for f in self.faults],
             },
             "max_total_num_tokens": c.kv_capacity or 1_000_000,
+            "max_running_requests": c.max_running_requests or None,
             "context_length": c.context_length,
             "internal_states": [state],
         }
@@ -626,16 +681,32 @@ class SimServer:
         return faults
 
     def _cached_tokens(self, prompt: str) -> int:
+        """The radix cache's hit: the longest prefix shared with any earlier prompt (whole pages of
+        CACHE_PAGE_CHARS characters), as SGLang's RadixAttention reuses a shared system prompt too."""
         best = 0
         for p in self._cache:
-            if len(p) > best and prompt.startswith(p):
-                best = len(p)
+            if len(p) <= best:
+                continue
+            n = _common_prefix_len(prompt, p)
+            n = n if n == len(p) else n - n % CACHE_PAGE_CHARS
+            best = max(best, n)
         if prompt not in self._cache:
             self._cache.append(prompt)
             del self._cache[:-256]
         return approx_tokens(prompt[:best]) if best else 0
 
     async def _generation(
+        self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
+    ) -> dict[str, Any]:
+        """One request; with `max_running_requests` it first waits for a running slot (the waiting queue)."""
+        if not self.cfg.max_running_requests:
+            return await self._generation_run(prompt, max_new_tokens, faults, emit)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.cfg.max_running_requests)
+        async with self._slots:
+            return await self._generation_run(prompt, max_new_tokens, faults, emit)
+
+    async def _generation_run(
         self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
     ) -> dict[str, Any]:
         """Run one request's schedule, calling `emit(event)` per chunk; returns the final stats.
@@ -646,6 +717,8 @@ class SimServer:
         next tokens do not fit aborts with SGLang's retraction message (status 503).
         """
         cfg = self.cfg
+        if self._first_request is None:
+            self._first_request = time.monotonic()
         sched = cfg.schedule(prompt, max_new_tokens)
         texts = token_texts(cfg.seed, prompt, sum(sched))
         prompt_tokens = approx_tokens(prompt)
@@ -678,7 +751,7 @@ class SimServer:
                 if "exit" in fmap and done >= fmap["exit"]:
                     self._exit_now()
                     raise _Drop()
-                deadline += cfg.step_seconds(st.running)
+                deadline += cfg.step_seconds(st.running) * self.slowdown()
                 wait = deadline - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
@@ -1241,6 +1314,18 @@ _OPENAI_FIELDS = frozenset(
 )
 
 
+def _common_prefix_len(a: str, b: str) -> int:
+    """Characters a and b share at the start (binary search over slices: fast for long prompts)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class _Drop(Exception):
     """Close the connection without finishing the response."""
 
@@ -1282,6 +1367,11 @@ def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
         prefill_rate=opt("prefill_rate", REAL_PREFILL_TOKENS_PER_S, 0.0),
         batch_slowdown=bool(getattr(ns, "batch_slowdown", False) or real),
         kv_capacity=getattr(ns, "kv_capacity", None) or 0,
+        max_running_requests=getattr(ns, "max_running_requests", None) or 0,
+        slowdown_after=getattr(ns, "slowdown_after", None) or 0.0,
+        slowdown_factor=getattr(ns, "slowdown_factor", None) or 1.0,
+        mem_creep_after=getattr(ns, "mem_creep_after", None) or 0.0,
+        mem_creep_mib_s=getattr(ns, "mem_creep", None) or 0.0,
         reasoning=bool(getattr(ns, "reasoning", False)),
         usage_on_finish=bool(getattr(ns, "usage_on_finish", False) or style == "transformers"),
         no_done=bool(getattr(ns, "no_done", False) or style == "transformers"),

@@ -20,6 +20,8 @@ def open_nvml(module: Any = None) -> NvmlCollector:
 def nvml_line(collector: NvmlCollector, with_processes: bool = True) -> dict[str, Any]:
     """One tick in the sampler's line format (without host stats, which come from psutil locally)."""
     line: dict[str, Any] = {"v": 1, "t": round(time.time(), 3), "src": "nvml", "driver": collector.driver}
+    if getattr(collector, "cuda", None):
+        line["cuda"] = collector.cuda
     try:
         gpus = collector.sample(with_processes=with_processes)
     except Exception as e:  # a driver error outside one GPU: a fault to show, not a crash

@@ -27,7 +27,7 @@ from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.history import GpuHistory
 from ddtree_tui.telemetry.host import LocalHostStats
 from ddtree_tui.telemetry.nvml import NvmlUnavailable, nvml_line, open_nvml
-from ddtree_tui.telemetry.replay import ReplayError, load_recording
+from ddtree_tui.telemetry.replay import BUILTIN, ReplayError, load_recording
 from ddtree_tui.telemetry.sampler_program import parse_help_fields, pick_fields
 from ddtree_tui.telemetry.shell_sampler import ShellParser, shell_argv
 from ddtree_tui.transport.base import Transport, TransportError
@@ -232,9 +232,16 @@ class HostTelemetry:
         self._builder = FrameBuilder(source_override="replay", note=note)
         self._builder.set_service_pids(self._service_pids)
         stats = LocalHostStats(self.profile.workdir) if self._local else None
+        # the built-in demo recording follows the (simulated) services: its idle part while none of this
+        # host's services runs, its under-load part while one does; a recording of the user's own plays as
+        # it was recorded (a post-mortem must not be rearranged)
+        follow = (self.profile.telemetry.replay or "h200-under-load") in BUILTIN
+        idle = [f for f in frames if not _busy(f)] if follow else []
+        busy = [f for f in frames if _busy(f)] if follow else []
         i = 0
         async for _ in self._ticks():
-            frame = dict(frames[i % len(frames)])
+            part = (busy if self._service_pids else idle) if idle and busy else frames
+            frame = dict(part[i % len(part)])
             i += 1
             if stats is not None:
                 frame["host"] = (await asyncio.to_thread(stats.sample)).model_dump(exclude={"ts"})
@@ -456,3 +463,8 @@ async def _snapshot_program(transport: Transport, profile: HostProfile, mode: st
         text = (sh.stderr or sh.stdout).strip() or text
     tail = text.splitlines()[-1] if text else f"exit status {res.exit_status}"
     return None, [], TelemetryStatus(fault=f"sampler failed: {tail}", fault_at=time.time())
+
+
+def _busy(frame: dict) -> bool:
+    """A recorded frame where a GPU holds a model (more than 1 GB in use)."""
+    return any((g.get("mem_used_mb") or 0) > 1000 for g in frame.get("gpus") or [] if isinstance(g, dict))

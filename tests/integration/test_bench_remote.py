@@ -130,3 +130,21 @@ def test_ssh_drop_during_a_remote_bench_waits_for_the_reconnect(
     for r in run.results:
         if not r.ok:
             assert "127.0.0.1:" in (r.error or "") and f"port {port} on testhost" in (r.error or ""), r.error
+
+
+def test_load_ladder_through_ssh_forward(tmp_path: Path, ssh_env: SshEnv, sshd: SshdServer) -> None:
+    """`--load` on a service that only the SSH transport's forward reaches: levels, schema 2, no failures."""
+    port = free_port()
+    with SimProcess(SimConfig(algorithm="dflash", port=port, decode_rate=2000.0, seed=3)):
+        profile = _profile(tmp_path, ssh_env, port)
+        argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--profile", str(profile)]
+        argv += ["--services", "testhost/spec", "--max-new-tokens", str(MAX_NEW), "--warmup", "0"]
+        argv += ["--load", "concurrency:1,2", "--requests", "3", "--json", str(tmp_path / "l.json")]
+        env = {**os.environ, "HOME": str(ssh_env.home)}
+        p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "l.json").read_text())
+    assert doc["schema"] == 2 and [lv["label"] for lv in doc["levels"]] == ["c=1", "c=2"]
+    assert all(lv["services"][0]["n"] == 3 for lv in doc["levels"]) and doc["failed"] == 0
+    url = doc["targets"][0]["base_url"]
+    assert url.startswith("http://127.0.0.1:") and int(url.rsplit(":", 1)[1]) != port

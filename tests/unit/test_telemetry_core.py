@@ -224,7 +224,7 @@ async def test_local_nvml_telemetry(tmp_path: Path, fake_nvml: tuple[ModuleType,
     tel.set_service_pids({567: "dflash"})
     await collect(tel, updates, 4)
     host, gpus, status = updates[-1]
-    assert status == TelemetryStatus(source="nvml", driver_version="580.159.04")
+    assert status == TelemetryStatus(source="nvml", driver_version="580.159.04", cuda_version="13.0")
     assert host is not None and host.mem_total_mb
     assert gpus[0].service == "dflash" and gpus[0].mem_used_mb == 21491
     assert tel.history.series(0, "power_w")[-1] == 691.29 and len(tel.history.series(1, "temp_c")) >= 4
@@ -251,7 +251,12 @@ async def test_local_replay(tmp_path: Path) -> None:
     assert status.source == "replay" and status.note == BUILTIN_NOTE
     assert host is not None and len(gpus) == 2
     assert gpus[0].uuid == "GPU-a3d17c95-2dae-bb06-e486-01c3ab05eacd"
-    assert max(tel.history.series(0, "util_gpu")) == 100.0
+    # issue 19: no service runs, so the demo's GPU stays in the recording's idle part
+    assert max(tel.history.series(0, "util_gpu")) == 0.0 and max(g.mem_used_mb or 0 for g in gpus) < 1000
+    tel.set_service_pids({4242: "dflash"})  # a service starts: the under-load part plays
+    n = len(updates)
+    await collect(tel, updates, n + 15)
+    assert max(tel.history.series(0, "util_gpu")) == 100.0 and updates[-1][1][0].mem_used_mb == 21491
 
 
 async def test_snapshot_once_local(tmp_path: Path, fake_nvml: tuple[ModuleType, Path]) -> None:

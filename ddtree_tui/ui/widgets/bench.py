@@ -10,8 +10,9 @@ import datetime as dt
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import DataTable, ProgressBar, Static
+from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.widgets.base import Pane, View, sync_table
@@ -38,16 +39,89 @@ class BenchLive:
         self.run: Any = None
         self.running = False
         self.current: str | None = None  # the row of the request streaming now (the live list follows it)
+        # load shapes / soak / agentic (bench/loadrun.py, soak.py, agentic.py)
+        self.phase = ""  # "level 3/6 c=4" or "soak window 7"
+        self.series_thr: list[float] = []  # output tok/s over time: per finished level or soak window
+        self.series_ttft: list[float] = []  # TTFT p50 ms, same points
+        self.levels: list[dict[str, Any]] = []  # one row a level × service (or soak window × service)
+        self.verdicts: list[str] = []
+        self.load_run: Any = None
 
     def reset(self, total: int, status: str) -> None:
         self.rows.clear()
         self.total, self.done, self.status, self.run, self.running = total, 0, status, None, True
         self.current = None
 
+    def reset_load(self, status: str) -> None:
+        self.reset(0, status)
+        self.phase, self.load_run = "", None
+        self.series_thr, self.series_ttft, self.levels, self.verdicts = [], [], [], []
+
+    def _point(self, label: str, svc: Any, first: bool) -> None:
+        thr = _get(svc, "output_throughput")
+        ttft = _get(_get(svc, "ttft_ms"), "p50")
+        if first:  # one point a level/window: the first service's (the baseline's)
+            self.series_thr.append(float(thr or 0.0))
+            self.series_ttft.append(float(ttft or 0.0))
+        self.levels.append(
+            {
+                "label": label,
+                "ref": str(_get(svc, "service", default="?")),
+                "n": _get(svc, "n", default=0),
+                "failed": _get(svc, "failed", default=0),
+                "thr": thr,
+                "rps": _get(svc, "request_throughput"),
+                "ttft": ttft,
+                "ttft99": _get(_get(svc, "ttft_ms"), "p99"),
+                "tpot": _get(_get(svc, "tpot_ms"), "p50"),
+                "goodput": _get(svc, "goodput_pct"),
+                "sat": bool(_get(svc, "saturated", default=False)),
+            }
+        )
+
+    def apply_load(self, kind: str, ev: Any) -> bool:
+        """Load-shape, soak and agentic events; True when `ev` was one."""
+        if kind == "level_started":
+            self.running = True
+            self.phase = f"level {ev.index + 1}/{ev.count} {ev.label}"
+            self.status = f"load · {self.phase}"
+        elif kind == "level_finished":
+            res = ev.result
+            for i, svc in enumerate(res.services):
+                self._point(res.label, svc, i == 0)
+            self.verdicts = [
+                f"{res.label} {d.service} {d.metric}: {d.verdict}" for d in res.deltas
+            ] + self.verdicts[: 12 - len(res.deltas)]
+        elif kind == "soak_window":
+            self.running = True
+            self.phase = f"soak window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s)"
+            self.status = f"soak · {self.phase}"
+            first = not self.levels or self.levels[-1]["label"] != f"w{ev.index}"
+            self._point(f"w{ev.index}", ev.metrics, first)
+        elif kind == "load_finished":
+            self.load_run = ev.run
+            self.running = False
+            run = ev.run
+            knee = ", ".join(f"{k}: {v or 'none'}" for k, v in run.knee.items())
+            self.status = f"load finished ({run.status}) · {len(run.levels)} level(s) · knee {knee}"
+        elif kind == "turn":
+            self.phase = f"agentic {ev.session} turn {ev.turn}"
+            self.status = f"agentic · {self.phase}"
+            if ev.ok:
+                self.series_thr.append(float(ev.cached_tokens or 0))
+                self.series_ttft.append(float(ev.ttft_ms or 0.0))
+        else:
+            return False
+        return True
+
     def apply(self, ev: Any) -> None:
         """Fold one ddtree_tui.bench.models event (RunStarted, PromptStarted, TokensReceived, PromptFinished,
         RunFinished) into the rows; read by `kind` and field names."""
         kind = str(_get(ev, "kind", default=type(ev).__name__)).lower()
+        if type(ev).__name__ == "TurnResult":
+            kind = "turn"
+        if self.apply_load(kind, ev):
+            return
         if kind in ("run_started", "runstarted"):
             self.reset(int(_get(ev, "total", default=0) or 0), "running")
             return
@@ -97,6 +171,8 @@ class BenchLive:
             self.total = int(_get(ev, "total", default=self.total))
         if self.running:
             self.status = f"running · {self.done}/{self.total} requests"
+            if self.phase:
+                self.status = f"{self.phase} · {self.done} requests"
 
 
 def run_summaries(run: Any) -> list[Any]:
@@ -167,7 +243,19 @@ def short_mode(mode: str) -> str:
 class BenchPane(Pane):
     pane_number = 5
     pane_title = "Bench"
+    BINDINGS = [
+        Binding("C", "load_ladder", "Load ladder", tooltip="concurrency ladder on the ready services"),
+        Binding("O", "soak", "Soak", tooltip="a 60 s soak in 5 s windows on the ready services"),
+        Binding("A", "agentic", "Agentic", tooltip="4 closed-loop agentic sessions on the ready services"),
+    ]
+    # what C runs (the grammar of bench/load.py); settable, e.g. "rate:2,4,8" or "poisson:4,7"
+    load_text = "concurrency:1,2,4,8,16,32"
     DEFAULT_CSS = """
+    BenchPane #bench-load { height: 3; }
+    BenchPane #bench-load Sparkline { width: 1fr; height: 3; }
+    BenchPane #bench-load-labels { height: 1; }
+    BenchPane #bench-levels { height: auto; max-height: 8; }
+    BenchPane #bench-verdicts { height: auto; max-height: 4; }
     BenchPane #bench-top { height: 1; }
     BenchPane #bench-status { width: 1fr; }
     BenchPane ProgressBar { width: 30; }
@@ -190,6 +278,16 @@ class BenchPane(Pane):
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
         yield Static("", id="bench-results-title")
+        yield Static("", id="bench-load-labels")
+        with Horizontal(id="bench-load"):
+            yield Sparkline([], id="bench-spark-thr")
+            yield Sparkline([], id="bench-spark-ttft")
+        levels: DataTable[Any] = DataTable(id="bench-levels", cursor_type="row")
+        levels.add_columns(
+            "Level", "Service", "ok", "err", "out tok/s", "req/s", "TTFT p50/p99", "TPOT", "goodput", ""
+        )
+        yield levels
+        yield Static("", id="bench-verdicts")
         res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
         res.add_columns(*RES_WIDE)
         yield res
@@ -232,6 +330,7 @@ class BenchPane(Pane):
                 table.move_cursor(row=table.get_row_index(live.current), animate=False)
             except Exception:
                 pass
+        self._render_load()
         history = view.extra.get("bench_history")
         run = live.run if not live.running else None
         from_session = run is not None
@@ -242,6 +341,80 @@ class BenchPane(Pane):
         self._render_results(run)
         self._render_prompts(run)
         self._render_history(history or [])
+
+    def _render_load(self) -> None:
+        live = self.live
+        self.query_one("#bench-spark-thr", Sparkline).data = list(live.series_thr) or [0.0]
+        self.query_one("#bench-spark-ttft", Sparkline).data = list(live.series_ttft) or [0.0]
+        # no load run yet: no chart and no level table (an empty Sparkline draws full-height bars)
+        self.query_one("#bench-load", Horizontal).display = bool(live.series_thr)
+        self.query_one("#bench-levels", DataTable).display = bool(live.levels)
+        if live.series_thr:
+            what = "cached tokens" if live.phase.startswith("agentic") else "out tok/s"
+            labels = (
+                f"{what} (last {live.series_thr[-1]:.0f})  ·  TTFT p50 ms (last {live.series_ttft[-1]:.0f})"
+                + (f"  ·  {live.phase}" if live.phase else "")
+            )
+        else:
+            labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
+        self.query_one("#bench-load-labels", Static).update(labels)
+        rows = []
+        for i, r in enumerate(live.levels[-40:]):
+            rows.append(
+                (
+                    f"{r['label']}|{r['ref']}|{i}",
+                    [
+                        r["label"],
+                        self.t(r["ref"], "accent"),
+                        str(r["n"]),
+                        self.t(str(r["failed"]), "bad" if r["failed"] else "dim"),
+                        fmt.num(r["thr"], "{:.1f}"),
+                        fmt.num(r["rps"], "{:.2f}"),
+                        f"{fmt.num(r['ttft'], '{:.0f}')}/{fmt.num(r['ttft99'], '{:.0f}')}",
+                        fmt.num(r["tpot"], "{:.1f}"),
+                        fmt.num(r["goodput"], "{:.0f}", "%"),
+                        self.t("SATURATED", "warn") if r["sat"] else "",
+                    ],
+                )
+            )
+        sync_table(self.query_one("#bench-levels", DataTable), rows)
+        self.query_one("#bench-verdicts", Static).update("\n".join(live.verdicts[:4]))
+
+    def _ready_refs(self) -> list[str]:
+        snap = self.app.fleet.snapshot()  # type: ignore[attr-defined]
+        return [f"{h.name}/{s.name}" for h in snap.hosts for s in h.services if s.state == "ready"]
+
+    def _start(self, what: str, **kw: Any) -> None:
+        refs = self._ready_refs()
+        if not refs:
+            self.app.notify("no ready service to load: launch one first", severity="warning")
+            return
+        self.live.reset_load(f"starting {what} on {', '.join(refs)}")
+        self.run_worker(self._do(refs, kw), group="bench", exclusive=True, name="load")
+
+    async def _do(self, refs: list[str], kw: dict[str, Any]) -> None:
+        try:
+            run = await self.app.fleet.run_load_shape(refs, **kw)  # type: ignore[attr-defined]
+        except Exception as e:
+            self.live.running = False
+            self.live.status = f"failed: {e}"
+            self.app.notify(f"load run failed: {e}", severity="error", timeout=10)
+            return
+        self.live.running = False
+        if getattr(run, "kind", None) == "soak":
+            drift = "; ".join(f"{d.service} {d.kind} from window {d.window}" for d in run.drift)
+            self.live.status = f"soak finished ({run.status}) · {drift or 'no drift'}"
+        elif getattr(run, "kind", None) == "agentic":
+            self.live.status = f"agentic finished · {len(run.session_results)} sessions · {run.failed} failed"
+
+    def action_load_ladder(self) -> None:
+        self._start(self.load_text, load=self.load_text, max_new_tokens=64)
+
+    def action_soak(self) -> None:
+        self._start("a soak", load="sync", soak=True, duration_s=60.0, window_s=5.0, max_new_tokens=64)
+
+    def action_agentic(self) -> None:
+        self._start("agentic sessions", sessions=4, turns=4, max_new_tokens=64)
 
     def _render_results(self, run: Any) -> None:
         rows = []

@@ -1,0 +1,176 @@
+"""The load-shape grammar: `--load`, `--duration`, `--requests`, `--slo` parsed into pydantic models.
+
+    sync                      one request at a time (concurrency 1)
+    concurrency:1,2,4,8       closed loop: N requests kept in flight, one level per N
+    rate:R[,R2...]            open loop: R requests/s at even spacing (one level per rate)
+    poisson:R[,seed]          open loop: R requests/s, exponential gaps from a seeded generator
+    sweep                     concurrency 1, 2, 4, … SWEEP_MAX, stopping at saturation
+
+Pure: no I/O, so the sweep (issue 16) and the TUI parse the same text the same way. Every error names the
+option and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LoadKind = Literal["sync", "concurrency", "rate", "poisson", "sweep"]
+SWEEP_MAX = 256
+MAX_LEVELS = 64
+MAX_RATE = 100000.0
+MAX_CONCURRENCY = 4096
+
+
+class LoadError(ValueError):
+    """Bad --load / --duration / --requests / --slo text; the message names the option."""
+
+
+class LoadSpec(BaseModel):
+    """A load shape: its kind and its levels (concurrencies for sync/concurrency/sweep, requests/s for
+    rate/poisson); `seed` for poisson arrivals."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: LoadKind = "sync"
+    levels: list[float] = Field(default_factory=lambda: [1.0])
+    seed: int | None = None
+
+    @property
+    def closed_loop(self) -> bool:
+        """Concurrency kept constant (sync, concurrency, sweep) rather than an arrival rate."""
+        return self.kind in ("sync", "concurrency", "sweep")
+
+    @property
+    def text(self) -> str:
+        """The canonical --load text of this shape."""
+        if self.kind in ("sync", "sweep"):
+            return self.kind
+        if self.kind == "poisson":
+            return f"poisson:{_num(self.levels[0])}" + (f",{self.seed}" if self.seed is not None else "")
+        return f"{self.kind}:" + ",".join(_num(x) for x in self.levels)
+
+    def label(self, level: float) -> str:
+        """How a level is named in tables: 'c=4' or '2.5 req/s'."""
+        return f"c={int(level)}" if self.closed_loop else f"{_num(level)} req/s"
+
+
+class Slo(BaseModel):
+    """Service-level objectives for goodput: a request counts as good when it succeeded and met every one
+    that is set (milliseconds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    itl_ms: float | None = Field(default=None, gt=0)  # the request's p99 inter-token latency
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+    @property
+    def text(self) -> str:
+        parts = [
+            f"{k.removesuffix('_ms')}={_num(v)}ms" for k, v in self.model_dump().items() if v is not None
+        ]
+        return ",".join(parts)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def sweep_levels(limit: int = SWEEP_MAX) -> list[float]:
+    out, c = [], 1
+    while c <= limit:
+        out.append(float(c))
+        c *= 2
+    return out
+
+
+def parse_load(text: str) -> LoadSpec:
+    """`sync | concurrency:1,2,4 | rate:R[,R2…] | poisson:R[,seed] | sweep` → LoadSpec; LoadError if not."""
+    t = (text or "").strip().lower()
+    if t in ("sync", "synchronous"):
+        return LoadSpec(kind="sync", levels=[1.0])
+    if t == "sweep":
+        return LoadSpec(kind="sweep", levels=sweep_levels())
+    kind, sep, rest = t.partition(":")
+    if not sep or kind not in ("concurrency", "rate", "poisson") or not rest.strip():
+        raise LoadError(
+            f"--load {text!r}: expected sync, concurrency:1,2,4, rate:R, poisson:R[,seed] or sweep"
+        )
+    parts = [p.strip() for p in rest.split(",")]
+    if any(not p for p in parts):
+        raise LoadError(f"--load {text!r}: an empty value between commas")
+    if kind == "concurrency":
+        levels: list[float] = []
+        for p in parts:
+            if not p.isdigit() or not 1 <= int(p) <= MAX_CONCURRENCY:
+                raise LoadError(
+                    f"--load {text!r}: concurrency {p!r} is not a whole number 1…{MAX_CONCURRENCY}"
+                )
+            levels.append(float(int(p)))
+        if len(levels) > MAX_LEVELS:
+            raise LoadError(f"--load {text!r}: at most {MAX_LEVELS} levels")
+        return LoadSpec(kind="concurrency", levels=levels)
+    if kind == "poisson":
+        if len(parts) > 2:
+            raise LoadError(f"--load {text!r}: poisson takes a rate and an optional seed (poisson:4,7)")
+        rate = _rate(text, parts[0])
+        seed = None
+        if len(parts) == 2:
+            if not re.fullmatch(r"-?\d+", parts[1]):
+                raise LoadError(f"--load {text!r}: seed {parts[1]!r} is not a whole number")
+            seed = int(parts[1])
+        return LoadSpec(kind="poisson", levels=[rate], seed=seed)
+    rates = [_rate(text, p) for p in parts]
+    if len(rates) > MAX_LEVELS:
+        raise LoadError(f"--load {text!r}: at most {MAX_LEVELS} levels")
+    return LoadSpec(kind="rate", levels=rates)
+
+
+def _rate(text: str, p: str) -> float:
+    try:
+        r = float(p)
+    except ValueError:
+        raise LoadError(f"--load {text!r}: rate {p!r} is not a number of requests per second") from None
+    if not 0 < r <= MAX_RATE:
+        raise LoadError(f"--load {text!r}: rate {p!r} must be above 0 and at most {MAX_RATE:g} req/s")
+    return r
+
+
+_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "ms": 0.001}
+
+
+def parse_duration(text: str, option: str = "--duration") -> float:
+    """'90', '90s', '30m', '2h', '1.5m' → seconds (> 0); LoadError naming `option` otherwise."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", (text or "").lower())
+    if not m or m.group(2) not in _UNITS:
+        raise LoadError(f"{option} {text!r}: expected seconds or a number with s, m or h (e.g. 30m)")
+    v = float(m.group(1)) * _UNITS[m.group(2)]
+    if v <= 0:
+        raise LoadError(f"{option} {text!r}: must be above zero")
+    return v
+
+
+def parse_slo(text: str) -> Slo:
+    """'ttft=200ms,tpot=20ms' (also itl=, e2e=; units ms or s, bare numbers are ms) → Slo."""
+    vals: dict[str, float] = {}
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        key, sep, val = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in ("ttft", "tpot", "itl", "e2e"):
+            raise LoadError(f"--slo {part!r}: expected ttft=, tpot=, itl= or e2e= with a time (ttft=200ms)")
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*", val.lower())
+        if not m:
+            raise LoadError(f"--slo {part!r}: {val!r} is not a time (200ms, 0.2s)")
+        ms = float(m.group(1)) * (1000.0 if m.group(2) == "s" else 1.0)
+        if ms <= 0:
+            raise LoadError(f"--slo {part!r}: must be above zero")
+        vals[f"{key}_ms"] = ms
+    if not vals:
+        raise LoadError("--slo is empty: give e.g. ttft=200ms,tpot=20ms")
+    return Slo(**vals)

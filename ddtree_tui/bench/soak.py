@@ -1,0 +1,551 @@
+"""Soak (`--soak --duration 30m --window 10s`): one load level held for a long time, measured in windows,
+each window joined with the service's GPUs and state, and drift flagged with the window where it began.
+
+Every service runs its own closed loop (the first level of --load, concurrency 1 by default) for the whole
+duration, all at once: a soak is about what sustained load does to each, not a comparison (that is what the
+interleaved levels of `--load` are for). A request belongs to the window in which it ended.
+
+Each window, per service: the level metrics of loadrun.py (throughput, TTFT/TPOT/ITL/e2e percentiles, error
+rate, accept length, goodput) plus a probe at the window's end: /health (status and latency), whether the
+server restarted (its /server_info's start stamp or pid changed, or /health failed then recovered), and its
+GPUs (`gpu_probe`: the host's telemetry snapshot for the service's GPUs; for the simulator its modelled GPU,
+GET /sim/gpu, labelled "sim").
+
+Windows are appended to `log_path` as JSON lines while the run goes (one line a window, flushed and fsynced,
+O_APPEND): a crash or Ctrl-C loses at most the window in progress.
+
+Drift (`detect_drift`), against the baseline = the median of windows 1 and 2 (window 0 is the warm-up):
+- tok/s decay: output throughput below (1 − DECAY) × baseline in two windows running;
+- TTFT growth: TTFT p50 above (1 + GROWTH) × baseline and at least GROWTH_MIN_MS more, two windows running;
+- GPU memory creep: memory used rising window over window for CREEP_WINDOWS windows running, by CREEP_MIB in
+  all; began = the first window of that rise;
+- error onset: the first window with a failure after error-free baseline windows;
+- restart / unhealthy: the first window whose probe saw /health fail or the server restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, Field
+
+from ddtree_tui.bench.load import LoadSpec, Slo
+from ddtree_tui.bench.loadrun import LevelService, level_service
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
+from ddtree_tui.bench.runner import BenchRunner, Gate
+from ddtree_tui.bench.stream import StreamClient
+
+SOAK_SCHEMA = 2
+DEFAULT_WINDOW_S = 10.0
+DECAY = 0.20
+GROWTH = 0.50
+GROWTH_MIN_MS = 20.0
+CREEP_WINDOWS = 3
+CREEP_MIB = 256.0
+
+DriftKind = Literal["tok_s_decay", "ttft_growth", "gpu_memory_creep", "error_onset", "restart", "unhealthy"]
+
+
+class GpuWindow(BaseModel):
+    index: int
+    memory_used_mib: float | None = None
+    utilization_pct: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+
+
+class ServiceProbe(BaseModel):
+    """The service at a window's end."""
+
+    healthy: bool | None = None
+    health_status: int | None = None
+    health_ms: float | None = None
+    restarted: bool = False
+    gpus: list[GpuWindow] = Field(default_factory=list)
+    gpu_source: str | None = None  # nvml / nvidia-smi / replay / prometheus / sim
+    note: str | None = None
+
+
+class SoakWindow(BaseModel):
+    kind: Literal["soak_window"] = "soak_window"
+    run_id: str
+    index: int
+    start_s: float  # since the soak began
+    end_s: float
+    service: str
+    metrics: LevelService
+    probe: ServiceProbe
+
+
+class Drift(BaseModel):
+    service: str
+    kind: DriftKind
+    window: int  # where it began
+    at_s: float
+    detail: str
+
+
+class SoakRun(BaseModel):
+    schema_version: int = Field(default=SOAK_SCHEMA, alias="schema")
+    kind: Literal["soak"] = "soak"
+    id: str
+    status: Literal["complete", "interrupted"] = "complete"
+    started_at: datetime
+    wall_s: float | None = None
+    load_text: str
+    concurrency: int
+    duration_s: float
+    window_s: float
+    slo: Slo | None = None
+    prompt_set: str
+    targets: list[TargetInfo] = Field(default_factory=list)
+    windows: list[SoakWindow] = Field(default_factory=list)
+    drift: list[Drift] = Field(default_factory=list)
+    failed: int = 0
+    log_path: str | None = None
+
+    model_config = {"populate_by_name": True}
+
+
+GpuProbe = Callable[[BenchTarget], Awaitable[tuple[list[GpuWindow], str | None]]]
+
+
+def _gpu_values(w: SoakWindow) -> float | None:
+    v = [g.memory_used_mib for g in w.probe.gpus if g.memory_used_mib is not None]
+    return sum(v) if v else None
+
+
+def _med(xs: Sequence[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return statistics.median(v) if v else None
+
+
+def _two_running(ws: Sequence[SoakWindow], pred: Callable[[SoakWindow], bool]) -> SoakWindow | None:
+    """The first of two windows running that both satisfy `pred`."""
+    for a, b in itertools.pairwise(ws):
+        if pred(a) and pred(b):
+            return a
+    return None
+
+
+def _decayed(thr0: float) -> Callable[[SoakWindow], bool]:
+    def pred(x: SoakWindow) -> bool:
+        v = x.metrics.output_throughput
+        return v is not None and v < (1 - DECAY) * thr0
+
+    return pred
+
+
+def _grown(ttft0: float) -> Callable[[SoakWindow], bool]:
+    def pred(x: SoakWindow) -> bool:
+        v = x.metrics.ttft_ms.p50
+        return v is not None and v > (1 + GROWTH) * ttft0 and v - ttft0 >= GROWTH_MIN_MS
+
+    return pred
+
+
+def _creep(svc: str, ws: Sequence[SoakWindow]) -> Drift | None:
+    run_start: SoakWindow | None = None
+    total, count = 0.0, 0
+    for a, w in itertools.pairwise(ws):
+        pm, m = _gpu_values(a), _gpu_values(w)
+        if pm is not None and m is not None and m > pm:
+            if run_start is None:
+                run_start, total, count = w, 0.0, 0
+            total += m - pm
+            count += 1
+            if count >= CREEP_WINDOWS and total >= CREEP_MIB:
+                return Drift(
+                    service=svc,
+                    kind="gpu_memory_creep",
+                    window=run_start.index,
+                    at_s=run_start.start_s,
+                    detail=f"GPU memory +{total:.0f} MiB over {count} windows and rising",
+                )
+        else:
+            run_start = None
+    return None
+
+
+def _drift_one(svc: str, ws: Sequence[SoakWindow]) -> list[Drift]:
+    out: list[Drift] = []
+    base, rest = ws[1:3], ws[3:]
+    if not base:
+        return out
+    thr0 = _med([w.metrics.output_throughput for w in base])
+    ttft0 = _med([w.metrics.ttft_ms.p50 for w in base])
+    if thr0 and (w := _two_running(rest, _decayed(thr0))):
+        out.append(
+            Drift(
+                service=svc,
+                kind="tok_s_decay",
+                window=w.index,
+                at_s=w.start_s,
+                detail=f"output {w.metrics.output_throughput:.1f} tok/s against {thr0:.1f} at the start",
+            )
+        )
+    if ttft0 and (w := _two_running(rest, _grown(ttft0))):
+        out.append(
+            Drift(
+                service=svc,
+                kind="ttft_growth",
+                window=w.index,
+                at_s=w.start_s,
+                detail=f"TTFT p50 {w.metrics.ttft_ms.p50:.0f} ms against {ttft0:.0f} ms at the start",
+            )
+        )
+    if (c := _creep(svc, ws)) is not None:
+        out.append(c)
+    if all(w.metrics.failed == 0 for w in base) and (w := next((x for x in rest if x.metrics.failed), None)):
+        out.append(
+            Drift(
+                service=svc,
+                kind="error_onset",
+                window=w.index,
+                at_s=w.start_s,
+                detail=f"{w.metrics.failed} failed ({w.metrics.error_rate * 100:.0f} %)",
+            )
+        )
+    if w := next((x for x in ws if x.probe.restarted), None):
+        out.append(
+            Drift(
+                service=svc,
+                kind="restart",
+                window=w.index,
+                at_s=w.start_s,
+                detail=w.probe.note or "restarted",
+            )
+        )
+    if w := next((x for x in ws if x.probe.healthy is False), None):
+        detail = f"/health {w.probe.health_status or 'unreachable'}"
+        out.append(Drift(service=svc, kind="unhealthy", window=w.index, at_s=w.start_s, detail=detail))
+    return out
+
+
+def detect_drift(windows: Sequence[SoakWindow]) -> list[Drift]:
+    """The drifts of each service, with the window where each began (rules in the module docstring)."""
+    by: dict[str, list[SoakWindow]] = {}
+    for w in windows:
+        by.setdefault(w.service, []).append(w)
+    out = [d for svc, ws in by.items() for d in _drift_one(svc, sorted(ws, key=lambda w: w.index))]
+    return sorted(out, key=lambda d: (d.window, d.service, d.kind))
+
+
+def append_line(path: Path, obj: dict[str, Any]) -> None:
+    """One JSON line appended (O_APPEND, one write, fsync): a crash keeps every line written before it."""
+    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        with contextlib.suppress(OSError):  # a pipe or /dev/null cannot fsync
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, Any]:
+    """(status, parsed JSON body or None); raises on a connection failure or the timeout."""
+    async with asyncio.timeout(timeout):
+        async with await client.get(url) as r:
+            raw = await r.read()
+            status = r.status
+    try:
+        return status, orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return status, None
+
+
+async def sim_gpu_probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
+    """The simulator's modelled GPU (GET /sim/gpu): for simulated services only."""
+    async with StreamClient(connect_timeout=2.0) as client:
+        with contextlib.suppress(Exception):
+            status, body = await get_json(client, t.base_url + "/sim/gpu", 3.0)
+            if status == 200 and isinstance(body, dict):
+                return [GpuWindow(**g) for g in body.get("gpus", [])], "sim"
+    return [], None
+
+
+def host_gpu_probe(transport: Any, profile: Any, gpus: Sequence[int] | None) -> GpuProbe:
+    """A probe from the host's telemetry snapshot (nvml, nvidia-smi, replay, prometheus: the profile's
+    source), keeping the service's GPUs (its CUDA_VISIBLE_DEVICES; all of them when it names none)."""
+    from ddtree_tui.telemetry.sampler import snapshot_once
+
+    async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
+        _, samples, _status = await snapshot_once(transport, profile, timeout=5.0)
+        keep = set(gpus or [])
+        out = [
+            GpuWindow(
+                index=g.index,
+                memory_used_mib=g.mem_used_mb,
+                utilization_pct=g.util_gpu,
+                power_w=g.power_w,
+                temperature_c=g.temp_c,
+            )
+            for g in samples
+            if not keep or g.index in keep
+        ]
+        return out, profile.telemetry.source
+
+    return probe
+
+
+class SoakRunner:
+    def __init__(
+        self,
+        req: BenchRequest,
+        targets: Sequence[BenchTarget],
+        load: LoadSpec,
+        *,
+        duration_s: float,
+        window_s: float = DEFAULT_WINDOW_S,
+        slo: Slo | None = None,
+        log_path: Path | None = None,
+        gpu_probe: GpuProbe | None = None,
+        on_event: Callable[[Any], None] | None = None,
+        gates: Mapping[str, Gate] | None = None,
+        where: Mapping[str, str] | None = None,
+    ) -> None:
+        if window_s <= 0 or duration_s <= 0:
+            raise ValueError("--duration and --window must be above zero")
+        self.runner = BenchRunner(
+            req.model_copy(update={"warmup": 0}), targets, on_event, gates=gates, where=where
+        )
+        self.req = req
+        self.load = load
+        self.concurrency = max(1, int(load.levels[0])) if load.closed_loop else 1
+        self.duration_s = duration_s
+        self.window_s = window_s
+        self.slo = slo
+        self.log_path = log_path
+        self.gpu_probe = gpu_probe
+        self.on_event = on_event
+        self.windows: list[SoakWindow] = []
+        self.started_at = datetime.now(UTC)
+        self.id = self.runner.run_id
+        self._t0 = time.monotonic()
+        self._ident: dict[str, tuple[Any, Any]] = {}
+        self._was_down: dict[str, bool] = {}
+
+    def _emit(self, ev: Any) -> None:
+        self.runner._emit(ev)
+
+    async def _lanes(self, client: StreamClient, t: BenchTarget, end: float) -> None:
+        r = self.runner
+        n = [0]
+
+        async def lane(k: int) -> None:
+            while time.monotonic() < end:
+                p = r.prompts[n[0] % len(r.prompts)]
+                n[0] += 1
+                seq = len(r.order)
+                r.order.append(f"{t.ref} {p.id}")
+                await r._one(client, t, p, 0, seq, False)
+
+        await asyncio.gather(*(lane(k) for k in range(self.concurrency)))
+
+    async def _probe(self, client: StreamClient, t: BenchTarget) -> ServiceProbe:
+        pr = ServiceProbe()
+        t0 = time.monotonic()
+        try:
+            status, _ = await get_json(client, t.base_url + "/health", min(10.0, self.window_s))
+            pr.health_status = status
+            pr.healthy = status == 200
+        except Exception as e:
+            pr.healthy = False
+            pr.note = f"/health: {e}"
+        pr.health_ms = (time.monotonic() - t0) * 1000.0
+        with contextlib.suppress(Exception):
+            status, info = await get_json(client, t.base_url + "/server_info", 5.0)
+            if status == 200 and isinstance(info, dict):
+                ident = (info.get("pid"), info.get("start_time") or info.get("started_at"))
+                old = self._ident.get(t.ref)
+                if old is not None and any(ident) and ident != old:
+                    pr.restarted = True
+                    pr.note = f"server identity changed {old} -> {ident}"
+                self._ident[t.ref] = ident
+        if pr.healthy and self._was_down.get(t.ref):
+            pr.restarted = True
+            pr.note = pr.note or "/health failed, then answered again"
+        self._was_down[t.ref] = pr.healthy is False
+        if self.gpu_probe is not None:
+            with contextlib.suppress(Exception):
+                pr.gpus, pr.gpu_source = await self.gpu_probe(t)
+        return pr
+
+    async def _windows(self, client: StreamClient, end: float) -> None:
+        r = self.runner
+        idx = 0
+        t0 = self._t0_measure
+        while True:
+            w_end = t0 + (idx + 1) * self.window_s
+            await asyncio.sleep(max(0.0, min(w_end, end) - time.monotonic()))
+            now = time.monotonic()
+            last = now >= end - 1e-6
+            if last:
+                await (
+                    self._lanes_done.wait()
+                )  # the window that ends the run takes every request it let finish
+            for t in r.targets:
+                lo, hi = (
+                    t0 + idx * self.window_s,
+                    (t0 + (idx + 1) * self.window_s) if not last else float("inf"),
+                )
+                ends = [(s, e) for s, e in r.spans.get(t.ref, [])]
+                rs = [
+                    x
+                    for x, (_, e) in zip(self._results(t.ref), ends, strict=False)
+                    if lo <= e < hi and not x.warmup
+                ]
+                span = min(now, end) - lo
+                m = level_service(t, rs, max(span, 1e-9), self.slo, None)
+                probe = await self._probe(client, t)
+                w = SoakWindow(
+                    run_id=self.id,
+                    index=idx,
+                    start_s=lo - t0,
+                    end_s=min(now, end) - t0,
+                    service=t.ref,
+                    metrics=m,
+                    probe=probe,
+                )
+                self.windows.append(w)
+                if self.log_path is not None:
+                    append_line(self.log_path, w.model_dump(mode="json"))
+                self._emit(w)
+            idx += 1
+            if last:
+                return
+
+    def _results(self, ref: str) -> list[RequestResult]:
+        # the runner appends a service's results and spans in the same order, one of each per request
+        return [x for x in self.runner.results if x.service == ref]
+
+    async def run(self) -> SoakRun:
+        r = self.runner
+        async with StreamClient() as client:
+            await r.prepare(client)
+            if self.log_path is not None:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                append_line(
+                    self.log_path,
+                    {"kind": "soak_started", "run_id": self.id, "window_s": self.window_s,
+                     "duration_s": self.duration_s, "concurrency": self.concurrency},
+                )  # fmt: skip
+            self._t0_measure = time.monotonic()
+            end = self._t0_measure + self.duration_s
+            self._lanes_done = asyncio.Event()
+
+            async def lanes() -> None:
+                try:
+                    await asyncio.gather(*(self._lanes(client, t, end) for t in r.targets))
+                finally:
+                    self._lanes_done.set()
+
+            await asyncio.gather(lanes(), self._windows(client, end))
+        return self.build("complete")
+
+    def build(self, status: str) -> SoakRun:
+        r = self.runner
+        return SoakRun(
+            id=self.id,
+            status=status,  # type: ignore[arg-type]
+            started_at=self.started_at,
+            wall_s=time.monotonic() - self._t0,
+            load_text=self.load.text,
+            concurrency=self.concurrency,
+            duration_s=self.duration_s,
+            window_s=self.window_s,
+            slo=self.slo,
+            prompt_set=r.prompt_set,
+            targets=[
+                r.infos.get(t.ref)
+                or TargetInfo(ref=t.ref, base_url=t.base_url, algorithm=t.algorithm, mode=t.mode)
+                for t in r.targets
+            ],
+            windows=list(self.windows),
+            drift=detect_drift(self.windows),
+            failed=sum(1 for x in r.results if not x.ok),
+            log_path=str(self.log_path) if self.log_path else None,
+        )
+
+
+async def run_soak(
+    req: BenchRequest,
+    targets: Sequence[BenchTarget],
+    load: LoadSpec,
+    *,
+    duration_s: float,
+    window_s: float = DEFAULT_WINDOW_S,
+    slo: Slo | None = None,
+    log_path: Path | None = None,
+    gpu_probe: GpuProbe | None = None,
+    on_event: Callable[[Any], None] | None = None,
+    stop: asyncio.Event | None = None,
+    gates: Mapping[str, Gate] | None = None,
+    where: Mapping[str, str] | None = None,
+) -> SoakRun:
+    """Run the soak; `stop` ends it with status "interrupted", keeping every finished window."""
+    sr = SoakRunner(
+        req,
+        targets,
+        load,
+        duration_s=duration_s,
+        window_s=window_s,
+        slo=slo,
+        log_path=log_path,
+        gpu_probe=gpu_probe,
+        on_event=on_event,
+        gates=gates,
+        where=where,
+    )
+    work = asyncio.ensure_future(sr.run())
+    stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    try:
+        await asyncio.wait({work} | ({stopper} if stopper else set()), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if stopper is not None:
+            stopper.cancel()
+    if work.done():
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(BaseException):
+        await work
+    return sr.build("interrupted")
+
+
+def soak_table(run: SoakRun) -> str:
+    lines = [
+        f"soak {run.id} · {run.status} · concurrency {run.concurrency} · {run.duration_s:g} s in "
+        f"{run.window_s:g} s windows · {len({w.index for w in run.windows})} window(s)"
+    ]
+    lines.append(
+        "window  t(s)     service              ok  err  out tok/s  TTFT p50  e2e p50  GPU MiB   health"
+    )
+    for w in run.windows:
+        m = w.metrics
+        mem = _gpu_values(w)
+        lines.append(
+            f"{w.index:<6}  {w.start_s:>5.0f}-{w.end_s:<3.0f} {w.service:<20} {m.n:>3} {m.failed:>4} "
+            f"{(m.output_throughput or 0):>10.1f} {(m.ttft_ms.p50 or 0):>9.0f} {(m.e2e_ms.p50 or 0):>8.0f} "
+            f"{('-' if mem is None else f'{mem:.0f}'):>8}   "
+            f"{'ok' if w.probe.healthy else 'DOWN' if w.probe.healthy is False else '-'}"
+            + (" RESTARTED" if w.probe.restarted else "")
+        )
+    lines.append("")
+    if run.drift:
+        for d in run.drift:
+            lines.append(f"DRIFT {d.service}: {d.kind} from window {d.window} ({d.at_s:.0f} s): {d.detail}")
+    else:
+        lines.append("no drift detected")
+    return "\n".join(lines) + "\n"

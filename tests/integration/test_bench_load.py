@@ -1,0 +1,127 @@
+"""Load shapes on the realistic simulator in child processes: a concurrency ladder whose throughput rises
+then flattens at the server's max_running_requests, the saturation stop and the knee; an open-loop rate run
+of two services interleaved with their verdicts, headless, through the CLI; bad --load text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ddtree_tui.bench.load import parse_load
+from ddtree_tui.bench.loadrun import run_load
+from ddtree_tui.bench.models import BenchRequest, BenchTarget
+from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.server import SimConfig
+
+CAP = 4  # the sim's max_running_requests: beyond it requests wait in its queue
+
+
+def test_concurrency_ladder_rises_flattens_and_stops_at_saturation() -> None:
+    cfg = SimConfig.realistic(
+        algorithm="dflash", port=free_port(), accept_length=3.0, decode_rate=60.0, max_running_requests=CAP
+    )
+    with SimProcess(cfg) as sim:
+        t = BenchTarget(ref="h/spec", base_url=sim.base_url, algorithm="dflash", mode="linear")
+        req = BenchRequest(prompts="seed3", max_new_tokens=24, warmup=1, ignore_eos=True)
+        events: list[str] = []
+        run = asyncio.run(
+            run_load(
+                req,
+                [t],
+                parse_load("concurrency:1,2,4,8,16,32"),
+                requests=2 * CAP,
+                on_event=lambda ev: events.append(ev.kind),
+            )
+        )
+    assert run.status == "complete" and run.failed == 0 and run.schema_version == 2
+    thr = {lv.label: lv.services[0].output_throughput for lv in run.levels}
+    e2e = {lv.label: lv.services[0].e2e_ms.p50 for lv in run.levels}
+    # rises: four in flight give well over twice one's throughput (the model: 4 / (1 + 3 g) ≈ 3.5x)
+    assert thr["c=4"] > 2.0 * thr["c=1"]
+    # flattens: beyond the cap of 4 running, doubling the clients adds (almost) nothing, latency doubles
+    assert thr["c=8"] < 1.15 * thr["c=4"]
+    assert e2e["c=8"] > 1.5 * e2e["c=4"]
+    # the stop fired at the first flat level: c=16 and c=32 never ran, and the knee is c=4
+    assert [lv.label for lv in run.levels] == ["c=1", "c=2", "c=4", "c=8"]
+    assert run.levels[-1].saturated and not any(lv.saturated for lv in run.levels[:-1])
+    assert run.stopped and run.stopped.startswith("saturated at c=8") and "median e2e" in run.stopped
+    assert run.knee == {"h/spec": "c=4"}
+    # every level: the counted requests asked for, each tagged with its level, and TTFT waits in the queue
+    assert all(lv.services[0].n == 2 * CAP for lv in run.levels)
+    assert sorted({r.level for r in run.results}) == [1, 2, 4, 8]
+    assert run.levels[-1].services[0].ttft_ms.p50 > 2 * run.levels[0].services[0].ttft_ms.p50
+    assert events.count("level_started") == 4 and events[-1] == "load_finished"
+
+
+def _profile(tmp_path: Path) -> Path:
+    svc = ""
+    for name, algo, mode, seed in (("a", "dflash", None, 1), ("b", "ddtree", "shadow-linear", 2)):
+        svc += f'[[service]]\nname = "{name}"\nalgorithm = "{algo}"\nlauncher = "sim"\nport = {free_port()}\n'
+        svc += f'mode = "{mode}"\n' if mode else ""
+        svc += f"[service.sim]\naccept_length = 3.0\ndecode_rate = 80.0\nload_time = 0.1\nseed = {seed}\n\n"
+    p = tmp_path / "p.toml"
+    p.write_text(f'name = "local"\naddress = "local"\npython = {json.dumps(sys.executable)}\n\n{svc}')
+    return p
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "ddtree_tui.cli",
+        "--run-bench",
+        "--demo",
+        "--profile",
+        str(_profile(tmp_path)),
+    ]
+    argv += ["--max-new-tokens", "16", "--history", str(tmp_path / "h.jsonl"), *args]
+    return subprocess.run(
+        argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=dict(os.environ)
+    )
+
+
+def test_rate_run_headless_two_services_interleaved_with_verdicts(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    html = tmp_path / "load.html"
+    p = _cli(
+        tmp_path,
+        "--load",
+        "rate:4,8",
+        "--requests",
+        "8",
+        "--slo",
+        "ttft=2s",
+        "--json",
+        str(out),
+        "--html",
+        str(html),
+    )
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == 2 and doc["kind"] == "load" and doc["load_text"] == "rate:4,8"
+    assert [lv["label"] for lv in doc["levels"]] == ["4 req/s", "8 req/s"]
+    for lv in doc["levels"]:
+        assert [s["service"] for s in lv["services"]] == ["local/a", "local/b"]
+        assert all(s["n"] == 8 and s["offered_rate"] == lv["level"] for s in lv["services"])
+        assert {d["metric"] for d in lv["deltas"]} == {"tok/s per request", "output throughput"}
+        assert all(d["verdict"] for d in lv["deltas"])
+    # interleaved: within a level the services take turns round by round (A B A B)
+    rounds = [(r["level"], r["round"], r["service"]) for r in doc["results"]]
+    first = [(lvl, rnd, svc) for lvl, rnd, svc in dict.fromkeys(rounds)]
+    assert [x[2] for x in first if x[0] == 4] == ["local/a", "local/b", "local/a", "local/b"]
+    assert "vs baseline local/a:" in p.stdout and "4 req/s local/b tok/s per request:" in p.stdout
+    assert "level 2/2 8 req/s" in p.stderr
+    page = html.read_text()
+    assert 'id="chart-load-levels"' in page and "<script" not in page and "8 req/s" in page
+    assert "Against the baseline local/a" in page and "tok/s per request" in page
+
+
+def test_bad_load_text_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:
+    p = _cli(tmp_path, "--load", "concurrency:1,two")
+    assert p.returncode == 2 and "--load 'concurrency:1,two'" in p.stderr and "'two'" in p.stderr
+    p = _cli(tmp_path, "--load", "sync", "--duration", "5", "--requests", "3")
+    assert p.returncode == 2 and "--duration or --requests" in p.stderr

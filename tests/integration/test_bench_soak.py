@@ -1,0 +1,104 @@
+"""Soak on the simulator in a child process with injected drift: a slowdown from 10.5 s and a GPU memory
+creep from 16.5 s, 3 s windows: the slowdown is caught in window 3 (9-12 s), the creep in window 5
+(15-18 s); the windows were appended to the log as the run went; the drift rules on numbers alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from ddtree_tui.bench.load import parse_load
+from ddtree_tui.bench.loadrun import LevelService, Pctl
+from ddtree_tui.bench.models import BenchRequest, BenchTarget
+from ddtree_tui.bench.soak import GpuWindow, ServiceProbe, SoakWindow, detect_drift, run_soak, sim_gpu_probe
+from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.server import SimConfig
+
+WINDOW = 3.0
+
+
+def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_path: Path) -> None:
+    cfg = SimConfig(
+        algorithm="dflash",
+        port=free_port(),
+        accept_length=3.0,
+        decode_rate=60.0,
+        slowdown_after=10.5,  # the middle of window 3
+        slowdown_factor=3.0,
+        mem_creep_after=16.5,  # the middle of window 5
+        mem_creep_mib_s=100.0,
+    )
+    log = tmp_path / "soak.windows.jsonl"
+    seen: list[int] = []
+    with SimProcess(cfg) as sim:
+        t = BenchTarget(ref="h/spec", base_url=sim.base_url, algorithm="dflash", mode="linear")
+        req = BenchRequest(prompts="seed3", max_new_tokens=16, ignore_eos=True)
+
+        def on_event(ev: object) -> None:
+            if getattr(ev, "kind", None) == "soak_window":
+                seen.append(len(log.read_text().splitlines()))  # already on disk when announced
+
+        run = asyncio.run(
+            run_soak(
+                req,
+                [t],
+                parse_load("concurrency:2"),
+                duration_s=8 * WINDOW,
+                window_s=WINDOW,
+                log_path=log,
+                gpu_probe=sim_gpu_probe,
+                on_event=on_event,
+            )
+        )
+    assert run.status == "complete" and run.failed == 0 and run.concurrency == 2
+    assert [w.index for w in run.windows] == list(range(8))
+    kinds = {d.kind: d for d in run.drift}
+    assert kinds["tok_s_decay"].window == 3, run.drift
+    assert kinds["gpu_memory_creep"].window == 5, run.drift
+    assert "error_onset" not in kinds and "restart" not in kinds and "unhealthy" not in kinds
+    thr = [w.metrics.output_throughput for w in run.windows]
+    assert thr[4] < 0.6 * thr[2]  # the modelled 3x slower steps, with room to spare
+    mem = [w.probe.gpus[0].memory_used_mib for w in run.windows]
+    assert mem[:5] == [40000.0] * 5 and mem[7] > mem[6] > mem[5] > 40000.0
+    assert all(w.probe.gpu_source == "sim" and w.probe.healthy for w in run.windows)
+    # appended as it went: the start line then one line a window, each on disk before the next began
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert lines[0]["kind"] == "soak_started" and [x["index"] for x in lines[1:]] == list(range(8))
+    assert seen == list(range(2, 10))
+    # the HTML report: the time series with the drift windows marked, and the windows table
+    from ddtree_tui.report.loadhtml import render_soak
+
+    page = render_soak(run)
+    assert 'id="chart-soak"' in page and "<svg" in page and "<script" not in page
+    assert "tok_s_decay from window 3" in page and "gpu_memory_creep from window 5" in page
+    assert "tok_s_decay (window 3)" in page and "gpu_memory_creep (window 5)" in page  # the chart's marks
+
+
+def _w(i: int, thr: float, ttft: float = 20.0, mem: float = 1000.0, failed: int = 0, healthy: bool = True):
+    m = LevelService(
+        service="s", algorithm="dflash", mode=None, n=10, failed=failed, output_throughput=thr,
+        ttft_ms=Pctl(p50=ttft), error_rate=failed / 10,
+    )  # fmt: skip
+    p = ServiceProbe(healthy=healthy, gpus=[GpuWindow(index=0, memory_used_mib=mem)])
+    return SoakWindow(
+        run_id="r", index=i, start_s=i * 10.0, end_s=(i + 1) * 10.0, service="s", metrics=m, probe=p
+    )
+
+
+def test_drift_rules_on_numbers() -> None:
+    steady = [_w(i, 100.0) for i in range(8)]
+    assert detect_drift(steady) == []
+    # one bad window is noise, two running are a decay (from the first of them)
+    blip = [_w(i, 60.0 if i == 4 else 100.0) for i in range(8)]
+    assert detect_drift(blip) == []
+    decay = [_w(i, 100.0 if i < 5 else 70.0) for i in range(8)]
+    assert [(d.kind, d.window) for d in detect_drift(decay)] == [("tok_s_decay", 5)]
+    ttft = [_w(i, 100.0, ttft=20.0 if i < 4 else 80.0) for i in range(8)]
+    assert [(d.kind, d.window) for d in detect_drift(ttft)] == [("ttft_growth", 4)]
+    creep = [_w(i, 100.0, mem=1000.0 + max(0, i - 3) * 200.0) for i in range(8)]
+    assert [(d.kind, d.window) for d in detect_drift(creep)] == [("gpu_memory_creep", 4)]
+    errors = [_w(i, 100.0, failed=2 if i == 6 else 0) for i in range(8)]
+    assert [(d.kind, d.window) for d in detect_drift(errors)] == [("error_onset", 6)]
+    down = [_w(i, 100.0, healthy=i != 5) for i in range(8)]
+    assert [(d.kind, d.window) for d in detect_drift(down)] == [("unhealthy", 5)]
