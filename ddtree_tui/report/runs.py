@@ -58,7 +58,7 @@ def parse_run(text: str, path: str) -> tuple[BenchRun, dict[str, Any]]:
     if not isinstance(obj, dict) or "schema" not in obj or "results" not in obj:
         raise ReportInputError(
             f"{path}: not a bench run (expected the object --run-bench --json writes, "
-            'with "schema" and "results")'
+            'with "schema" and "results"; or a sweep\'s results.json, with "sweep_id" and "points")'
         )
     if obj["schema"] != BENCH_SCHEMA:
         raise ReportInputError(

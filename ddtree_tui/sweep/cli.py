@@ -87,6 +87,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--json", dest="sw_json", action="store_true", help="print results.json instead of the table"
     )
+    sp.add_argument("--html", dest="sw_html", metavar="FILE",
+                    help="also write a self-contained HTML report (at the end, also of a partial sweep)")  # fmt: skip
     sp.add_argument(
         "--no-telemetry", dest="sw_no_telemetry", action="store_true", help="do not record GPU telemetry"
     )
@@ -103,6 +105,21 @@ def write_results(out: Path, state: st.SweepState, ns: argparse.Namespace | None
     st.atomic_write(out / "results.json", res.model_dump_json(indent=1, by_alias=True))
     st.atomic_write(out / "results.csv", rs.to_csv(res))
     return res
+
+
+def write_html(ns: argparse.Namespace, out: Path, state: st.SweepState, res: rs.SweepResults) -> bool:
+    """`--html FILE`: the sweep's HTML report (report/sweep.py); False when it could not be written."""
+    if not getattr(ns, "sw_html", None):
+        return True
+    from ddtree_tui.report.sweep import html_for_state
+
+    try:
+        size = html_for_state(state, res, out, ns.sw_html)
+    except OSError as e:
+        _err(f"ddtree-tui sweep: cannot write {ns.sw_html}: {e.strerror or e}")
+        return False
+    _err(f"wrote {ns.sw_html} ({size / 1024:.0f} KiB)")
+    return True
 
 
 def _dims(ns: argparse.Namespace, preset: Any) -> list[Dimension]:
@@ -165,7 +182,7 @@ async def _sweep(ns: argparse.Namespace, profiles: list[Any], settings: Any, out
     res = write_results(out, state, ns)
     print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res), flush=True)
     _err(f"wall time {state.wall_s:.1f} s; results in {out}/results.json and results.csv")
-    if state.restored is False or res.best is None:
+    if not write_html(ns, out, state, res) or state.restored is False or res.best is None:
         return EXIT_FAIL
     return EXIT_OK
 
@@ -246,7 +263,7 @@ def cli_main(ns: argparse.Namespace) -> int:
             return EXIT_USAGE
         print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
         print(rs.pareto_chart(res))
-        return EXIT_OK
+        return EXIT_OK if write_html(ns, Path(ns.dir), state, res) else EXIT_FAIL
     from ddtree_tui.sweep.runner import SweepSettings
 
     try:
@@ -294,4 +311,15 @@ def cli_main(ns: argparse.Namespace) -> int:
         _err(f"ddtree-tui sweep: {e}")
         return EXIT_USAGE
     out = Path(ns.sw_out)
-    return asyncio.run(_sweep(ns, profiles, settings, out))
+    try:
+        return asyncio.run(_sweep(ns, profiles, settings, out))
+    except KeyboardInterrupt:
+        # Ctrl-C: the state is saved after every point; the results and report say what was measured
+        try:
+            state = st.load(out)
+        except ValueError:
+            raise KeyboardInterrupt from None
+        res = write_results(out, state, ns)
+        write_html(ns, out, state, res)
+        _err(f"interrupted: partial results in {out}/results.json; continue with --resume")
+        return 130
