@@ -462,7 +462,7 @@ CHARTS: list[tuple[str, ChartFn]] = [
 WAITING = {
     "throughput vs concurrency": "runs at two or more concurrency levels (pass them together)",
     "soak time series with drift windows": "a soak run: --soak --html FILE draws it (report/loadhtml.py)",
-    "sweep Pareto front and heat map": "sweep results (not recorded yet by this version)",
+    "sweep Pareto front and heat map": "a sweep: `report DIR/results.json --html FILE` or `sweep ... --html FILE` (report/sweep.py)",
 }
 
 
