@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
-from ddtree_tui import atomicio
+from ddtree_tui.remote import atomicio
 from ddtree_tui.state import FleetSnapshot
 
 Priority = Literal["high", "medium", "low"]

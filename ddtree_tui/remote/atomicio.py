@@ -127,13 +127,3 @@ def write_file(
 def is_special(path: str | os.PathLike[str]) -> bool:
     """True for a device, FIFO or socket (something write_file writes directly, or refuses)."""
     return _kind(os.fspath(path)) in ("special", "socket")
-
-
-def embedded_source() -> str:
-    """This module's source, ready to paste into a host program (whose first line must be the
-    `from __future__ import annotations` this strips)."""
-    import inspect
-    import sys
-
-    lines = inspect.getsource(sys.modules[__name__]).splitlines()
-    return "\n".join(x for x in lines if not x.startswith("from __future__")) + "\n"
