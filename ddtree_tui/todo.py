@@ -844,7 +844,7 @@ def _build_context(ns: Any, store: TodoStore) -> HistoryBenchContext:
     if needs_fleet:
         import asyncio
 
-        from ddtree_tui.commands import collect_snapshot  # type: ignore[attr-defined]
+        from ddtree_tui.commands import collect_snapshot
         from ddtree_tui.config import resolve_profiles
 
         profiles = resolve_profiles(ns.profile, ns.profiles, getattr(ns, "demo", False))

@@ -27,4 +27,4 @@ def install(sources):  # type: (dict[str, str]) -> None
             code = compile(sources[module.__name__], "<ddtree-tui %s>" % module.__name__, "exec")
             exec(code, module.__dict__)
 
-    sys.meta_path.insert(0, Finder())  # type: ignore[arg-type]
+    sys.meta_path.insert(0, Finder())

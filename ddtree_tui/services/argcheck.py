@@ -201,7 +201,7 @@ class _Rejected(Exception):
 
 
 class _TableParser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise _Rejected(message)
 
 
