@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.events import (
@@ -39,7 +39,13 @@ from ddtree_tui.state import (
 from ddtree_tui.transport import Transport, make_transport
 
 if TYPE_CHECKING:
+    from ddtree_tui.bench.models import BenchRun
+    from ddtree_tui.bench.runner import BenchTarget
     from ddtree_tui.bench.smoke import SmokeResult
+    from ddtree_tui.doctor import DoctorReport
+    from ddtree_tui.services.lifecycle import ActionResult, ServiceManager
+    from ddtree_tui.telemetry.sampler import HostTelemetry
+    from ddtree_tui.todo import ItemEvidence
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +65,11 @@ class _Host:
         self.host_sample: HostSample | None = None
         self.gpus: list[GpuSample] = []
         self.telemetry_status = TelemetryStatus()
-        self.telemetry: Any = None
-        self.services: Any = None  # ServiceManager
+        self.telemetry: HostTelemetry | None = None
+        self.services: ServiceManager = None  # type: ignore[assignment]  # set by _start_host before any use
         self.statuses: dict[str, ServiceStatus] = {}
         self.extra_specs: dict[str, ServiceSpec] = {}  # services moved here from another host
-        self.tasks: list[asyncio.Task[Any]] = []
+        self.tasks: list[asyncio.Task[None]] = []
         self.sampled = asyncio.Event()
 
 
@@ -90,10 +96,10 @@ class Fleet:
         self._subscribers: list[asyncio.Queue[FleetEvent]] = []
         self._logs: dict[str, deque[str]] = {}
         self._started = False
-        self._bg: list[asyncio.Task[Any]] = []
+        self._bg: list[asyncio.Task[None]] = []
         self._launched: set[str] = set()  # refs we launched in this session (demo cleanup)
         self._bench_lock = asyncio.Lock()
-        self._evidence: list[Any] = []
+        self._evidence: list[ItemEvidence] = []
         self.bench_running = False
         from ddtree_tui.todo import TodoStore
 
@@ -381,28 +387,28 @@ class Fleet:
         return h, svc
 
     # --- intents -------------------------------------------------------------------------------------------
-    async def _lifecycle(self, verb: str, ref: str) -> Any:
+    async def _lifecycle(self, verb: str, ref: str) -> ActionResult:
         """launch / kill / restart one service; remember what we started so the demo can clean up."""
         h, svc = self._split(ref)
         if verb == "launch":
             res = await h.services.launch(svc, h.extra_specs.get(svc))
         else:
-            res = await getattr(h.services, verb)(svc)
+            res = await (h.services.kill if verb == "kill" else h.services.restart)(svc)
         if res.ok:
             (self._launched.discard if verb == "kill" else self._launched.add)(ref)
         self._notice(f"{verb} {ref}", res)
         return res
 
-    async def launch(self, ref: str) -> Any:
+    async def launch(self, ref: str) -> ActionResult:
         return await self._lifecycle("launch", ref)
 
-    async def kill(self, ref: str) -> Any:
+    async def kill(self, ref: str) -> ActionResult:
         return await self._lifecycle("kill", ref)
 
-    async def restart(self, ref: str) -> Any:
+    async def restart(self, ref: str) -> ActionResult:
         return await self._lifecycle("restart", ref)
 
-    async def move(self, ref: str, to_host: str) -> Any:
+    async def move(self, ref: str, to_host: str) -> ActionResult:
         from ddtree_tui.services.lifecycle import move_service
 
         src, svc = self._split(ref)
@@ -417,14 +423,11 @@ class Fleet:
         self._notice(f"move {ref} -> {to_host}", res)
         return res
 
-    def _notice(self, what: str, res: Any) -> None:
-        ok = bool(getattr(res, "ok", False))
-        msg = getattr(res, "message", "") or ""
-        sug = getattr(res, "suggestion", None)
-        text = f"{what}: {msg}" + (f" ({sug})" if sug else "")
-        self._publish(Notice(severity="information" if ok else "error", text=text))
+    def _notice(self, what: str, res: ActionResult) -> None:
+        text = f"{what}: {res.message}" + (f" ({res.suggestion})" if res.suggestion else "")
+        self._publish(Notice(severity="information" if res.ok else "error", text=text))
 
-    async def doctor(self, host: str) -> Any:
+    async def doctor(self, host: str) -> DoctorReport:
         """Preflight checks of one host over its already-open transport (a DoctorReport)."""
         from ddtree_tui.doctor import run_doctor
 
@@ -480,7 +483,7 @@ class Fleet:
         self._publish(Notice(severity="information" if res.ok else "error", text=res.line()))
         return res
 
-    async def bench_targets(self, refs: Sequence[str]) -> list[Any]:
+    async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
         from ddtree_tui.bench.runner import BenchTarget
 
         targets = []
@@ -501,8 +504,8 @@ class Fleet:
         max_new_tokens: int = 128,
         baseline: str | None = None,
         warmup: int = 1,
-        **request: Any,
-    ) -> Any:
+        **request: object,
+    ) -> BenchRun:
         from ddtree_tui.bench import history
         from ddtree_tui.bench.runner import BenchRequest, run_bench
 
@@ -510,13 +513,15 @@ class Fleet:
             self.bench_running = True
             try:
                 targets = await self.bench_targets(refs)
-                req = BenchRequest(
-                    prompts=prompt_set,
-                    repeats=repeats,
-                    warmup=warmup,
-                    max_new_tokens=max_new_tokens,
-                    baseline=baseline or (refs[0] if refs else None),
-                    **request,
+                req = BenchRequest.model_validate(
+                    {
+                        "prompts": prompt_set,
+                        "repeats": repeats,
+                        "warmup": warmup,
+                        "max_new_tokens": max_new_tokens,
+                        "baseline": baseline or (refs[0] if refs else None),
+                        **request,
+                    }
                 )
                 run = await run_bench(
                     req, targets, on_event=lambda ev: self._publish(BenchEventWrap(event=ev))
@@ -526,7 +531,7 @@ class Fleet:
             finally:
                 self.bench_running = False
 
-    def bench_history(self) -> list[Any]:
+    def bench_history(self) -> list[BenchRun]:
         from ddtree_tui.bench import history
 
         try:
@@ -541,7 +546,7 @@ class Fleet:
 
         return bench_ok_from_history(self.history_path, service_ref, prompt_set)
 
-    def todo_evidence(self) -> list[Any]:
+    def todo_evidence(self) -> list[ItemEvidence]:
         return list(self._evidence)
 
     def refresh_todos(self) -> bool:
