@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.events import (
     BenchEventWrap,
@@ -36,6 +37,7 @@ from ddtree_tui.state import (
     ServiceStatus,
     TelemetryStatus,
 )
+from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.transport import Transport, make_transport
 
 if TYPE_CHECKING:
@@ -49,8 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TODOS = Path(".ddtree/todos.json")
-DEFAULT_HISTORY = Path(".ddtree/bench-history.jsonl")
 LOG_LINES_KEPT = 500
 QUEUE_SIZE = 2000
 

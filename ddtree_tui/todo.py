@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
+from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.remote import atomicio
 from ddtree_tui.state import FleetSnapshot
 
@@ -31,7 +32,6 @@ Status = Literal["pending", "in_progress", "completed", "cancelled"]
 PRIORITIES: tuple[str, ...] = ("high", "medium", "low")
 STATUSES: tuple[str, ...] = ("pending", "in_progress", "completed", "cancelled")
 DEFAULT_TODOS = Path(".ddtree") / "todos.json"
-DEFAULT_HISTORY = Path(".ddtree") / "bench-history.jsonl"
 
 
 class TodoError(Exception):
