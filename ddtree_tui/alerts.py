@@ -97,7 +97,7 @@ class AlertEngine:
             subject = f"gpu{g.index}"
             kind = gpu_fault_kind(g) if opt.gpu_faults else None
             for k in ("gpu_xid", "gpu_off_bus", "gpu_fault"):
-                self._set(k, ev.host, subject, kind == k, f"GPU {g.index}: {g.fault or 'fault'}", now)  # type: ignore[arg-type]
+                self._set(k, ev.host, subject, kind == k, f"GPU {g.index}: {g.fault or 'fault'}", now)
             held = sorted(set(g.throttle_reasons or ()) & set(opt.throttle_reasons))
             self._set("gpu_throttle", ev.host, subject, bool(held), f"GPU {g.index} throttled: {', '.join(held)}",
                       now, "warning")  # fmt: skip

@@ -14,8 +14,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.events import (
     BenchEventWrap,
@@ -36,15 +37,24 @@ from ddtree_tui.state import (
     ServiceStatus,
     TelemetryStatus,
 )
+from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.transport import Transport, make_transport
 
 if TYPE_CHECKING:
+    from ddtree_tui.bench.agentic import AgenticRun
+    from ddtree_tui.bench.loadrun import LoadRun
+    from ddtree_tui.bench.models import BenchRun
+    from ddtree_tui.bench.runner import BenchTarget
     from ddtree_tui.bench.smoke import SmokeResult
+    from ddtree_tui.bench.soak import GpuProbe, GpuWindow, SoakRun
+    from ddtree_tui.doctor import DoctorReport
+    from ddtree_tui.services.argcheck import ArgCheck
+    from ddtree_tui.services.lifecycle import ActionResult, ServiceManager
+    from ddtree_tui.telemetry.sampler import HostTelemetry
+    from ddtree_tui.todo import ItemEvidence
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TODOS = Path(".ddtree/todos.json")
-DEFAULT_HISTORY = Path(".ddtree/bench-history.jsonl")
 LOG_LINES_KEPT = 500
 QUEUE_SIZE = 2000
 
@@ -59,11 +69,11 @@ class _Host:
         self.host_sample: HostSample | None = None
         self.gpus: list[GpuSample] = []
         self.telemetry_status = TelemetryStatus()
-        self.telemetry: Any = None
-        self.services: Any = None  # ServiceManager
+        self.telemetry: HostTelemetry | None = None
+        self.services: ServiceManager = None  # type: ignore[assignment]  # set by _start_host before any use
         self.statuses: dict[str, ServiceStatus] = {}
         self.extra_specs: dict[str, ServiceSpec] = {}  # services moved here from another host
-        self.tasks: list[asyncio.Task[Any]] = []
+        self.tasks: list[asyncio.Task[None]] = []
         self.sampled = asyncio.Event()
 
 
@@ -90,10 +100,10 @@ class Fleet:
         self._subscribers: list[asyncio.Queue[FleetEvent]] = []
         self._logs: dict[str, deque[str]] = {}
         self._started = False
-        self._bg: list[asyncio.Task[Any]] = []
+        self._bg: list[asyncio.Task[None]] = []
         self._launched: set[str] = set()  # refs we launched in this session (demo cleanup)
         self._bench_lock = asyncio.Lock()
-        self._evidence: list[Any] = []
+        self._evidence: list[ItemEvidence] = []
         self.bench_running = False
         from ddtree_tui.todo import TodoStore
 
@@ -381,7 +391,7 @@ class Fleet:
         return h, svc
 
     # --- intents -------------------------------------------------------------------------------------------
-    async def _lifecycle(self, verb: str, ref: str) -> Any:
+    async def _lifecycle(self, verb: str, ref: str) -> ActionResult:
         """launch / kill / restart one service; remember what we started so the demo can clean up."""
         h, svc = self._split(ref)
         held = self._foreign_hold(ref, verb)
@@ -390,22 +400,22 @@ class Fleet:
         if verb == "launch":
             res = await h.services.launch(svc, h.extra_specs.get(svc))
         else:
-            res = await getattr(h.services, verb)(svc)
+            res = await (h.services.kill if verb == "kill" else h.services.restart)(svc)
         if res.ok:
             (self._launched.discard if verb == "kill" else self._launched.add)(ref)
         self._notice(f"{verb} {ref}", res)
         return res
 
-    async def launch(self, ref: str) -> Any:
+    async def launch(self, ref: str) -> ActionResult:
         return await self._lifecycle("launch", ref)
 
-    async def kill(self, ref: str) -> Any:
+    async def kill(self, ref: str) -> ActionResult:
         return await self._lifecycle("kill", ref)
 
-    async def restart(self, ref: str) -> Any:
+    async def restart(self, ref: str) -> ActionResult:
         return await self._lifecycle("restart", ref)
 
-    async def move(self, ref: str, to_host: str) -> Any:
+    async def move(self, ref: str, to_host: str) -> ActionResult:
         from ddtree_tui.services.lifecycle import move_service
 
         src, svc = self._split(ref)
@@ -446,7 +456,7 @@ class Fleet:
         h.services.release(svc, owner)
         hold.release(ref)
 
-    def _foreign_hold(self, ref: str, verb: str) -> Any | None:
+    def _foreign_hold(self, ref: str, verb: str) -> ActionResult | None:
         """An ActionResult refusing `verb` when a sweep in another process holds the service."""
         from ddtree_tui.services.lifecycle import ActionResult
         from ddtree_tui.sweep import hold
@@ -478,7 +488,7 @@ class Fleet:
         h, svc = self._split(ref)
         return h.services.spec(svc)
 
-    async def preflight(self, ref: str, spec: ServiceSpec) -> Any:
+    async def preflight(self, ref: str, spec: ServiceSpec) -> ArgCheck | None:
         """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
         from ddtree_tui.services import argcheck
         from ddtree_tui.services.commands import build_launch
@@ -486,7 +496,7 @@ class Fleet:
         h, _svc = self._split(ref)
         return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))
 
-    async def deploy(self, ref: str, spec: ServiceSpec, *, holder: str | None = None) -> Any:
+    async def deploy(self, ref: str, spec: ServiceSpec, *, holder: str | None = None) -> ActionResult:
         """Kill the service (if running) and launch it with `spec` (an override of its profile spec; the
         profile file is never edited). Returns the launch's ActionResult; wait with `wait_service`."""
         h, svc = self._split(ref)
@@ -508,14 +518,11 @@ class Fleet:
         h, svc = self._split(ref)
         return list(await h.services.read_log(svc, lines))
 
-    def _notice(self, what: str, res: Any) -> None:
-        ok = bool(getattr(res, "ok", False))
-        msg = getattr(res, "message", "") or ""
-        sug = getattr(res, "suggestion", None)
-        text = f"{what}: {msg}" + (f" ({sug})" if sug else "")
-        self._publish(Notice(severity="information" if ok else "error", text=text))
+    def _notice(self, what: str, res: ActionResult) -> None:
+        text = f"{what}: {res.message}" + (f" ({res.suggestion})" if res.suggestion else "")
+        self._publish(Notice(severity="information" if res.ok else "error", text=text))
 
-    async def doctor(self, host: str) -> Any:
+    async def doctor(self, host: str) -> DoctorReport:
         """Preflight checks of one host over its already-open transport (a DoctorReport)."""
         from ddtree_tui.doctor import run_doctor
 
@@ -571,7 +578,7 @@ class Fleet:
         self._publish(Notice(severity="information" if res.ok else "error", text=res.line()))
         return res
 
-    async def bench_targets(self, refs: Sequence[str]) -> list[Any]:
+    async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
         from ddtree_tui.bench.runner import BenchTarget
 
         targets = []
@@ -592,8 +599,8 @@ class Fleet:
         max_new_tokens: int = 128,
         baseline: str | None = None,
         warmup: int = 1,
-        **request: Any,
-    ) -> Any:
+        **request: object,
+    ) -> BenchRun:
         from ddtree_tui.bench import history
         from ddtree_tui.bench.runner import BenchRequest, run_bench
 
@@ -601,13 +608,15 @@ class Fleet:
             self.bench_running = True
             try:
                 targets = await self.bench_targets(refs)
-                req = BenchRequest(
-                    prompts=prompt_set,
-                    repeats=repeats,
-                    warmup=warmup,
-                    max_new_tokens=max_new_tokens,
-                    baseline=baseline or (refs[0] if refs else None),
-                    **request,
+                req = BenchRequest.model_validate(
+                    {
+                        "prompts": prompt_set,
+                        "repeats": repeats,
+                        "warmup": warmup,
+                        "max_new_tokens": max_new_tokens,
+                        "baseline": baseline or (refs[0] if refs else None),
+                        **request,
+                    }
                 )
                 run = await run_bench(
                     req, targets, on_event=lambda ev: self._publish(BenchEventWrap(event=ev))
@@ -633,7 +642,7 @@ class Fleet:
         max_new_tokens: int = 128,
         baseline: str | None = None,
         warmup: int = 1,
-    ) -> Any:
+    ) -> LoadRun | SoakRun | AgenticRun:
         """A `--load` ladder, a soak or agentic sessions, as headless runs them (bench/loadrun.py, soak.py,
         agentic.py); every engine event is published as BenchEventWrap. LoadError for bad `load`/`slo`."""
         from ddtree_tui.bench.agentic import run_agentic
@@ -645,7 +654,7 @@ class Fleet:
         spec = parse_load(load)
         slo_m = parse_slo(slo) if slo else None
 
-        def publish(ev: Any) -> None:
+        def publish(ev: object) -> None:  # engine events and agentic turns
             self._publish(BenchEventWrap(event=ev))
 
         async with self._bench_lock:
@@ -684,12 +693,12 @@ class Fleet:
             finally:
                 self.bench_running = False
 
-    def _soak_gpu_probe(self, sim_probe: Any) -> Any:
+    def _soak_gpu_probe(self, sim_probe: GpuProbe) -> GpuProbe:
         """A soak's GPU probe from this fleet's own telemetry (the host's latest samples of the service's
         GPUs); the simulator's modelled GPU for a simulated service."""
         from ddtree_tui.bench.soak import GpuWindow
 
-        async def probe(t: Any) -> tuple[list[Any], str | None]:
+        async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
             host, svc = self._split(t.ref)
             spec = host.profile.get_service(svc) or host.extra_specs[svc]
             if spec.launcher == "sim":
@@ -711,7 +720,7 @@ class Fleet:
 
         return probe
 
-    def bench_history(self) -> list[Any]:
+    def bench_history(self) -> list[BenchRun]:
         from ddtree_tui.bench import history
 
         try:
@@ -726,7 +735,7 @@ class Fleet:
 
         return bench_ok_from_history(self.history_path, service_ref, prompt_set)
 
-    def todo_evidence(self) -> list[Any]:
+    def todo_evidence(self) -> list[ItemEvidence]:
         return list(self._evidence)
 
     def refresh_todos(self) -> bool:

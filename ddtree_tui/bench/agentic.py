@@ -143,7 +143,8 @@ def load_conversations(path: str | Path) -> list[Conversation]:
         turns = obj.get("conversations", obj.get("messages"))
         if not isinstance(turns, list):
             raise PromptError(f"{p}:{n}: expected a conversations or messages list")
-        system, users = None, []
+        system: str | None = None
+        users: list[str] = []
         for j, m in enumerate(turns, start=1):
             if not isinstance(m, dict):
                 raise PromptError(f"{p}:{n}: turn {j} is not an object")
@@ -301,6 +302,6 @@ def agentic_table(run: AgenticRun) -> str:
     for s in svcs:
         done = [x.completion_s for x in run.session_results if x.service == s and x.completion_s is not None]
         failed = sum(1 for x in run.session_results if x.service == s and x.failed)
-        med = f"{statistics.median(done):.1f} s" if done else "-"
-        lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {med}")
+        median_s = f"{statistics.median(done):.1f} s" if done else "-"
+        lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
     return "\n".join(lines) + "\n"

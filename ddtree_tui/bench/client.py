@@ -509,7 +509,7 @@ def _result(
         error="; ".join(acc.errors) if acc.errors else None,
         status_code=acc.status_code,
         aborted=acc.abort is not None,
-        first_answer_s=first_answer,  # type: ignore[arg-type]
+        first_answer_s=first_answer,
         output_tokens=total,
         prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
         cached_tokens=cached if isinstance(cached, int) else None,
@@ -523,7 +523,7 @@ def _result(
         output_chars=len(acc.acc_text),
         server_e2e_s=float(server_e2e) if isinstance(server_e2e, int | float) else None,
         sampling=sp,
-        **m,  # type: ignore[arg-type]
+        **m,
     )
 
 

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - not on POSIX
 def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HISTORY) -> Path:
     """Append one run as one line; `append(run, path)` (also accepts `append(path, run)`)."""
     if isinstance(path, BenchRun):
-        run, path = path, run  # type: ignore[assignment]
+        run, path = path, run
     if not isinstance(run, BenchRun) or isinstance(path, BenchRun):
         raise TypeError("append(run: BenchRun, path)")
     p = Path(path)

@@ -117,7 +117,7 @@ def verdict(
         cpu_s=cpu,
         cpu_core_max=core,
         loop_lag_ms_p50=max(p50s) if p50s else None,  # type: ignore[type-var]
-        loop_lag_ms_p99=p99,  # type: ignore[arg-type]
+        loop_lag_ms_p99=p99,
         loop_lag_ms_max=max(maxs) if maxs else None,  # type: ignore[type-var]
         cpu_us_per_token=cpu / tokens * 1e6 if tokens else None,
         cpu_pressure_pct=pressure,

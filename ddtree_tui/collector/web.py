@@ -40,7 +40,7 @@ def tui_command(attach: str, collector_token_file: str | None, theme: str | None
 def make_server(command: str, host: str, port: int, token: str | None, title: str) -> object:
     from textual_serve.server import Server
 
-    class GuardedServer(Server):  # type: ignore[misc]
+    class GuardedServer(Server):
         """textual-serve's server plus a token check (when asked) and no access log."""
 
         async def _make_app(self) -> web.Application:

@@ -339,7 +339,7 @@ def _baseline_point(ls: LoadedSweep) -> tuple[float | None, float | None, float 
     return avg("tok_s"), avg("ttft_p90"), avg("accept_length"), avg("step_ms")
 
 
-def _not_drawn_note(ax: Any, pts: Sequence[RankedPoint]) -> None:  # type: ignore[no-untyped-def]
+def _not_drawn_note(ax: Any, pts: Sequence[RankedPoint]) -> None:
     bad = [p for p in pts if p.status != "done"]
     if bad:
         text = "not measured: " + "; ".join(f"#{p.index} {p.status}" for p in bad[:6])

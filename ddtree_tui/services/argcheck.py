@@ -1,6 +1,6 @@
 """Does the host's SGLang accept the launch line? The host's own build is the judge.
 
-- `check_on_host`: runs `argcheck_program.py` (sent as source) with the host's Python and the service's
+- `check_on_host`: runs `ddtree_tui/remote/argcheck.py` (sent as source) with the host's Python and the service's
   environment, over the transport, on the exact words we are about to run after `-m sglang.launch_server`.
   Before a launch (lifecycle calls `preflight` once) and in `doctor`.
 - `check_offline`: the same question against a flag table recorded from a real release
@@ -21,9 +21,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ddtree_tui.config import is_secret_name, redact_text
+from ddtree_tui.remote import source
 from ddtree_tui.transport.base import Transport, TransportError
 
-PROGRAM = resources.files("ddtree_tui.services").joinpath("argcheck_program.py").read_text(encoding="utf-8")
+PROGRAM = source("argcheck")  # ddtree_tui/remote/argcheck.py
 CHECK_TIMEOUT = 180.0  # importing sglang.srt.server_args imports torch: a cold disk takes a minute
 _DATA = "ddtree_tui.data"
 
@@ -200,7 +201,7 @@ class _Rejected(Exception):
 
 
 class _TableParser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise _Rejected(message)
 
 

@@ -863,10 +863,11 @@ class ServiceManager:
                     suggestion="restart it, or kill it first",
                 )
             if reason == "port":
-                holder = r.get("holder") or {}
-                if holder.get("pid"):
-                    who = f"pid {holder['pid']} ({holder.get('cmd') or '?'})"
-                elif holder:
+                # the port's owner (not the sweep `holder` of this launch)
+                owner: dict[str, Any] = r.get("holder") or {}  # type: ignore[assignment]
+                if owner.get("pid"):
+                    who = f"pid {owner['pid']} ({owner.get('cmd') or '?'})"
+                elif owner:
                     who = "a process of another user (not visible)"
                 else:
                     who = "another socket"

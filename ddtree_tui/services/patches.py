@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddtree_tui import atomicio
 from ddtree_tui.config import HostProfile, ProfileError, resolve_profiles
+from ddtree_tui.remote import source
 from ddtree_tui.services.commands import host_python, workdir
 from ddtree_tui.transport import Transport, TransportError, make_transport
 
@@ -283,67 +283,10 @@ def version_matches(version: str, spec: str) -> bool:
 
 # --- host side -----------------------------------------------------------------------------------------------
 
-_LOCATE = r"""
-import importlib.util, json, os, sys
-name, dist = sys.argv[1], sys.argv[2]
-out = {}
-try:
-    spec = importlib.util.find_spec(name)
-except Exception as e:
-    spec = None
-    out['error'] = repr(e)
-if spec is not None:
-    locs = list(spec.submodule_search_locations or [])
-    out['dir'] = locs[0] if locs else (os.path.dirname(spec.origin) if spec.origin else None)
-try:
-    import importlib.metadata as md
-    out['version'] = md.version(dist)
-except Exception:
-    out['version'] = None
-print(json.dumps(out))
-"""
-
-_READ = r"""
-import json, sys
-out = {}
-for p in json.loads(sys.stdin.read()):
-    try:
-        with open(p, 'rb') as f:
-            out[p] = f.read().decode('utf-8')
-    except (OSError, UnicodeDecodeError):
-        out[p] = None
-print(json.dumps(out))
-"""
-
-_WRITE = (
-    "from __future__ import annotations\n"
-    + atomicio.embedded_source()
-    + r"""
-import json, os, sys
-cfg = json.loads(sys.stdin.read())
-def put(path, text, mode=None):
-    # the shared writer: atomic for regular files, a special file is written as it is, a directory refused
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_file(path, text, mode=mode, tmp_suffix='.ddtree-tmp')
-done = []
-for b in cfg.get('backups', []):
-    if not os.path.exists(b['to']):
-        put(b['to'], b['text'])
-for w in cfg['writes']:
-    mode = os.stat(w['path']).st_mode & 0o7777 if os.path.exists(w['path']) else None
-    put(w['path'], w['text'], mode)
-    done.append(w['path'])
-if cfg.get('state_path'):
-    if cfg.get('state') is None:
-        try:
-            os.unlink(cfg['state_path'])
-        except OSError:
-            pass
-    else:
-        put(cfg['state_path'], json.dumps(cfg['state']))
-print(json.dumps({'written': done}))
-"""
-)
+# the host programs: ddtree_tui/remote/patch_{locate,read,write}.py
+_LOCATE = source("patch_locate")
+_READ = source("patch_read")
+_WRITE = source("patch_write")
 
 
 def _sha(text: str) -> str:
@@ -371,7 +314,8 @@ class _Located(BaseModel):
 
 async def _locate(t: Transport, profile: HostProfile, ps: PatchSet) -> _Located | PatchReport:
     m = ps.manifest
-    info = await _host_json(t, profile, [_LOCATE, m.package, m.distribution or m.package], None)
+    req = {"package": m.package, "distribution": m.distribution or m.package}
+    info = await _host_json(t, profile, [_LOCATE], json.dumps(req))
     if not info.get("dir"):
         why = info.get("error") or f"{host_python(profile)} cannot import {m.package}"
         return PatchReport(

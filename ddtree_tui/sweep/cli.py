@@ -241,9 +241,12 @@ def _apply(ns: argparse.Namespace) -> int:
         _err(f"redeploy with: {redeploy}")
         return EXIT_OK
     if input(f"redeploy {state.ref} now? [y/N] ").strip().lower() in ("y", "yes"):
-        from ddtree_tui.cli import main
+        # the redeploy is the ordinary `restart` command, run as its own process (no import of the CLI here:
+        # the CLI imports this module)
+        import subprocess
 
-        return main(["--profile", str(path), "restart", state.ref])
+        argv = [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(path), "restart", state.ref]
+        return subprocess.run(argv, check=False).returncode
     _err(f"not redeployed; later: {redeploy}")
     return EXIT_OK
 

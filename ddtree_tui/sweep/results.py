@@ -207,7 +207,7 @@ def analyse(
             rp.verdict = verdict(d, subject="point", higher_is_better=not lower, words=words)
         ranked.append(rp)
     ok = [p for p in ranked if p.status == "done" and p.objective is not None and p.meets_constraints]
-    ok.sort(key=lambda p: p.objective if lower else -(p.objective or 0.0))  # type: ignore[operator]
+    ok.sort(key=lambda p: (p.objective or 0.0) if lower else -(p.objective or 0.0))
     recs = {r.index: r for r in state.points}
     group = 0
     head: RankedPoint | None = None

@@ -7,8 +7,8 @@ import time
 
 import psutil
 
+from ddtree_tui.remote.sampler import nearest_existing
 from ddtree_tui.state import HostSample
-from ddtree_tui.telemetry.sampler_program import nearest_existing
 
 MIB = 1024 * 1024
 

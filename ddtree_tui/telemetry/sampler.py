@@ -1,7 +1,7 @@
 """Per-host telemetry: one long-lived sampler per host, faults as state, restarts with backoff.
 
 - This machine (LocalTransport, source auto/nvml): NVML in-process, handles kept, every call in a thread.
-- A remote host: ONE process over ONE channel — the sampler program (sampler_program.py, sent as `python -u -c
+- A remote host: ONE process over ONE channel — the sampler program (ddtree_tui/remote/sampler.py, sent as `python -u -c
   <source>`) printing a JSON line per tick; if the host has no usable Python, a POSIX sh loop of one-shot
   nvidia-smi + /proc reads. A sampler that exits or stays silent for more than `stall_intervals` ticks is a
   fault on screen (with the time it started) and is restarted with exponential backoff.
@@ -18,25 +18,23 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from importlib import resources
 from typing import Any
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.remote import source
+from ddtree_tui.remote.sampler import parse_help_fields, pick_fields
 from ddtree_tui.state import GpuSample, HostSample, TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.history import GpuHistory
 from ddtree_tui.telemetry.host import LocalHostStats
 from ddtree_tui.telemetry.nvml import NvmlUnavailable, nvml_line, open_nvml
 from ddtree_tui.telemetry.replay import BUILTIN, ReplayError, load_recording
-from ddtree_tui.telemetry.sampler_program import parse_help_fields, pick_fields
 from ddtree_tui.telemetry.shell_sampler import ShellParser, shell_argv
 from ddtree_tui.transport.base import Transport, TransportError
 
 log = logging.getLogger(__name__)
 
-SAMPLER_PROGRAM: str = (
-    resources.files("ddtree_tui.telemetry").joinpath("sampler_program.py").read_text(encoding="utf-8")
-)
+SAMPLER_PROGRAM: str = source("sampler")  # ddtree_tui/remote/sampler.py
 Update = tuple[HostSample | None, list[GpuSample], TelemetryStatus]
 OnUpdate = Callable[[HostSample | None, list[GpuSample], TelemetryStatus], None]
 

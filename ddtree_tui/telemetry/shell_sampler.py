@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ddtree_tui.telemetry.sampler_program import (
+from ddtree_tui.remote.sampler import (
     SMI_APPS,
     cpu_percent,
     parse_cpu_times,

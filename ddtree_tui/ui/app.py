@@ -562,7 +562,7 @@ class DDTreeApp(App[int]):
         if ref is None:
             self.notify("no service selected", severity="warning")
             return
-        self.request_service(verb, ref)  # type: ignore[arg-type]
+        self.request_service(verb, ref)
 
     def on_service_intent(self, msg: ServiceIntent) -> None:
         self.request_service(msg.verb, msg.ref, msg.to_host)

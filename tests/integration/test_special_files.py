@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ddtree_tui import atomicio
 from ddtree_tui.bench import report
 from ddtree_tui.cli import main
+from ddtree_tui.remote import atomicio
 from tests.procs import alive
 
 pytestmark = pytest.mark.timeout(90)
@@ -210,10 +210,13 @@ def test_sighup_during_run_bench_saves_and_stops_the_demo_servers(tmp_path: Path
 def test_host_programs_write_pidfiles_and_patches_through_the_same_writer(tmp_path: Path) -> None:
     """The host side embeds the same writer: a pidfile path or a patched file that is a device is written,
     never replaced (host programs run as root on GPU hosts)."""
-    from ddtree_tui.services import hostscripts, patches
+    from ddtree_tui import remote
+    from ddtree_tui.services import patches
 
     dev = null_device(tmp_path)
-    prog = hostscripts.COMMON + "\nwrite_json(sys.argv[1], {'pid': 1})\n"
+    prog = remote.bundle(
+        "import sys\nfrom ddtree_tui.remote.hostlib import write_json\nwrite_json(sys.argv[1], {'pid': 1})\n"
+    )
     p = subprocess.run(
         [sys.executable, "-I", "-c", prog, str(dev)], capture_output=True, text=True, timeout=30
     )

@@ -14,6 +14,13 @@ from types import ModuleType
 import pytest
 
 from ddtree_tui.config import parse_profile
+from ddtree_tui.remote.sampler import (
+    cpu_percent,
+    nearest_existing,
+    parse_cpu_times,
+    parse_meminfo,
+    proc_ancestors,
+)
 from ddtree_tui.state import GpuSample, TelemetryStatus
 from ddtree_tui.telemetry import HostTelemetry, snapshot_once
 from ddtree_tui.telemetry.frames import FrameBuilder
@@ -21,13 +28,6 @@ from ddtree_tui.telemetry.history import GpuHistory
 from ddtree_tui.telemetry.host import LocalHostStats
 from ddtree_tui.telemetry.nvml import NvmlUnavailable, nvml_line, open_nvml
 from ddtree_tui.telemetry.replay import BUILTIN_NOTE, ReplayError, build_builtin_recording, load_recording
-from ddtree_tui.telemetry.sampler_program import (
-    cpu_percent,
-    nearest_existing,
-    parse_cpu_times,
-    parse_meminfo,
-    proc_ancestors,
-)
 from ddtree_tui.transport.local import LocalTransport
 
 FIX = Path(__file__).parent.parent / "fixtures"

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddtree_tui.remote.sampler import SMI_FIELDS, parse_help_fields, pick_fields
 from ddtree_tui.telemetry.nvsmi import (
     DEFAULT_FIELDS,
     CsvParseError,
@@ -18,7 +19,6 @@ from ddtree_tui.telemetry.nvsmi import (
     parse_apps,
     parse_query,
 )
-from ddtree_tui.telemetry.sampler_program import SMI_FIELDS, parse_help_fields, pick_fields
 
 GPU = Path(__file__).parent.parent / "fixtures" / "gpu"
 

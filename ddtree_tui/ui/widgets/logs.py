@@ -30,7 +30,7 @@ class LogsPane(Pane):
     ]
 
     def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+        super().__init__(**kw)
         self.ref: str | None = None
         self.following = True
         self._search = ""

@@ -26,7 +26,7 @@ HANDLERS: dict[str, str] = {
     "logs": "ddtree_tui.services.cli:cli_main",
     "patches": "ddtree_tui.services.patches:cli_main",
     "doctor": "ddtree_tui.doctor:cli_main",
-    "todo": "ddtree_tui.todo:cli_main",
+    "todo": "ddtree_tui.cli.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
     "report": "ddtree_tui.report.cli:cli_main",
     "serve": "ddtree_tui.collector.server:serve_main",

@@ -1,0 +1,129 @@
+"""One way to write a file that never destroys what the path names: every writer of this project uses it.
+
+`write_file(path, data)`:
+- a regular file, or a path that does not exist yet: temp file in the same directory, fsync, os.replace, fsync
+  of the directory (readers see the old or the new file, never half of one); a symlink to a regular file
+  is followed and its target replaced, the link kept;
+- a special file (character or block device such as /dev/null, a FIFO, /dev/fd/N of a pipe): written
+  directly, never replaced — an atomic rename over /dev/null would turn the device into a regular file;
+- a directory (or anything we cannot write): OSError with the reason, nothing changed.
+
+Stdlib only and self-contained, because host programs embed this module's source (hostscripts) and run it
+with the host's Python.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+
+
+class NotAFileError(IsADirectoryError):
+    """The path is a directory (or a socket): there is nothing a file write can sensibly do."""
+
+
+def _kind(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "missing"
+    except NotADirectoryError:
+        return "missing"
+    if stat.S_ISREG(st.st_mode):
+        return "regular"
+    if stat.S_ISDIR(st.st_mode):
+        return "directory"
+    if stat.S_ISSOCK(st.st_mode):
+        return "socket"
+    return "special"
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would, for every thread, for a moment)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def write_file(
+    path: str | os.PathLike[str],
+    data: bytes | str,
+    *,
+    mode: int | None = None,
+    before_replace: object = None,
+    tmp_suffix: str = ".tmp",
+) -> bool:
+    """Write `data` to `path` without ever replacing a special file; see the module docstring.
+
+    `mode`: permissions of a new file (an existing regular file keeps its own). `before_replace`: a
+    callable run just before the rename; when it returns False nothing is replaced and write_file returns
+    False (the caller merges and tries again). Returns True when written.
+    """
+    p = os.fspath(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    kind = _kind(p)
+    if kind == "directory":
+        raise NotAFileError(21, "is a directory, not a file", p)
+    if kind == "socket":
+        raise NotAFileError(6, "is a socket, not a file", p)
+    if kind == "special":
+        # a device or a FIFO: write into it like a shell redirection would; never rename over it
+        fd = os.open(p, os.O_WRONLY)
+        try:
+            view = memoryview(raw)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        finally:
+            os.close(fd)
+        return True
+    target = os.path.realpath(p) if os.path.islink(p) else p
+    d = os.path.dirname(target) or "."
+    existing_mode: int | None = None
+    if kind == "regular":
+        try:
+            existing_mode = stat.S_IMODE(os.stat(target).st_mode)
+        except OSError:
+            existing_mode = None
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=tmp_suffix, dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        want = existing_mode if existing_mode is not None else mode
+        if want is not None:
+            os.chmod(tmp, want)
+        elif existing_mode is None:
+            # mkstemp makes 0600; a new file gets the usual umask-derived mode
+            os.chmod(tmp, 0o666 & ~_umask())
+        if callable(before_replace) and not before_replace():
+            os.unlink(tmp)
+            return False
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return True
+
+
+def is_special(path: str | os.PathLike[str]) -> bool:
+    """True for a device, FIFO or socket (something write_file writes directly, or refuses)."""
+    return _kind(os.fspath(path)) in ("special", "socket")

@@ -1,0 +1,204 @@
+"""Helpers shared by the service programs (wrapper, launch, kill, watch, read_log): pidfiles, /proc, groups.
+
+Files in the workdir: `logs/<svc>.log` (previous run kept as `.log.1`), `run/<svc>.json` (the pidfile:
+pid, pgid, wrapper_pid, starttime, argv with secrets masked, argv_hash of the real argv, port, started_at),
+`run/<svc>.exit` (written by the wrapper when the service exits: exit_code or signal), `run/<svc>.stopping`
+(present while we are killing it), `run/<svc>.lock` (flock held by a launch from check to pidfile).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+from ddtree_tui.remote.atomicio import write_file
+from ddtree_tui.remote.trust import UID, secure_dir
+
+WRAPPER_MARK = "ddtree-tui " + "service wrapper"  # the literal text appears only in the wrapper's source
+
+
+def argv_hash(argv):
+    return hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:16]
+
+
+def proc_stat(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    rest = data[data.rfind(")") + 2 :].split()
+    return {
+        "state": rest[0],
+        "ppid": int(rest[1]),
+        "pgrp": int(rest[2]),
+        "sid": int(rest[3]),
+        "starttime": int(rest[19]),
+    }
+
+
+def proc_uid(pid):
+    try:
+        return os.stat("/proc/%d" % pid).st_uid
+    except OSError:
+        return None
+
+
+def proc_cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0")[:-1]]
+
+
+def check_workdir(cfg, create):
+    dirs = [cfg["workdir"], os.path.dirname(cfg["pidfile"])]
+    if cfg.get("log"):
+        dirs.append(os.path.dirname(cfg["log"]))
+    for d in dirs:
+        why = secure_dir(d, create)
+        if why is not None:
+            return why
+    return None
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path, obj):
+    write_file(path, json.dumps(obj), mode=0o600)
+
+
+def rm(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def is_our_wrapper(pid, rec):
+    if not pid or pid != rec.get("wrapper_pid") or proc_uid(pid) != UID:
+        return False
+    st = proc_stat(pid)
+    cmd = proc_cmdline(pid) or []
+    return bool(st and st["state"] != "Z" and st["sid"] == pid and cmd and WRAPPER_MARK in cmd[-1])
+
+
+def identify(rec, accept):
+    # 'ours' when the pid still runs an argv we accept for the spec, with our start time and our uid; else why not
+    pid = int(rec.get("pid") or 0)
+    st = proc_stat(pid) if pid > 0 else None
+    if st is None or st["state"] == "Z":
+        return "dead", None
+    cmd = proc_cmdline(pid) or []
+    if st["starttime"] != rec.get("starttime"):
+        return "pid-reused", " ".join(cmd)[:200]
+    if proc_uid(pid) != UID:
+        return "foreign", " ".join(cmd)[:200]
+    h = argv_hash(cmd)
+    if h in accept:
+        return "ours", st
+    if h == rec.get("argv_hash") and is_our_wrapper(st["ppid"], rec):
+        return "ours", st  # launched by our wrapper from an older spec: still ours
+    return "foreign", " ".join(cmd)[:200]
+
+
+def group_members(rec, exclude=(), grp=None):
+    # live processes of the service's process group and session (the wrapper made both): our uid only.
+    # A pgid is never handed out again while any process still uses it, so these are the service's own.
+    # `grp` (from groups()) saves a scan of /proc when the caller already made one.
+    pgid = int(rec.get("pgid") or 0)
+    if pgid <= 1:
+        return []
+    out = []
+    cands = grp.get(pgid, []) if grp is not None else [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    for pid in cands:
+        if pid in exclude:
+            continue
+        st = proc_stat(pid)
+        if (
+            st is not None
+            and st["state"] != "Z"
+            and st["pgrp"] == pgid
+            and st["sid"] == pgid
+            and proc_uid(pid) == UID
+        ):
+            out.append(pid)
+    return sorted(out)
+
+
+def groups():
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        st = proc_stat(int(d))
+        if st is not None and st["state"] != "Z":
+            out.setdefault(st["pgrp"], []).append(int(d))
+    return out
+
+
+_GPU_CACHE = {"at": 0.0, "data": {}}
+
+
+def gpu_usage():
+    # pid -> [[gpu index, MiB], ...] from nvidia-smi, at most every 10 s; {} without nvidia-smi
+    if time.time() - _GPU_CACHE["at"] < 10:
+        return _GPU_CACHE["data"]
+    data = {}
+    try:
+        import subprocess
+
+        q = ["nvidia-smi", "--format=csv,noheader,nounits"]
+        gpus = subprocess.run(q + ["--query-gpu=index,pci.bus_id"], capture_output=True, text=True, timeout=5)
+        apps = subprocess.run(
+            q + ["--query-compute-apps=pid,used_memory,gpu_bus_id"], capture_output=True, text=True, timeout=5
+        )
+        index = {}
+        for line in gpus.stdout.splitlines():
+            parts = [x.strip() for x in line.split(",")]
+            if len(parts) >= 2 and parts[0].isdigit():
+                index[parts[1].lower()] = int(parts[0])
+        for line in apps.stdout.splitlines():
+            parts = [x.strip() for x in line.split(",")]
+            if len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
+                data.setdefault(int(parts[0]), []).append([index.get(parts[2].lower()), int(parts[1])])
+    except Exception:
+        data = {}
+    _GPU_CACHE["at"], _GPU_CACHE["data"] = time.time(), data
+    return data
+
+
+def tail(path, n):
+    window = max(16384, n * 512)
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - window))
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    lines = [l.rstrip("\r") for l in data.split("\n")]
+    if size > window:
+        lines = lines[1:]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines[-n:]
+
+
+def free_mb(path):
+    try:
+        v = os.statvfs(path)
+        return v.f_bavail * v.f_frsize // (1024 * 1024)
+    except OSError:
+        return None
