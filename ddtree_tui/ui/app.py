@@ -20,6 +20,7 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 from textual.widgets import Input, Static, Tab, Tabs
@@ -457,7 +458,10 @@ class DDTreeApp(App[int]):
         self.paint_count += 1
 
     def _paint_topbar(self) -> None:
-        bar = self.query_one("#topbar", Static)
+        try:
+            bar = self.query_one("#topbar", Static)
+        except NoMatches:  # not composed yet, or torn down while the app exits (a last refresh tick)
+            return
         width = max(20, (self.size.width or 80) - 2)
         bar.update(topbar(self._snap, self.now(), self.sub_title, width, self.mode_short))
 
