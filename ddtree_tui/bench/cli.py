@@ -535,14 +535,7 @@ async def _run_agentic(ns: argparse.Namespace, req: BenchRequest, targets: list[
         dataset=None if ns.prompts == "agentic" else ns.prompts,
         on_turn=on_turn,
     )
-    with contextlib.suppress(OSError):
-        sys.stdout.write(agentic_table(run))
-        sys.stdout.flush()
-    if ns.json_out:
-        try:
-            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
-        except OSError as e:
-            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    _emit_shape_run(ns, run, agentic_table(run))
     return EXIT_FAIL if run.failed else EXIT_OK
 
 
@@ -615,14 +608,7 @@ async def _run_soak(
         gates=sess.gates,
         where=sess.where,
     )
-    with contextlib.suppress(OSError):
-        sys.stdout.write(soak_table(run))
-        sys.stdout.flush()
-    if ns.json_out:
-        try:
-            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
-        except OSError as e:
-            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    _emit_shape_run(ns, run, soak_table(run))
     _write_load_html(ns, run)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
@@ -650,18 +636,23 @@ async def _run_load(
         gates=sess.gates,
         where=sess.where,
     )
+    _emit_shape_run(ns, run, load_table(run))
+    _write_load_html(ns, run)
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if run.failed else EXIT_OK
+
+
+def _emit_shape_run(ns: argparse.Namespace, run: Any, table: str) -> None:
+    """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly) and its --json file."""
     with contextlib.suppress(OSError):
-        sys.stdout.write(load_table(run))
+        sys.stdout.write(table)
         sys.stdout.flush()
     if ns.json_out:
         try:
             _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
         except OSError as e:
             _err(f"cannot write {ns.json_out}: {e.strerror or e}")
-    _write_load_html(ns, run)
-    if run.status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_FAIL if run.failed else EXIT_OK
 
 
 def _write_load_html(ns: argparse.Namespace, run: Any) -> None:
