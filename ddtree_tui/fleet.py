@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -227,6 +227,37 @@ class Fleet:
         for h in self._hosts.values():
             self._publish(HostStateChanged(host=h.profile.name, status=h.conn))
         return changes
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        profiles: Sequence[HostProfile],
+        *,
+        todos_path: Path | None = None,
+        history_path: Path | None = None,
+        demo: bool = False,
+        telemetry: bool = True,
+        probe_interval: float = 2.0,
+        auto_complete_todos: bool | None = None,
+    ) -> AsyncIterator[Fleet]:
+        """The fleet's whole lifetime in one block: `async with Fleet.open(profiles) as fleet:` starts every
+        host's watchers and always stops them (and, in the demo, kills what this session launched), even
+        when the block raises or is cancelled."""
+        fleet = cls(
+            profiles,
+            todos_path=todos_path,
+            history_path=history_path,
+            demo=demo,
+            telemetry=telemetry,
+            probe_interval=probe_interval,
+            auto_complete_todos=auto_complete_todos,
+        )
+        try:
+            await fleet.start()
+            yield fleet
+        finally:
+            await fleet.stop()
 
     async def __aenter__(self) -> Fleet:
         await self.start()
