@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import shlex
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -109,7 +109,7 @@ class Transport(abc.ABC):
         input: str | None = None,
         env: Mapping[str, str] | None = None,
         stderr: bool = False,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """Lines of argv's stdout (and stderr when asked) as they come, without the newline.
 
         Closing or cancelling the iterator ends the process on the host: nothing is left behind.

@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.state import ConnStatus
@@ -98,7 +98,7 @@ class LocalTransport(Transport):
         input: str | None = None,
         env: Mapping[str, str] | None = None,
         stderr: bool = False,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         proc = await self._spawn(argv, env, stdin=input is not None, stderr_to_stdout=stderr)
         try:
             if input is not None and proc.stdin is not None:

@@ -21,7 +21,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -364,7 +364,7 @@ class SshTransport(Transport):
         input: str | None = None,
         env: Mapping[str, str] | None = None,
         stderr: bool = False,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         data = input.encode() if input is not None else b""
         proc = await self._open(argv, env, data, merge_stderr=stderr)
         drain_err: asyncio.Task[None] | None = None
