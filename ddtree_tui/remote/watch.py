@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from typing import Any, Dict, List
 
 from ddtree_tui.remote.hostlib import (
     check_workdir,
@@ -30,7 +31,7 @@ services = cfg.get("services") or []
 once = bool(cfg.get("once"))
 
 
-def one(svc, grp):
+def one(svc: Dict[str, Any], grp: Dict[int, List[int]]) -> Dict[str, Any]:
     why = check_workdir(svc, create=False)
     if why is not None:
         return {"present": False, "untrusted": why}
