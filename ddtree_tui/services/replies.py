@@ -4,7 +4,7 @@ The host programs speak JSON (stdlib only); this is where their answers become m
 boundary (`parse_reply`), so a reply of the wrong shape is one clear `BadReply` naming the program instead of
 a KeyError deep in the status code. The models are lax where the data comes from a file on the host (a
 pidfile, an exit file): a value of the wrong type there reads as unknown rather than failing the whole
-reply. The argcheck reply has its own model, `services.argcheck.ArgCheck`.
+reply. The argcheck reply becomes `services.argcheck.ArgCheck` (the verdict) from `ArgcheckReply`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from ddtree_tui.transport.base import TransportError
 
 __all__ = [
+    "ArgcheckReply",
     "BadReply",
     "ExitInfo",
     "KillReply",
@@ -159,6 +160,25 @@ class KillReply(_Reply):
     survivors: LaxInts = Field(default_factory=list)
     exit: LaxExit = None
     waited: LaxFloat = None
+
+
+class ArgcheckReply(_Reply):
+    """remote/argcheck.py: what the host's SGLang parser said about one argv (services.argcheck reads it)."""
+
+    argcheck: Any = None  # the protocol version; present in every real answer
+    python: LaxStr = None
+    version: LaxStr = None
+    parser: bool = False  # False: sglang.srt.server_args did not load (import_error says why)
+    import_error: LaxStr = None
+    unknown: LaxStrs = Field(default_factory=list)
+    error: LaxStr = None
+    bad_flag: LaxStr = None
+    algorithm_error: LaxStr = None
+    algorithms: list[str] | None = None
+    algorithms_note: LaxStr = None
+    ddtree_flags: LaxStrs = Field(default_factory=list)
+    ddtree_env: LaxStrs = Field(default_factory=list)
+    flags: LaxStrs = Field(default_factory=list)
 
 
 class ReadLogReply(_Reply):

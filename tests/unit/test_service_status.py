@@ -8,9 +8,18 @@ from typing import Any
 import pytest
 
 from ddtree_tui.config import ServiceSpec
+from ddtree_tui.services.argcheck import from_answer
 from ddtree_tui.services.health import HealthResult, ServerInfo
 from ddtree_tui.services.logs import LogMetrics
-from ddtree_tui.services.replies import BadReply, KillReply, LaunchReply, WatchLine, WatchRecord, parse_reply
+from ddtree_tui.services.replies import (
+    ArgcheckReply,
+    BadReply,
+    KillReply,
+    LaunchReply,
+    WatchLine,
+    WatchRecord,
+    parse_reply,
+)
 from ddtree_tui.services.status import Facts, derive_status, initial_status
 
 NOW = 1_800_000_000.0
@@ -149,3 +158,16 @@ def test_watch_records_are_lax_about_pidfile_values_but_a_wrong_reply_is_a_clear
         LaunchReply, {"ok": False, "reason": "port", "holder": {"pid": None, "cmd": None}}, "launch"
     )
     assert r.holder is not None and r.holder.pid is None
+
+
+def test_an_argcheck_reply_becomes_a_verdict_and_a_malformed_one_a_clear_error() -> None:
+    ok = from_answer(
+        parse_reply(ArgcheckReply, {"argcheck": 1, "parser": True, "version": "0.5.1"}, "argcheck")
+    )
+    assert ok.ok is True and ok.version == "0.5.1"
+    no = from_answer(
+        parse_reply(ArgcheckReply, {"argcheck": 1, "parser": False, "import_error": "no torch"}, "a")
+    )
+    assert no.ok is None and no.note is not None and "no torch" in no.note
+    with pytest.raises(BadReply, match="algorithms"):
+        parse_reply(ArgcheckReply, {"argcheck": 1, "parser": True, "algorithms": 5}, "argcheck")
