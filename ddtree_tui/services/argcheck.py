@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from ddtree_tui.config import is_secret_name, redact_text
 from ddtree_tui.remote import source
-from ddtree_tui.services.replies import ArgcheckReply, BadReply, parse_reply
+from ddtree_tui.services.replies import ArgcheckReply, BadReply, last_json_object, parse_reply
 from ddtree_tui.transport.base import Transport, TransportError
 
 PROGRAM = source("argcheck")  # ddtree_tui/remote/argcheck.py
@@ -143,16 +143,12 @@ async def check_on_host(
         )
     except TransportError as e:
         return ArgCheck(ok=None, note=f"cannot run {python} on the host: {e}")
-    for line in reversed((res.stdout or "").strip().splitlines()):
+    data = last_json_object(res.stdout or "", "argcheck")
+    if data is not None:
         try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get("argcheck"):
-            try:
-                return from_answer(parse_reply(ArgcheckReply, data, f"the argcheck program ({python})"))
-            except BadReply as e:
-                return ArgCheck(ok=None, note=str(e))
+            return from_answer(parse_reply(ArgcheckReply, data, f"the argcheck program ({python})"))
+        except BadReply as e:
+            return ArgCheck(ok=None, note=str(e))
     if res.timed_out:
         return ArgCheck(ok=None, note=f"the check did not finish in {timeout:.0f} s")
     why = (res.stderr or res.stdout or f"exit status {res.exit_status}").strip()[-300:]

@@ -14,8 +14,9 @@ from ddtree_tui.services import argcheck, hostscripts
 from ddtree_tui.services.commands import build_launch, service_paths
 from ddtree_tui.services.replies import LaunchReply, WatchRecord
 from ddtree_tui.services.status import exit_words
-from ddtree_tui.services.svcstate import ActionResult, SvcState
+from ddtree_tui.services.svcstate import SvcState
 from ddtree_tui.services.watching import Watching
+from ddtree_tui.state import ActionResult
 from ddtree_tui.transport.base import TransportError
 
 

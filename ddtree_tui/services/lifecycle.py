@@ -18,8 +18,8 @@ from ddtree_tui.config import HostProfile
 from ddtree_tui.services.killing import Killing
 from ddtree_tui.services.launching import Launching
 from ddtree_tui.services.logs import LogMetrics
-from ddtree_tui.services.svcstate import ActionResult, ManagerOptions, ServiceHeld
-from ddtree_tui.state import ServiceStatus
+from ddtree_tui.services.svcstate import ManagerOptions, ServiceHeld
+from ddtree_tui.state import ActionResult, ServiceStatus
 from ddtree_tui.transport.base import Transport
 
 __all__ = ["ActionResult", "LogMetrics", "ServiceHeld", "ServiceManager", "move_service"]
@@ -42,13 +42,7 @@ class ServiceManager(Launching, Killing):
         follow_lines: int = 40,
     ) -> None:
         opts = ManagerOptions(
-            on_status=on_status,
-            on_log=on_log,
-            on_metrics=on_metrics,
-            probe_interval=probe_interval,
-            health_timeout=health_timeout,
-            fail_threshold=fail_threshold,
-            follow_lines=follow_lines,
+            on_status, on_log, on_metrics, probe_interval, health_timeout, fail_threshold, follow_lines
         )
         super().__init__(transport, profile, opts)
 

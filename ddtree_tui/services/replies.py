@@ -190,14 +190,15 @@ class ReadLogReply(_Reply):
 R = TypeVar("R", bound=BaseModel)
 
 
-def last_json_object(text: str) -> dict[str, Any] | None:
-    """The last line of `text` that parses as a JSON object (the call protocol's reply line)."""
+def last_json_object(text: str, key: str | None = None) -> dict[str, Any] | None:
+    """The last line of `text` that parses as a JSON object (the call protocol's reply line); with `key`,
+    the last one that has that key (a program whose libraries may print JSON of their own)."""
     for line in reversed(text.strip().splitlines()):
         try:
             data = json.loads(line)
         except ValueError:
             continue
-        if isinstance(data, dict):
+        if isinstance(data, dict) and (key is None or key in data):
             return data
     return None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections import deque
@@ -18,15 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from ddtree_tui.config import HostProfile, ServiceSpec, redact_text
 from ddtree_tui.services.commands import argv_hash, build_launch, host_python, service_paths
 from ddtree_tui.services.health import HealthResult, ServerInfo
 from ddtree_tui.services.logs import LogMetrics
-from ddtree_tui.services.replies import BadReply, WatchRecord, last_json_object, parse_reply
+from ddtree_tui.services.replies import WatchRecord, last_json_object, parse_reply
 from ddtree_tui.services.status import Facts, derive_status, initial_status, updated
-from ddtree_tui.state import ServiceStatus
+from ddtree_tui.state import ActionResult, ServiceStatus
 from ddtree_tui.transport.base import Transport, TransportError
 
 R = TypeVar("R", bound=BaseModel)
@@ -34,17 +35,6 @@ R = TypeVar("R", bound=BaseModel)
 
 class ServiceHeld(Exception):
     """The service is held by someone else (a running sweep)."""
-
-
-class ActionResult(BaseModel):
-    """The outcome of launch / kill / restart / move, in words a person can act on."""
-
-    model_config = ConfigDict(frozen=True)
-
-    ok: bool
-    message: str
-    status: ServiceStatus | None = None
-    suggestion: str | None = None
 
 
 @dataclass
@@ -70,6 +60,10 @@ class SvcState:
     pids: list[int] = field(default_factory=list)
     unreachable: str | None = None
     launched_hashes: set[str] = field(default_factory=set)  # argv hashes this manager launched itself
+
+
+# the Facts that SvcState keeps under the same name
+_FACT_FIELDS = tuple(f.name for f in dataclasses.fields(Facts) if f.name in SvcState.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -170,17 +164,8 @@ class ManagerCore:
     def _recompute(self, svc: SvcState) -> None:
         """The service's status from what is known now (status.derive_status), published."""
         facts = Facts(
-            proc=svc.proc,
-            health=svc.health,
-            info=svc.info,
-            sglang=svc.sglang,
-            metrics=svc.metrics,
+            **{k: getattr(svc, k) for k in _FACT_FIELDS},
             last_line=svc.lines[-1] if svc.lines else None,
-            killing=svc.killing,
-            unreachable=svc.unreachable,
-            ever_ready_pid=svc.ever_ready_pid,
-            fail_count=svc.fail_count,
-            fail_since=svc.fail_since,
             fail_threshold=self.fail_threshold,
             redact=self._redact,
         )
@@ -283,4 +268,4 @@ class ManagerCore:
             self._recompute(svc)
 
 
-__all__ = ["ActionResult", "BadReply", "ManagerCore", "ManagerOptions", "ServiceHeld", "SvcState"]
+__all__ = ["ManagerCore", "ManagerOptions", "ServiceHeld", "SvcState"]

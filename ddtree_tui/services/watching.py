@@ -22,7 +22,14 @@ from ddtree_tui.services import hostscripts
 from ddtree_tui.services.commands import service_paths
 from ddtree_tui.services.health import HealthResult, fetch_server_info, probe_health
 from ddtree_tui.services.logs import parse_line
-from ddtree_tui.services.replies import BadReply, ReadLogReply, WatchLine, WatchRecord, parse_reply
+from ddtree_tui.services.replies import (
+    BadReply,
+    ReadLogReply,
+    WatchLine,
+    WatchRecord,
+    last_json_object,
+    parse_reply,
+)
 from ddtree_tui.services.sglang_metrics import fetch_sglang_metrics
 from ddtree_tui.services.status import running_port
 from ddtree_tui.services.svcstate import ManagerCore, SvcState
@@ -32,14 +39,8 @@ from ddtree_tui.transport.base import TransportError
 
 def parse_watch(text: str) -> dict[str, WatchRecord] | None:
     """The records of the last watcher line in `text`; None when there is none, BadReply when it is malformed."""
-    for line in reversed(text.strip().splitlines()):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("services"), dict):
-            return parse_reply(WatchLine, data, "the status watcher").services
-    return None
+    data = last_json_object(text, "services")
+    return parse_reply(WatchLine, data, "the status watcher").services if data is not None else None
 
 
 class Watching(ManagerCore):
