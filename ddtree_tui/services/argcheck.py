@@ -146,7 +146,7 @@ async def check_on_host(
     data = last_json_object(res.stdout or "", "argcheck")
     if data is not None:
         try:
-            return from_answer(parse_reply(ArgcheckReply, data, f"the argcheck program ({python})"))
+            return from_answer(parse_reply(ArgcheckReply, data, f"{ArgcheckReply.PROGRAM} ({python})"))
         except BadReply as e:
             return ArgCheck(ok=None, note=str(e))
     if res.timed_out:

@@ -10,7 +10,7 @@ reply. The argcheck reply becomes `services.argcheck.ArgCheck` (the verdict) fro
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -107,6 +107,8 @@ class WatchRecord(_Reply):
 class WatchLine(_Reply):
     """One line of the watcher stream: every service's record at `ts`."""
 
+    PROGRAM: ClassVar[str] = "the status watcher (remote/watch.py)"
+
     ts: LaxFloat = None
     services: dict[str, WatchRecord]
 
@@ -132,6 +134,8 @@ class LaunchedRecord(_Reply):
 class LaunchReply(_Reply):
     """remote/launch.py: ok with the pidfile record, or why not (`reason`)."""
 
+    PROGRAM: ClassVar[str] = "remote/launch.py"
+
     ok: bool
     reason: LaxStr = None  # workdir / busy / running / degraded / port / space / exec / timeout
     why: LaxStr = None
@@ -150,6 +154,8 @@ class LaunchReply(_Reply):
 class KillReply(_Reply):
     """remote/kill.py: what happened to the pidfile's process (and its group)."""
 
+    PROGRAM: ClassVar[str] = "remote/kill.py"
+
     ok: bool
     result: str  # terminated / killed / not-running / stale / group-ended / untrusted / pid-reused / foreign / survived
     why: LaxStr = None
@@ -164,6 +170,8 @@ class KillReply(_Reply):
 
 class ArgcheckReply(_Reply):
     """remote/argcheck.py: what the host's SGLang parser said about one argv (services.argcheck reads it)."""
+
+    PROGRAM: ClassVar[str] = "remote/argcheck.py"
 
     argcheck: Any = None  # the protocol version; present in every real answer
     python: LaxStr = None
@@ -183,6 +191,8 @@ class ArgcheckReply(_Reply):
 
 class ReadLogReply(_Reply):
     """remote/read_log.py: the last lines of one log file."""
+
+    PROGRAM: ClassVar[str] = "remote/read_log.py"
 
     lines: LaxStrs = Field(default_factory=list)
 

@@ -202,7 +202,8 @@ class ManagerCore:
         )
         data = last_json_object(res.stdout)
         if data is not None:
-            return parse_reply(reply, data, f"{reply.__name__} on {self.profile.name}")
+            program = getattr(reply, "PROGRAM", reply.__name__)
+            return parse_reply(reply, data, f"{program} on {self.profile.name}")
         why = (res.stderr.strip() or res.stdout.strip() or "no output")[-500:]
         if res.timed_out:
             why = f"timed out after {timeout:.0f} s"

@@ -40,7 +40,7 @@ from ddtree_tui.transport.base import TransportError
 def parse_watch(text: str) -> dict[str, WatchRecord] | None:
     """The records of the last watcher line in `text`; None when there is none, BadReply when it is malformed."""
     data = last_json_object(text, "services")
-    return parse_reply(WatchLine, data, "the status watcher").services if data is not None else None
+    return parse_reply(WatchLine, data, WatchLine.PROGRAM).services if data is not None else None
 
 
 class Watching(ManagerCore):
