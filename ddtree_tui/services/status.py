@@ -18,6 +18,7 @@ from ddtree_tui.config import ServiceSpec
 from ddtree_tui.services.health import HealthResult, ServerInfo
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.replies import ExitInfo, WatchRecord
+from ddtree_tui.services.sglang_metrics import SglangGauges
 from ddtree_tui.state import ServiceStatus
 
 __all__ = [
@@ -53,7 +54,7 @@ class Facts:
     proc: WatchRecord | None = None  # the watcher's last record; None: not seen yet
     health: HealthResult | None = None  # the last probe of the current pid
     info: ServerInfo | None = None
-    sglang: Any = None  # SglangGauges from the server's own /metrics
+    sglang: SglangGauges | None = None  # the server's own /metrics
     metrics: LogMetrics | None = None  # the last parsed log line
     last_line: str | None = None  # the last log line (the detail while starting)
     killing: bool = False  # our kill of it is under way

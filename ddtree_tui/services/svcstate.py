@@ -26,6 +26,7 @@ from ddtree_tui.services.commands import argv_hash, build_launch, host_python, s
 from ddtree_tui.services.health import HealthResult, ServerInfo
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.replies import WatchRecord, last_json_object, parse_reply
+from ddtree_tui.services.sglang_metrics import SglangGauges
 from ddtree_tui.services.status import Facts, derive_status, initial_status, updated
 from ddtree_tui.state import ActionResult, ServiceStatus
 from ddtree_tui.transport.base import Transport, TransportError
@@ -51,7 +52,7 @@ class SvcState:
     info: ServerInfo | None = None
     info_age: int = 0
     metrics: LogMetrics | None = None
-    sglang: Any = None  # SglangGauges from the server's own /metrics (ddtree_tui.services.sglang_metrics)
+    sglang: SglangGauges | None = None  # the server's own /metrics
     killing: bool = False
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     subscribers: set[asyncio.Queue[str]] = field(default_factory=set)
