@@ -4,34 +4,24 @@ the wrong shape becomes (a clear error, never a KeyError), with a scripted trans
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
 from ddtree_tui.config import HostProfile, parse_profile
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.lifecycle import ServiceManager
-from ddtree_tui.state import ConnStatus
-from ddtree_tui.transport.base import Argv, Env, RunResult, Transport
+from ddtree_tui.transport.base import Argv, Env, RunResult
+from ddtree_tui.transport.local import LocalTransport
 from tests.fixtures.services.support import profile_toml, service_toml
 
 
-class Scripted(Transport):
-    """Answers every host program with a canned stdout; records the requests it was sent."""
+class Scripted(LocalTransport):
+    """Answers every host program with a canned stdout (nothing runs); records the requests it was sent."""
 
     def __init__(self, profile: HostProfile, replies: dict[str, str]) -> None:
         super().__init__(profile)
         self.replies = replies
         self.sent: list[tuple[str, object]] = []
-
-    async def start(self) -> None:
-        self._set_status(ConnStatus(state="connected", since=time.time()))
-
-    async def wait_connected(self, timeout: float | None = None) -> bool:
-        return True
-
-    async def close(self) -> None:
-        return None
 
     def _which(self, argv: Argv) -> str:
         progs = {hostscripts.WATCH: "watch", hostscripts.LAUNCH: "launch", hostscripts.KILL: "kill",
@@ -51,9 +41,6 @@ class Scripted(Transport):
     ) -> AsyncGenerator[str, None]:
         for line in self.replies.get(self._which(argv), "").splitlines():
             yield line
-
-    async def forward_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
-        return remote_port
 
 
 def _manager(tmp_path: Path, replies: dict[str, str]) -> tuple[ServiceManager, Scripted]:
