@@ -110,6 +110,15 @@ class ServiceStatus(_Snap):
     last_log: list[str] = Field(default_factory=list)
 
 
+class ActionResult(_Snap):
+    """The outcome of launch / kill / restart / move, in words a person can act on."""
+
+    ok: bool
+    message: str
+    status: ServiceStatus | None = None
+    suggestion: str | None = None
+
+
 class HostView(_Snap):
     name: str
     address: str

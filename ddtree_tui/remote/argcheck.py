@@ -23,6 +23,7 @@ import json
 import re
 import sys
 import traceback
+from typing import NoReturn
 
 PROTOCOL = 1
 
@@ -32,7 +33,7 @@ class _Rejected(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse would print usage and exit 2
+    def error(self, message: str) -> NoReturn:  # argparse would print usage and exit 2
         raise _Rejected(message)
 
 
@@ -90,8 +91,8 @@ def check(argv: list) -> dict:
             out["import_error"] = f"add_cli_args failed: {type(e).__name__}: {e}"[-1500:]
             return out
         out["parser"] = True
-        out["flags"] = sorted({s for a in parser._actions for s in a.option_strings})
-        out["ddtree_flags"] = [f for f in out["flags"] if "ddtree" in f.lower()]
+        out["flags"] = flags = sorted({s for a in parser._actions for s in a.option_strings})
+        out["ddtree_flags"] = [f for f in flags if "ddtree" in f.lower()]
         ns = None
         try:
             ns, unknown = parser.parse_known_args(list(argv))

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import time
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ddtree_tui.remote.atomicio import write_file
 from ddtree_tui.remote.trust import UID, secure_dir
@@ -19,11 +20,11 @@ from ddtree_tui.remote.trust import UID, secure_dir
 WRAPPER_MARK = "ddtree-tui " + "service wrapper"  # the literal text appears only in the wrapper's source
 
 
-def argv_hash(argv):
+def argv_hash(argv: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:16]
 
 
-def proc_stat(pid):
+def proc_stat(pid: int) -> Optional[Dict[str, Any]]:
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
             data = f.read().decode("utf-8", "replace")
@@ -39,14 +40,14 @@ def proc_stat(pid):
     }
 
 
-def proc_uid(pid):
+def proc_uid(pid: int) -> Optional[int]:
     try:
         return os.stat("/proc/%d" % pid).st_uid
     except OSError:
         return None
 
 
-def proc_cmdline(pid):
+def proc_cmdline(pid: int) -> Optional[List[str]]:
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             raw = f.read()
@@ -55,7 +56,7 @@ def proc_cmdline(pid):
     return [a.decode("utf-8", "replace") for a in raw.split(b"\0")[:-1]]
 
 
-def check_workdir(cfg, create):
+def check_workdir(cfg: Dict[str, Any], create: bool) -> Optional[str]:
     dirs = [cfg["workdir"], os.path.dirname(cfg["pidfile"])]
     if cfg.get("log"):
         dirs.append(os.path.dirname(cfg["log"]))
@@ -66,7 +67,7 @@ def check_workdir(cfg, create):
     return None
 
 
-def read_json(path):
+def read_json(path: str) -> Any:
     try:
         with open(path) as f:
             return json.load(f)
@@ -74,18 +75,18 @@ def read_json(path):
         return None
 
 
-def write_json(path, obj):
+def write_json(path: str, obj: Any) -> None:
     write_file(path, json.dumps(obj), mode=0o600)
 
 
-def rm(path):
+def rm(path: str) -> None:
     try:
         os.unlink(path)
     except OSError:
         pass
 
 
-def is_our_wrapper(pid, rec):
+def is_our_wrapper(pid: int, rec: Dict[str, Any]) -> bool:
     if not pid or pid != rec.get("wrapper_pid") or proc_uid(pid) != UID:
         return False
     st = proc_stat(pid)
@@ -93,7 +94,7 @@ def is_our_wrapper(pid, rec):
     return bool(st and st["state"] != "Z" and st["sid"] == pid and cmd and WRAPPER_MARK in cmd[-1])
 
 
-def identify(rec, accept):
+def identify(rec: Dict[str, Any], accept: Set[str]) -> Tuple[str, Any]:
     # 'ours' when the pid still runs an argv we accept for the spec, with our start time and our uid; else why not
     pid = int(rec.get("pid") or 0)
     st = proc_stat(pid) if pid > 0 else None
@@ -112,7 +113,9 @@ def identify(rec, accept):
     return "foreign", " ".join(cmd)[:200]
 
 
-def group_members(rec, exclude=(), grp=None):
+def group_members(
+    rec: Dict[str, Any], exclude: Iterable[Any] = (), grp: Optional[Dict[int, List[int]]] = None
+) -> List[int]:
     # live processes of the service's process group and session (the wrapper made both): our uid only.
     # A pgid is never handed out again while any process still uses it, so these are the service's own.
     # `grp` (from groups()) saves a scan of /proc when the caller already made one.
@@ -136,8 +139,8 @@ def group_members(rec, exclude=(), grp=None):
     return sorted(out)
 
 
-def groups():
-    out = {}
+def groups() -> Dict[int, List[int]]:
+    out = {}  # type: Dict[int, List[int]]
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -147,14 +150,14 @@ def groups():
     return out
 
 
-_GPU_CACHE = {"at": 0.0, "data": {}}
+_GPU_CACHE = {"at": 0.0, "data": {}}  # type: Dict[str, Any]
 
 
-def gpu_usage():
+def gpu_usage() -> Dict[int, List[List[Any]]]:
     # pid -> [[gpu index, MiB], ...] from nvidia-smi, at most every 10 s; {} without nvidia-smi
     if time.time() - _GPU_CACHE["at"] < 10:
         return _GPU_CACHE["data"]
-    data = {}
+    data = {}  # type: Dict[int, List[List[Any]]]
     try:
         import subprocess
 
@@ -163,7 +166,7 @@ def gpu_usage():
         apps = subprocess.run(
             q + ["--query-compute-apps=pid,used_memory,gpu_bus_id"], capture_output=True, text=True, timeout=5
         )
-        index = {}
+        index = {}  # type: Dict[str, int]
         for line in gpus.stdout.splitlines():
             parts = [x.strip() for x in line.split(",")]
             if len(parts) >= 2 and parts[0].isdigit():
@@ -178,7 +181,7 @@ def gpu_usage():
     return data
 
 
-def tail(path, n):
+def tail(path: str, n: int) -> List[str]:
     window = max(16384, n * 512)
     try:
         with open(path, "rb") as f:
@@ -196,7 +199,7 @@ def tail(path, n):
     return lines[-n:]
 
 
-def free_mb(path):
+def free_mb(path: str) -> Optional[int]:
     try:
         v = os.statvfs(path)
         return v.f_bavail * v.f_frsize // (1024 * 1024)

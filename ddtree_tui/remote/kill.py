@@ -10,13 +10,14 @@ import os
 import signal
 import sys
 import time
+from typing import Any, Dict, List, NoReturn, Tuple
 
 from ddtree_tui.remote.hostlib import check_workdir, group_members, identify, read_json, rm
 
 cfg = json.load(sys.stdin)
 
 
-def out(obj):
+def out(obj: Dict[str, Any]) -> NoReturn:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.exit(0)
 
@@ -33,9 +34,9 @@ pid = rec.get("pid")
 wrapper = int(rec.get("wrapper_pid") or 0)
 
 
-def end_pids(pids, timeout):
+def end_pids(pids: List[int], timeout: float) -> Tuple[str, List[int], List[int]]:
     # TERM each verified member, KILL what is left after the timeout; the pids that ended
-    def live():
+    def live() -> List[int]:
         return [p for p in pids if p in set(group_members(rec))]
 
     for p in pids:
@@ -93,7 +94,7 @@ group = info["pgrp"] == pgid and pgid not in (None, 0, 1)
 before = group_members(rec, exclude=(pid, wrapper)) if group else []
 
 
-def send(sig):
+def send(sig: int) -> None:
     try:
         if group:
             os.killpg(pgid, sig)
@@ -103,7 +104,7 @@ def send(sig):
         pass
 
 
-def alive():
+def alive() -> bool:
     if group:
         return bool(group_members(rec))
     w, _ = identify(rec, accept)

@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 import time
+from typing import Any, Dict, NoReturn, Optional
 
 from ddtree_tui.remote.hostlib import (
     check_workdir,
@@ -25,13 +26,13 @@ from ddtree_tui.remote.hostlib import (
 cfg = json.load(sys.stdin)
 
 
-def out(obj):
+def out(obj: Dict[str, Any]) -> NoReturn:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
     os._exit(0)
 
 
-def port_free(bind, port):
+def port_free(bind: str, port: int) -> bool:
     fam = socket.AF_INET6 if ":" in bind else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
     try:
@@ -44,7 +45,7 @@ def port_free(bind, port):
         s.close()
 
 
-def port_holder(port):
+def port_holder(port: int) -> Optional[Dict[str, Any]]:
     inodes = set()
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -151,13 +152,14 @@ w = subprocess.Popen(
     close_fds=True,
 )
 try:
-    w.stdin.write(json.dumps(wcfg).encode())
-    w.stdin.close()
+    if w.stdin is not None:  # always: stdin=PIPE
+        w.stdin.write(json.dumps(wcfg).encode())
+        w.stdin.close()
 except OSError:
     pass
 
 
-def space_note():
+def space_note() -> str:
     mb = free_mb(cfg["workdir"])
     return (" (%d MiB free on the workdir's disk)" % mb) if mb is not None and mb < 64 else ""
 

@@ -5,11 +5,12 @@ Runs on the host with Python >= 3.6 and the standard library only (no `from __fu
 
 import os
 import stat
+from typing import Optional
 
 UID = os.getuid()
 
 
-def user_name(uid):
+def user_name(uid: int) -> str:
     try:
         import pwd
 
@@ -18,7 +19,7 @@ def user_name(uid):
         return "uid %d" % uid
 
 
-def secure_dir(path, create):
+def secure_dir(path: str, create: bool) -> Optional[str]:
     # None when `path` is a directory only we control (created 0700 when asked); else why not and the fix
     if not os.path.isabs(path):
         return "workdir path %r is not absolute; set an absolute workdir in the host profile" % path

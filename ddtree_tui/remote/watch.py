@@ -1,6 +1,8 @@
 """Every service's process state: one JSON line per interval (or once); ends when stdout closes.
 
 Sent as source with its helpers (`ddtree_tui.remote.source('watch')`); standard library only.
+Request (stdin, JSON): {"interval": seconds, "services": [{name, workdir, pidfile, exitfile, stopping, log,
+accept}, ...], "once": bool}. Reply: {"ts": ..., "services": {name: record}} a line (one line when once).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import json
 import os
 import sys
 import time
+from typing import Any, Dict, List
 
 from ddtree_tui.remote.hostlib import (
     check_workdir,
@@ -22,12 +25,13 @@ from ddtree_tui.remote.hostlib import (
 )
 
 # One JSON line per interval with every service's process state; ends when stdout closes (EPIPE).
-interval = float(sys.argv[1])
-services = json.loads(sys.argv[2])
-once = len(sys.argv) > 3 and sys.argv[3] == "once"
+cfg = json.load(sys.stdin)
+interval = float(cfg.get("interval") or 2.0)
+services = cfg.get("services") or []
+once = bool(cfg.get("once"))
 
 
-def one(svc, grp):
+def one(svc: Dict[str, Any], grp: Dict[int, List[int]]) -> Dict[str, Any]:
     why = check_workdir(svc, create=False)
     if why is not None:
         return {"present": False, "untrusted": why}

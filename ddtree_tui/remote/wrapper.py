@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any, NoReturn
 
 from ddtree_tui.remote.hostlib import argv_hash, proc_stat, write_json
 
@@ -20,7 +21,7 @@ from ddtree_tui.remote.hostlib import argv_hash, proc_stat, write_json
 cfg = json.loads(sys.stdin.read())
 
 
-def _note(signum, frame):
+def _note(signum: int, frame: Any) -> None:
     pass
 
 
@@ -28,12 +29,12 @@ for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, _note)
 
 
-def word(a):
+def word(a: str) -> str:
     plain = a and a.isprintable() and not any(c in a for c in " '\"\\$`")
     return a if plain else json.dumps(a)  # a newline in an argument can never forge a log line
 
 
-def say(msg):
+def say(msg: str) -> None:
     try:
         sys.stdout.write("[ddtree-tui] %s %s\n" % (time.strftime("%Y-%m-%d %H:%M:%S"), msg))
         sys.stdout.flush()
@@ -44,7 +45,7 @@ def say(msg):
 say("launching %s: %s" % (cfg["name"], " ".join(word(a) for a in cfg["display_argv"])))
 
 
-def fail(code, why):
+def fail(code: int, why: str) -> NoReturn:
     try:
         write_json(
             cfg["exitfile"], {"exit_code": code, "signal": None, "error": why, "ended_at": time.time()}

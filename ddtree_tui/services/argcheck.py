@@ -16,12 +16,13 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, Field
 
 from ddtree_tui.config import is_secret_name, redact_text
 from ddtree_tui.remote import source
+from ddtree_tui.services.replies import ArgcheckReply, BadReply, last_json_object, parse_reply
 from ddtree_tui.transport.base import Transport, TransportError
 
 PROGRAM = source("argcheck")  # ddtree_tui/remote/argcheck.py
@@ -90,42 +91,41 @@ def rename_words(flag: str) -> str:
     return f"; it is now {r['new']}{when}"
 
 
-def _problems(res: dict[str, Any]) -> list[str]:
+def _problems(res: ArgcheckReply) -> list[str]:
     out: list[str] = []
-    for u in res.get("unknown") or []:
+    for u in res.unknown:
         flag = u.split("=", 1)[0]
         out.append(f"unknown flag {u}{rename_words(flag)}")
-    err = res.get("error")
-    if err:
-        bad = res.get("bad_flag")
-        out.append(f"{err}{rename_words(bad) if bad else ''}")
-    if res.get("algorithm_error"):
-        known = res.get("algorithms")
+    if res.error:
+        bad = res.bad_flag
+        out.append(f"{res.error}{rename_words(bad) if bad else ''}")
+    if res.algorithm_error:
+        known = res.algorithms
         tail = f" (this build knows {', '.join(known)})" if known else ""
-        out.append(f"{res['algorithm_error']}{tail}")
+        out.append(f"{res.algorithm_error}{tail}")
     return out
 
 
-def from_answer(res: dict[str, Any]) -> ArgCheck:
-    """ArgCheck from the host program's JSON answer."""
-    if not res.get("parser"):
+def from_answer(res: ArgcheckReply) -> ArgCheck:
+    """ArgCheck from the host program's answer."""
+    if not res.parser:
         return ArgCheck(
             ok=None,
-            version=res.get("version"),
-            note=f"sglang.srt.server_args did not load: {res.get('import_error') or res.get('error') or '?'}",
+            version=res.version,
+            note=f"sglang.srt.server_args did not load: {res.import_error or res.error or '?'}",
         )
     problems = _problems(res)
     return ArgCheck(
         ok=not problems,
-        version=res.get("version"),
+        version=res.version,
         problems=problems,
-        unknown=list(res.get("unknown") or []),
-        bad_flag=res.get("bad_flag"),
-        algorithm_error=res.get("algorithm_error"),
-        algorithms=res.get("algorithms"),
-        ddtree_flags=list(res.get("ddtree_flags") or []),
-        ddtree_env=list(res.get("ddtree_env") or []),
-        flags=list(res.get("flags") or []),
+        unknown=list(res.unknown),
+        bad_flag=res.bad_flag,
+        algorithm_error=res.algorithm_error,
+        algorithms=res.algorithms,
+        ddtree_flags=list(res.ddtree_flags),
+        ddtree_env=list(res.ddtree_env),
+        flags=list(res.flags),
     )
 
 
@@ -143,13 +143,12 @@ async def check_on_host(
         )
     except TransportError as e:
         return ArgCheck(ok=None, note=f"cannot run {python} on the host: {e}")
-    for line in reversed((res.stdout or "").strip().splitlines()):
+    data = last_json_object(res.stdout or "", "argcheck")
+    if data is not None:
         try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get("argcheck"):
-            return from_answer(data)
+            return from_answer(parse_reply(ArgcheckReply, data, f"{ArgcheckReply.PROGRAM} ({python})"))
+        except BadReply as e:
+            return ArgCheck(ok=None, note=str(e))
     if res.timed_out:
         return ArgCheck(ok=None, note=f"the check did not finish in {timeout:.0f} s")
     why = (res.stderr or res.stdout or f"exit status {res.exit_status}").strip()[-300:]
@@ -201,7 +200,7 @@ class _Rejected(Exception):
 
 
 class _TableParser(argparse.ArgumentParser):
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise _Rejected(message)
 
 
@@ -238,7 +237,7 @@ def check_offline(args: list[str], version: str) -> ArgCheck:
         res["error"] = str(e)
         m = re.search(r"argument (--[\w-]+)", str(e))
         res["bad_flag"] = m.group(1) if m else None
-    out = from_answer(res)
+    out = from_answer(ArgcheckReply.model_validate(res))
     out.flags = sorted({f for a in flag_table(version)["flags"] for f in a["flags"]})
     return out
 

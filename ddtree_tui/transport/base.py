@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import shlex
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,6 +19,12 @@ from ddtree_tui.state import ConnStatus
 
 class TransportError(Exception):
     """The host could not be reached or the command could not be started (not: the command failed)."""
+
+
+# The argument and return types every transport's run/stream share (one spelling, not one a transport)
+Argv = Sequence[str]
+Env = Mapping[str, str] | None
+Lines = AsyncGenerator[str, None]
 
 
 class RunResult(BaseModel):
@@ -34,6 +40,21 @@ class RunResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.exit_status == 0
+
+    @classmethod
+    def finished(
+        cls, argv: Argv, status: int | None, out: bytes, err: bytes, started: float, timed_out: bool
+    ) -> RunResult:
+        """The result of a command that ran (`started`: its time.monotonic() at start); a negative or
+        missing status (a signal) and a timeout both read as exit_status None."""
+        return cls(
+            argv=[str(a) for a in argv],
+            exit_status=None if timed_out or status is None or status < 0 else status,
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            duration_s=time.monotonic() - started,
+            timed_out=timed_out,
+        )
 
 
 StateListener = Callable[[ConnStatus], None]
@@ -92,24 +113,12 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float | None = 30.0,
-        input: str | None = None,
-        env: Mapping[str, str] | None = None,
+        self, argv: Argv, *, timeout: float | None = 30.0, input: str | None = None, env: Env = None
     ) -> RunResult:
         """Run argv to completion. Raises TransportError when the host is unreachable."""
 
     @abc.abstractmethod
-    def stream(
-        self,
-        argv: Sequence[str],
-        *,
-        input: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stderr: bool = False,
-    ) -> AsyncIterator[str]:
+    def stream(self, argv: Argv, *, input: str | None = None, env: Env = None, stderr: bool = False) -> Lines:
         """Lines of argv's stdout (and stderr when asked) as they come, without the newline.
 
         Closing or cancelling the iterator ends the process on the host: nothing is left behind.

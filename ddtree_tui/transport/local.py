@@ -7,11 +7,11 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.state import ConnStatus
-from ddtree_tui.transport.base import RunResult, Transport, TransportError
+from ddtree_tui.transport.base import Argv, Env, Lines, RunResult, Transport, TransportError
 
 
 def _kill_group(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:
@@ -53,12 +53,7 @@ class LocalTransport(Transport):
             raise TransportError(f"cannot start {argv[0]!r}: {e.strerror}") from None
 
     async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float | None = 30.0,
-        input: str | None = None,
-        env: Mapping[str, str] | None = None,
+        self, argv: Argv, *, timeout: float | None = 30.0, input: str | None = None, env: Env = None
     ) -> RunResult:
         t0 = time.monotonic()
         try:
@@ -82,23 +77,11 @@ class LocalTransport(Transport):
             _kill_group(proc)
             raise
         rc = proc.returncode
-        return RunResult(
-            argv=list(argv),
-            exit_status=None if timed_out or rc is None or rc < 0 else rc,
-            stdout=out.decode(errors="replace"),
-            stderr=err.decode(errors="replace"),
-            duration_s=time.monotonic() - t0,
-            timed_out=timed_out,
-        )
+        return RunResult.finished(argv, rc, out, err, t0, timed_out)
 
     async def stream(
-        self,
-        argv: Sequence[str],
-        *,
-        input: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stderr: bool = False,
-    ) -> AsyncIterator[str]:
+        self, argv: Argv, *, input: str | None = None, env: Env = None, stderr: bool = False
+    ) -> Lines:
         proc = await self._spawn(argv, env, stdin=input is not None, stderr_to_stdout=stderr)
         try:
             if input is not None and proc.stdin is not None:

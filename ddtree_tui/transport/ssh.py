@@ -21,7 +21,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ import asyncssh
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.state import ConnStatus
-from ddtree_tui.transport.base import RunResult, Transport, TransportError, quote_argv
+from ddtree_tui.transport.base import Argv, Env, Lines, RunResult, Transport, TransportError, quote_argv
 
 # $1 = number of input bytes for the command's stdin, then the command's argv. The command runs in the
 # background; with input, exactly $1 bytes of the channel's stdin reach it through a FIFO (`head -c`, which
@@ -312,12 +312,7 @@ class SshTransport(Transport):
         return proc
 
     async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float | None = 30.0,
-        input: str | None = None,
-        env: Mapping[str, str] | None = None,
+        self, argv: Argv, *, timeout: float | None = 30.0, input: str | None = None, env: Env = None
     ) -> RunResult:
         t0 = time.monotonic()
         data = input.encode() if input is not None else b""
@@ -348,23 +343,12 @@ class SshTransport(Transport):
         status = proc.exit_status
         if not timed_out and status is None and proc.exit_signal is None:
             raise TransportError(f"{self.name}: connection lost while running {argv[0]}")
-        return RunResult(
-            argv=[str(a) for a in argv],
-            exit_status=None if timed_out or status is None or status < 0 or proc.exit_signal else status,
-            stdout=b"".join(out).decode(errors="replace"),
-            stderr=b"".join(err).decode(errors="replace"),
-            duration_s=time.monotonic() - t0,
-            timed_out=timed_out,
-        )
+        status = None if proc.exit_signal else status
+        return RunResult.finished(argv, status, b"".join(out), b"".join(err), t0, timed_out)
 
     async def stream(
-        self,
-        argv: Sequence[str],
-        *,
-        input: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stderr: bool = False,
-    ) -> AsyncIterator[str]:
+        self, argv: Argv, *, input: str | None = None, env: Env = None, stderr: bool = False
+    ) -> Lines:
         data = input.encode() if input is not None else b""
         proc = await self._open(argv, env, data, merge_stderr=stderr)
         drain_err: asyncio.Task[None] | None = None

@@ -101,9 +101,9 @@ def test_patch_locate_finds_a_stdlib_package_from_json_on_stdin() -> None:
 def test_read_log_replies_the_last_lines(tmp_path: Path) -> None:
     log = tmp_path / "svc.log"
     log.write_text("".join(f"line {i}\n" for i in range(50)))
-    res = _run("read_log", None, str(log), "3")
+    res = _run("read_log", {"path": str(log), "lines": 3})
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["line 47", "line 48", "line 49"]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"lines": ["line 47", "line 48", "line 49"]}
 
 
 def test_no_python_program_lives_in_a_string_literal_of_the_package() -> None:
