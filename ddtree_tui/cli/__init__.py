@@ -25,7 +25,7 @@ HANDLERS: dict[str, str] = {
     "move": "ddtree_tui.services.cli:cli_main",
     "logs": "ddtree_tui.services.cli:cli_main",
     "patches": "ddtree_tui.services.patches:cli_main",
-    "doctor": "ddtree_tui.doctor:cli_main",
+    "doctor": "ddtree_tui.cli.doctor:cli_main",
     "todo": "ddtree_tui.cli.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
     "report": "ddtree_tui.report.cli:cli_main",
