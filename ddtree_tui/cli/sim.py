@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ddtree_tui.cli.common import UsageError, handler
-from ddtree_tui.sim.config import REAL_HEALTH_LATENCY_S, REAL_PREFILL_TOKENS_PER_S, SimConfig, parse_faults
+from ddtree_tui.sim.config import REALISTIC, TRANSFORMERS_LIKE, SimConfig, parse_faults
 from ddtree_tui.sim.logs import log_prefix
 from ddtree_tui.sim.server import SimServer
 
@@ -30,13 +30,8 @@ OR_DEFAULT: dict[str, tuple[str, Any]] = {
     "mem_creep_mib_s": ("mem_creep", 0.0),
     "block_size": ("block_size", 16),
 }
-# SimConfig field: (its value under --realistic, off)
-REALISTIC: dict[str, tuple[float, float]] = {
-    "health_latency": (REAL_HEALTH_LATENCY_S, 0.0),
-    "prefill_rate": (REAL_PREFILL_TOKENS_PER_S, 0.0),
-}
-# the switches `--openai-style transformers` turns on together
-TRANSFORMERS_STYLE = ("usage_on_finish", "no_done", "detail_errors", "strict_openai")
+# the options --realistic gives a value (SimConfig.realistic's) when they are not given; off: 0
+REALISTIC_VALUES = ("health_latency", "prefill_rate")
 FLAGS = ("reasoning", "hybrid", "allow_hybrid_unsafe")
 
 
@@ -46,10 +41,10 @@ def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
     kw: dict[str, Any] = {name: getattr(ns, name) for name in AS_IS}
     for name, (attr, off) in OR_DEFAULT.items():
         kw[name] = getattr(ns, attr, None) or off
-    for name, (real_value, off) in REALISTIC.items():
+    for name in REALISTIC_VALUES:
         v = getattr(ns, name, None)
-        kw[name] = v if v is not None else (real_value if real else off)
-    for name in TRANSFORMERS_STYLE:
+        kw[name] = v if v is not None else (REALISTIC[name] if real else 0.0)
+    for name in TRANSFORMERS_LIKE:  # `--openai-style transformers` turns them all on
         kw[name] = bool(getattr(ns, name, False) or transformers)
     for name in FLAGS:
         kw[name] = bool(getattr(ns, name, False))

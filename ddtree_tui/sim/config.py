@@ -116,6 +116,20 @@ def parse_faults(spec: str | list[str] | None) -> list[Fault]:
     return [parse_fault(s) for s in items if s.strip()]
 
 
+# the presets of SimConfig.realistic() and SimConfig.transformers_like()
+REALISTIC: dict[str, Any] = {
+    "health_latency": REAL_HEALTH_LATENCY_S,
+    "prefill_rate": REAL_PREFILL_TOKENS_PER_S,
+    "batch_slowdown": True,
+}
+TRANSFORMERS_LIKE: dict[str, Any] = {
+    "usage_on_finish": True,
+    "no_done": True,
+    "detail_errors": True,
+    "strict_openai": True,
+}
+
+
 class SimConfig(BaseModel):
     """What `ddtree-tui sim` takes on its command line; port 0 picks a free port."""
 
@@ -166,23 +180,12 @@ class SimConfig(BaseModel):
     @classmethod
     def realistic(cls, **kw: Any) -> SimConfig:
         """The SGLang 0.5.23 behaviours that an idealised simulator hides, all on (the demo's default)."""
-        base: dict[str, Any] = {
-            "health_latency": REAL_HEALTH_LATENCY_S,
-            "prefill_rate": REAL_PREFILL_TOKENS_PER_S,
-            "batch_slowdown": True,
-        }
-        return cls(**{**base, **kw})
+        return cls(**{**REALISTIC, **kw})
 
     @classmethod
     def transformers_like(cls, **kw: Any) -> SimConfig:
         """An OpenAI-compatible server that is not SGLang, as `transformers serve` behaved in issue 13."""
-        base: dict[str, Any] = {
-            "usage_on_finish": True,
-            "no_done": True,
-            "detail_errors": True,
-            "strict_openai": True,
-        }
-        return cls(**{**base, **kw})
+        return cls(**{**TRANSFORMERS_LIKE, **kw})
 
     @property
     def linear_accept_length(self) -> float:

@@ -84,6 +84,19 @@ class SimEndpoints(SimEngine):
             return self._error(400, "request body must be a JSON object")
         return body
 
+    def _request_args(
+        self, request: web.Request, body: dict[str, Any], max_new: Any, what: str
+    ) -> tuple[int, list[Fault]] | web.Response:
+        """The request's token limit as an int and its faults, or the 400 that says which one is bad."""
+        try:
+            n = int(max_new)
+        except (TypeError, ValueError):
+            return self._error(400, f"{what} must be an integer")
+        try:
+            return n, self._request_faults(request.headers, body)
+        except ValueError as e:
+            return self._error(400, str(e))
+
     def _too_long(self, prompt: str, max_new: int) -> str | None:
         """tokenizer_manager.py's refusal of prompt + max_new_tokens beyond the context length."""
         n = approx_tokens(prompt)
@@ -191,14 +204,10 @@ class SimEndpoints(SimEngine):
         if not isinstance(text, str):
             return self._error(400, "either 'text' or 'input_ids' is required")
         sp = body.get("sampling_params") or {}
-        try:
-            max_new = int(sp.get("max_new_tokens", 128))
-        except (TypeError, ValueError):
-            return self._error(400, "max_new_tokens must be an integer")
-        try:
-            faults = self._request_faults(request.headers, body)
-        except ValueError as e:
-            return self._error(400, str(e))
+        args = self._request_args(request, body, sp.get("max_new_tokens", 128), "max_new_tokens")
+        if isinstance(args, web.Response):
+            return args
+        max_new, faults = args
         incremental = self.cfg.incremental_streaming_output
 
         def meta(ev: dict[str, Any]) -> dict[str, Any]:
@@ -281,14 +290,11 @@ class SimEndpoints(SimEngine):
         prompt = _prompt(body, chat)
         if prompt is None:
             return self._error(400, "'messages' is required" if chat else "'prompt' is required")
-        try:
-            max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
-        except (TypeError, ValueError):
-            return self._error(400, "max_tokens must be an integer")
-        try:
-            faults = self._request_faults(request.headers, body)
-        except ValueError as e:
-            return self._error(400, str(e))
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 128
+        args = self._request_args(request, body, max_tokens, "max_tokens")
+        if isinstance(args, web.Response):
+            return args
+        max_new, faults = args
         usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
         model = body.get("model") or cfg.model_path
         created = int(time.time())
