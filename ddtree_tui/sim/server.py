@@ -21,11 +21,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ddtree_tui.sim.config import SIM_VERSION, SimConfig
+from ddtree_tui.sim.config import SIM_VERSION
 from ddtree_tui.sim.endpoints import SimEndpoints
 from ddtree_tui.sim.metrics import prometheus_text
-
-__all__ = ["SimConfig", "SimServer"]
 
 
 class SimServer(SimEndpoints):
