@@ -54,8 +54,7 @@ def test_is_hybrid() -> None:
     assert is_hybrid({"layer_kinds": ["attention", "mamba"]}) == "layer types mamba"
     assert is_hybrid({"model_type": "qwen3_next", "layer_kinds": []}) == "model_type qwen3_next"
     assert (
-        is_hybrid({"model_type": "x", "text_model_type": "qwen3_5_moe_text"})
-        == "model_type qwen3_5_moe_text"
+        is_hybrid({"model_type": "x", "text_model_type": "qwen3_5_moe_text"}) == "model_type qwen3_5_moe_text"
     )
     assert is_hybrid({"model_type": "llama", "layer_kinds": ["full_attention"]}) is None
     assert is_hybrid(None) is None
