@@ -25,9 +25,9 @@ HANDLERS: dict[str, str] = {
     "move": "ddtree_tui.services.cli:cli_main",
     "logs": "ddtree_tui.services.cli:cli_main",
     "patches": "ddtree_tui.services.patches:cli_main",
-    "doctor": "ddtree_tui.doctor:cli_main",
+    "doctor": "ddtree_tui.cli.doctor:cli_main",
     "todo": "ddtree_tui.cli.todo:cli_main",
-    "sim": "ddtree_tui.sim.server:cli_main",
+    "sim": "ddtree_tui.cli.sim:cli_main",
     "report": "ddtree_tui.report.cli:cli_main",
     "serve": "ddtree_tui.collector.server:serve_main",
     "web": "ddtree_tui.collector.web:web_main",
@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--budget", type=int, default=None, help="tree node budget: accept length and step time")
     d.add_argument("--hybrid", action="store_true", help="the target is a hybrid GDN/Mamba model")
     d.add_argument("--allow-hybrid-unsafe", action="store_true", help="allow tree verify on a hybrid model")
-    r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/server.py)")
+    r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/config.py)")
     r.add_argument(
         "--realistic", action="store_true", help="SGLang 0.5.23's health latency, prefill, batching"
     )

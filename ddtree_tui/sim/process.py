@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from typing import IO
 
-from ddtree_tui.sim.server import SimConfig
+from ddtree_tui.sim.config import SimConfig
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -300,3 +300,19 @@ def parse_apps(
         elif len(cells) > 4 and bus_key(cells[4]):  # no uuid: the bus id is the next best name
             out.setdefault("bus:" + str(bus_key(cells[4])), []).append(proc)
     return out
+
+
+def query_rows(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
+    """The rows of a `--format=csv,noheader,nounits` query as canonical field name → cell as printed.
+
+    For a caller that judges what parse_query folds away: cells GpuSample has no attribute for (the doctor's
+    compute_cap, driver_version per GPU) and a row's "[GPU is lost]". A line whose first cell is not an index,
+    or whose cell count is not the fields', is skipped.
+    """
+    names = [canonical(f) for f in fields]
+    out: list[dict[str, str]] = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in _split(line)]
+        if len(cells) == len(names) and _is_row(cells):
+            out.append(dict(zip(names, cells, strict=True)))
+    return out

@@ -18,8 +18,8 @@ import pytest
 from ddtree_tui.bench.agentic import load_conversations, run_agentic
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.bench.prompts import PromptError
+from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess, free_port
-from ddtree_tui.sim.server import SimConfig
 
 
 def _sim() -> SimProcess:

@@ -109,8 +109,8 @@ def test_smoke_api_chat_by_url(capsys, no_proxy_allowed) -> None:
 def test_smoke_of_an_aborting_server_exits_nonzero(capsys) -> None:
     """The simulated server with a KV capacity aborts the request (503) as decode retraction does: the smoke
     test fails, says why, exits 1; the bench counts it as failed and aborted, out of every median."""
+    from ddtree_tui.sim.config import SimConfig
     from ddtree_tui.sim.process import SimProcess
-    from ddtree_tui.sim.server import SimConfig
 
     with SimProcess(SimConfig(decode_rate=400, accept_length=2.0, kv_capacity=60)) as sim:
         sim.wait_healthy(20)

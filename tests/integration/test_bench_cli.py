@@ -14,8 +14,8 @@ import pytest
 
 from ddtree_tui.bench import history, report
 from ddtree_tui.cli import main
+from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
-from ddtree_tui.sim.server import SimConfig
 
 
 def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:

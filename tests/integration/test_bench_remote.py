@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.bench import report
+from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess, free_port
-from ddtree_tui.sim.server import SimConfig
 from tests.sshd import SshdServer, SshEnv
 
 pytestmark = pytest.mark.sshd

@@ -10,8 +10,9 @@ import pytest
 from ddtree_tui.bench import BenchRequest, BenchTarget, run_bench
 from ddtree_tui.bench.models import BenchEvent
 from ddtree_tui.bench.prompts import Prompt, seed3
+from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
-from ddtree_tui.sim.server import SimConfig, SimServer
+from ddtree_tui.sim.server import SimServer
 
 
 def _target(ref: str, url: str, cfg: SimConfig, **kw: object) -> BenchTarget:

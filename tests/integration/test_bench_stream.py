@@ -21,7 +21,8 @@ from ddtree_tui.bench.models import BenchEvent, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient, StreamError
 from ddtree_tui.bench.worker import Worker, WorkerError
-from ddtree_tui.sim.server import SimConfig, SimServer
+from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.server import SimServer
 
 
 def _quiet(cfg: SimConfig) -> SimServer:

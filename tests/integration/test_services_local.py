@@ -286,7 +286,8 @@ async def test_external_service_health_as_it_is(workdir: Path) -> None:
     """A server ddtree-tui did not start (launcher = "external", no model paths): ready while it serves, even
     though no pidfile of ours describes it, never "stopped"; launch and kill are refused; when it goes away
     it shows as not answering. It runs the real server's /health latency (about 1 s)."""
-    from ddtree_tui.sim.server import SimConfig, SimServer
+    from ddtree_tui.sim.config import SimConfig
+    from ddtree_tui.sim.server import SimServer
 
     async with SimServer(SimConfig(health_latency=0.3)) as sim:
         services = (

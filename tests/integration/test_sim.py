@@ -13,8 +13,9 @@ import time
 import httpx
 import pytest
 
+from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
-from ddtree_tui.sim.server import SimConfig, SimServer
+from ddtree_tui.sim.server import SimServer
 
 LOG_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] ")
 

@@ -17,8 +17,9 @@ from ddtree_tui.bench.client import measure_request
 from ddtree_tui.bench.models import BenchTarget, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.sim import server as S
-from ddtree_tui.sim.server import SimConfig, SimServer
+from ddtree_tui.sim import config as S
+from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.server import SimServer
 
 pytestmark = pytest.mark.timeout(60)
 

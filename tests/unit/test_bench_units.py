@@ -24,7 +24,7 @@ from ddtree_tui.bench.models import (
 )
 from ddtree_tui.bench.prompts import PromptError, agentic, load_jsonl, load_prompts, longctx, seed3
 from ddtree_tui.bench.runner import plan
-from ddtree_tui.sim.server import parse_fault, schedule
+from ddtree_tui.sim.config import parse_fault, schedule
 
 A = BenchTarget(ref="h/a", base_url="http://127.0.0.1:1", algorithm="dflash", mode="linear")
 B = BenchTarget(ref="h/b", base_url="http://127.0.0.1:2", algorithm="ddtree", mode="shadow-linear")

@@ -9,8 +9,8 @@ from ddtree_tui.doctor import (
     DISK_WARN_MB,
     DoctorReport,
     Finding,
-    _host_findings,
-    _is_hybrid,
+    host_findings,
+    is_hybrid,
     parse_driver_cuda,
     parse_smi_apps,
     parse_smi_gpus,
@@ -49,21 +49,20 @@ def test_parse_apps_and_driver_cuda() -> None:
 
 def test_is_hybrid() -> None:
     assert (
-        _is_hybrid({"layer_kinds": ["full_attention", "linear_attention"]}) == "layer types linear_attention"
+        is_hybrid({"layer_kinds": ["full_attention", "linear_attention"]}) == "layer types linear_attention"
     )
-    assert _is_hybrid({"layer_kinds": ["attention", "mamba"]}) == "layer types mamba"
-    assert _is_hybrid({"model_type": "qwen3_next", "layer_kinds": []}) == "model_type qwen3_next"
+    assert is_hybrid({"layer_kinds": ["attention", "mamba"]}) == "layer types mamba"
+    assert is_hybrid({"model_type": "qwen3_next", "layer_kinds": []}) == "model_type qwen3_next"
     assert (
-        _is_hybrid({"model_type": "x", "text_model_type": "qwen3_5_moe_text"})
-        == "model_type qwen3_5_moe_text"
+        is_hybrid({"model_type": "x", "text_model_type": "qwen3_5_moe_text"}) == "model_type qwen3_5_moe_text"
     )
-    assert _is_hybrid({"model_type": "llama", "layer_kinds": ["full_attention"]}) is None
-    assert _is_hybrid(None) is None
+    assert is_hybrid({"model_type": "llama", "layer_kinds": ["full_attention"]}) is None
+    assert is_hybrid(None) is None
 
 
 def test_disk_thresholds() -> None:
     def disk(free: int) -> Finding:
-        fs = _host_findings(
+        fs = host_findings(
             {"workdir": {"path": "/w", "exists": True, "writable": True, "free_mb": free, "existing": "/w"}}
         )
         return next(f for f in fs if f.check == "disk")

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from ddtree_tui.sim.process import free_port
-from ddtree_tui.sim.server import (
+from ddtree_tui.cli.sim import _env_topk
+from ddtree_tui.sim.config import (
     HYBRID_TREE_REFUSAL,
     SimConfig,
-    _env_topk,
     ddtree_accept_length,
     ddtree_expected_speed,
     ddtree_step_factor,
 )
+from ddtree_tui.sim.process import free_port
 
 
 def test_accept_length_rises_with_budget_with_diminishing_returns_and_with_topk() -> None:

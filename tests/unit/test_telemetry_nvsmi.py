@@ -18,6 +18,7 @@ from ddtree_tui.telemetry.nvsmi import (
     detect_fault,
     parse_apps,
     parse_query,
+    query_rows,
 )
 
 GPU = Path(__file__).parent.parent / "fixtures" / "gpu"
@@ -217,3 +218,18 @@ def test_csv_like_rows_never_traceback(rows: list[list[str]]) -> None:
     s = "\n".join(", ".join(r) for r in rows)
     p = parse_query(s, fields)
     assert len(p.samples) + len(p.skipped) <= len(rows)
+
+
+def test_query_rows_keeps_cells_as_printed_under_canonical_names() -> None:
+    text = (
+        "index, gpu_uuid, name, compute_cap\n"  # a header line is not a row
+        "0, GPU-a, NVIDIA H200, 9.0\n"
+        "1, [GPU is lost], [GPU is lost], [GPU is lost]\n"
+        "2, GPU-c, short row\n"  # the wrong number of cells: skipped
+        "Unable to determine the device handle for GPU0000:41:00.0: Unknown Error\n"
+    )
+    rows = query_rows(text, ["index", "gpu_uuid", "name", "compute_cap"])
+    assert rows == [
+        {"index": "0", "uuid": "GPU-a", "name": "NVIDIA H200", "compute_cap": "9.0"},
+        {"index": "1", "uuid": "[GPU is lost]", "name": "[GPU is lost]", "compute_cap": "[GPU is lost]"},
+    ]

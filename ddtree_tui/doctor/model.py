@@ -1,0 +1,60 @@
+"""The doctor's result shapes (they cross into the UI, the CLI's JSON and the tests) and the small helpers
+every check family shares."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ddtree_tui.config import HostProfile
+from ddtree_tui.transport.base import RunResult, Transport, TransportError
+
+FindingStatus = Literal["ok", "warn", "fail"]
+
+
+class Finding(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    check: str
+    status: FindingStatus
+    evidence: str
+    fix: str | None = None
+
+
+class DoctorReport(BaseModel):
+    host: str
+    address: str = ""
+    findings: list[Finding] = Field(default_factory=list)
+    facts: dict[str, Any] = Field(default_factory=dict)  # the raw probe / nvidia-smi facts, for --json
+
+    @property
+    def worst(self) -> FindingStatus:
+        st = {f.status for f in self.findings}
+        return "fail" if "fail" in st else "warn" if "warn" in st else "ok"
+
+
+def tail(text: str, n: int = 300) -> str:
+    """The end of a long output on one line: what a finding quotes of an error."""
+    t = " ".join(text.strip().split())
+    return t if len(t) <= n else "…" + t[-n:]
+
+
+async def run_quiet(t: Transport, argv: Sequence[str], **kw: Any) -> RunResult:
+    """t.run, with an unreachable host as a failed RunResult: a check reports it, never raises."""
+    try:
+        return await t.run(argv, **kw)
+    except TransportError as e:
+        return RunResult(argv=list(argv), exit_status=None, stdout="", stderr=str(e), duration_s=0.0)
+
+
+def major_minor(v: str | None) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", v or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def needs_gpu(profile: HostProfile) -> bool:
+    """Whether any service of the profile is an SGLang server (a missing GPU or package then fails)."""
+    return any(s.launcher == "sglang" for s in profile.service)
