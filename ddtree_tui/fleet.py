@@ -28,6 +28,7 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
+from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import (
     ConnStatus,
     FleetSnapshot,
@@ -97,7 +98,7 @@ class Fleet:
         self._probe_interval = probe_interval
         self.auto_complete_todos = auto_complete_todos
         self._hosts: dict[str, _Host] = {}
-        self._subscribers: list[asyncio.Queue[FleetEvent]] = []
+        self._bus: PubSub[FleetEvent] = PubSub(QUEUE_SIZE)
         self._logs: dict[str, deque[str]] = {}
         self._started = False
         self._bg: list[asyncio.Task[None]] = []
@@ -291,24 +292,17 @@ class Fleet:
 
     # --- events --------------------------------------------------------------------------------------------
     def subscribe(self) -> asyncio.Queue[FleetEvent]:
-        q: asyncio.Queue[FleetEvent] = asyncio.Queue(maxsize=QUEUE_SIZE)
-        self._subscribers.append(q)
-        return q
+        return self._bus.subscribe()
 
     def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None:
-        with contextlib.suppress(ValueError):
-            self._subscribers.remove(q)
+        self._bus.unsubscribe(q)
 
     def publish(self, ev: FleetEvent) -> None:
         """Publish an event to every subscriber, as the fleet's own parts do (the alert engine uses this)."""
-        self._publish(ev)
+        self._bus.publish(ev)
 
     def _publish(self, ev: FleetEvent) -> None:
-        for q in self._subscribers:
-            if q.full():  # a slow reader loses the oldest events, the core never waits for it
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    q.get_nowait()
-            q.put_nowait(ev)
+        self._bus.publish(ev)  # a slow reader loses the oldest events, the core never waits for it
 
     def _on_conn(self, host: str, st: ConnStatus) -> None:
         h = self._hosts.get(host)

@@ -35,11 +35,11 @@ from ddtree_tui.events import (
     Notice,
     ServiceStateChanged,
 )
+from ddtree_tui.pubsub import QUEUE_SIZE, PubSub
 from ddtree_tui.state import FleetSnapshot, HostView
 
 log = logging.getLogger(__name__)
 
-QUEUE_SIZE = 2000
 LOG_LINES_KEPT = 500
 HISTORY_KEPT = 600
 _EVENT = TypeAdapter(FleetEvent)
@@ -114,7 +114,7 @@ class FollowerFleet:
     def __init__(self) -> None:
         self.todos = AttachedTodos()
         self._snap = FleetSnapshot(ts=time.time(), hosts=[])
-        self._subscribers: list[asyncio.Queue[Any]] = []
+        self._bus: PubSub[Any] = PubSub(QUEUE_SIZE)
         self._logs: dict[str, deque[str]] = {}
         self._history: dict[tuple[str, int], deque[float]] = {}
         self._floor = 0.0  # the time of the last full snapshot: older state events are stale
@@ -130,20 +130,13 @@ class FollowerFleet:
 
     # --- events --------------------------------------------------------------------------------------------
     def subscribe(self) -> asyncio.Queue[Any]:
-        q: asyncio.Queue[Any] = asyncio.Queue(maxsize=QUEUE_SIZE)
-        self._subscribers.append(q)
-        return q
+        return self._bus.subscribe()
 
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
-        with contextlib.suppress(ValueError):
-            self._subscribers.remove(q)
+        self._bus.unsubscribe(q)
 
     def _publish(self, ev: Any) -> None:
-        for q in self._subscribers:
-            if q.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    q.get_nowait()
-            q.put_nowait(ev)
+        self._bus.publish(ev)
 
     def _hist(self, host: str, gpu: int) -> deque[float]:
         return self._history.setdefault((host, gpu), deque(maxlen=HISTORY_KEPT))

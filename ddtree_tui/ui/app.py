@@ -4,7 +4,6 @@ workers. One consumer task reads the fleet's event queue and marks panes dirty; 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import re
@@ -36,7 +35,6 @@ from ddtree_tui.events import (
 )
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, StaticFleet
-from ddtree_tui.ui.commands import FleetCommands
 from ddtree_tui.ui.details import gpu_detail, host_detail, service_detail
 from ddtree_tui.ui.messages import (
     BenchIntent,
@@ -46,6 +44,7 @@ from ddtree_tui.ui.messages import (
     ServiceSelected,
     TodoIntent,
 )
+from ddtree_tui.ui.palette import FleetCommands
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.detail import DetailScreen
@@ -1004,6 +1003,12 @@ class DDTreeApp(App[int]):
             except Exception as e:
                 print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)
 
+    def stop_fleet_after_exit(self) -> None:
+        """After `run()`: left without `q` (a crash), still stop what the fleet started, bounded in time."""
+        if self._fleet_started and not self._fleet_stopped:
+            with contextlib.suppress(Exception):
+                asyncio.run(asyncio.wait_for(self.fleet.stop(), 15))
+
 
 def save_traceback(error: BaseException, directory: Path) -> Path | None:
     """Write the full traceback to DIRECTORY/crash-YYYYmmdd-HHMMSS.txt; None when that fails too."""
@@ -1024,53 +1029,3 @@ def exit_code(app: DDTreeApp, rc: int | None) -> int:
         print(line, file=sys.stderr)
         return int(app.return_code or 1)
     return int(rc or app.return_code or 0)
-
-
-NO_PROFILES = """ddtree-tui: no host profiles found (looked in ./hostprofiles/ and the user config directory).
-  Try it without any host:   ddtree-tui --demo   (this machine, simulated services, replayed GPU)
-  Or describe a host:        one TOML file a host in ./hostprofiles/ (or the user config directory's
-                             hostprofiles/); see hostprofiles/README.md and hostprofiles/examples/."""
-
-
-def first_run(interactive: bool, answer: str | None = None) -> str | None:
-    """No profiles anywhere: say how to write one and, at a terminal, offer the demo. 'demo' or None."""
-    print(NO_PROFILES, file=sys.stderr)
-    if not interactive:
-        return None
-    try:
-        reply = answer if answer is not None else input("Start the demo now? [y/N] ")
-    except EOFError:
-        return None
-    return "demo" if reply.strip().lower() in ("y", "yes") else None
-
-
-def cli_main(ns: argparse.Namespace) -> int:
-    """`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI."""
-    from ddtree_tui.config import ProfileError, resolve_profiles
-
-    try:
-        profiles = resolve_profiles(ns.profile, ns.profiles, bool(ns.demo))
-    except ProfileError as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
-        return 2
-    if not profiles and not ns.demo:
-        choice = first_run(sys.stdin.isatty())
-        if choice is None:
-            return 2
-        ns.demo = True
-        profiles = resolve_profiles(None, None, True)
-    theme = getattr(ns, "theme", None) or "dark"
-    known = discover_themes()
-    if theme not in known:
-        print(f"ddtree-tui: unknown theme {theme!r} (known: {', '.join(known)})", file=sys.stderr)
-        return 2
-    from ddtree_tui.fleet import Fleet
-
-    todos = Path(ns.todos) if getattr(ns, "todos", None) else Path(".ddtree/todos.json")
-    fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo))
-    app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo), crash_dir=todos.parent)
-    rc = app.run()
-    if app._fleet_started and not app._fleet_stopped:  # left without `q` (a crash)
-        with contextlib.suppress(Exception):
-            asyncio.run(asyncio.wait_for(fleet.stop(), 15))
-    return exit_code(app, rc)

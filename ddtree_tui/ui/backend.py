@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import FleetSnapshot
 
 
@@ -95,6 +96,7 @@ class StaticFleet:
         self._evidence = evidence or []
         self._bench = bench_runs or []
         self._doctor = doctor_reports or {}
+        self._bus: PubSub[Any] = PubSub()  # nothing is ever published: the snapshot is frozen
 
     async def start(self) -> None:
         return None
@@ -106,10 +108,10 @@ class StaticFleet:
         return self._snap
 
     def subscribe(self) -> asyncio.Queue[Any]:
-        return asyncio.Queue()
+        return self._bus.subscribe()
 
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
-        return None
+        self._bus.unsubscribe(q)
 
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:
         return list(self._history.get((host, gpu_index), []))
