@@ -10,7 +10,7 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,17 +24,9 @@ from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 from textual.widgets import Input, Static, Tab, Tabs
 
-from ddtree_tui.events import (
-    BenchEventWrap,
-    GpuSampleEvent,
-    HostStateChanged,
-    LogLine,
-    Notice,
-    ServiceStateChanged,
-    TodoChanged,
-)
 from ddtree_tui.state import FleetSnapshot
-from ddtree_tui.ui.backend import FleetLike, StaticFleet
+from ddtree_tui.ui.backend import FleetLike, FrozenFleet
+from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.details import gpu_detail, host_detail, service_detail
 from ddtree_tui.ui.messages import (
     BenchIntent,
@@ -123,7 +115,8 @@ def discover_themes(directory: Path | None = None) -> dict[str, tuple[Path, str]
 
 
 class DDTreeApp(App[int]):
-    """ddtree-tui. `fleet` is the core (or a StaticFleet for frozen rendering); `live=False` starts nothing."""
+    """ddtree-tui, the view: layout, keys, dialogs and messages; `self.ctl` (ui/controller.py) reads the fleet
+    and builds what the panes paint. `fleet` is the core (or a frozen one); `live=False` starts nothing."""
 
     TITLE = "ddtree-tui"
     COMMANDS = App.COMMANDS | {FleetCommands}
@@ -213,28 +206,15 @@ class DDTreeApp(App[int]):
             raise ValueError(f"unknown theme {theme_name!r} (known: {', '.join(self._themes)})")
         self.fleet = fleet
         self.demo = demo
-        self.live = live and not isinstance(fleet, StaticFleet)
+        self.ctl = Controller(
+            fleet, self, live=live and not isinstance(fleet, FrozenFleet), stop_timeout=stop_timeout
+        )
         self.refresh_hz = refresh_hz
-        self.stop_timeout = stop_timeout
         self.theme_name = theme_name
-        self.selected_service: str | None = None
         self.bind("w", "sweep", description="Sweep", show=False)  # the tuning lab (ui/sweep_screen.py)
-        self.selected_host: str | None = None
-        self.filter_text = ""
-        self.filter_pane = 0
         self.active_tab = "tab-fleet"
-        self._snap: FleetSnapshot = fleet.snapshot()
-        self._dirty: set[str] = {"fleet", "todos", "bench", "logs"}
-        self._stale: set[int] = set()
-        self._log_buf: list[str] = []
-        self._log_overflow = False
-        self._bench_history: list[Any] = []
-        self._history_sig: Any = ("unset",)
         self._last_clock_paint = 0.0
-        self._busy: set[str] = set()
         self._todo_lock = asyncio.Lock()
-        self._fleet_started = False
-        self._fleet_stopped = False
         self.paint_count = 0  # repaints done; benchmarks/ui.py reads it
         self.messages: list[MessageRecord] = []  # every notice, for `H`; the bar shows the latest
         self._message_until = 0.0
@@ -247,6 +227,65 @@ class DDTreeApp(App[int]):
             self.sub_title = "DEMO: SIMULATED services, GPU telemetry a REPLAY of a real H200 recording"
         elif not self.live:
             self.sub_title = "snapshot"
+
+    # --- the controller's state, as the app's (tests, the bench and todo actions, the sweep screen read it) --
+    @property
+    def live(self) -> bool:
+        """False for a frozen fleet: nothing is started and intents' results are shown here."""
+        return self.ctl.live
+
+    @live.setter
+    def live(self, on: bool) -> None:
+        self.ctl.live = on
+
+    @property
+    def selected_service(self) -> str | None:
+        return self.ctl.selected_service
+
+    @selected_service.setter
+    def selected_service(self, ref: str | None) -> None:
+        self.ctl.selected_service = ref
+
+    @property
+    def selected_host(self) -> str | None:
+        return self.ctl.selected_host
+
+    @property
+    def filter_text(self) -> str:
+        return self.ctl.filter_text
+
+    @property
+    def filter_pane(self) -> int:
+        return self.ctl.filter_pane
+
+    @property
+    def _snap(self) -> FleetSnapshot:
+        return self.ctl.snap
+
+    @property
+    def _dirty(self) -> set[str]:
+        return self.ctl.dirty
+
+    @_dirty.setter
+    def _dirty(self, kinds: set[str]) -> None:
+        self.ctl.dirty = kinds
+
+    @property
+    def _bench_history(self) -> list[Any]:
+        return self.ctl.bench_history
+
+    @_bench_history.setter
+    def _bench_history(self, runs: list[Any]) -> None:
+        self.ctl.bench_history = runs
+
+    # --- what the controller calls back --------------------------------------------------------------------
+    def bench_event(self, event: Any) -> None:
+        self.query_one(BenchPane).live.apply(event)
+
+    def spawn(
+        self, work: Coroutine[Any, Any, Any], group: str, name: str = "", exclusive: bool = False
+    ) -> None:
+        self.run_worker(work, group=group, name=name, exclusive=exclusive)
 
     # --- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -324,92 +363,39 @@ class DDTreeApp(App[int]):
         self._layout()
         inp = self.query_one("#filter", Input)
         inp.cursor_blink = False
-        self._snap = self.fleet.snapshot()
-        self._pick_default_service()
+        self.ctl.refresh_snapshot()
         self.flush(force=True)
         self.pane(3).focus_main()
         if self.live:
-            self.run_worker(self._load_bench_history(), group="history", exclusive=True)
-            self.run_worker(self._run_fleet(), group="fleet", exclusive=True, name="fleet")
+            self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
+            self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
             self.set_interval(1.0 / self.refresh_hz, self.flush, name="repaint")
             self.set_interval(2.0, self._poll_history, name="history-watch")
 
-    # --- the fleet ---------------------------------------------------------------------------------------
-    async def _run_fleet(self) -> None:
-        q = self.fleet.subscribe()
-        try:
-            self._fleet_started = True
-            await self.fleet.start()
-            while True:
-                ev = await q.get()
-                self._on_fleet_event(ev)
-                while not q.empty():
-                    self._on_fleet_event(q.get_nowait())
-        finally:
-            self.fleet.unsubscribe(q)
-
-    def _on_fleet_event(self, ev: Any) -> None:
-        if isinstance(ev, HostStateChanged | GpuSampleEvent | ServiceStateChanged):
-            self._dirty.add("fleet")
-        elif isinstance(ev, LogLine):
-            if f"{ev.host}/{ev.service}" == self.selected_service:
-                self._log_buf.append(ev.line)
-                if len(self._log_buf) > LOG_BUF_MAX:  # hidden for long: reload from the fleet's tail at paint
-                    del self._log_buf[: len(self._log_buf) - LOG_BUF_MAX]
-                    self._log_overflow = True
-                self._dirty.add("logs")
-        elif isinstance(ev, BenchEventWrap):
-            self.query_one(BenchPane).live.apply(ev.event)
-            self._dirty.add("bench")
-        elif isinstance(ev, TodoChanged):
-            self._dirty.add("todos")
-        elif isinstance(ev, Notice):
-            self.notify(ev.text, severity=ev.severity, timeout=6 if ev.severity != "error" else 10)
-
+    # --- the fleet (through the controller) ------------------------------------------------------------
     async def _load_bench_history(self) -> None:
-        try:
-            self._bench_history = await asyncio.to_thread(self.fleet.bench_history)
-        except Exception as e:  # reported, never fatal
-            self.notify(f"bench history: {e}", severity="warning")
-        self._dirty.add("bench")
+        await self.ctl.load_bench_history()
 
     def _poll_history(self) -> None:
-        self.run_worker(self._check_history(), group="history-watch", exclusive=True)
-
-    async def _check_history(self) -> None:
-        """A run made headless (`--run-bench`, another terminal) while the TUI is open: its line lands in
-        the history file; reload when the file's size or mtime moved (a stat off the UI path)."""
-        path = getattr(self.fleet, "history_path", None)
-        if path is None:
-            return
-        try:
-            st = await asyncio.to_thread(Path(path).stat)
-            sig: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            sig = None
-        if sig != self._history_sig:  # (the first check reads it once more: cheap, and no race at start)
-            self._history_sig = sig
-            await self._load_bench_history()
+        self.run_worker(self.ctl.check_history(), group="history-watch", exclusive=True)
 
     def current_snapshot(self) -> FleetSnapshot:
-        return self._snap
+        return self.ctl.snap
 
     def now(self) -> float:
-        """The clock panes use: frozen at the snapshot's time when nothing is live (stable screenshots)."""
-        clock = getattr(self.fleet, "clock", None)  # a replay shows ages against its recorded time
-        if callable(clock):
-            return float(clock())
-        return time.time() if self.live else self._snap.ts
+        return self.ctl.now()
 
     def _view(self) -> View:
+        """The todos and bench panes' input (the others paint typed views)."""
+        c = self.ctl
         return View(
-            snap=self._snap,
-            now=self.now(),
+            snap=c.snap,
+            now=c.now(),
             fleet=self.fleet,
-            selected_host=self.selected_host,
-            selected_service=self.selected_service,
-            filter=self.filter_text,
-            extra={"filter_pane": self.filter_pane, "bench_history": self._bench_history},
+            selected_host=c.selected_host,
+            selected_service=c.selected_service,
+            filter=c.filter_text,
+            extra={"filter_pane": c.filter_pane, "bench_history": c.bench_history},
         )
 
     def _visible(self) -> set[int]:
@@ -423,35 +409,22 @@ class DDTreeApp(App[int]):
         if now - self._last_clock_paint >= 1.0:
             self._last_clock_paint = now
             self._dirty.add("fleet")
-        if force:
-            self._dirty |= {"fleet", "todos", "bench", "logs"}
-        if not self._dirty and not self._stale:
+        if not force and not self.ctl.dirty and not self.ctl.stale:
             return
+        fleet_changed = force or "fleet" in self.ctl.dirty
+        want = self.ctl.take_dirty(force)
+        if fleet_changed:
+            banner = self.ctl.banner()  # an attached fleet says where its data comes from
+            if banner is not None:
+                self.sub_title = banner
         visible = self._visible()
-        want: set[int] = set()
-        if "fleet" in self._dirty:
-            self._snap = self.fleet.snapshot()
-            self._pick_default_service()
-            banner = getattr(self.fleet, "banner", None)  # an attached fleet says where its data comes from
-            if callable(banner):
-                self.sub_title = banner()
-            want |= {1, 2, 3}
-        if "todos" in self._dirty:
-            want.add(4)
-        if "bench" in self._dirty:
-            want.add(5)
-        if "logs" in self._dirty:
-            want.add(6)
-        self._dirty.clear()
-        want |= self._stale
-        view = self._view()
         with self.batch_update():
             for n in sorted(want):
                 if n not in visible and not force:
-                    self._stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
+                    self.ctl.stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
                     continue
-                self._stale.discard(n)
-                self._paint(n, view)
+                self.ctl.stale.discard(n)
+                self._paint(n)
         self._paint_topbar()
         self._paint_message_bar()
         self.paint_count += 1
@@ -464,36 +437,23 @@ class DDTreeApp(App[int]):
         width = max(20, (self.size.width or 80) - 2)
         bar.update(topbar(self._snap, self.now(), self.sub_title, width, self.mode_short))
 
-    def _paint(self, n: int, view: View) -> None:
+    def _paint(self, n: int) -> None:
+        """One pane from its view; a bad sample must not take the app down."""
         pane = self.pane(n)
-        if n == 6 and isinstance(pane, LogsPane):
-            overflow, self._log_overflow = self._log_overflow, False
-            if (
-                not overflow
-                and pane.ref == view.selected_service
-                and pane._search == pane.active_filter(view)
-            ):
-                buf, self._log_buf = self._log_buf, []
-                pane.append(buf)
-                pane._title()
-                return
-            self._log_buf = []
-            pane.ref = None  # force a full reload from fleet.log_lines()
+        pane.planned_width = self.pane_width(n)
         try:
-            pane.render_view(view)
-        except Exception as e:  # a bad sample must not take the app down
+            if isinstance(pane, HostsPane):
+                pane.show_view(self.ctl.hosts_view(pane.planned_width))
+            elif isinstance(pane, GpusPane):
+                pane.show_view(self.ctl.gpus_view(pane.planned_width))
+            elif isinstance(pane, ServicesPane):
+                pane.show_view(self.ctl.services_view(pane.planned_width))
+            elif isinstance(pane, LogsPane):
+                pane.show_view(self.ctl.logs_view())
+            else:
+                pane.render_view(self._view())
+        except Exception as e:
             self.log.error(f"pane {n} failed to render: {e!r}")
-
-    def repaint_pane(self, n: int) -> None:
-        """Paint one pane now (a new sort order); hidden panes wait for their tab."""
-        self._stale.add(n)
-        self.flush()
-
-    def _pick_default_service(self) -> None:
-        refs = [f"{h.name}/{s.name}" for h in self._snap.hosts for s in h.services]
-        if self.selected_service not in refs:
-            self.selected_service = refs[0] if refs else None
-            self._dirty.add("logs")
 
     def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
         tab = event.tab.id if event.tab is not None else None
@@ -501,15 +461,12 @@ class DDTreeApp(App[int]):
             return
         self.active_tab = tab
         self._layout()
-        self._stale |= {n for n, t in PANE_TAB.items() if t == tab}
+        self.ctl.stale |= {n for n, t in PANE_TAB.items() if t == tab}
         self.flush()
 
     # --- selection messages ------------------------------------------------------------------------------
     def on_service_selected(self, msg: ServiceSelected) -> None:
-        if msg.ref != self.selected_service:
-            self.selected_service = msg.ref
-            self._log_buf = []
-            self._dirty.add("logs")
+        self.ctl.select_service(msg.ref)
 
     def on_drill_down(self, msg: DrillDown) -> None:
         """Enter on a host, GPU or service row: its detail screen (Esc back)."""
@@ -534,9 +491,7 @@ class DDTreeApp(App[int]):
         self.select_host(msg.host)
 
     def select_host(self, host: str | None) -> None:
-        if host != self.selected_host:
-            self.selected_host = host
-            self._dirty.add("fleet")
+        if self.ctl.select_host(host):
             self.flush()
 
     # --- keys --------------------------------------------------------------------------------------------
@@ -550,7 +505,7 @@ class DDTreeApp(App[int]):
             self.active_tab = PANE_TAB[n]
             self.query_one(Tabs).active = PANE_TAB[n]
             self._layout()
-            self._stale |= {m for m, t in PANE_TAB.items() if t == self.active_tab}
+            self.ctl.stale |= {m for m, t in PANE_TAB.items() if t == self.active_tab}
             self.flush()
         self.call_after_refresh(self._focus_pane_main, n)
 
@@ -573,7 +528,7 @@ class DDTreeApp(App[int]):
     def request_service(self, verb: str, ref: str, to_host: str | None = None) -> None:
         """Every way to act on a service ends here: keys, palette, messages."""
         if verb == "launch":
-            self._start_intent("launch", ref)
+            self.ctl.start_intent("launch", ref)
         elif verb in ("kill", "restart"):
             label = "Kill" if verb == "kill" else "Restart"
             detail = (
@@ -583,7 +538,9 @@ class DDTreeApp(App[int]):
             )
             self.push_screen(
                 ConfirmScreen(f"{label} {ref}?", detail, label),
-                lambda ok: self._start_intent(verb, ref) if ok else self.notify(f"{verb} {ref}: cancelled"),
+                lambda ok: (
+                    self.ctl.start_intent(verb, ref) if ok else self.notify(f"{verb} {ref}: cancelled")
+                ),
             )
         elif verb == "move":
             if to_host is None:
@@ -608,55 +565,19 @@ class DDTreeApp(App[int]):
                     f"Launch the same spec on {to_host}, wait until it is ready, then kill it here.",
                     "Move",
                 ),
-                lambda ok: self._start_intent("move", ref, to_host) if ok else self.notify("move: cancelled"),
+                lambda ok: (
+                    self.ctl.start_intent("move", ref, to_host) if ok else self.notify("move: cancelled")
+                ),
             )
         elif verb == "logs":
-            self.selected_service = ref
+            self.ctl.select_service(ref)
             self.query_one(ServicesPane).select_ref(ref)
             self._dirty.add("logs")
             self.action_focus_pane(6)
         elif verb == "bench":
             self._open_bench([ref])
         elif verb == "smoke":
-            self.notify(f"smoke {ref} …", timeout=3)
-            self.run_worker(self._do_smoke(ref), group=f"smoke:{ref}", exclusive=True, name=f"smoke {ref}")
-
-    async def _do_smoke(self, ref: str) -> Any:
-        """Read-only, so it does not mark the service busy; a live fleet reports it as a Notice event."""
-        try:
-            res = await self.fleet.smoke(ref)
-        except Exception as e:
-            self.notify(f"smoke {ref} failed: {e}", severity="error", timeout=10)
-            return None
-        if not self.live:
-            ok = bool(getattr(res, "ok", False))
-            self.notify(res.line(), severity="information" if ok else "error", timeout=10)
-        return res
-
-    def _start_intent(self, verb: str, ref: str, to_host: str | None = None) -> None:
-        if ref in self._busy:
-            self.notify(f"{ref} is busy with another action", severity="warning")
-            return
-        self._busy.add(ref)
-        self.notify(f"{verb} {ref}" + (f" → {to_host}" if to_host else "") + " …", timeout=3)
-        self.run_worker(self._do_intent(verb, ref, to_host), group=f"svc:{ref}", name=f"{verb} {ref}")
-
-    async def _do_intent(self, verb: str, ref: str, to_host: str | None) -> Any:
-        try:
-            if verb == "move":
-                res = await self.fleet.move(ref, to_host or "")
-            else:
-                res = await getattr(self.fleet, verb)(ref)
-            if not self.live:  # a live fleet reports results as Notice events
-                ok = bool(getattr(res, "ok", False))
-                self.notify(str(getattr(res, "message", res)), severity="information" if ok else "error")
-            return res
-        except Exception as e:
-            self.notify(f"{verb} {ref} failed: {e}", severity="error", timeout=10)
-            return None
-        finally:
-            self._busy.discard(ref)
-            self._dirty.add("fleet")
+            self.ctl.smoke(ref)
 
     def action_logs(self) -> None:
         if self.selected_service:
@@ -664,13 +585,7 @@ class DDTreeApp(App[int]):
 
     # --- doctor ------------------------------------------------------------------------------------------
     def doctor_host(self) -> str | None:
-        """The selected host, else the selected service's host, else the first host."""
-        if self.selected_host:
-            return self.selected_host
-        if self.selected_service:
-            return self.selected_service.split("/", 1)[0]
-        hosts = [h.name for h in self._snap.hosts] or [p.name for p in self.fleet.profiles()]
-        return hosts[0] if hosts else None
+        return self.ctl.doctor_host()
 
     def action_sweep(self) -> None:
         from ddtree_tui.ui.sweep_screen import open_sweep
@@ -831,7 +746,7 @@ class DDTreeApp(App[int]):
             n = focused_pane.pane_number  # (a key right after `6` may come before the focus moved)
         else:
             n = {"tab-todos": 4, "tab-bench": 5, "tab-logs": 6}.get(tab, 3)
-        self.filter_pane = n
+        self.ctl.filter_pane = n
         inp = self.query_one("#filter", Input)
         inp.placeholder = (
             f"{'search' if n == 6 else 'filter'} {PANE_CLASSES[n].pane_title} (Enter keeps, Esc clears)"
@@ -842,7 +757,7 @@ class DDTreeApp(App[int]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            self.filter_text = event.value
+            self.ctl.filter_text = event.value
             self._dirty |= {"fleet", "todos", "logs"}
             self.flush()
 
@@ -855,7 +770,7 @@ class DDTreeApp(App[int]):
         inp = self.query_one("#filter", Input)
         if not self.filter_text and not inp.has_class("-shown"):
             return
-        self.filter_text = ""
+        self.ctl.filter_text = ""
         inp.value = ""
         inp.remove_class("-shown")
         self._dirty |= {"fleet", "todos", "logs"}
@@ -894,16 +809,7 @@ class DDTreeApp(App[int]):
 
     def action_reload_profiles(self) -> None:
         self.notify("reloading host profiles …", timeout=3)
-        self.run_worker(self._do_reload(), group="reload", exclusive=True, name="reload profiles")
-
-    async def _do_reload(self) -> None:
-        """Edited profiles (a port after a refusal, a new host) without a restart; the fleet reports it."""
-        try:
-            await self.fleet.reload_profiles()
-        except Exception as e:  # a bad profile: the fleet already said which file, line and field
-            if not self.live:
-                self.notify(f"profiles not reloaded: {e}", severity="error", timeout=10)
-        self._dirty.add("fleet")
+        self.run_worker(self.ctl.reload_profiles(), group="reload", exclusive=True, name="reload profiles")
 
     def action_cycle_theme(self) -> None:
         names = self.theme_names()
@@ -993,21 +899,11 @@ class DDTreeApp(App[int]):
         self.exit(0)
 
     async def shutdown_fleet(self) -> None:
-        """Stop watchers and, in the demo, the simulated services we launched; bounded in time."""
-        if self._fleet_started and not self._fleet_stopped:
-            self._fleet_stopped = True
-            self.notify("stopping…", timeout=2)
-            try:
-                async with asyncio.timeout(self.stop_timeout):
-                    await self.fleet.stop()
-            except Exception as e:
-                print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)
+        await self.ctl.shutdown()
 
     def stop_fleet_after_exit(self) -> None:
         """After `run()`: left without `q` (a crash), still stop what the fleet started, bounded in time."""
-        if self._fleet_started and not self._fleet_stopped:
-            with contextlib.suppress(Exception):
-                asyncio.run(asyncio.wait_for(self.fleet.stop(), 15))
+        self.ctl.stop_after_exit()
 
 
 def save_traceback(error: BaseException, directory: Path) -> Path | None:

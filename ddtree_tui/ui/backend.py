@@ -50,6 +50,13 @@ class FleetLike(Protocol):
     def profiles(self) -> list[HostProfile]: ...
 
 
+@runtime_checkable
+class FrozenFleet(Protocol):
+    """A fleet that shows one instant: the app starts nothing on it and its clock stops at that instant."""
+
+    def frozen_at(self) -> float: ...
+
+
 class StaticResult(BaseModel):
     ok: bool
     message: str
@@ -106,6 +113,9 @@ class StaticFleet:
 
     def snapshot(self) -> FleetSnapshot:
         return self._snap
+
+    def frozen_at(self) -> float:
+        return self._snap.ts
 
     def subscribe(self) -> asyncio.Queue[Any]:
         return self._bus.subscribe()

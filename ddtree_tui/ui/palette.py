@@ -46,10 +46,10 @@ def palette_commands(app: DDTreeApp) -> list[tuple[str, str, Callable[[], Any]]]
                         partial(app.request_service, "move", ref, other),
                     )
                 )
-    for h in hosts:
-        out.append((f"gpus of {h}", "narrow the GPU pane to this host", partial(app.select_host, h)))
-    for h in hosts:
-        out.append((f"doctor {h}", "preflight checks of the host (key D)", partial(app.open_doctor, h)))
+    for name in hosts:
+        out.append((f"gpus of {name}", "narrow the GPU pane to this host", partial(app.select_host, name)))
+    for name in hosts:
+        out.append((f"doctor {name}", "preflight checks of the host (key D)", partial(app.open_doctor, name)))
     out.append(("reload profiles", "re-read the host profiles from disk (key R)", app.action_reload_profiles))
     out.append(("gpus of all hosts", "show every host's GPUs", partial(app.select_host, None)))
     for name in app.theme_names():
