@@ -10,7 +10,8 @@ from pathlib import Path
 from ddtree_tui.cli.common import UsageError, err, profiles_of
 from ddtree_tui.config import resolve_profiles
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.ui.app import DDTreeApp, discover_themes, exit_code
+from ddtree_tui.ui.app import DDTreeApp, exit_code
+from ddtree_tui.ui.skins import discover_themes
 
 NO_PROFILES = """ddtree-tui: no host profiles found (looked in ./hostprofiles/ and the user config directory).
   Try it without any host:   ddtree-tui --demo   (this machine, simulated services, replayed GPU)

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import sys
 import time
-import traceback
 from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,17 +15,18 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
-from textual.theme import Theme
 from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.controller import Controller
+from ddtree_tui.ui.crash import save_traceback
 from ddtree_tui.ui.details import gpu_detail, host_detail, service_detail
+from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, to_bindings
 from ddtree_tui.ui.messages import (
     BenchIntent,
     DrillDown,
@@ -45,6 +44,7 @@ from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
 from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
+from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
 from ddtree_tui.ui.widgets.base import Pane, View
 from ddtree_tui.ui.widgets.bench import BenchPane
@@ -55,21 +55,6 @@ from ddtree_tui.ui.widgets.logs import LogsPane
 from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
 
-HIGH_CONTRAST = Theme(
-    name="ddtree-high-contrast",
-    primary="#ffff00",
-    secondary="#00ffff",
-    accent="#ffff00",
-    foreground="#ffffff",
-    background="#000000",
-    surface="#000000",
-    panel="#1c1c1c",
-    success="#00ff00",
-    warning="#ffff00",
-    error="#ff0000",
-    dark=True,
-)
-
 PANE_TAB = {1: "tab-fleet", 2: "tab-fleet", 3: "tab-fleet", 4: "tab-todos", 5: "tab-bench", 6: "tab-logs"}
 PANE_CLASSES: dict[int, type[Pane]] = {
     1: HostsPane,
@@ -79,39 +64,6 @@ PANE_CLASSES: dict[int, type[Pane]] = {
     5: BenchPane,
     6: LogsPane,
 }
-LOG_BUF_MAX = 500
-# actions that only make sense on the main screen (not while a dialog is open)
-MAIN_ONLY = {
-    "messages",
-    "service",
-    "bench",
-    "logs",
-    "doctor",
-    "new_todo",
-    "filter",
-    "focus_pane",
-    "help",
-    "cycle_theme",
-}
-
-
-def themes_dir() -> Path:
-    """themes/ next to the package in a checkout, or inside the package when installed."""
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent.parent / "themes", here / "themes"):
-        if cand.is_dir() and any(cand.glob("*.tcss")):
-            return cand
-    return here.parent.parent / "themes"
-
-
-def discover_themes(directory: Path | None = None) -> dict[str, tuple[Path, str]]:
-    """name -> (tcss file, the Textual base theme named by its `textual-theme:` header line)."""
-    out: dict[str, tuple[Path, str]] = {}
-    for p in sorted((directory or themes_dir()).glob("*.tcss")):
-        head = p.read_text(encoding="utf-8")[:600]
-        m = re.search(r"textual-theme:\s*([A-Za-z0-9_-]+)", head)
-        out[p.stem] = (p, m.group(1) if m else "textual-dark")
-    return out
 
 
 class DDTreeApp(App[int]):
@@ -149,44 +101,7 @@ class DDTreeApp(App[int]):
     """
     # at least this many columns and rows: every pane on one screen; below it, tabs
     WIDE_MIN = (140, 40)
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "focus_pane(1)", "Hosts", show=False, tooltip="focus the hosts pane"),
-        Binding("2", "focus_pane(2)", "GPUs", show=False, tooltip="focus the GPU pane"),
-        Binding("3", "focus_pane(3)", "Services", show=False, tooltip="focus the services pane"),
-        Binding("4", "focus_pane(4)", "Todos", show=False, tooltip="focus the todo checklist"),
-        Binding("5", "focus_pane(5)", "Bench", show=False, tooltip="focus the benchmark pane"),
-        Binding("6", "focus_pane(6)", "Logs", show=False, tooltip="focus the log pane"),
-        Binding("l", "service('launch')", "Launch", tooltip="launch the selected service"),
-        Binding(
-            "k", "service('kill')", "Kill", tooltip="kill the selected service (asks; Cancel is the default)"
-        ),
-        Binding("r", "service('restart')", "Restart", tooltip="redeploy the selected service (asks)"),
-        Binding("m", "service('move')", "Move", tooltip="move the selected service to another host (asks)"),
-        Binding("b", "bench", "Bench", tooltip="benchmark: pick services and a prompt set, run"),
-        Binding("L", "logs", "Logs", tooltip="show and follow the selected service's log"),
-        Binding(
-            "D",
-            "doctor",
-            "Doctor",
-            show=False,
-            tooltip="doctor: preflight checks of the selected host",
-        ),
-        Binding("t", "new_todo", "New todo", tooltip="add an item to the todo checklist"),
-        Binding("slash", "filter", "Filter", show=False, tooltip="filter the focused pane / search the log"),
-        Binding("T", "cycle_theme", "Theme", show=False, tooltip="next colour theme"),
-        Binding("R", "reload_profiles", "Reload", show=False, tooltip="re-read the host profiles from disk"),
-        Binding("question_mark", "help", "Help", tooltip="this list of keys"),
-        Binding("H", "messages", "Messages", show=False, tooltip="every message of this session (history)"),
-        Binding(
-            "ctrl+p",
-            "command_palette",
-            "Commands",
-            show=False,
-            tooltip="every action for every host and service",
-        ),
-        Binding("q", "quit", "Quit", tooltip="stop what this session started (demo) and leave"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, tooltip="clear the filter"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = list(to_bindings(MAIN_KEYS))
 
     def __init__(
         self,
@@ -242,10 +157,6 @@ class DDTreeApp(App[int]):
     def selected_service(self) -> str | None:
         return self.ctl.selected_service
 
-    @selected_service.setter
-    def selected_service(self, ref: str | None) -> None:
-        self.ctl.selected_service = ref
-
     @property
     def selected_host(self) -> str | None:
         return self.ctl.selected_host
@@ -265,10 +176,6 @@ class DDTreeApp(App[int]):
     @property
     def _dirty(self) -> set[str]:
         return self.ctl.dirty
-
-    @_dirty.setter
-    def _dirty(self, kinds: set[str]) -> None:
-        self.ctl.dirty = kinds
 
     @property
     def _bench_history(self) -> list[Any]:
@@ -758,7 +665,7 @@ class DDTreeApp(App[int]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
             self.ctl.filter_text = event.value
-            self._dirty |= {"fleet", "todos", "logs"}
+            self.ctl.dirty |= {"fleet", "todos", "logs"}
             self.flush()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -773,7 +680,7 @@ class DDTreeApp(App[int]):
         self.ctl.filter_text = ""
         inp.value = ""
         inp.remove_class("-shown")
-        self._dirty |= {"fleet", "todos", "logs"}
+        self.ctl.dirty |= {"fleet", "todos", "logs"}
         self.flush()
         if self.filter_pane:
             self.pane(self.filter_pane).focus_main()
@@ -904,18 +811,6 @@ class DDTreeApp(App[int]):
     def stop_fleet_after_exit(self) -> None:
         """After `run()`: left without `q` (a crash), still stop what the fleet started, bounded in time."""
         self.ctl.stop_after_exit()
-
-
-def save_traceback(error: BaseException, directory: Path) -> Path | None:
-    """Write the full traceback to DIRECTORY/crash-YYYYmmdd-HHMMSS.txt; None when that fails too."""
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / time.strftime("crash-%Y%m%d-%H%M%S.txt")
-        path.write_text(f"ddtree-tui crash at {time.strftime('%Y-%m-%d %H:%M:%S %z')}\n{text}", "utf-8")
-        return path.resolve()
-    except OSError:
-        return None
 
 
 def exit_code(app: DDTreeApp, rc: int | None) -> int:

@@ -13,15 +13,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ddtree_tui.events import (
-    BenchEventWrap,
-    GpuSampleEvent,
-    HostStateChanged,
-    LogLine,
-    Notice,
-    ServiceStateChanged,
-    TodoChanged,
-)
+from ddtree_tui import events
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.views import (
@@ -67,13 +59,7 @@ class ViewHost(Protocol):
     """What the controller needs from the app: messages, the live bench pane, and workers."""
 
     def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: Any = "information",
-        timeout: float | None = None,
-        markup: bool = True,
+        self, message: str, *, severity: Any = "information", timeout: float | None = None
     ) -> None: ...
 
     def bench_event(self, event: Any) -> None: ...
@@ -122,21 +108,21 @@ class Controller:
             self.fleet.unsubscribe(q)
 
     def on_event(self, ev: Any) -> None:
-        if isinstance(ev, HostStateChanged | GpuSampleEvent | ServiceStateChanged):
+        if isinstance(ev, events.HostStateChanged | events.GpuSampleEvent | events.ServiceStateChanged):
             self.dirty.add("fleet")
-        elif isinstance(ev, LogLine):
+        elif isinstance(ev, events.LogLine):
             if f"{ev.host}/{ev.service}" == self.selected_service:
                 self._log_buf.append(ev.line)
                 if len(self._log_buf) > LOG_BUF_MAX:  # hidden for long: reload from the fleet's tail at paint
                     del self._log_buf[: len(self._log_buf) - LOG_BUF_MAX]
                     self._log_overflow = True
                 self.dirty.add("logs")
-        elif isinstance(ev, BenchEventWrap):
+        elif isinstance(ev, events.BenchEventWrap):
             self.host.bench_event(ev.event)
             self.dirty.add("bench")
-        elif isinstance(ev, TodoChanged):
+        elif isinstance(ev, events.TodoChanged):
             self.dirty.add("todos")
-        elif isinstance(ev, Notice):
+        elif isinstance(ev, events.Notice):
             self.host.notify(ev.text, severity=ev.severity, timeout=6 if ev.severity != "error" else 10)
 
     # --- what to paint -----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.cli.tui import cli_main
-from ddtree_tui.ui.app import discover_themes
+from ddtree_tui.ui.skins import discover_themes
 
 
 def _ns(**kw: object) -> argparse.Namespace:

@@ -18,6 +18,7 @@ from ddtree_tui.ui.views import (
     PaneInputs,
     Row,
     Seg,
+    TableView,
     algorithm_text,
     gpus_view,
     hosts_view,
@@ -35,6 +36,15 @@ WIDE, NARROW = 200, 80
 
 def cells(row: Row, columns: tuple[str, ...]) -> dict[str, str]:
     return {c: plain_of(v) for c, v in zip(columns, row.cells, strict=True)}
+
+
+def shown(
+    table: TableView, wide: tuple[str, ...], narrow: tuple[str, ...], width: int, key: str
+) -> dict[str, str]:
+    """The row `key` as text by column, after checking the column set fits the width."""
+    cols = wide if width >= 118 else narrow
+    assert table.columns == cols
+    return cells(next(r for r in table.rows if r.key == key), cols)
 
 
 def badge(row: Row, columns: tuple[str, ...], column: str) -> str | None:
@@ -58,11 +68,9 @@ def svc(algorithm: str, mode: str | None = None, **kw: object) -> ServiceStatus:
     ],
 )
 def test_host_rows(width: int, host: str, want: dict[str, str]) -> None:
-    view = hosts_view(snapshot(), PaneInputs(now=T0, width=width))
-    cols = HOSTS_WIDE if width >= 118 else HOSTS_NARROW
-    assert view.table.columns == cols
-    row = next(r for r in view.table.rows if r.key == host)
-    got = cells(row, cols)
+    got = shown(
+        hosts_view(snapshot(), PaneInputs(now=T0, width=width)).table, HOSTS_WIDE, HOSTS_NARROW, width, host
+    )
     assert {k: got[k] for k in want} == want
 
 
@@ -106,10 +114,7 @@ def test_a_down_host_without_retry_and_a_connecting_one() -> None:
 )  # fmt: skip
 def test_service_rows(width: int, ref: str, want: dict[str, str]) -> None:
     view = services_view(snapshot(), PaneInputs(now=T0, width=width))
-    cols = SERVICES_WIDE if width >= 118 else SERVICES_NARROW
-    assert view.table.columns == cols
-    row = next(r for r in view.table.rows if r.key == ref)
-    got = cells(row, cols)
+    got = shown(view.table, SERVICES_WIDE, SERVICES_NARROW, width, ref)
     assert {k: got[k] for k in want} == want
 
 
@@ -165,10 +170,7 @@ def test_display_mode_is_the_spec_answer() -> None:
 )  # fmt: skip
 def test_gpu_rows(width: int, key: str, want: dict[str, str]) -> None:
     view = gpus_view(snapshot(), PaneInputs(now=T0, width=width, history=history()))
-    cols = GPUS_WIDE if width >= 118 else GPUS_NARROW
-    assert view.table.columns == cols
-    row = next(r for r in view.table.rows if r.key == key)
-    got = cells(row, cols)
+    got = shown(view.table, GPUS_WIDE, GPUS_NARROW, width, key)
     assert {k: got[k] for k in want} == want
     util = got["Util"]
     assert util.endswith("%") and len(util) == (6 if width < 118 else 8) + 5
