@@ -78,7 +78,7 @@ class _Host:
         self.sampled = asyncio.Event()
 
 
-class Fleet:
+class Fleet(PubSub[FleetEvent]):
     def __init__(
         self,
         profiles: Sequence[HostProfile],
@@ -98,7 +98,7 @@ class Fleet:
         self._probe_interval = probe_interval
         self.auto_complete_todos = auto_complete_todos
         self._hosts: dict[str, _Host] = {}
-        self._bus: PubSub[FleetEvent] = PubSub(QUEUE_SIZE)
+        PubSub.__init__(self, QUEUE_SIZE)
         self._logs: dict[str, deque[str]] = {}
         self._started = False
         self._bg: list[asyncio.Task[None]] = []
@@ -291,18 +291,7 @@ class Fleet:
         await asyncio.gather(*(one(h) for h in self._hosts.values()))
 
     # --- events --------------------------------------------------------------------------------------------
-    def subscribe(self) -> asyncio.Queue[FleetEvent]:
-        return self._bus.subscribe()
-
-    def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None:
-        self._bus.unsubscribe(q)
-
-    def publish(self, ev: FleetEvent) -> None:
-        """Publish an event to every subscriber, as the fleet's own parts do (the alert engine uses this)."""
-        self._bus.publish(ev)
-
-    def _publish(self, ev: FleetEvent) -> None:
-        self._bus.publish(ev)  # a slow reader loses the oldest events, the core never waits for it
+    # subscribe / unsubscribe / publish: PubSub (a slow reader loses the oldest events, the core never waits)
 
     def _on_conn(self, host: str, st: ConnStatus) -> None:
         h = self._hosts.get(host)

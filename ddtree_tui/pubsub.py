@@ -1,5 +1,5 @@
-"""Fan-out of events to subscriber queues, shared by the fleet, an attached fleet and the frozen one: a slow
-reader loses its oldest events and the publisher never waits for it."""
+"""Fan-out of events to subscriber queues, the base of the fleet, an attached fleet and the frozen one: a
+slow reader loses its oldest events and the publisher never waits for it."""
 
 from __future__ import annotations
 
@@ -29,8 +29,11 @@ class PubSub(Generic[T]):
             self._queues.remove(q)
 
     def publish(self, ev: T) -> None:
+        """Put `ev` on every subscriber's queue (the fleet's parts and the alert engine publish this way)."""
         for q in self._queues:
             if q.full():
                 with contextlib.suppress(asyncio.QueueEmpty):
                     q.get_nowait()
             q.put_nowait(ev)
+
+    _publish = publish  # the name the fleets' own parts use

@@ -104,7 +104,7 @@ def decode_event(data: str) -> FleetEvent | None:
     return ev
 
 
-class FollowerFleet:
+class FollowerFleet(PubSub[Any]):
     """A read-only fleet that follows someone else's snapshots and events (a collector, a recording):
     folds host, GPU and service events into its snapshot copy, keeps log tails and GPU history, passes every
     event on to its subscribers, and refuses intents. Satisfies the UI's FleetLike."""
@@ -114,7 +114,7 @@ class FollowerFleet:
     def __init__(self) -> None:
         self.todos = AttachedTodos()
         self._snap = FleetSnapshot(ts=time.time(), hosts=[])
-        self._bus: PubSub[Any] = PubSub(QUEUE_SIZE)
+        PubSub.__init__(self, QUEUE_SIZE)
         self._logs: dict[str, deque[str]] = {}
         self._history: dict[tuple[str, int], deque[float]] = {}
         self._floor = 0.0  # the time of the last full snapshot: older state events are stale
@@ -129,15 +129,6 @@ class FollowerFleet:
         return self.source_label
 
     # --- events --------------------------------------------------------------------------------------------
-    def subscribe(self) -> asyncio.Queue[Any]:
-        return self._bus.subscribe()
-
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
-        self._bus.unsubscribe(q)
-
-    def _publish(self, ev: Any) -> None:
-        self._bus.publish(ev)
-
     def _hist(self, host: str, gpu: int) -> deque[float]:
         return self._history.setdefault((host, gpu), deque(maxlen=HISTORY_KEPT))
 
@@ -231,14 +222,8 @@ class FollowerFleet:
 
         return failed(ref, f"this view follows {self.source_label}: no request sent from it")
 
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> AttachResult:
+    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> AttachResult:
+        """Refused whatever the settings (the UI's FleetLike.run_bench lists them)."""
         return self._refuse("bench")
 
     async def doctor(self, host: str) -> Any:

@@ -46,6 +46,7 @@ from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
 from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
+from ddtree_tui.ui.sweep_screen import open_sweep
 from ddtree_tui.ui.widgets.base import Pane, View
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.footer import LeanFooter
@@ -495,8 +496,6 @@ class DDTreeApp(App[int]):
         return self.ctl.doctor_host()
 
     def action_sweep(self) -> None:
-        from ddtree_tui.ui.sweep_screen import open_sweep
-
         open_sweep(self)
 
     def action_doctor(self) -> None:

@@ -10,7 +10,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from ddtree_tui.bench.smoke import failed
 from ddtree_tui.config import HostProfile
+from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import FleetSnapshot
 
@@ -44,7 +46,7 @@ class FleetLike(Protocol):
         baseline: str | None = None,
     ) -> Any: ...
     def bench_history(self) -> list[Any]: ...
-    async def doctor(self, host: str) -> Any: ...
+    async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
     def todo_evidence(self) -> list[Any]: ...
     def profiles(self) -> list[HostProfile]: ...
@@ -81,7 +83,7 @@ class StaticTodos:
         self.path: Path | None = None
 
 
-class StaticFleet:
+class StaticFleet(PubSub[Any]):
     """A fleet frozen at one snapshot: intents answer 'frozen' and nothing is started."""
 
     def __init__(
@@ -93,7 +95,7 @@ class StaticFleet:
         todos: list[StaticTodo] | None = None,
         evidence: list[Any] | None = None,
         bench_runs: list[Any] | None = None,
-        doctor_reports: dict[str, Any] | None = None,
+        doctor_reports: dict[str, DoctorReport] | None = None,
     ) -> None:
         self._snap = snapshot
         self._profiles = profiles or []
@@ -103,7 +105,7 @@ class StaticFleet:
         self._evidence = evidence or []
         self._bench = bench_runs or []
         self._doctor = doctor_reports or {}
-        self._bus: PubSub[Any] = PubSub()  # nothing is ever published: the snapshot is frozen
+        PubSub.__init__(self)  # nothing is ever published: the snapshot is frozen
 
     async def start(self) -> None:
         return None
@@ -116,12 +118,6 @@ class StaticFleet:
 
     def frozen_at(self) -> float:
         return self._snap.ts
-
-    def subscribe(self) -> asyncio.Queue[Any]:
-        return self._bus.subscribe()
-
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
-        self._bus.unsubscribe(q)
 
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:
         return list(self._history.get((host, gpu_index), []))
@@ -148,18 +144,10 @@ class StaticFleet:
         self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
     ) -> Any:
         """A failed SmokeResult: a frozen view sends no request."""
-        from ddtree_tui.bench.smoke import failed
-
         return failed(ref, "the view is frozen (snapshot mode): no request sent")
 
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> StaticResult:
+    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> StaticResult:
+        """Refused whatever the settings (FleetLike.run_bench lists them)."""
         return await self._frozen("bench")
 
     def bench_history(self) -> list[Any]:
@@ -168,10 +156,8 @@ class StaticFleet:
     async def reload_profiles(self) -> list[str]:
         raise RuntimeError("the view is frozen (snapshot mode): profiles are not reloaded")
 
-    async def doctor(self, host: str) -> Any:
+    async def doctor(self, host: str) -> DoctorReport:
         """The report given for the host, else one finding saying nothing was checked."""
-        from ddtree_tui.doctor import DoctorReport, Finding
-
         if host in self._doctor:
             return self._doctor[host]
         addr = next((p.address for p in self._profiles if p.name == host), "")
