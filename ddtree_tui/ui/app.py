@@ -1,6 +1,9 @@
-"""The Textual app: panes render fleet snapshots; keys, buttons and the palette post intents that run in
-workers. One consumer task reads the fleet's event queue and marks panes dirty; a timer repaints at most
-`refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys."""
+"""The Textual app, the view half: layout, keys, dialogs, messages. The controller (ui/controller.py) reads
+the fleet's events, marks panes dirty and builds each pane's typed view (ui/views.py); a timer repaints at
+most `refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys.
+Keys, buttons and the palette post intents that the controller carries out in workers.
+
+Over 600 lines while the todo and bench actions still live here (their own modules are next)."""
 
 from __future__ import annotations
 

@@ -230,14 +230,19 @@ def metric(value: float | None, fmt_: str, state: str, zero_is_missing: bool = F
     return fmt_.format(value)
 
 
+def mode_label(algorithm: str, mode: str | None, narrow: bool) -> str:
+    """`ddtree tree`, `dflash linear`, `baseline`; narrow: `ddtree:shadow`, `dflash` (linear is implied).
+    The mode is config.display_mode's answer, the one every screen uses."""
+    shown = display_mode(algorithm, mode)
+    if shown == "-" or (narrow and algorithm == "dflash"):
+        return algorithm
+    if narrow and shown == "shadow-linear":
+        shown = "shadow"
+    return algorithm + (":" if narrow else " ") + shown
+
+
 def algorithm_text(s: ServiceStatus, narrow: bool) -> str:
-    """`ddtree tree`, `dflash linear`, `baseline`; narrow: `ddtree:shadow`, `dflash` (linear is implied)."""
-    mode = display_mode(s.algorithm, s.mode)
-    if mode == "-" or (narrow and s.algorithm == "dflash"):
-        return s.algorithm
-    if narrow and mode == "shadow-linear":
-        mode = "shadow"
-    return s.algorithm + (":" if narrow else " ") + mode
+    return mode_label(s.algorithm, s.mode, narrow)
 
 
 def service_name_cell(s: ServiceStatus, narrow: bool) -> Cell:
