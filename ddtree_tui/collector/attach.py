@@ -118,12 +118,18 @@ class FollowerFleet(PubSub[Any]):
         self._logs: dict[str, deque[str]] = {}
         self._history: dict[tuple[str, int], deque[float]] = {}
         self._floor = 0.0  # the time of the last full snapshot: older state events are stale
+        self._task: asyncio.Task[None] | None = None  # what follows the source (a collector, a recording)
 
     async def start(self) -> None:
-        return None
+        """Subclasses start the task that follows their source."""
 
     async def stop(self) -> None:
-        return None
+        """Cancel the task that follows the source, if one runs."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
     def banner(self) -> str:
         return self.source_label
@@ -321,19 +327,11 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         self.lost_at: float | None = None  # when the link went down (None while up or before the first try)
         self.last_error: str | None = None
         self.connects = 0  # successful (re)connections, for tests
-        self._task: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"attach {self.url}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            self._task = None
 
     def banner(self) -> str:
         """One line for the header: where the data comes from and whether the link is up."""

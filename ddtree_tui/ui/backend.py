@@ -108,10 +108,10 @@ class StaticFleet(PubSub[Any]):
         PubSub.__init__(self)  # nothing is ever published: the snapshot is frozen
 
     async def start(self) -> None:
-        return None
+        """Nothing to start: the view is frozen."""
 
     async def stop(self) -> None:
-        return None
+        """Nothing to stop."""
 
     def snapshot(self) -> FleetSnapshot:
         return self._snap
