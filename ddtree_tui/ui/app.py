@@ -466,9 +466,12 @@ class DDTreeApp(App[int]):
                         f"no connected host to move to ({', '.join(down)}: not connected)", severity="warning"
                     )
                     return
-                self.push_screen(
-                    MoveScreen(ref, others), lambda dest: dest and self.request_service("move", ref, dest)
-                )
+
+                def chosen(dest: str | None) -> None:
+                    if dest:
+                        self.request_service("move", ref, dest)
+
+                self.push_screen(MoveScreen(ref, others), chosen)
                 return
             self.push_screen(
                 ConfirmScreen(
@@ -762,13 +765,13 @@ class DDTreeApp(App[int]):
         except Exception:  # not composed yet
             return
         last = self.messages[-1] if self.messages else None
-        fresh = last is not None and time.monotonic() < self._message_until
-        bar.set_class(fresh and last.severity == "error", "-error")
-        bar.set_class(fresh and last.severity == "warning", "-warning")
+        shown = last if last is not None and time.monotonic() < self._message_until else None
+        bar.set_class(shown is not None and shown.severity == "error", "-error")
+        bar.set_class(shown is not None and shown.severity == "warning", "-warning")
         count = f"  (H: {len(self.messages)} messages)" if self.messages else ""
         bar.update(
             Text(
-                last.line() + count if fresh and last else (count.strip(" ()") or "H: message history"),
+                shown.line() + count if shown else (count.strip(" ()") or "H: message history"),
                 no_wrap=True,
                 overflow="ellipsis",
             )
@@ -777,7 +780,7 @@ class DDTreeApp(App[int]):
     def action_messages(self) -> None:
         self.push_screen(MessagesScreen(self.messages))
 
-    async def action_help_quit(self) -> None:
+    async def action_help_quit(self) -> None:  # type: ignore[override]  # Textual awaits async actions
         """ctrl+c leaves like `q` (Textual's default only says 'press ctrl+q')."""
         await self.action_quit()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -55,7 +55,7 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close help")]
 
-    def __init__(self, groups: list[tuple[str, Iterable[Any]]]) -> None:
+    def __init__(self, groups: Sequence[tuple[str, Iterable[Any]]]) -> None:
         super().__init__()
         self.rows = binding_rows(groups)
 
