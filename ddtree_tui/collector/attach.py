@@ -25,7 +25,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
+from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.events import (
     BenchEventWrap,
     FleetEvent,
@@ -221,20 +223,15 @@ class FollowerFleet(PubSub[Any]):
     async def move(self, ref: str, to_host: str) -> AttachResult:
         return self._refuse(f"move {ref} to {to_host}")
 
-    async def smoke(
-        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
-    ) -> Any:
-        from ddtree_tui.bench.smoke import failed
-
+    async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
+        """A failed SmokeResult whatever the settings: nothing is sent from here."""
         return failed(ref, f"this view follows {self.source_label}: no request sent from it")
 
     async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> AttachResult:
         """Refused whatever the settings (the UI's FleetLike.run_bench lists them)."""
         return self._refuse("bench")
 
-    async def doctor(self, host: str) -> Any:
-        from ddtree_tui.doctor import DoctorReport, Finding
-
+    async def doctor(self, host: str) -> DoctorReport:
         return DoctorReport(
             host=host,
             findings=[

@@ -10,11 +10,20 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from ddtree_tui.bench.smoke import failed
+from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import FleetSnapshot
+
+
+class Outcome(Protocol):
+    """What an intent answers (ActionResult, StaticResult, AttachResult): did it work, in words."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def message(self) -> str: ...
 
 
 @runtime_checkable
@@ -30,13 +39,13 @@ class FleetLike(Protocol):
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]: ...
     def log_lines(self, ref: str) -> list[str]: ...
-    async def launch(self, ref: str) -> Any: ...
-    async def kill(self, ref: str) -> Any: ...
-    async def restart(self, ref: str) -> Any: ...
-    async def move(self, ref: str, to_host: str) -> Any: ...
+    async def launch(self, ref: str) -> Outcome: ...
+    async def kill(self, ref: str) -> Outcome: ...
+    async def restart(self, ref: str) -> Outcome: ...
+    async def move(self, ref: str, to_host: str) -> Outcome: ...
     async def smoke(
         self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
-    ) -> Any: ...
+    ) -> SmokeResult: ...
     async def run_bench(
         self,
         refs: list[str],
@@ -140,10 +149,8 @@ class StaticFleet(PubSub[Any]):
     async def move(self, ref: str, to_host: str) -> StaticResult:
         return await self._frozen(f"move {ref} to {to_host}")
 
-    async def smoke(
-        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
-    ) -> Any:
-        """A failed SmokeResult: a frozen view sends no request."""
+    async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
+        """A failed SmokeResult whatever the settings: a frozen view sends no request."""
         return failed(ref, "the view is frozen (snapshot mode): no request sent")
 
     async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> StaticResult:
