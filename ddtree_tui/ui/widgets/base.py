@@ -1,5 +1,6 @@
-"""The common shape of a pane: a bordered container that renders from a View (the latest snapshot plus a
-clock) and knows how to update its DataTable in place, so repaints are cheap and keep the cursor."""
+"""The common shape of a pane: a bordered container with the theme's badge styles, and the in-place DataTable
+update (sync_table) every table uses, so repaints are cheap and keep the cursor. The table panes paint typed
+views (ui/views.py, widgets/table.py); the todos and bench panes still read a View."""
 
 from __future__ import annotations
 
@@ -98,12 +99,13 @@ class Pane(Vertical, can_focus=False):
             self.focus()
 
 
-Row = tuple[str, Sequence[Any]]
+# a rendered row: its key and the cells as the DataTable takes them
+PaintedRow = tuple[str, Sequence[Any]]
 
 
 def sync_table(
     table: DataTable[Any],
-    rows: Sequence[Row],
+    rows: Sequence[PaintedRow],
     on_key: Callable[[str], None] | None = None,
     columns: Sequence[str] | None = None,
 ) -> None:

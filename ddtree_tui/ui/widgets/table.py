@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from ddtree_tui.ui.messages import DrillDown
 from ddtree_tui.ui.views import Cell, CellValue, Seg, TableView
-from ddtree_tui.ui.widgets.base import Pane, Row, sort_key, sync_table
+from ddtree_tui.ui.widgets.base import PaintedRow, Pane, sort_key, sync_table
 
 
 class TablePane(Pane):
@@ -52,13 +52,13 @@ class TablePane(Pane):
 
     def show_table(self, tv: TableView) -> None:
         self.table_view = tv
-        rows: list[Row] = [(r.key, [self.cell(c) for c in r.cells]) for r in tv.rows]
+        rows: list[PaintedRow] = [(r.key, [self.cell(c) for c in r.cells]) for r in tv.rows]
         table = self.query_one(DataTable)
         sync_table(table, self.sorted_rows(rows, tv.columns), columns=self.headers(tv.columns))
         self.border_title = tv.title
 
     # --- sorting: `o` cycles the column, `O` reverses, a click on a header sorts by it --------------------
-    def sorted_rows(self, rows: list[Row], columns: Sequence[str]) -> list[Row]:
+    def sorted_rows(self, rows: list[PaintedRow], columns: Sequence[str]) -> list[PaintedRow]:
         """Rows ordered by the sort column (numbers as numbers, `-` last); as given when unsorted."""
         if not self.sortable or self.sort_col is None or self.sort_col not in columns:
             return rows
