@@ -28,7 +28,7 @@ from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import save_traceback
-from ddtree_tui.ui.details import gpu_detail, host_detail, service_detail
+from ddtree_tui.ui.details import DetailView
 from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, to_bindings
 from ddtree_tui.ui.messages import (
     BenchIntent,
@@ -387,16 +387,8 @@ class DDTreeApp(App[int]):
             return
         self.push_screen(DetailScreen(view))
 
-    def detail_view(self, kind: str, key: str) -> Any:
-        snap, now = self.fleet.snapshot(), self.now()
-        if kind == "service":
-            return service_detail(snap, key, self.fleet.log_lines(key), now)
-        if kind == "gpu":
-            host, _, idx = key.partition(":")
-            index = idx.split(":")[0]
-            hist = self.fleet.gpu_history(host, int(index), "util_gpu") if index.isdigit() else []
-            return gpu_detail(snap, key, hist)
-        return host_detail(snap, key, now)
+    def detail_view(self, kind: str, key: str) -> DetailView | None:
+        return self.ctl.detail_view(kind, key)
 
     def on_host_selected(self, msg: HostSelected) -> None:
         self.select_host(msg.host)

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from ddtree_tui import events
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
+from ddtree_tui.ui.details import DetailView, gpu_detail, host_detail, service_detail
 from ddtree_tui.ui.views import (
     GpusView,
     HostsView,
@@ -192,6 +193,18 @@ class Controller:
             return LogsView(ref, search, tuple(buf), reset=False)
         self._logs_shown = (ref, search)
         return LogsView(ref, search, tuple(self.fleet.log_lines(ref) if ref else []), reset=True)
+
+    def detail_view(self, kind: str, key: str) -> DetailView | None:
+        """Everything about one host, GPU (HOST:INDEX) or service (HOST/SVC), read fresh for Enter."""
+        snap, now = self.fleet.snapshot(), self.now()
+        if kind == "service":
+            return service_detail(snap, key, self.fleet.log_lines(key), now)
+        if kind == "gpu":
+            host, _, idx = key.partition(":")
+            index = idx.split(":")[0]
+            hist = self.fleet.gpu_history(host, int(index), "util_gpu") if index.isdigit() else []
+            return gpu_detail(snap, key, hist)
+        return host_detail(snap, key, now)
 
     # --- selection ---------------------------------------------------------------------------------------
     def select_service(self, ref: str) -> None:
