@@ -505,7 +505,7 @@ class DDTreeApp(App[int]):
 
     def open_doctor(self, host: str) -> None:
         """The checks run in the screen's worker, over the fleet's open transport to the host."""
-        self.push_screen(DoctorScreen(host, self.fleet.doctor))
+        self.push_screen(DoctorScreen(host, self.ctl.doctor))
 
     # --- bench -------------------------------------------------------------------------------------------
     def action_bench(self) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ddtree_tui import events
+from ddtree_tui.doctor import DoctorReport
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.details import DetailView, gpu_detail, host_detail, service_detail
@@ -272,6 +273,10 @@ class Controller:
         if not self.live:
             self.host.notify(res.line(), severity="information" if res.ok else "error", timeout=10)
         return res
+
+    async def doctor(self, host: str) -> DoctorReport:
+        """The doctor screen's checks, over the fleet's open transport to the host (run in its worker)."""
+        return await self.fleet.doctor(host)
 
     async def reload_profiles(self) -> None:
         """Edited profiles (a port after a refusal, a new host) without a restart; the fleet reports it."""
