@@ -2,7 +2,7 @@
 
 Each file lives once in git, where DESIGN.md puts it (themes/, hostprofiles/): a checkout and an editable
 install read it there. A built wheel (`pip install .`) has no repo root, so build_py copies the files to
-ddtree_tui/ui/themes/ and ddtree_tui/data/, where `ddtree_tui.ui.app.themes_dir()` and
+ddtree_tui/ui/themes/ and ddtree_tui/data/, where `ddtree_tui.ui.skins.themes_dir()` and
 `ddtree_tui.config.packaged_demo_profile()` look next. All other metadata is in pyproject.toml.
 """
 

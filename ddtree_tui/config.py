@@ -116,6 +116,16 @@ class AlertOptions(_Strict):
     gpu_faults: bool = True
 
 
+def display_mode(algorithm: str, mode: str | None) -> str:
+    """The one answer to "which mode does this service run", for every place that shows it: the DDTree mode
+    (shadow-linear when unset, as the simulator runs it), linear for DFlash, `-` for baseline (no speculation)."""
+    if algorithm == "ddtree":
+        return mode or "shadow-linear"
+    if algorithm == "dflash":
+        return "linear"
+    return "-"
+
+
 class ServiceSpec(_Strict):
     name: Annotated[str, Field(pattern=NAME_RE)]
     algorithm: Algorithm = "dflash"
@@ -170,12 +180,8 @@ class ServiceSpec(_Strict):
 
     @property
     def display_mode(self) -> str:
-        """The mode a human reads: linear for DFlash, the DDTree mode, or plain for baseline."""
-        if self.algorithm == "ddtree":
-            return str(self.mode)
-        if self.algorithm == "dflash":
-            return "linear"
-        return "-"
+        """The mode a human reads (see `display_mode`)."""
+        return display_mode(self.algorithm, self.mode)
 
 
 class SweepPreset(_Strict):

@@ -28,6 +28,7 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
+from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import (
     ConnStatus,
     FleetSnapshot,
@@ -77,7 +78,7 @@ class _Host:
         self.sampled = asyncio.Event()
 
 
-class Fleet:
+class Fleet(PubSub[FleetEvent]):
     def __init__(
         self,
         profiles: Sequence[HostProfile],
@@ -97,7 +98,7 @@ class Fleet:
         self._probe_interval = probe_interval
         self.auto_complete_todos = auto_complete_todos
         self._hosts: dict[str, _Host] = {}
-        self._subscribers: list[asyncio.Queue[FleetEvent]] = []
+        PubSub.__init__(self, QUEUE_SIZE)
         self._logs: dict[str, deque[str]] = {}
         self._started = False
         self._bg: list[asyncio.Task[None]] = []
@@ -290,25 +291,7 @@ class Fleet:
         await asyncio.gather(*(one(h) for h in self._hosts.values()))
 
     # --- events --------------------------------------------------------------------------------------------
-    def subscribe(self) -> asyncio.Queue[FleetEvent]:
-        q: asyncio.Queue[FleetEvent] = asyncio.Queue(maxsize=QUEUE_SIZE)
-        self._subscribers.append(q)
-        return q
-
-    def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None:
-        with contextlib.suppress(ValueError):
-            self._subscribers.remove(q)
-
-    def publish(self, ev: FleetEvent) -> None:
-        """Publish an event to every subscriber, as the fleet's own parts do (the alert engine uses this)."""
-        self._publish(ev)
-
-    def _publish(self, ev: FleetEvent) -> None:
-        for q in self._subscribers:
-            if q.full():  # a slow reader loses the oldest events, the core never waits for it
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    q.get_nowait()
-            q.put_nowait(ev)
+    # subscribe / unsubscribe / publish: PubSub (a slow reader loses the oldest events, the core never waits)
 
     def _on_conn(self, host: str, st: ConnStatus) -> None:
         h = self._hosts.get(host)

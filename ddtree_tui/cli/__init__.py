@@ -15,7 +15,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 
 # mode -> "module:function"; each function takes the argparse namespace and returns an exit code
 HANDLERS: dict[str, str] = {
-    "tui": "ddtree_tui.ui.app:cli_main",
+    "tui": "ddtree_tui.cli.tui:cli_main",
     "run-bench": "ddtree_tui.bench.cli:cli_main",
     "status": "ddtree_tui.commands:status_main",
     "smoke": "ddtree_tui.commands:smoke_main",
@@ -31,9 +31,9 @@ HANDLERS: dict[str, str] = {
     "report": "ddtree_tui.report.cli:cli_main",
     "serve": "ddtree_tui.collector.server:serve_main",
     "web": "ddtree_tui.collector.web:web_main",
-    "attach": "ddtree_tui.ui.attach:cli_main",
-    "replay": "ddtree_tui.ui.attach:replay_main",
-    "record": "ddtree_tui.ui.attach:record_main",
+    "attach": "ddtree_tui.cli.attach:cli_main",
+    "replay": "ddtree_tui.cli.attach:replay_main",
+    "record": "ddtree_tui.cli.attach:record_main",
     "sweep": "ddtree_tui.sweep.cli:cli_main",
 }
 

@@ -25,7 +25,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
+from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.events import (
     BenchEventWrap,
     FleetEvent,
@@ -35,11 +37,11 @@ from ddtree_tui.events import (
     Notice,
     ServiceStateChanged,
 )
+from ddtree_tui.pubsub import QUEUE_SIZE, PubSub
 from ddtree_tui.state import FleetSnapshot, HostView
 
 log = logging.getLogger(__name__)
 
-QUEUE_SIZE = 2000
 LOG_LINES_KEPT = 500
 HISTORY_KEPT = 600
 _EVENT = TypeAdapter(FleetEvent)
@@ -104,7 +106,7 @@ def decode_event(data: str) -> FleetEvent | None:
     return ev
 
 
-class FollowerFleet:
+class FollowerFleet(PubSub[Any]):
     """A read-only fleet that follows someone else's snapshots and events (a collector, a recording):
     folds host, GPU and service events into its snapshot copy, keeps log tails and GPU history, passes every
     event on to its subscribers, and refuses intents. Satisfies the UI's FleetLike."""
@@ -114,37 +116,27 @@ class FollowerFleet:
     def __init__(self) -> None:
         self.todos = AttachedTodos()
         self._snap = FleetSnapshot(ts=time.time(), hosts=[])
-        self._subscribers: list[asyncio.Queue[Any]] = []
+        PubSub.__init__(self, QUEUE_SIZE)
         self._logs: dict[str, deque[str]] = {}
         self._history: dict[tuple[str, int], deque[float]] = {}
         self._floor = 0.0  # the time of the last full snapshot: older state events are stale
+        self._task: asyncio.Task[None] | None = None  # what follows the source (a collector, a recording)
 
     async def start(self) -> None:
-        return None
+        """Subclasses start the task that follows their source."""
 
     async def stop(self) -> None:
-        return None
+        """Cancel the task that follows the source, if one runs."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
     def banner(self) -> str:
         return self.source_label
 
     # --- events --------------------------------------------------------------------------------------------
-    def subscribe(self) -> asyncio.Queue[Any]:
-        q: asyncio.Queue[Any] = asyncio.Queue(maxsize=QUEUE_SIZE)
-        self._subscribers.append(q)
-        return q
-
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
-        with contextlib.suppress(ValueError):
-            self._subscribers.remove(q)
-
-    def _publish(self, ev: Any) -> None:
-        for q in self._subscribers:
-            if q.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    q.get_nowait()
-            q.put_nowait(ev)
-
     def _hist(self, host: str, gpu: int) -> deque[float]:
         return self._history.setdefault((host, gpu), deque(maxlen=HISTORY_KEPT))
 
@@ -231,26 +223,15 @@ class FollowerFleet:
     async def move(self, ref: str, to_host: str) -> AttachResult:
         return self._refuse(f"move {ref} to {to_host}")
 
-    async def smoke(
-        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
-    ) -> Any:
-        from ddtree_tui.bench.smoke import failed
-
+    async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
+        """A failed SmokeResult whatever the settings: nothing is sent from here."""
         return failed(ref, f"this view follows {self.source_label}: no request sent from it")
 
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> AttachResult:
+    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> AttachResult:
+        """Refused whatever the settings (the UI's FleetLike.run_bench lists them)."""
         return self._refuse("bench")
 
-    async def doctor(self, host: str) -> Any:
-        from ddtree_tui.doctor import DoctorReport, Finding
-
+    async def doctor(self, host: str) -> DoctorReport:
         return DoctorReport(
             host=host,
             findings=[
@@ -343,19 +324,11 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         self.lost_at: float | None = None  # when the link went down (None while up or before the first try)
         self.last_error: str | None = None
         self.connects = 0  # successful (re)connections, for tests
-        self._task: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"attach {self.url}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            self._task = None
 
     def banner(self) -> str:
         """One line for the header: where the data comes from and whether the link is up."""

@@ -209,7 +209,6 @@ class ReplayFleet(FollowerFleet):
         self.position = self.t0  # the recorded time shown now
         self.finished = False
         self._i = 0
-        self._task: asyncio.Task[None] | None = None
         self.advance_to(self.t0)
 
     def clock(self) -> float:
@@ -264,13 +263,6 @@ class ReplayFleet(FollowerFleet):
             await asyncio.sleep(0.1)
             self.advance_to(rec0 + (time.monotonic() - wall0) * self.speed)
         self._publish(Notice(severity="information", text=f"replay of {self.path.name} finished"))
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            self._task = None
 
 
 def session_fleet(ns: Any, live: Callable[[], Any]) -> Any:

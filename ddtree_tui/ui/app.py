@@ -1,43 +1,35 @@
-"""The Textual app: panes render fleet snapshots; keys, buttons and the palette post intents that run in
-workers. One consumer task reads the fleet's event queue and marks panes dirty; a timer repaints at most
-`refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys."""
+"""The Textual app, the view half: layout, keys, dialogs, messages. The controller (ui/controller.py) reads
+the fleet's events, marks panes dirty and builds each pane's typed view (ui/views.py); a timer repaints at
+most `refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys.
+Keys, buttons and the palette post intents that the controller carries out in workers.
+
+Over 600 lines while the todo and bench actions still live here (their own modules are next)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import re
 import sys
 import time
-import traceback
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
-from textual.theme import Theme
 from textual.widgets import Input, Static, Tab, Tabs
 
-from ddtree_tui.events import (
-    BenchEventWrap,
-    GpuSampleEvent,
-    HostStateChanged,
-    LogLine,
-    Notice,
-    ServiceStateChanged,
-    TodoChanged,
-)
 from ddtree_tui.state import FleetSnapshot
-from ddtree_tui.ui.backend import FleetLike, StaticFleet
-from ddtree_tui.ui.commands import FleetCommands
-from ddtree_tui.ui.details import gpu_detail, host_detail, service_detail
+from ddtree_tui.ui.backend import FleetLike, FrozenFleet
+from ddtree_tui.ui.controller import Controller
+from ddtree_tui.ui.crash import save_traceback
+from ddtree_tui.ui.details import DetailView
+from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, to_bindings
 from ddtree_tui.ui.messages import (
     BenchIntent,
     DrillDown,
@@ -46,6 +38,7 @@ from ddtree_tui.ui.messages import (
     ServiceSelected,
     TodoIntent,
 )
+from ddtree_tui.ui.palette import FleetCommands
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.detail import DetailScreen
@@ -54,7 +47,9 @@ from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
 from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
+from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
+from ddtree_tui.ui.sweep_screen import open_sweep
 from ddtree_tui.ui.widgets.base import Pane, View
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.footer import LeanFooter
@@ -63,21 +58,6 @@ from ddtree_tui.ui.widgets.hosts import HostsPane
 from ddtree_tui.ui.widgets.logs import LogsPane
 from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
-
-HIGH_CONTRAST = Theme(
-    name="ddtree-high-contrast",
-    primary="#ffff00",
-    secondary="#00ffff",
-    accent="#ffff00",
-    foreground="#ffffff",
-    background="#000000",
-    surface="#000000",
-    panel="#1c1c1c",
-    success="#00ff00",
-    warning="#ffff00",
-    error="#ff0000",
-    dark=True,
-)
 
 PANE_TAB = {1: "tab-fleet", 2: "tab-fleet", 3: "tab-fleet", 4: "tab-todos", 5: "tab-bench", 6: "tab-logs"}
 PANE_CLASSES: dict[int, type[Pane]] = {
@@ -88,43 +68,11 @@ PANE_CLASSES: dict[int, type[Pane]] = {
     5: BenchPane,
     6: LogsPane,
 }
-LOG_BUF_MAX = 500
-# actions that only make sense on the main screen (not while a dialog is open)
-MAIN_ONLY = {
-    "messages",
-    "service",
-    "bench",
-    "logs",
-    "doctor",
-    "new_todo",
-    "filter",
-    "focus_pane",
-    "help",
-    "cycle_theme",
-}
-
-
-def themes_dir() -> Path:
-    """themes/ next to the package in a checkout, or inside the package when installed."""
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent.parent / "themes", here / "themes"):
-        if cand.is_dir() and any(cand.glob("*.tcss")):
-            return cand
-    return here.parent.parent / "themes"
-
-
-def discover_themes(directory: Path | None = None) -> dict[str, tuple[Path, str]]:
-    """name -> (tcss file, the Textual base theme named by its `textual-theme:` header line)."""
-    out: dict[str, tuple[Path, str]] = {}
-    for p in sorted((directory or themes_dir()).glob("*.tcss")):
-        head = p.read_text(encoding="utf-8")[:600]
-        m = re.search(r"textual-theme:\s*([A-Za-z0-9_-]+)", head)
-        out[p.stem] = (p, m.group(1) if m else "textual-dark")
-    return out
 
 
 class DDTreeApp(App[int]):
-    """ddtree-tui. `fleet` is the core (or a StaticFleet for frozen rendering); `live=False` starts nothing."""
+    """ddtree-tui, the view: layout, keys, dialogs and messages; `self.ctl` (ui/controller.py) reads the fleet
+    and builds what the panes paint. `fleet` is the core (or a frozen one); `live=False` starts nothing."""
 
     TITLE = "ddtree-tui"
     COMMANDS = App.COMMANDS | {FleetCommands}
@@ -157,44 +105,7 @@ class DDTreeApp(App[int]):
     """
     # at least this many columns and rows: every pane on one screen; below it, tabs
     WIDE_MIN = (140, 40)
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "focus_pane(1)", "Hosts", show=False, tooltip="focus the hosts pane"),
-        Binding("2", "focus_pane(2)", "GPUs", show=False, tooltip="focus the GPU pane"),
-        Binding("3", "focus_pane(3)", "Services", show=False, tooltip="focus the services pane"),
-        Binding("4", "focus_pane(4)", "Todos", show=False, tooltip="focus the todo checklist"),
-        Binding("5", "focus_pane(5)", "Bench", show=False, tooltip="focus the benchmark pane"),
-        Binding("6", "focus_pane(6)", "Logs", show=False, tooltip="focus the log pane"),
-        Binding("l", "service('launch')", "Launch", tooltip="launch the selected service"),
-        Binding(
-            "k", "service('kill')", "Kill", tooltip="kill the selected service (asks; Cancel is the default)"
-        ),
-        Binding("r", "service('restart')", "Restart", tooltip="redeploy the selected service (asks)"),
-        Binding("m", "service('move')", "Move", tooltip="move the selected service to another host (asks)"),
-        Binding("b", "bench", "Bench", tooltip="benchmark: pick services and a prompt set, run"),
-        Binding("L", "logs", "Logs", tooltip="show and follow the selected service's log"),
-        Binding(
-            "D",
-            "doctor",
-            "Doctor",
-            show=False,
-            tooltip="doctor: preflight checks of the selected host",
-        ),
-        Binding("t", "new_todo", "New todo", tooltip="add an item to the todo checklist"),
-        Binding("slash", "filter", "Filter", show=False, tooltip="filter the focused pane / search the log"),
-        Binding("T", "cycle_theme", "Theme", show=False, tooltip="next colour theme"),
-        Binding("R", "reload_profiles", "Reload", show=False, tooltip="re-read the host profiles from disk"),
-        Binding("question_mark", "help", "Help", tooltip="this list of keys"),
-        Binding("H", "messages", "Messages", show=False, tooltip="every message of this session (history)"),
-        Binding(
-            "ctrl+p",
-            "command_palette",
-            "Commands",
-            show=False,
-            tooltip="every action for every host and service",
-        ),
-        Binding("q", "quit", "Quit", tooltip="stop what this session started (demo) and leave"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, tooltip="clear the filter"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = list(to_bindings(MAIN_KEYS))
 
     def __init__(
         self,
@@ -214,28 +125,15 @@ class DDTreeApp(App[int]):
             raise ValueError(f"unknown theme {theme_name!r} (known: {', '.join(self._themes)})")
         self.fleet = fleet
         self.demo = demo
-        self.live = live and not isinstance(fleet, StaticFleet)
+        self.ctl = Controller(
+            fleet, self, live=live and not isinstance(fleet, FrozenFleet), stop_timeout=stop_timeout
+        )
         self.refresh_hz = refresh_hz
-        self.stop_timeout = stop_timeout
         self.theme_name = theme_name
-        self.selected_service: str | None = None
         self.bind("w", "sweep", description="Sweep", show=False)  # the tuning lab (ui/sweep_screen.py)
-        self.selected_host: str | None = None
-        self.filter_text = ""
-        self.filter_pane = 0
         self.active_tab = "tab-fleet"
-        self._snap: FleetSnapshot = fleet.snapshot()
-        self._dirty: set[str] = {"fleet", "todos", "bench", "logs"}
-        self._stale: set[int] = set()
-        self._log_buf: list[str] = []
-        self._log_overflow = False
-        self._bench_history: list[Any] = []
-        self._history_sig: Any = ("unset",)
         self._last_clock_paint = 0.0
-        self._busy: set[str] = set()
         self._todo_lock = asyncio.Lock()
-        self._fleet_started = False
-        self._fleet_stopped = False
         self.paint_count = 0  # repaints done; benchmarks/ui.py reads it
         self.messages: list[MessageRecord] = []  # every notice, for `H`; the bar shows the latest
         self._message_until = 0.0
@@ -248,6 +146,57 @@ class DDTreeApp(App[int]):
             self.sub_title = "DEMO: SIMULATED services, GPU telemetry a REPLAY of a real H200 recording"
         elif not self.live:
             self.sub_title = "snapshot"
+
+    # --- the controller's state, as the app's (tests, the bench and todo actions, the sweep screen read it) --
+    @property
+    def live(self) -> bool:
+        """False for a frozen fleet: nothing is started and intents' results are shown here."""
+        return self.ctl.live
+
+    @live.setter
+    def live(self, on: bool) -> None:
+        self.ctl.live = on
+
+    @property
+    def selected_service(self) -> str | None:
+        return self.ctl.selected_service
+
+    @property
+    def selected_host(self) -> str | None:
+        return self.ctl.selected_host
+
+    @property
+    def filter_text(self) -> str:
+        return self.ctl.filter_text
+
+    @property
+    def filter_pane(self) -> int:
+        return self.ctl.filter_pane
+
+    @property
+    def _snap(self) -> FleetSnapshot:
+        return self.ctl.snap
+
+    @property
+    def _dirty(self) -> set[str]:
+        return self.ctl.dirty
+
+    @property
+    def _bench_history(self) -> list[Any]:
+        return self.ctl.bench_history
+
+    @_bench_history.setter
+    def _bench_history(self, runs: list[Any]) -> None:
+        self.ctl.bench_history = runs
+
+    # --- what the controller calls back --------------------------------------------------------------------
+    def bench_event(self, event: Any) -> None:
+        self.query_one(BenchPane).live.apply(event)
+
+    def spawn(
+        self, work: Coroutine[Any, Any, Any], group: str, name: str = "", exclusive: bool = False
+    ) -> None:
+        self.run_worker(work, group=group, name=name, exclusive=exclusive)
 
     # --- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -325,92 +274,39 @@ class DDTreeApp(App[int]):
         self._layout()
         inp = self.query_one("#filter", Input)
         inp.cursor_blink = False
-        self._snap = self.fleet.snapshot()
-        self._pick_default_service()
+        self.ctl.refresh_snapshot()
         self.flush(force=True)
         self.pane(3).focus_main()
         if self.live:
-            self.run_worker(self._load_bench_history(), group="history", exclusive=True)
-            self.run_worker(self._run_fleet(), group="fleet", exclusive=True, name="fleet")
+            self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
+            self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
             self.set_interval(1.0 / self.refresh_hz, self.flush, name="repaint")
             self.set_interval(2.0, self._poll_history, name="history-watch")
 
-    # --- the fleet ---------------------------------------------------------------------------------------
-    async def _run_fleet(self) -> None:
-        q = self.fleet.subscribe()
-        try:
-            self._fleet_started = True
-            await self.fleet.start()
-            while True:
-                ev = await q.get()
-                self._on_fleet_event(ev)
-                while not q.empty():
-                    self._on_fleet_event(q.get_nowait())
-        finally:
-            self.fleet.unsubscribe(q)
-
-    def _on_fleet_event(self, ev: Any) -> None:
-        if isinstance(ev, HostStateChanged | GpuSampleEvent | ServiceStateChanged):
-            self._dirty.add("fleet")
-        elif isinstance(ev, LogLine):
-            if f"{ev.host}/{ev.service}" == self.selected_service:
-                self._log_buf.append(ev.line)
-                if len(self._log_buf) > LOG_BUF_MAX:  # hidden for long: reload from the fleet's tail at paint
-                    del self._log_buf[: len(self._log_buf) - LOG_BUF_MAX]
-                    self._log_overflow = True
-                self._dirty.add("logs")
-        elif isinstance(ev, BenchEventWrap):
-            self.query_one(BenchPane).live.apply(ev.event)
-            self._dirty.add("bench")
-        elif isinstance(ev, TodoChanged):
-            self._dirty.add("todos")
-        elif isinstance(ev, Notice):
-            self.notify(ev.text, severity=ev.severity, timeout=6 if ev.severity != "error" else 10)
-
+    # --- the fleet (through the controller) ------------------------------------------------------------
     async def _load_bench_history(self) -> None:
-        try:
-            self._bench_history = await asyncio.to_thread(self.fleet.bench_history)
-        except Exception as e:  # reported, never fatal
-            self.notify(f"bench history: {e}", severity="warning")
-        self._dirty.add("bench")
+        await self.ctl.load_bench_history()
 
     def _poll_history(self) -> None:
-        self.run_worker(self._check_history(), group="history-watch", exclusive=True)
-
-    async def _check_history(self) -> None:
-        """A run made headless (`--run-bench`, another terminal) while the TUI is open: its line lands in
-        the history file; reload when the file's size or mtime moved (a stat off the UI path)."""
-        path = getattr(self.fleet, "history_path", None)
-        if path is None:
-            return
-        try:
-            st = await asyncio.to_thread(Path(path).stat)
-            sig: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            sig = None
-        if sig != self._history_sig:  # (the first check reads it once more: cheap, and no race at start)
-            self._history_sig = sig
-            await self._load_bench_history()
+        self.run_worker(self.ctl.check_history(), group="history-watch", exclusive=True)
 
     def current_snapshot(self) -> FleetSnapshot:
-        return self._snap
+        return self.ctl.snap
 
     def now(self) -> float:
-        """The clock panes use: frozen at the snapshot's time when nothing is live (stable screenshots)."""
-        clock = getattr(self.fleet, "clock", None)  # a replay shows ages against its recorded time
-        if callable(clock):
-            return float(clock())
-        return time.time() if self.live else self._snap.ts
+        return self.ctl.now()
 
     def _view(self) -> View:
+        """The todos and bench panes' input (the others paint typed views)."""
+        c = self.ctl
         return View(
-            snap=self._snap,
-            now=self.now(),
+            snap=c.snap,
+            now=c.now(),
             fleet=self.fleet,
-            selected_host=self.selected_host,
-            selected_service=self.selected_service,
-            filter=self.filter_text,
-            extra={"filter_pane": self.filter_pane, "bench_history": self._bench_history},
+            selected_host=c.selected_host,
+            selected_service=c.selected_service,
+            filter=c.filter_text,
+            extra={"filter_pane": c.filter_pane, "bench_history": c.bench_history},
         )
 
     def _visible(self) -> set[int]:
@@ -424,35 +320,22 @@ class DDTreeApp(App[int]):
         if now - self._last_clock_paint >= 1.0:
             self._last_clock_paint = now
             self._dirty.add("fleet")
-        if force:
-            self._dirty |= {"fleet", "todos", "bench", "logs"}
-        if not self._dirty and not self._stale:
+        if not force and not self.ctl.dirty and not self.ctl.stale:
             return
+        fleet_changed = force or "fleet" in self.ctl.dirty
+        want = self.ctl.take_dirty(force)
+        if fleet_changed:
+            banner = self.ctl.banner()  # an attached fleet says where its data comes from
+            if banner is not None:
+                self.sub_title = banner
         visible = self._visible()
-        want: set[int] = set()
-        if "fleet" in self._dirty:
-            self._snap = self.fleet.snapshot()
-            self._pick_default_service()
-            banner = getattr(self.fleet, "banner", None)  # an attached fleet says where its data comes from
-            if callable(banner):
-                self.sub_title = banner()
-            want |= {1, 2, 3}
-        if "todos" in self._dirty:
-            want.add(4)
-        if "bench" in self._dirty:
-            want.add(5)
-        if "logs" in self._dirty:
-            want.add(6)
-        self._dirty.clear()
-        want |= self._stale
-        view = self._view()
         with self.batch_update():
             for n in sorted(want):
                 if n not in visible and not force:
-                    self._stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
+                    self.ctl.stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
                     continue
-                self._stale.discard(n)
-                self._paint(n, view)
+                self.ctl.stale.discard(n)
+                self._paint(n)
         self._paint_topbar()
         self._paint_message_bar()
         self.paint_count += 1
@@ -465,36 +348,23 @@ class DDTreeApp(App[int]):
         width = max(20, (self.size.width or 80) - 2)
         bar.update(topbar(self._snap, self.now(), self.sub_title, width, self.mode_short))
 
-    def _paint(self, n: int, view: View) -> None:
+    def _paint(self, n: int) -> None:
+        """One pane from its view; a bad sample must not take the app down."""
         pane = self.pane(n)
-        if n == 6 and isinstance(pane, LogsPane):
-            overflow, self._log_overflow = self._log_overflow, False
-            if (
-                not overflow
-                and pane.ref == view.selected_service
-                and pane._search == pane.active_filter(view)
-            ):
-                buf, self._log_buf = self._log_buf, []
-                pane.append(buf)
-                pane._title()
-                return
-            self._log_buf = []
-            pane.ref = None  # force a full reload from fleet.log_lines()
+        pane.planned_width = self.pane_width(n)
         try:
-            pane.render_view(view)
-        except Exception as e:  # a bad sample must not take the app down
+            if isinstance(pane, HostsPane):
+                pane.show_view(self.ctl.hosts_view(pane.planned_width))
+            elif isinstance(pane, GpusPane):
+                pane.show_view(self.ctl.gpus_view(pane.planned_width))
+            elif isinstance(pane, ServicesPane):
+                pane.show_view(self.ctl.services_view(pane.planned_width))
+            elif isinstance(pane, LogsPane):
+                pane.show_view(self.ctl.logs_view())
+            else:
+                pane.render_view(self._view())
+        except Exception as e:
             self.log.error(f"pane {n} failed to render: {e!r}")
-
-    def repaint_pane(self, n: int) -> None:
-        """Paint one pane now (a new sort order); hidden panes wait for their tab."""
-        self._stale.add(n)
-        self.flush()
-
-    def _pick_default_service(self) -> None:
-        refs = [f"{h.name}/{s.name}" for h in self._snap.hosts for s in h.services]
-        if self.selected_service not in refs:
-            self.selected_service = refs[0] if refs else None
-            self._dirty.add("logs")
 
     def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
         tab = event.tab.id if event.tab is not None else None
@@ -502,15 +372,12 @@ class DDTreeApp(App[int]):
             return
         self.active_tab = tab
         self._layout()
-        self._stale |= {n for n, t in PANE_TAB.items() if t == tab}
+        self.ctl.stale |= {n for n, t in PANE_TAB.items() if t == tab}
         self.flush()
 
     # --- selection messages ------------------------------------------------------------------------------
     def on_service_selected(self, msg: ServiceSelected) -> None:
-        if msg.ref != self.selected_service:
-            self.selected_service = msg.ref
-            self._log_buf = []
-            self._dirty.add("logs")
+        self.ctl.select_service(msg.ref)
 
     def on_drill_down(self, msg: DrillDown) -> None:
         """Enter on a host, GPU or service row: its detail screen (Esc back)."""
@@ -520,24 +387,14 @@ class DDTreeApp(App[int]):
             return
         self.push_screen(DetailScreen(view))
 
-    def detail_view(self, kind: str, key: str) -> Any:
-        snap, now = self.fleet.snapshot(), self.now()
-        if kind == "service":
-            return service_detail(snap, key, self.fleet.log_lines(key), now)
-        if kind == "gpu":
-            host, _, idx = key.partition(":")
-            index = idx.split(":")[0]
-            hist = self.fleet.gpu_history(host, int(index), "util_gpu") if index.isdigit() else []
-            return gpu_detail(snap, key, hist)
-        return host_detail(snap, key, now)
+    def detail_view(self, kind: str, key: str) -> DetailView | None:
+        return self.ctl.detail_view(kind, key)
 
     def on_host_selected(self, msg: HostSelected) -> None:
         self.select_host(msg.host)
 
     def select_host(self, host: str | None) -> None:
-        if host != self.selected_host:
-            self.selected_host = host
-            self._dirty.add("fleet")
+        if self.ctl.select_host(host):
             self.flush()
 
     # --- keys --------------------------------------------------------------------------------------------
@@ -551,7 +408,7 @@ class DDTreeApp(App[int]):
             self.active_tab = PANE_TAB[n]
             self.query_one(Tabs).active = PANE_TAB[n]
             self._layout()
-            self._stale |= {m for m, t in PANE_TAB.items() if t == self.active_tab}
+            self.ctl.stale |= {m for m, t in PANE_TAB.items() if t == self.active_tab}
             self.flush()
         self.call_after_refresh(self._focus_pane_main, n)
 
@@ -574,7 +431,7 @@ class DDTreeApp(App[int]):
     def request_service(self, verb: str, ref: str, to_host: str | None = None) -> None:
         """Every way to act on a service ends here: keys, palette, messages."""
         if verb == "launch":
-            self._start_intent("launch", ref)
+            self.ctl.start_intent("launch", ref)
         elif verb in ("kill", "restart"):
             label = "Kill" if verb == "kill" else "Restart"
             detail = (
@@ -584,7 +441,9 @@ class DDTreeApp(App[int]):
             )
             self.push_screen(
                 ConfirmScreen(f"{label} {ref}?", detail, label),
-                lambda ok: self._start_intent(verb, ref) if ok else self.notify(f"{verb} {ref}: cancelled"),
+                lambda ok: (
+                    self.ctl.start_intent(verb, ref) if ok else self.notify(f"{verb} {ref}: cancelled")
+                ),
             )
         elif verb == "move":
             if to_host is None:
@@ -599,9 +458,12 @@ class DDTreeApp(App[int]):
                         f"no connected host to move to ({', '.join(down)}: not connected)", severity="warning"
                     )
                     return
-                self.push_screen(
-                    MoveScreen(ref, others), lambda dest: dest and self.request_service("move", ref, dest)
-                )
+
+                def chosen(dest: str | None) -> None:
+                    if dest:
+                        self.request_service("move", ref, dest)
+
+                self.push_screen(MoveScreen(ref, others), chosen)
                 return
             self.push_screen(
                 ConfirmScreen(
@@ -609,55 +471,19 @@ class DDTreeApp(App[int]):
                     f"Launch the same spec on {to_host}, wait until it is ready, then kill it here.",
                     "Move",
                 ),
-                lambda ok: self._start_intent("move", ref, to_host) if ok else self.notify("move: cancelled"),
+                lambda ok: (
+                    self.ctl.start_intent("move", ref, to_host) if ok else self.notify("move: cancelled")
+                ),
             )
         elif verb == "logs":
-            self.selected_service = ref
+            self.ctl.select_service(ref)
             self.query_one(ServicesPane).select_ref(ref)
             self._dirty.add("logs")
             self.action_focus_pane(6)
         elif verb == "bench":
             self._open_bench([ref])
         elif verb == "smoke":
-            self.notify(f"smoke {ref} …", timeout=3)
-            self.run_worker(self._do_smoke(ref), group=f"smoke:{ref}", exclusive=True, name=f"smoke {ref}")
-
-    async def _do_smoke(self, ref: str) -> Any:
-        """Read-only, so it does not mark the service busy; a live fleet reports it as a Notice event."""
-        try:
-            res = await self.fleet.smoke(ref)
-        except Exception as e:
-            self.notify(f"smoke {ref} failed: {e}", severity="error", timeout=10)
-            return None
-        if not self.live:
-            ok = bool(getattr(res, "ok", False))
-            self.notify(res.line(), severity="information" if ok else "error", timeout=10)
-        return res
-
-    def _start_intent(self, verb: str, ref: str, to_host: str | None = None) -> None:
-        if ref in self._busy:
-            self.notify(f"{ref} is busy with another action", severity="warning")
-            return
-        self._busy.add(ref)
-        self.notify(f"{verb} {ref}" + (f" → {to_host}" if to_host else "") + " …", timeout=3)
-        self.run_worker(self._do_intent(verb, ref, to_host), group=f"svc:{ref}", name=f"{verb} {ref}")
-
-    async def _do_intent(self, verb: str, ref: str, to_host: str | None) -> Any:
-        try:
-            if verb == "move":
-                res = await self.fleet.move(ref, to_host or "")
-            else:
-                res = await getattr(self.fleet, verb)(ref)
-            if not self.live:  # a live fleet reports results as Notice events
-                ok = bool(getattr(res, "ok", False))
-                self.notify(str(getattr(res, "message", res)), severity="information" if ok else "error")
-            return res
-        except Exception as e:
-            self.notify(f"{verb} {ref} failed: {e}", severity="error", timeout=10)
-            return None
-        finally:
-            self._busy.discard(ref)
-            self._dirty.add("fleet")
+            self.ctl.smoke(ref)
 
     def action_logs(self) -> None:
         if self.selected_service:
@@ -665,17 +491,9 @@ class DDTreeApp(App[int]):
 
     # --- doctor ------------------------------------------------------------------------------------------
     def doctor_host(self) -> str | None:
-        """The selected host, else the selected service's host, else the first host."""
-        if self.selected_host:
-            return self.selected_host
-        if self.selected_service:
-            return self.selected_service.split("/", 1)[0]
-        hosts = [h.name for h in self._snap.hosts] or [p.name for p in self.fleet.profiles()]
-        return hosts[0] if hosts else None
+        return self.ctl.doctor_host()
 
     def action_sweep(self) -> None:
-        from ddtree_tui.ui.sweep_screen import open_sweep
-
         open_sweep(self)
 
     def action_doctor(self) -> None:
@@ -687,7 +505,7 @@ class DDTreeApp(App[int]):
 
     def open_doctor(self, host: str) -> None:
         """The checks run in the screen's worker, over the fleet's open transport to the host."""
-        self.push_screen(DoctorScreen(host, self.fleet.doctor))
+        self.push_screen(DoctorScreen(host, self.ctl.doctor))
 
     # --- bench -------------------------------------------------------------------------------------------
     def action_bench(self) -> None:
@@ -832,7 +650,7 @@ class DDTreeApp(App[int]):
             n = focused_pane.pane_number  # (a key right after `6` may come before the focus moved)
         else:
             n = {"tab-todos": 4, "tab-bench": 5, "tab-logs": 6}.get(tab, 3)
-        self.filter_pane = n
+        self.ctl.filter_pane = n
         inp = self.query_one("#filter", Input)
         inp.placeholder = (
             f"{'search' if n == 6 else 'filter'} {PANE_CLASSES[n].pane_title} (Enter keeps, Esc clears)"
@@ -843,8 +661,8 @@ class DDTreeApp(App[int]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            self.filter_text = event.value
-            self._dirty |= {"fleet", "todos", "logs"}
+            self.ctl.filter_text = event.value
+            self.ctl.dirty |= {"fleet", "todos", "logs"}
             self.flush()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -856,10 +674,10 @@ class DDTreeApp(App[int]):
         inp = self.query_one("#filter", Input)
         if not self.filter_text and not inp.has_class("-shown"):
             return
-        self.filter_text = ""
+        self.ctl.filter_text = ""
         inp.value = ""
         inp.remove_class("-shown")
-        self._dirty |= {"fleet", "todos", "logs"}
+        self.ctl.dirty |= {"fleet", "todos", "logs"}
         self.flush()
         if self.filter_pane:
             self.pane(self.filter_pane).focus_main()
@@ -895,16 +713,7 @@ class DDTreeApp(App[int]):
 
     def action_reload_profiles(self) -> None:
         self.notify("reloading host profiles …", timeout=3)
-        self.run_worker(self._do_reload(), group="reload", exclusive=True, name="reload profiles")
-
-    async def _do_reload(self) -> None:
-        """Edited profiles (a port after a refusal, a new host) without a restart; the fleet reports it."""
-        try:
-            await self.fleet.reload_profiles()
-        except Exception as e:  # a bad profile: the fleet already said which file, line and field
-            if not self.live:
-                self.notify(f"profiles not reloaded: {e}", severity="error", timeout=10)
-        self._dirty.add("fleet")
+        self.run_worker(self.ctl.reload_profiles(), group="reload", exclusive=True, name="reload profiles")
 
     def action_cycle_theme(self) -> None:
         names = self.theme_names()
@@ -948,13 +757,13 @@ class DDTreeApp(App[int]):
         except Exception:  # not composed yet
             return
         last = self.messages[-1] if self.messages else None
-        fresh = last is not None and time.monotonic() < self._message_until
-        bar.set_class(fresh and last.severity == "error", "-error")
-        bar.set_class(fresh and last.severity == "warning", "-warning")
+        shown = last if last is not None and time.monotonic() < self._message_until else None
+        bar.set_class(shown is not None and shown.severity == "error", "-error")
+        bar.set_class(shown is not None and shown.severity == "warning", "-warning")
         count = f"  (H: {len(self.messages)} messages)" if self.messages else ""
         bar.update(
             Text(
-                last.line() + count if fresh and last else (count.strip(" ()") or "H: message history"),
+                shown.line() + count if shown else (count.strip(" ()") or "H: message history"),
                 no_wrap=True,
                 overflow="ellipsis",
             )
@@ -963,7 +772,7 @@ class DDTreeApp(App[int]):
     def action_messages(self) -> None:
         self.push_screen(MessagesScreen(self.messages))
 
-    async def action_help_quit(self) -> None:
+    async def action_help_quit(self) -> None:  # type: ignore[override]  # Textual awaits async actions
         """ctrl+c leaves like `q` (Textual's default only says 'press ctrl+q')."""
         await self.action_quit()
 
@@ -994,27 +803,11 @@ class DDTreeApp(App[int]):
         self.exit(0)
 
     async def shutdown_fleet(self) -> None:
-        """Stop watchers and, in the demo, the simulated services we launched; bounded in time."""
-        if self._fleet_started and not self._fleet_stopped:
-            self._fleet_stopped = True
-            self.notify("stopping…", timeout=2)
-            try:
-                async with asyncio.timeout(self.stop_timeout):
-                    await self.fleet.stop()
-            except Exception as e:
-                print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)
+        await self.ctl.shutdown()
 
-
-def save_traceback(error: BaseException, directory: Path) -> Path | None:
-    """Write the full traceback to DIRECTORY/crash-YYYYmmdd-HHMMSS.txt; None when that fails too."""
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / time.strftime("crash-%Y%m%d-%H%M%S.txt")
-        path.write_text(f"ddtree-tui crash at {time.strftime('%Y-%m-%d %H:%M:%S %z')}\n{text}", "utf-8")
-        return path.resolve()
-    except OSError:
-        return None
+    def stop_fleet_after_exit(self) -> None:
+        """After `run()`: left without `q` (a crash), still stop what the fleet started, bounded in time."""
+        self.ctl.stop_after_exit()
 
 
 def exit_code(app: DDTreeApp, rc: int | None) -> int:
@@ -1024,53 +817,3 @@ def exit_code(app: DDTreeApp, rc: int | None) -> int:
         print(line, file=sys.stderr)
         return int(app.return_code or 1)
     return int(rc or app.return_code or 0)
-
-
-NO_PROFILES = """ddtree-tui: no host profiles found (looked in ./hostprofiles/ and the user config directory).
-  Try it without any host:   ddtree-tui --demo   (this machine, simulated services, replayed GPU)
-  Or describe a host:        one TOML file a host in ./hostprofiles/ (or the user config directory's
-                             hostprofiles/); see hostprofiles/README.md and hostprofiles/examples/."""
-
-
-def first_run(interactive: bool, answer: str | None = None) -> str | None:
-    """No profiles anywhere: say how to write one and, at a terminal, offer the demo. 'demo' or None."""
-    print(NO_PROFILES, file=sys.stderr)
-    if not interactive:
-        return None
-    try:
-        reply = answer if answer is not None else input("Start the demo now? [y/N] ")
-    except EOFError:
-        return None
-    return "demo" if reply.strip().lower() in ("y", "yes") else None
-
-
-def cli_main(ns: argparse.Namespace) -> int:
-    """`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI."""
-    from ddtree_tui.config import ProfileError, resolve_profiles
-
-    try:
-        profiles = resolve_profiles(ns.profile, ns.profiles, bool(ns.demo))
-    except ProfileError as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
-        return 2
-    if not profiles and not ns.demo:
-        choice = first_run(sys.stdin.isatty())
-        if choice is None:
-            return 2
-        ns.demo = True
-        profiles = resolve_profiles(None, None, True)
-    theme = getattr(ns, "theme", None) or "dark"
-    known = discover_themes()
-    if theme not in known:
-        print(f"ddtree-tui: unknown theme {theme!r} (known: {', '.join(known)})", file=sys.stderr)
-        return 2
-    from ddtree_tui.fleet import Fleet
-
-    todos = Path(ns.todos) if getattr(ns, "todos", None) else Path(".ddtree/todos.json")
-    fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo))
-    app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo), crash_dir=todos.parent)
-    rc = app.run()
-    if app._fleet_started and not app._fleet_stopped:  # left without `q` (a crash)
-        with contextlib.suppress(Exception):
-            asyncio.run(asyncio.wait_for(fleet.stop(), 15))
-    return exit_code(app, rc)

@@ -10,8 +10,20 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
+from ddtree_tui.doctor import DoctorReport, Finding
+from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import FleetSnapshot
+
+
+class Outcome(Protocol):
+    """What an intent answers (ActionResult, StaticResult, AttachResult): did it work, in words."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def message(self) -> str: ...
 
 
 @runtime_checkable
@@ -27,13 +39,13 @@ class FleetLike(Protocol):
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]: ...
     def log_lines(self, ref: str) -> list[str]: ...
-    async def launch(self, ref: str) -> Any: ...
-    async def kill(self, ref: str) -> Any: ...
-    async def restart(self, ref: str) -> Any: ...
-    async def move(self, ref: str, to_host: str) -> Any: ...
+    async def launch(self, ref: str) -> Outcome: ...
+    async def kill(self, ref: str) -> Outcome: ...
+    async def restart(self, ref: str) -> Outcome: ...
+    async def move(self, ref: str, to_host: str) -> Outcome: ...
     async def smoke(
         self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
-    ) -> Any: ...
+    ) -> SmokeResult: ...
     async def run_bench(
         self,
         refs: list[str],
@@ -43,10 +55,17 @@ class FleetLike(Protocol):
         baseline: str | None = None,
     ) -> Any: ...
     def bench_history(self) -> list[Any]: ...
-    async def doctor(self, host: str) -> Any: ...
+    async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
     def todo_evidence(self) -> list[Any]: ...
     def profiles(self) -> list[HostProfile]: ...
+
+
+@runtime_checkable
+class FrozenFleet(Protocol):
+    """A fleet that shows one instant: the app starts nothing on it and its clock stops at that instant."""
+
+    def frozen_at(self) -> float: ...
 
 
 class StaticResult(BaseModel):
@@ -73,7 +92,7 @@ class StaticTodos:
         self.path: Path | None = None
 
 
-class StaticFleet:
+class StaticFleet(PubSub[Any]):
     """A fleet frozen at one snapshot: intents answer 'frozen' and nothing is started."""
 
     def __init__(
@@ -85,7 +104,7 @@ class StaticFleet:
         todos: list[StaticTodo] | None = None,
         evidence: list[Any] | None = None,
         bench_runs: list[Any] | None = None,
-        doctor_reports: dict[str, Any] | None = None,
+        doctor_reports: dict[str, DoctorReport] | None = None,
     ) -> None:
         self._snap = snapshot
         self._profiles = profiles or []
@@ -95,21 +114,19 @@ class StaticFleet:
         self._evidence = evidence or []
         self._bench = bench_runs or []
         self._doctor = doctor_reports or {}
+        PubSub.__init__(self)  # nothing is ever published: the snapshot is frozen
 
     async def start(self) -> None:
-        return None
+        """Nothing to start: the view is frozen."""
 
     async def stop(self) -> None:
-        return None
+        """Nothing to stop."""
 
     def snapshot(self) -> FleetSnapshot:
         return self._snap
 
-    def subscribe(self) -> asyncio.Queue[Any]:
-        return asyncio.Queue()
-
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
-        return None
+    def frozen_at(self) -> float:
+        return self._snap.ts
 
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]:
         return list(self._history.get((host, gpu_index), []))
@@ -132,22 +149,12 @@ class StaticFleet:
     async def move(self, ref: str, to_host: str) -> StaticResult:
         return await self._frozen(f"move {ref} to {to_host}")
 
-    async def smoke(
-        self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
-    ) -> Any:
-        """A failed SmokeResult: a frozen view sends no request."""
-        from ddtree_tui.bench.smoke import failed
-
+    async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
+        """A failed SmokeResult whatever the settings: a frozen view sends no request."""
         return failed(ref, "the view is frozen (snapshot mode): no request sent")
 
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> StaticResult:
+    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> StaticResult:
+        """Refused whatever the settings (FleetLike.run_bench lists them)."""
         return await self._frozen("bench")
 
     def bench_history(self) -> list[Any]:
@@ -156,10 +163,8 @@ class StaticFleet:
     async def reload_profiles(self) -> list[str]:
         raise RuntimeError("the view is frozen (snapshot mode): profiles are not reloaded")
 
-    async def doctor(self, host: str) -> Any:
+    async def doctor(self, host: str) -> DoctorReport:
         """The report given for the host, else one finding saying nothing was checked."""
-        from ddtree_tui.doctor import DoctorReport, Finding
-
         if host in self._doctor:
             return self._doctor[host]
         addr = next((p.address for p in self._profiles if p.name == host), "")

@@ -137,7 +137,7 @@ def host_detail(snap: FleetSnapshot, name: str, now: float) -> DetailView | None
         ("CPU", fmt.num(s.cpu_percent if s else None, "{:.0f}", "%")),
         (
             "load 1/5/15",
-            " ".join(fmt.num(getattr(s, k, None), "{:.2f}") for k in ("load1", "load5", "load15")),
+            " ".join(fmt.num(v, "{:.2f}") for v in ((s.load1, s.load5, s.load15) if s else (None,) * 3)),
         ),
         ("memory", f"{fmt.mb(s.mem_used_mb)} of {fmt.mb(s.mem_total_mb)}" if s else "-"),
         ("disk free", f"{fmt.mb(s.disk_free_mb)} of {fmt.mb(s.disk_total_mb)}" if s else "-"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,6 +21,9 @@ from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep.spec import SweepError, parse_set
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 
+if TYPE_CHECKING:
+    from ddtree_tui.ui.app import DDTreeApp
+
 STATUS_MARK = {"pending": "·", "starting": "◌", "measuring": "◐", "done": "●", "failed": "✗", "rejected": "⊘", "skipped": "-"}  # fmt: skip
 
 
@@ -30,7 +33,7 @@ def preset_dims(fleet: Any, ref: str) -> str:
         profile, spec = fleet.spec_of(ref)
     except Exception:
         return "budget=8,16,32"
-    for p in getattr(profile, "sweep", []):
+    for p in profile.sweep:
         if p.service == spec.name:
             return " ".join(
                 f"{k}={','.join(str(v).lower() if isinstance(v, bool) else str(v) for v in vs)}"
@@ -247,9 +250,9 @@ class SweepScreen(Screen[None]):
         self.notify(f"wrote {label} into {path}; redeploy with r (restart) on {self.ref}", timeout=10)
 
 
-def open_sweep(app: Any, ref: str | None = None) -> None:
+def open_sweep(app: DDTreeApp, ref: str | None = None) -> None:
     """The hook the app calls (key w, palette): the Sweep screen for `ref` or the selected service."""
-    ref = ref or getattr(app, "selected_service", None)
+    ref = ref or app.selected_service
     if not ref:
         snap = app.current_snapshot()
         ref = next((f"{h.name}/{s.name}" for h in snap.hosts for s in h.services), None)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_tui.ui.app import cli_main, discover_themes
+from ddtree_tui.cli.tui import cli_main
+from ddtree_tui.ui.skins import discover_themes
 
 
 def _ns(**kw: object) -> argparse.Namespace:
@@ -40,7 +41,7 @@ def test_shipped_themes() -> None:
 def test_first_run_without_profiles_says_how_and_offers_the_demo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ddtree_tui.ui.app import first_run
+    from ddtree_tui.cli.tui import first_run
 
     monkeypatch.chdir(tmp_path)  # no ./hostprofiles
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))  # and no user profiles

@@ -311,7 +311,7 @@ async def test_one_theme_system_in_the_palette() -> None:
         await pilot.pause()
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Theme" not in titles and "Keys" in titles
-        from ddtree_tui.ui.commands import palette_commands
+        from ddtree_tui.ui.palette import palette_commands
 
         ours = [t for t, _, _ in palette_commands(app)]
         assert {"theme dark", "theme light", "theme high-contrast"} <= set(ours)

@@ -16,7 +16,7 @@ from ddtree_tui.fleet import Fleet
 from ddtree_tui.transport.base import TransportError
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
-from ddtree_tui.ui.commands import palette_commands
+from ddtree_tui.ui.palette import palette_commands
 from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import HelpScreen
 from tests.app.screen_text import screen_text, until

@@ -8,7 +8,7 @@ from textual.widgets import Button, DataTable
 
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet, StaticResult
-from ddtree_tui.ui.commands import palette_commands
+from ddtree_tui.ui.palette import palette_commands
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.help import HelpScreen
 from ddtree_tui.ui.widgets.hosts import HostsPane

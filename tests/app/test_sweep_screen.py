@@ -14,7 +14,7 @@ from ddtree_tui.config import load_profile, parse_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.sim.process import free_port
 from ddtree_tui.ui.app import DDTreeApp
-from ddtree_tui.ui.commands import palette_commands
+from ddtree_tui.ui.palette import palette_commands
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.sweep_screen import SweepScreen
 from tests.app.screen_text import screen_text, until

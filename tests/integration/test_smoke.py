@@ -19,7 +19,7 @@ from ddtree_tui.config import load_profile
 from ddtree_tui.events import Notice
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
-from ddtree_tui.ui.commands import palette_commands
+from ddtree_tui.ui.palette import palette_commands
 from tests.app.screen_text import until
 from tests.fixtures.services.support import cleanup_workdir
 from tests.sshd import free_port

@@ -30,7 +30,7 @@ def _setup_module() -> ModuleType:
 PROBE = """
 import importlib.resources, json, ddtree_tui
 from ddtree_tui.config import load_profiles, packaged_demo_profile
-from ddtree_tui.ui.app import discover_themes, themes_dir
+from ddtree_tui.ui.skins import discover_themes, themes_dir
 res = importlib.resources.files("ddtree_tui")
 demo = packaged_demo_profile()
 print(json.dumps({

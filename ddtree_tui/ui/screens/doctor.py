@@ -15,7 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from ddtree_tui.doctor import collapse_unneeded
+from ddtree_tui.doctor import DoctorReport, collapse_unneeded
 
 MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}
 BADGE = {"ok": "ok", "warn": "warn", "fail": "bad"}
@@ -40,12 +40,12 @@ class DoctorScreen(ModalScreen[None]):
         Binding("r", "rerun", "Run the checks again"),
     ]
 
-    def __init__(self, host: str, run: Callable[[str], Awaitable[Any]]) -> None:
+    def __init__(self, host: str, run: Callable[[str], Awaitable[DoctorReport]]) -> None:
         """run: the fleet's `doctor(host)`, returning a DoctorReport."""
         super().__init__()
         self.host = host
         self._run = run
-        self.report: Any = None
+        self.report: DoctorReport | None = None
         self.error: str | None = None
         self.running = False
 
@@ -98,9 +98,9 @@ class DoctorScreen(ModalScreen[None]):
             body.update(Text(self.error, style=self._style("bad")))
             return
         rep = self.report
-        findings = collapse_unneeded(list(getattr(rep, "findings", []) or []))
+        findings = collapse_unneeded(list(rep.findings) if rep else [])
         n = {s: sum(1 for f in findings if f.status == s) for s in ("ok", "warn", "fail")}
-        addr = getattr(rep, "address", "") or ""
+        addr = (rep.address if rep else "") or ""
         title.update(
             f"doctor {self.host}"
             + (f" ({addr})" if addr else "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -13,20 +13,11 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from ddtree_tui.ui.keys import NAVIGATION_KEYS, to_bindings
+
 KEY_NAMES = {"slash": "/", "question_mark": "?", "space": "space", "escape": "Esc", "delete": "Del"}
 
-# keys every table and dialog understands (Textual's own), listed so nobody has to guess them
-NAVIGATION = [
-    Binding("up,down,pgup,pgdn", "-", "", tooltip="move the cursor in the focused table (Home, End too)"),
-    Binding(
-        "tab,shift+tab", "-", "", tooltip="next / previous widget (in dialogs: the next field or button)"
-    ),
-    Binding("enter", "-", "", tooltip="open: drill into a host, GPU or service (Esc goes back)"),
-    Binding("space", "-", "", tooltip="tick in a list (bench dialog), toggle done (todos)"),
-    Binding("escape", "-", "", tooltip="back, close a dialog, clear the filter"),
-    Binding("o,O", "-", "", tooltip="sort the services by the next column / reverse (or click a header)"),
-    Binding("ctrl+c", "-", "", tooltip="quit, like q"),
-]
+NAVIGATION = to_bindings(NAVIGATION_KEYS)
 
 # one line for each word of jargon the screens use
 TERMS = [
@@ -64,7 +55,7 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close help")]
 
-    def __init__(self, groups: list[tuple[str, Iterable[Any]]]) -> None:
+    def __init__(self, groups: Sequence[tuple[str, Iterable[Any]]]) -> None:
         super().__init__()
         self.rows = binding_rows(groups)
 

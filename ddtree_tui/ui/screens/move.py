@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -19,7 +21,7 @@ class MoveScreen(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, ref: str, hosts: list[tuple[str, str]]) -> None:
+    def __init__(self, ref: str, hosts: Sequence[tuple[str, str]]) -> None:
         """hosts: (name, state) of every other host."""
         super().__init__()
         self.ref = ref

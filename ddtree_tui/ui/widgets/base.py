@@ -1,5 +1,6 @@
-"""The common shape of a pane: a bordered container that renders from a View (the latest snapshot plus a
-clock) and knows how to update its DataTable in place, so repaints are cheap and keep the cursor."""
+"""The common shape of a pane: a bordered container with the theme's badge styles, and the in-place DataTable
+update (sync_table) every table uses, so repaints are cheap and keep the cursor. The table panes paint typed
+views (ui/views.py, widgets/table.py); the todos and bench panes still read a View."""
 
 from __future__ import annotations
 
@@ -13,21 +14,14 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from ddtree_tui.state import FleetSnapshot
-
-BADGES = (
-    "ok",
-    "warn",
-    "bad",
-    "dim",
-    "sim",
-    "replay",
-    "accent",
-)
+from ddtree_tui.ui.views import BADGES
+from ddtree_tui.ui.views import matches as matches_text
 
 
 @dataclass
 class View:
-    """Everything a pane may read while it renders; built once per repaint by the App."""
+    """What the todos and bench panes read while they render (built once per repaint by the controller);
+    the hosts, services, GPU and log panes paint typed views instead (ui/views.py)."""
 
     snap: FleetSnapshot
     now: float
@@ -60,6 +54,7 @@ class Pane(Vertical, can_focus=False):
         super().__init__(**kw)
         self.border_title = f"{self.pane_number} {self.pane_title}"
         self.filter = ""
+        self.planned_width: int | None = None
 
     def style_of(self, badge: str) -> Style:
         try:
@@ -78,72 +73,15 @@ class Pane(Vertical, can_focus=False):
         return self.layout_width() < self.wide_min
 
     def layout_width(self) -> int:
-        """The pane's width from the app's layout rules (known before the first layout pass, so the first
-        paint already picks the right columns), else its measured width."""
-        planned = getattr(self.app, "pane_width", None)
-        if callable(planned):
-            return int(planned(self.pane_number))
-        return self.size.width or self.app.size.width or 80
+        """The pane's width from the app's layout rules (`planned_width`, set before each paint: known before
+        the first layout pass, so the first paint already picks the right columns), else its measured width."""
+        return self.planned_width or self.size.width or self.app.size.width or 80
 
     def pick(
         self, cells: dict[str, Any], wide: Sequence[str], narrow: Sequence[str]
     ) -> tuple[list[str], list[Any]]:
         cols = list(narrow if self.is_narrow() else wide)
         return cols, [cells.get(c, "") for c in cols]
-
-    # --- sorting: `o` cycles the column, `O` reverses, a click on a header sorts by it --------------------
-    sortable = False
-    sort_col: str | None = None
-    sort_reverse = False
-
-    def sorted_rows(self, rows: list[Row], columns: Sequence[str]) -> list[Row]:
-        """Rows ordered by the sort column (numbers as numbers, `-` last); as given when unsorted."""
-        if not self.sortable or self.sort_col not in columns:
-            return rows
-        i = list(columns).index(self.sort_col)
-        return sorted(
-            rows, key=lambda r: sort_key(r[1][i] if i < len(r[1]) else ""), reverse=self.sort_reverse
-        )
-
-    def headers(self, columns: Sequence[str]) -> list[str]:
-        """Column titles with ▲/▼ on the sort column."""
-        if not self.sortable or self.sort_col not in columns:
-            return list(columns)
-        mark = " ▼" if self.sort_reverse else " ▲"
-        return [c + mark if c == self.sort_col else c for c in columns]
-
-    def cycle_sort(self, columns: Sequence[str]) -> None:
-        cols = list(columns)
-        if self.sort_col not in cols:
-            self.sort_col = cols[0] if cols else None
-        elif cols.index(self.sort_col) + 1 < len(cols):
-            self.sort_col = cols[cols.index(self.sort_col) + 1]
-        else:
-            self.sort_col = None  # back to the fleet's own order
-        self.sort_reverse = False
-        self._resort()
-
-    def reverse_sort(self) -> None:
-        self.sort_reverse = not self.sort_reverse
-        self._resort()
-
-    def sort_by(self, column: str) -> None:
-        column = column.removesuffix(" ▲").removesuffix(" ▼")
-        if self.sort_col == column:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_col, self.sort_reverse = column, False
-        self._resort()
-
-    def _resort(self) -> None:
-        repaint = getattr(self.app, "repaint_pane", None)
-        if callable(repaint):
-            repaint(self.pane_number)
-
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        if self.sortable:
-            event.stop()
-            self.sort_by(str(event.label.plain if isinstance(event.label, Text) else event.label))
 
     def active_filter(self, view: View) -> str:
         """The `/` filter text when it targets this pane."""
@@ -161,29 +99,32 @@ class Pane(Vertical, can_focus=False):
             self.focus()
 
 
-Row = tuple[str, Sequence[Any]]
+# a rendered row: its key and the cells as the DataTable takes them
+PaintedRow = tuple[str, Sequence[Any]]
 
 
 def sync_table(
     table: DataTable[Any],
-    rows: Sequence[Row],
+    rows: Sequence[PaintedRow],
     on_key: Callable[[str], None] | None = None,
     columns: Sequence[str] | None = None,
 ) -> None:
     """Make `table` show `rows` (key, cells): update cells in place when the keys are unchanged, rebuild
     otherwise while keeping the cursor on the same key. Cheap enough for 10 Hz on a few hundred rows.
     With `columns`, the column set is changed first when it differs (compact vs wide layouts)."""
+    keys = [k for k, _ in rows]
+    current = [str(rk.value) for rk in table.rows]
     if columns is not None and [str(c.label) for c in table.columns.values()] != list(columns):
         cursor = table.cursor_row
+        at = current[cursor] if 0 <= cursor < len(current) else None
         table.clear(columns=True)
         table.add_columns(*columns)
         for key, cells in rows:
             table.add_row(*cells, key=key)
         if rows:
-            table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+            row = keys.index(at) if at in keys else min(cursor, len(rows) - 1)
+            table.move_cursor(row=row, animate=False)
         return
-    keys = [k for k, _ in rows]
-    current = [str(rk.value) for rk in table.rows]
     col_keys = list(table.columns)
     if keys == current:
         changed = False
@@ -240,7 +181,6 @@ def _differs(a: Any, b: Any) -> bool:
 
 def matches(filter_text: str, *fields: Any) -> bool:
     """Case-insensitive substring filter over the visible text of a row."""
-    if not filter_text:
-        return True
-    f = filter_text.lower()
-    return any(f in str(x.plain if isinstance(x, Text) else x).lower() for x in fields if x is not None)
+    return matches_text(
+        filter_text, *(None if x is None else str(x.plain if isinstance(x, Text) else x) for x in fields)
+    )

@@ -13,7 +13,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import RichLog
 
-from ddtree_tui.ui.widgets.base import Pane, View
+from ddtree_tui.ui.views import LogsView
+from ddtree_tui.ui.widgets.base import Pane
 
 MAX_LINES = 2000
 
@@ -150,8 +151,10 @@ class LogsPane(Pane):
                 log.write(t)
         del self._lines[:-MAX_LINES]
 
-    def render_view(self, view: View) -> None:
-        search = self.active_filter(view)
-        if view.selected_service != self.ref or search != self._search:
-            lines = view.fleet.log_lines(view.selected_service) if view.selected_service else []
-            self.show(view.selected_service, lines, search)
+    def show_view(self, view: LogsView) -> None:
+        """A new service or search replaces the lines; otherwise the new ones follow the tail."""
+        if view.reset:
+            self.show(view.ref, view.lines, view.search)
+        else:
+            self.append(view.lines)
+            self._title()

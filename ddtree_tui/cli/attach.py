@@ -6,25 +6,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 
+from ddtree_tui.cli.common import UsageError, err, profiles_of
+from ddtree_tui.cli.tui import theme_of, todos_of
 from ddtree_tui.collector.attach import AttachedFleet, read_token
-from ddtree_tui.ui.app import DDTreeApp, discover_themes
+from ddtree_tui.collector.recording import RecordingError, session_fleet
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.ui.app import DDTreeApp
 
 
 def cli_main(ns: argparse.Namespace) -> int:
+    """`ddtree-tui --attach URL`: the TUI following a collector (`serve`)."""
     url = str(ns.attach)
     if not url.startswith(("http://", "https://")):
-        print(f"ddtree-tui: --attach {url!r}: expected http://HOST:PORT", file=sys.stderr)
+        err(f"--attach {url!r}: expected http://HOST:PORT")
         return 2
-    theme = getattr(ns, "theme", None) or "dark"
-    if theme not in discover_themes():
-        print(f"ddtree-tui: unknown theme {theme!r}", file=sys.stderr)
+    theme = str(getattr(ns, "theme", None) or "dark")
+    try:
+        theme_of(ns)
+    except UsageError:
+        err(f"unknown theme {theme!r}")
         return 2
     try:
         token = read_token(getattr(ns, "token_file", None))
     except OSError as e:
-        print(f"ddtree-tui: token file: {e}", file=sys.stderr)
+        err(f"token file: {e}")
         return 2
     fleet = AttachedFleet(url, token=token)
     app = DDTreeApp(fleet, theme_name=theme)
@@ -36,12 +42,10 @@ def cli_main(ns: argparse.Namespace) -> int:
 
 def replay_main(ns: argparse.Namespace) -> int:
     """`ddtree-tui --replay FILE [--speed X]`: a recorded session played back, labelled REPLAY."""
-    from ddtree_tui.collector.recording import RecordingError, session_fleet
-
     try:
         fleet = session_fleet(ns, lambda: None)
     except (RecordingError, ValueError) as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
+        err(str(e))
         return 2
     app = DDTreeApp(fleet, theme_name=getattr(ns, "theme", None) or "dark")
     return int(app.run() or 0)
@@ -49,22 +53,14 @@ def replay_main(ns: argparse.Namespace) -> int:
 
 def record_main(ns: argparse.Namespace) -> int:
     """`ddtree-tui [--demo] --record FILE`: the normal TUI, its fleet's snapshots and events recorded."""
-    from pathlib import Path
-
-    from ddtree_tui.collector.recording import RecordingError, session_fleet
-    from ddtree_tui.config import ProfileError, resolve_profiles
-    from ddtree_tui.fleet import Fleet
-
     try:
-        profiles = resolve_profiles(ns.profile, ns.profiles, bool(ns.demo))
-        todos = Path(ns.todos) if getattr(ns, "todos", None) else Path(".ddtree/todos.json")
+        profiles = profiles_of(ns)
+        todos = todos_of(ns)
         fleet = session_fleet(ns, lambda: Fleet(profiles, todos_path=todos, demo=bool(ns.demo)))
-    except (ProfileError, RecordingError, ValueError, OSError) as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
+    except (UsageError, RecordingError, ValueError, OSError) as e:
+        err(str(e))
         return 2
     app = DDTreeApp(fleet, theme_name=getattr(ns, "theme", None) or "dark", demo=bool(ns.demo))
     rc = app.run()
-    if app._fleet_started and not app._fleet_stopped:  # left without `q`: still close the recording
-        with contextlib.suppress(Exception):
-            asyncio.run(asyncio.wait_for(fleet.stop(), 15))
+    app.stop_fleet_after_exit()  # left without `q`: still close the recording
     return int(rc or 0)

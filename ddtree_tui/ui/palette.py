@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from ddtree_tui.ui.sweep_screen import open_sweep
+
 if TYPE_CHECKING:
     from ddtree_tui.ui.app import DDTreeApp
 
@@ -35,7 +37,7 @@ def palette_commands(app: DDTreeApp) -> list[tuple[str, str, Callable[[], Any]]]
         ):
             out.append((f"{verb} {ref}", what, partial(app.request_service, verb, ref)))
         out.append((f"sweep {ref}", "tuning lab: redeploy over settings, measure, apply the best (key w)",
-                    partial(_open_sweep, app, ref)))  # fmt: skip
+                    partial(open_sweep, app, ref)))  # fmt: skip
         here = ref.split("/", 1)[0]
         for other in hosts:
             if other != here:
@@ -46,10 +48,10 @@ def palette_commands(app: DDTreeApp) -> list[tuple[str, str, Callable[[], Any]]]
                         partial(app.request_service, "move", ref, other),
                     )
                 )
-    for h in hosts:
-        out.append((f"gpus of {h}", "narrow the GPU pane to this host", partial(app.select_host, h)))
-    for h in hosts:
-        out.append((f"doctor {h}", "preflight checks of the host (key D)", partial(app.open_doctor, h)))
+    for name in hosts:
+        out.append((f"gpus of {name}", "narrow the GPU pane to this host", partial(app.select_host, name)))
+    for name in hosts:
+        out.append((f"doctor {name}", "preflight checks of the host (key D)", partial(app.open_doctor, name)))
     out.append(("reload profiles", "re-read the host profiles from disk (key R)", app.action_reload_profiles))
     out.append(("gpus of all hosts", "show every host's GPUs", partial(app.select_host, None)))
     for name in app.theme_names():
@@ -61,12 +63,6 @@ def palette_commands(app: DDTreeApp) -> list[tuple[str, str, Callable[[], Any]]]
     out.append(("help: keys", "every key binding", app.action_help))
     out.append(("quit", "stop what the demo started and leave", app.action_quit))
     return out
-
-
-def _open_sweep(app: DDTreeApp, ref: str) -> None:
-    from ddtree_tui.ui.sweep_screen import open_sweep
-
-    open_sweep(app, ref)
 
 
 class FleetCommands(Provider):

@@ -1,0 +1,70 @@
+"""`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI's mode handler (the app itself is
+ddtree_tui/ui/app.py); a first run without profiles says how to write one and offers the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ddtree_tui.cli.common import UsageError, err, profiles_of
+from ddtree_tui.config import resolve_profiles
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.ui.app import DDTreeApp, exit_code
+from ddtree_tui.ui.skins import discover_themes
+
+NO_PROFILES = """ddtree-tui: no host profiles found (looked in ./hostprofiles/ and the user config directory).
+  Try it without any host:   ddtree-tui --demo   (this machine, simulated services, replayed GPU)
+  Or describe a host:        one TOML file a host in ./hostprofiles/ (or the user config directory's
+                             hostprofiles/); see hostprofiles/README.md and hostprofiles/examples/."""
+
+
+def first_run(interactive: bool, answer: str | None = None) -> str | None:
+    """No profiles anywhere: say how to write one and, at a terminal, offer the demo. 'demo' or None."""
+    print(NO_PROFILES, file=sys.stderr)
+    if not interactive:
+        return None
+    try:
+        reply = answer if answer is not None else input("Start the demo now? [y/N] ")
+    except EOFError:
+        return None
+    return "demo" if reply.strip().lower() in ("y", "yes") else None
+
+
+def theme_of(ns: argparse.Namespace) -> str:
+    """--theme, checked against themes/ before the terminal is taken over (a usage error otherwise)."""
+    theme = str(getattr(ns, "theme", None) or "dark")
+    known = discover_themes()
+    if theme not in known:
+        raise UsageError(f"unknown theme {theme!r} (known: {', '.join(known)})")
+    return theme
+
+
+def todos_of(ns: argparse.Namespace) -> Path:
+    return Path(ns.todos) if getattr(ns, "todos", None) else Path(".ddtree/todos.json")
+
+
+def cli_main(ns: argparse.Namespace) -> int:
+    """`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI."""
+    try:
+        profiles = profiles_of(ns)
+    except UsageError as e:
+        err(str(e))
+        return 2
+    if not profiles and not ns.demo:
+        choice = first_run(sys.stdin.isatty())
+        if choice is None:
+            return 2
+        ns.demo = True
+        profiles = resolve_profiles(None, None, True)
+    try:
+        theme = theme_of(ns)
+    except UsageError as e:
+        err(str(e))
+        return 2
+    todos = todos_of(ns)
+    fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo))
+    app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo), crash_dir=todos.parent)
+    rc = app.run()
+    app.stop_fleet_after_exit()
+    return exit_code(app, rc)

@@ -1,0 +1,39 @@
+"""Fan-out of events to subscriber queues, the base of the fleet, an attached fleet and the frozen one: a
+slow reader loses its oldest events and the publisher never waits for it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+QUEUE_SIZE = 2000
+
+
+class PubSub(Generic[T]):
+    """Bounded queues, one a subscriber; `publish` puts an event on each, dropping the oldest when full."""
+
+    def __init__(self, maxsize: int = QUEUE_SIZE) -> None:
+        self.maxsize = maxsize
+        self._queues: list[asyncio.Queue[T]] = []
+
+    def subscribe(self) -> asyncio.Queue[T]:
+        q: asyncio.Queue[T] = asyncio.Queue(maxsize=self.maxsize)
+        self._queues.append(q)
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue[T]) -> None:
+        with contextlib.suppress(ValueError):
+            self._queues.remove(q)
+
+    def publish(self, ev: T) -> None:
+        """Put `ev` on every subscriber's queue (the fleet's parts and the alert engine publish this way)."""
+        for q in self._queues:
+            if q.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    q.get_nowait()
+            q.put_nowait(ev)
+
+    _publish = publish  # the name the fleets' own parts use

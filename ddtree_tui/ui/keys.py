@@ -1,0 +1,66 @@
+"""The keys, as tables: one row a key (keys, action, description, shown in the footer, tooltip). The app's
+BINDINGS and the help screen's navigation list are built from them, so `?` lists what the keys really do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.binding import Binding
+
+KeyRow = tuple[str, str, str, bool, str]
+
+MAIN_KEYS: tuple[KeyRow, ...] = (
+    ("1", "focus_pane(1)", "Hosts", False, "focus the hosts pane"),
+    ("2", "focus_pane(2)", "GPUs", False, "focus the GPU pane"),
+    ("3", "focus_pane(3)", "Services", False, "focus the services pane"),
+    ("4", "focus_pane(4)", "Todos", False, "focus the todo checklist"),
+    ("5", "focus_pane(5)", "Bench", False, "focus the benchmark pane"),
+    ("6", "focus_pane(6)", "Logs", False, "focus the log pane"),
+    ("l", "service('launch')", "Launch", True, "launch the selected service"),
+    ("k", "service('kill')", "Kill", True, "kill the selected service (asks; Cancel is the default)"),
+    ("r", "service('restart')", "Restart", True, "redeploy the selected service (asks)"),
+    ("m", "service('move')", "Move", True, "move the selected service to another host (asks)"),
+    ("b", "bench", "Bench", True, "benchmark: pick services and a prompt set, run"),
+    ("L", "logs", "Logs", True, "show and follow the selected service's log"),
+    ("D", "doctor", "Doctor", False, "doctor: preflight checks of the selected host"),
+    ("t", "new_todo", "New todo", True, "add an item to the todo checklist"),
+    ("slash", "filter", "Filter", False, "filter the focused pane / search the log"),
+    ("T", "cycle_theme", "Theme", False, "next colour theme"),
+    ("R", "reload_profiles", "Reload", False, "re-read the host profiles from disk"),
+    ("question_mark", "help", "Help", True, "this list of keys"),
+    ("H", "messages", "Messages", False, "every message of this session (history)"),
+    ("ctrl+p", "command_palette", "Commands", False, "every action for every host and service"),
+    ("q", "quit", "Quit", True, "stop what this session started (demo) and leave"),
+    ("escape", "clear_filter", "Clear filter", False, "clear the filter"),
+)
+
+# keys every table and dialog understands (Textual's own), listed so nobody has to guess them
+NAVIGATION_KEYS: tuple[KeyRow, ...] = (
+    ("up,down,pgup,pgdn", "-", "", True, "move the cursor in the focused table (Home, End too)"),
+    ("tab,shift+tab", "-", "", True, "next / previous widget (in dialogs: the next field or button)"),
+    ("enter", "-", "", True, "open: drill into a host, GPU or service (Esc goes back)"),
+    ("space", "-", "", True, "tick in a list (bench dialog), toggle done (todos)"),
+    ("escape", "-", "", True, "back, close a dialog, clear the filter"),
+    ("o,O", "-", "", True, "sort the services by the next column / reverse (or click a header)"),
+    ("ctrl+c", "-", "", True, "quit, like q"),
+)
+
+# actions that only make sense on the main screen (not while a dialog is open)
+MAIN_ONLY = frozenset(
+    {
+        "messages",
+        "service",
+        "bench",
+        "logs",
+        "doctor",
+        "new_todo",
+        "filter",
+        "focus_pane",
+        "help",
+        "cycle_theme",
+    }
+)
+
+
+def to_bindings(rows: Iterable[KeyRow]) -> list[Binding]:
+    return [Binding(keys, action, text, show=show, tooltip=tip) for keys, action, text, show, tip in rows]

@@ -1,0 +1,127 @@
+"""The one table pane (the k9s / lazydocker shape): a DataTable showing a TableView (columns + keyed rows),
+updated in place so the cursor stays on the same key, sorted by a column (`o`, `O`, a header click), Enter
+drilling into the row. The hosts, services and GPU panes are this pane plus what sits under their table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+from rich.text import Text
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
+
+from ddtree_tui.ui.messages import DrillDown
+from ddtree_tui.ui.views import Cell, CellValue, Seg, TableView
+from ddtree_tui.ui.widgets.base import PaintedRow, Pane, sort_key, sync_table
+
+
+class TablePane(Pane):
+    """Subclasses yield the DataTable in `compose` and name what Enter on a row drills into."""
+
+    drill_kind: ClassVar[Literal["host", "gpu", "service"] | None] = None
+    sortable: ClassVar[bool] = False
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.table_view: TableView | None = None
+        self.sort_col: str | None = None
+        self.sort_reverse = False
+
+    # --- painting ------------------------------------------------------------------------------------------
+    def cell(self, c: CellValue) -> str | Text:
+        """A view's cell as the table shows it: badges become the theme's styles."""
+        if not isinstance(c, Cell):
+            return c
+        out = Text(
+            "",
+            style=self.style_of(c.base) if c.base else "",
+            no_wrap=True,
+            overflow="ellipsis" if c.clip else None,
+        )
+        for seg in c.segs:
+            out.append(seg.text, self.style_of(seg.badge) if seg.badge else None)
+        return out
+
+    def text(self, segs: Sequence[Seg]) -> Text:
+        """Free text under the table (errors, a detail line) from its segments."""
+        out = Text()
+        for seg in segs:
+            out.append(seg.text, self.style_of(seg.badge) if seg.badge else None)
+        return out
+
+    def show_table(self, tv: TableView) -> None:
+        self.table_view = tv
+        rows: list[PaintedRow] = [(r.key, [self.cell(c) for c in r.cells]) for r in tv.rows]
+        table = self.query_one(DataTable)
+        sync_table(table, self.sorted_rows(rows, tv.columns), columns=self.headers(tv.columns))
+        self.border_title = tv.title
+
+    # --- sorting: `o` cycles the column, `O` reverses, a click on a header sorts by it --------------------
+    def sorted_rows(self, rows: list[PaintedRow], columns: Sequence[str]) -> list[PaintedRow]:
+        """Rows ordered by the sort column (numbers as numbers, `-` last); as given when unsorted."""
+        if not self.sortable or self.sort_col is None or self.sort_col not in columns:
+            return rows
+        i = list(columns).index(self.sort_col)
+        return sorted(
+            rows, key=lambda r: sort_key(r[1][i] if i < len(r[1]) else ""), reverse=self.sort_reverse
+        )
+
+    def headers(self, columns: Sequence[str]) -> list[str]:
+        """Column titles with ▲/▼ on the sort column."""
+        if not self.sortable or self.sort_col not in columns:
+            return list(columns)
+        mark = " ▼" if self.sort_reverse else " ▲"
+        return [c + mark if c == self.sort_col else c for c in columns]
+
+    def cycle_sort(self) -> None:
+        cols = list(self.table_view.columns) if self.table_view else []
+        if self.sort_col is None or self.sort_col not in cols:
+            self.sort_col = cols[0] if cols else None
+        elif cols.index(self.sort_col) + 1 < len(cols):
+            self.sort_col = cols[cols.index(self.sort_col) + 1]
+        else:
+            self.sort_col = None  # back to the fleet's own order
+        self.sort_reverse = False
+        self._resort()
+
+    def reverse_sort(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self._resort()
+
+    def sort_by(self, column: str) -> None:
+        column = column.removesuffix(" ▲").removesuffix(" ▼")
+        if self.sort_col == column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_col, self.sort_reverse = column, False
+        self._resort()
+
+    def _resort(self) -> None:
+        """The last view again, in the new order (a hidden pane is repainted when it shows)."""
+        if self.table_view is not None and self.display:
+            self.show_table(self.table_view)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        if self.sortable:
+            event.stop()
+            self.sort_by(str(event.label.plain if isinstance(event.label, Text) else event.label))
+
+    # --- selection -----------------------------------------------------------------------------------------
+    def selected_key(self) -> str | None:
+        t = self.query_one(DataTable)
+        if not t.row_count or not 0 <= t.cursor_row < t.row_count:
+            return None
+        return str(t.coordinate_to_cell_key(Coordinate(t.cursor_row, 0)).row_key.value)
+
+    def select_key(self, key: str) -> None:
+        t = self.query_one(DataTable)
+        if key in t.rows:
+            t.move_cursor(row=t.get_row_index(key), animate=False)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter: drill into the row (Esc comes back); a host's fault line has nothing to drill into."""
+        key = event.row_key.value
+        if self.drill_kind is not None and key is not None and not str(key).endswith(":fault"):
+            event.stop()
+            self.post_message(DrillDown(self.drill_kind, str(key)))

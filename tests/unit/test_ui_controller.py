@@ -1,0 +1,93 @@
+"""The controller without a terminal: which panes an event repaints, the log tail it hands the log pane, and
+intents carried to a (frozen) fleet with their results reported."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any
+
+from ddtree_tui.events import LogLine, Notice, ServiceStateChanged, TodoChanged
+from ddtree_tui.ui.backend import StaticFleet
+from ddtree_tui.ui.controller import Controller
+from tests.app.snapdata import T0, static_fleet
+
+
+class Host:
+    """Records what the controller asks of the app."""
+
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, str]] = []
+        self.spawned: list[tuple[Coroutine[Any, Any, Any], str]] = []
+        self.bench: list[Any] = []
+
+    def notify(self, message: str, *, severity: Any = "information", timeout: float | None = None) -> None:
+        self.notes.append((str(severity), message))
+
+    def bench_event(self, event: Any) -> None:
+        self.bench.append(event)
+
+    def spawn(
+        self, work: Coroutine[Any, Any, Any], group: str, name: str = "", exclusive: bool = False
+    ) -> None:
+        self.spawned.append((work, group))
+
+
+def controller(fleet: StaticFleet | None = None) -> tuple[Controller, Host]:
+    host = Host()
+    ctl = Controller(fleet or static_fleet(), host, live=False)
+    return ctl, host
+
+
+def test_events_mark_only_their_panes_and_a_frozen_clock() -> None:
+    ctl, host = controller()
+    assert ctl.take_dirty() == {1, 2, 3, 4, 5, 6}  # everything once at start
+    assert ctl.selected_service == "local/dflash"  # the first service, picked with the snapshot
+    assert ctl.take_dirty() == set()
+    status = ctl.snap.hosts[0].services[0]
+    ctl.on_event(ServiceStateChanged(host="local", status=status))
+    ctl.on_event(TodoChanged())
+    ctl.stale.add(6)
+    assert ctl.take_dirty() == {1, 2, 3, 4, 6}
+    ctl.on_event(Notice(severity="error", text="it broke"))
+    assert host.notes == [("error", "it broke")]
+    assert ctl.now() == T0
+
+
+def test_the_log_pane_gets_the_tail_then_only_new_lines() -> None:
+    fleet = static_fleet()
+    fleet._logs["local/dflash"] = ["one", "two"]
+    ctl, _ = controller(fleet)
+    ctl.take_dirty()
+    first = ctl.logs_view()
+    assert (first.ref, first.lines, first.reset) == ("local/dflash", ("one", "two"), True)
+    ctl.on_event(LogLine(host="local", service="dflash", line="three"))
+    ctl.on_event(LogLine(host="local", service="ddtree-shadow", line="not shown"))
+    assert ctl.take_dirty() == {6}
+    more = ctl.logs_view()
+    assert (more.lines, more.reset) == (("three",), False)
+    ctl.filter_text, ctl.filter_pane = "tw", 6  # a search reloads every line
+    searched = ctl.logs_view()
+    assert (searched.search, searched.reset, searched.lines) == ("tw", True, ("one", "two"))
+
+
+async def test_intents_run_in_workers_and_a_frozen_fleet_says_so() -> None:
+    ctl, host = controller()
+    ctl.start_intent("kill", "local/dflash")
+    ctl.start_intent("kill", "local/dflash")  # refused while the first runs
+    assert [g for _, g in host.spawned] == ["svc:local/dflash"]
+    assert ("warning", "local/dflash is busy with another action") in host.notes
+    work, _ = host.spawned[0]
+    res = await work
+    assert res.ok is False and "frozen" in res.message
+    assert host.notes[-1] == ("error", "kill local/dflash: the view is frozen (snapshot mode)")
+    assert "local/dflash" not in ctl.busy and "fleet" in ctl.dirty
+
+
+def test_doctor_host_follows_the_selection() -> None:
+    ctl, _ = controller()
+    ctl.take_dirty()
+    assert ctl.doctor_host() == "local"
+    assert ctl.select_host("ct200") and not ctl.select_host("ct200")
+    assert ctl.doctor_host() == "ct200"
+    view = ctl.gpus_view(200)
+    assert [r.key for r in view.table.rows] == ["ct200:1"]
