@@ -736,7 +736,7 @@ async def _launch_line_findings(t: Transport, profile: HostProfile) -> list[Find
     """Each sglang service's exact launch line through the host's own parser, and what DDTree flags the
     host's build has (from the same parser)."""
     from ddtree_tui.services import argcheck
-    from ddtree_tui.services.commands import build_launch
+    from ddtree_tui.services.launchline import build_launch
 
     svcs = [s for s in profile.service if s.launcher == "sglang"]
     if not svcs:

@@ -522,7 +522,7 @@ class Fleet:
     async def preflight(self, ref: str, spec: ServiceSpec) -> ArgCheck | None:
         """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
         from ddtree_tui.services import argcheck
-        from ddtree_tui.services.commands import build_launch
+        from ddtree_tui.services.launchline import build_launch
 
         h, _svc = self._split(ref)
         return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))

@@ -184,7 +184,7 @@ async def wait_healthy(child: SimChild, timeout: float) -> None:
 def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
     """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
     the host's telemetry source (replay: the GPU numbers are a recording)."""
-    from ddtree_tui.services.commands import build_launch
+    from ddtree_tui.services.launchline import build_launch
 
     try:
         argv: list[str] | None = build_launch(host, spec).argv

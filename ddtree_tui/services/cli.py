@@ -11,7 +11,7 @@ import asyncio
 import sys
 
 from ddtree_tui.config import HostProfile, ProfileError, find_service, resolve_profiles
-from ddtree_tui.services.commands import build_launch
+from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.services.lifecycle import ActionResult, ServiceManager, move_service
 from ddtree_tui.state import ServiceStatus
 from ddtree_tui.transport import Transport, TransportError, make_transport

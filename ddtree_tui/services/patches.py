@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ddtree_tui.config import HostProfile, ProfileError, resolve_profiles
 from ddtree_tui.remote import source
-from ddtree_tui.services.commands import host_python, workdir
+from ddtree_tui.services.launchline import host_python, workdir
 from ddtree_tui.transport import Transport, TransportError, make_transport
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.services.commands import argv_hash, build_launch
+from ddtree_tui.services.launchline import argv_hash, build_launch
 from ddtree_tui.services.lifecycle import ServiceManager
 from ddtree_tui.transport import make_transport
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml

@@ -16,7 +16,7 @@ import pytest
 
 from ddtree_tui.cli import main
 from ddtree_tui.services import hostscripts
-from ddtree_tui.services.commands import build_launch, service_paths
+from ddtree_tui.services.launchline import build_launch, service_paths
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
 from tests.integration.test_doctor_local import FakeHost, doctor, find, render, svc
 from tests.sshd import SshdServer, SshEnv, free_port

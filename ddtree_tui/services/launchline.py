@@ -1,4 +1,4 @@
-"""The exact command a service runs: argv for `python -m sglang.launch_server` per algorithm (or the simulator),
+"""The launch line of a service: argv for `python -m sglang.launch_server` per algorithm (or the simulator),
 its environment, working directory, log file and pidfile.
 
 Built in one place so that `launch --dry-run`, the TUI's confirm dialog and the real launch show and run the
