@@ -24,7 +24,7 @@ HANDLERS: dict[str, str] = {
     "restart": "ddtree_tui.services.cli:cli_main",
     "move": "ddtree_tui.services.cli:cli_main",
     "logs": "ddtree_tui.services.cli:cli_main",
-    "patches": "ddtree_tui.services.patches:cli_main",
+    "patches": "ddtree_tui.cli.patches:cli_main",
     "doctor": "ddtree_tui.doctor:cli_main",
     "todo": "ddtree_tui.cli.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",

@@ -325,7 +325,7 @@ class SweepRunner:
             tail = list(status.last_log or [])
             if not tail:
                 with contextlib.suppress(Exception):
-                    tail = await self.fleet.service_log(self.s.ref, 20)
+                    tail = await self.fleet.logs(self.s.ref, 20)
             why = status.detail or ""
             if status.state == "starting":
                 return (
