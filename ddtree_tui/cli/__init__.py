@@ -17,8 +17,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 HANDLERS: dict[str, str] = {
     "tui": "ddtree_tui.ui.app:cli_main",
     "run-bench": "ddtree_tui.bench.cli:cli_main",
-    "status": "ddtree_tui.commands:status_main",
-    "smoke": "ddtree_tui.commands:smoke_main",
+    "status": "ddtree_tui.cli.status:status_main",
+    "smoke": "ddtree_tui.cli.smoke:smoke_main",
     "launch": "ddtree_tui.cli.services:cli_main",
     "kill": "ddtree_tui.cli.services:cli_main",
     "restart": "ddtree_tui.cli.services:cli_main",
