@@ -34,7 +34,7 @@ HANDLERS: dict[str, str] = {
     "attach": "ddtree_tui.ui.attach:cli_main",
     "replay": "ddtree_tui.ui.attach:replay_main",
     "record": "ddtree_tui.ui.attach:record_main",
-    "sweep": "ddtree_tui.sweep.cli:cli_main",
+    "sweep": "ddtree_tui.cli.sweep:cli_main",
 }
 
 
@@ -289,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
-    from ddtree_tui.sweep.cli import add_arguments as _sweep_arguments
+    from ddtree_tui.cli.sweep import add_arguments as _sweep_arguments
 
     _sweep_arguments(add("sweep", "the tuning lab: redeploy a service over settings, measure, rank, apply"))
 
