@@ -345,7 +345,7 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
             problems.append(f"cannot write {path}: {e.strerror or e}")
     html_out = getattr(ns, "html_out", None)
     if html_out:
-        from ddtree_tui.report.cli import html_for_run
+        from ddtree_tui.report.output import html_for_run
 
         try:
             html_for_run(run, html_out, source=ns.json_out)

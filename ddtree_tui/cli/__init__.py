@@ -28,7 +28,7 @@ HANDLERS: dict[str, str] = {
     "doctor": "ddtree_tui.doctor:cli_main",
     "todo": "ddtree_tui.cli.todo:cli_main",
     "sim": "ddtree_tui.sim.server:cli_main",
-    "report": "ddtree_tui.report.cli:cli_main",
+    "report": "ddtree_tui.cli.report:cli_main",
     "serve": "ddtree_tui.collector.server:serve_main",
     "web": "ddtree_tui.collector.web:web_main",
     "attach": "ddtree_tui.ui.attach:cli_main",
