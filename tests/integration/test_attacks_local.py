@@ -21,7 +21,7 @@ from ddtree_tui.services.lifecycle import ServiceManager
 from ddtree_tui.transport.local import LocalTransport
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
 from tests.procs import alive
-from tests.sshd import free_port
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(90)
 

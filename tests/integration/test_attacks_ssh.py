@@ -25,7 +25,7 @@ from tests.integration.test_attacks_local import (
 )
 from tests.integration.test_telemetry_ssh import install_fake_smi
 from tests.procs import alive
-from tests.sshd import free_port
+from tests.util import free_port
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]
 

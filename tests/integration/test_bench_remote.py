@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.bench import report
-from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.process import SimProcess
 from ddtree_tui.sim.server import SimConfig
 from tests.sshd import SshdServer, SshEnv
+from tests.util import free_port
 
 pytestmark = pytest.mark.sshd
 

@@ -12,8 +12,9 @@ from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.loadrun import LevelService, Pctl
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.bench.soak import GpuWindow, ServiceProbe, SoakWindow, detect_drift, run_soak, sim_gpu_probe
-from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.process import SimProcess
 from ddtree_tui.sim.server import SimConfig
+from tests.util import free_port
 
 WINDOW = 3.0
 

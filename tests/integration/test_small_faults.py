@@ -19,7 +19,8 @@ from ddtree_tui.services import hostscripts
 from ddtree_tui.services.launchline import build_launch, service_paths
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
 from tests.integration.test_doctor_local import FakeHost, doctor, find, render, svc
-from tests.sshd import SshdServer, SshEnv, free_port
+from tests.sshd import SshdServer, SshEnv
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(90)
 

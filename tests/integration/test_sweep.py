@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.sim.process import free_port
 from ddtree_tui.sim.server import ddtree_expected_speed
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]

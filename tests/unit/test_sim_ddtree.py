@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from ddtree_tui.sim.process import free_port
 from ddtree_tui.sim.server import (
     HYBRID_TREE_REFUSAL,
     SimConfig,
@@ -20,6 +19,7 @@ from ddtree_tui.sim.server import (
     ddtree_expected_speed,
     ddtree_step_factor,
 )
+from tests.util import free_port
 
 
 def test_accept_length_rises_with_budget_with_diminishing_returns_and_with_topk() -> None:
