@@ -411,7 +411,8 @@ async def revert_patch(t: Transport, profile: HostProfile, ps: PatchSet) -> Patc
     state_path = posixpath.join(loc.state_dir, "state.json")
     backup_paths = [posixpath.join(loc.state_dir, "backup", d.path) for d in ps.diffs]
     texts = await _read(t, profile, [*paths, *backup_paths, state_path])
-    state = json.loads(texts[state_path]) if texts.get(state_path) else {"files": {}}
+    raw_state = texts.get(state_path)
+    state = json.loads(raw_state) if raw_state else {"files": {}}
     files: list[FileReport] = []
     writes: list[dict[str, str]] = []
     for d, p, bp in zip(ps.diffs, paths, backup_paths, strict=True):
