@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.config import HostProfile, ServiceSpec, redact_text
 from ddtree_tui.services import argcheck, hostscripts
-from ddtree_tui.services.launchline import argv_hash, build_launch, host_python, service_paths
 from ddtree_tui.services.health import HealthResult, ServerInfo, fetch_server_info, probe_health
+from ddtree_tui.services.launchline import argv_hash, build_launch, host_python, service_paths
 from ddtree_tui.services.logs import LogMetrics, parse_line
 from ddtree_tui.state import ServiceStatus
 from ddtree_tui.transport.base import Transport, TransportError
