@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err
 from ddtree_tui.report.output import terminal_text, write_html
@@ -21,6 +22,19 @@ from ddtree_tui.sweep.results import table
 
 def _err(msg: str) -> None:
     err(msg, "report")
+
+
+def _html(path: str | None, write: Callable[[str], int]) -> int:
+    """`--html FILE`, when given: write it and say its size; exit 1 when it cannot be written."""
+    if not path:
+        return EXIT_OK
+    try:
+        size = write(path)
+    except OSError as e:
+        _err(f"cannot write {path}: {e.strerror or e}")
+        return EXIT_FAIL
+    print(f"wrote {path} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+    return EXIT_OK
 
 
 def _sweep_main(ns: argparse.Namespace) -> int | None:
@@ -45,14 +59,7 @@ def _sweep_main(ns: argparse.Namespace) -> int | None:
         _err(str(e))
         return EXIT_USAGE
     print(table(ls.results), flush=True)
-    if ns.html_out:
-        try:
-            size = write_sweep_html(ls, ns.html_out)
-        except OSError as e:
-            _err(f"cannot write {ns.html_out}: {e.strerror or e}")
-            return EXIT_FAIL
-        print(f"wrote {ns.html_out} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
-    return EXIT_OK
+    return _html(ns.html_out, lambda path: write_sweep_html(ls, path))
 
 
 def cli_main(ns: argparse.Namespace) -> int:
@@ -66,11 +73,4 @@ def cli_main(ns: argparse.Namespace) -> int:
         return EXIT_USAGE
     sys.stdout.write(terminal_text(runs))
     sys.stdout.flush()
-    if ns.html_out:
-        try:
-            size = write_html(runs, ns.html_out)
-        except OSError as e:
-            _err(f"cannot write {ns.html_out}: {e.strerror or e}")
-            return EXIT_FAIL
-        print(f"wrote {ns.html_out} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
-    return EXIT_OK
+    return _html(ns.html_out, lambda path: write_html(runs, path))
