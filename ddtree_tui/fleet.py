@@ -3,6 +3,9 @@ manager, the todo store and benchmark runs; it publishes immutable snapshots and
 
 The UI and the headless reporters subscribe; they never reach a host themselves. Data flows one way:
 transport -> telemetry/services/bench -> fleet -> ui or reporter.
+
+Over 600 lines because it is the one door: every intent (lifecycle, logs, patches, smoke, bench, holds, todos)
+is a short method here that hands off to its package; the work itself lives there.
 """
 
 from __future__ import annotations
