@@ -55,7 +55,6 @@ async def _wait_ready(fleet: Fleet, ref: str, timeout: float) -> int:
 
 async def _act(ns: argparse.Namespace, fleet: Fleet, host: HostProfile, spec: ServiceSpec) -> int:
     ref = f"{host.name}/{spec.name}"
-    timeout: float | None = ns.timeout
     if ns.mode == "logs":
         for line in await fleet.logs(ref, max(0, ns.lines)):
             print(line, flush=True)
@@ -67,6 +66,7 @@ async def _act(ns: argparse.Namespace, fleet: Fleet, host: HostProfile, spec: Se
     if who is not None:
         _err(f"refused to {ns.mode} {ref}: it is held by {who}; nothing was done")
         return EXIT_FAIL
+    timeout: float | None = getattr(ns, "timeout", None)
     force = bool(getattr(ns, "force", False))
     if ns.mode == "kill":
         r = await fleet.kill(ref, timeout=timeout)
