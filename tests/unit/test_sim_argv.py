@@ -3,18 +3,21 @@ service: what it writes, the simulator's own parser reads back as the same confi
 
 from __future__ import annotations
 
+import importlib
 import sys
 
-from ddtree_tui.cli import build_parser
+from ddtree_tui.cli import HANDLERS, build_parser
 from ddtree_tui.config import parse_profile
 from ddtree_tui.services.launchline import build_launch
-from ddtree_tui.sim.process import sim_argv
-from ddtree_tui.sim.server import SimConfig, config_from_namespace
+from ddtree_tui.sim.process import SimConfig, sim_argv
 
 
 def _read_back(argv: list[str]) -> SimConfig:
+    """The config the `sim` mode's own handler module builds from these words."""
     assert argv[:4] == [sys.executable, "-m", "ddtree_tui.cli", "sim"]
-    return config_from_namespace(build_parser().parse_args(argv[3:]))
+    sim_mode = importlib.import_module(HANDLERS["sim"].split(":")[0])
+    cfg: SimConfig = sim_mode.config_from_namespace(build_parser().parse_args(argv[3:]))
+    return cfg
 
 
 def test_a_config_round_trips_through_its_argv() -> None:
