@@ -24,7 +24,6 @@ import math
 import os
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 import ddtree_tui.fleet as fleet_mod  # noqa: E402
 from ddtree_tui.collector.server import Collector, serve  # noqa: E402
 from ddtree_tui.config import HostProfile, parse_profile  # noqa: E402
+from ddtree_tui.sim.process import free_port  # noqa: E402
 from ddtree_tui.state import ConnStatus  # noqa: E402
 from ddtree_tui.transport.base import RunResult, Transport  # noqa: E402
 
@@ -158,12 +158,6 @@ app = web.Application()
 app.router.add_get("/metrics", metrics)
 web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_s() -> float:

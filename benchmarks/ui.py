@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.sim.process import free_port
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
 
@@ -70,14 +71,6 @@ seed = 2
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -107,7 +100,7 @@ async def run(minutes: float, hosts: int, trace: int = 0) -> list[tuple[str, str
     for i in range(hosts):
         text = HOST_TOML.format(name=f"h{i:02d}", workdir=tmp / f"w{i}")
         if i == 0:
-            text += SERVICES_TOML.format(p1=_free_port(), p2=_free_port())
+            text += SERVICES_TOML.format(p1=free_port(), p2=free_port())
         profiles.append(parse_profile(text, f"h{i}.toml"))
     fleet = Fleet(profiles, todos_path=tmp / "todos.json", history_path=tmp / "history.jsonl", demo=True)
     t0 = time.perf_counter()

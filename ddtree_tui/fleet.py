@@ -3,6 +3,9 @@ manager, the todo store and benchmark runs; it publishes immutable snapshots and
 
 The UI and the headless reporters subscribe; they never reach a host themselves. Data flows one way:
 transport -> telemetry/services/bench -> fleet -> ui or reporter.
+
+Over 600 lines because it is the one door: every intent (lifecycle, logs, patches, smoke, bench, holds, todos)
+is a short method here that hands off to its package; the work itself lives there.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from ddtree_tui.doctor import DoctorReport
     from ddtree_tui.services.argcheck import ArgCheck
     from ddtree_tui.services.lifecycle import ActionResult, ServiceManager
+    from ddtree_tui.services.patches import PatchAction, PatchReport, PatchSet
     from ddtree_tui.telemetry.sampler import HostTelemetry
     from ddtree_tui.todo import ItemEvidence
 
@@ -89,8 +93,10 @@ class Fleet(PubSub[FleetEvent]):
         telemetry: bool = True,
         probe_interval: float = 2.0,
         auto_complete_todos: bool | None = None,
+        watch: bool = True,
     ) -> None:
         self._profiles = list(profiles)
+        self._watch = watch  # False: a one-shot mode; services are probed when asked, not watched
         self.demo = demo
         self.history_path = Path(history_path or DEFAULT_HISTORY)
         self.todos_path = Path(todos_path or DEFAULT_TODOS)
@@ -143,7 +149,8 @@ class Fleet(PubSub[FleetEvent]):
         )
         for st in h.services.statuses():
             h.statuses[st.name] = st
-        await h.services.start()
+        if self._watch:
+            await h.services.start()
         if self._telemetry_enabled:
             from ddtree_tui.telemetry.sampler import HostTelemetry
 
@@ -241,10 +248,12 @@ class Fleet(PubSub[FleetEvent]):
         telemetry: bool = True,
         probe_interval: float = 2.0,
         auto_complete_todos: bool | None = None,
+        watch: bool = True,
     ) -> AsyncIterator[Fleet]:
         """The fleet's whole lifetime in one block: `async with Fleet.open(profiles) as fleet:` starts every
         host's watchers and always stops them (and, in the demo, kills what this session launched), even
-        when the block raises or is cancelled."""
+        when the block raises or is cancelled. `watch=False` (one-shot headless modes) starts no service
+        watcher, log follower or health prober: a wait polls, a log follow opens its own tail."""
         fleet = cls(
             profiles,
             todos_path=todos_path,
@@ -253,6 +262,7 @@ class Fleet(PubSub[FleetEvent]):
             telemetry=telemetry,
             probe_interval=probe_interval,
             auto_complete_todos=auto_complete_todos,
+            watch=watch,
         )
         try:
             await fleet.start()
@@ -405,31 +415,39 @@ class Fleet(PubSub[FleetEvent]):
         return h, svc
 
     # --- intents -------------------------------------------------------------------------------------------
-    async def _lifecycle(self, verb: str, ref: str) -> ActionResult:
+    async def _lifecycle(
+        self, verb: str, ref: str, *, force: bool = False, timeout: float | None = None
+    ) -> ActionResult:
         """launch / kill / restart one service; remember what we started so the demo can clean up."""
         h, svc = self._split(ref)
         held = self._foreign_hold(ref, verb)
         if held is not None:
             return held
         if verb == "launch":
-            res = await h.services.launch(svc, h.extra_specs.get(svc))
+            res = await h.services.launch(svc, h.extra_specs.get(svc), force=force)
+        elif verb == "kill":
+            res = await h.services.kill(svc, timeout=timeout)
         else:
-            res = await (h.services.kill if verb == "kill" else h.services.restart)(svc)
+            res = await h.services.restart(svc, force=force)
         if res.ok:
             (self._launched.discard if verb == "kill" else self._launched.add)(ref)
         self._notice(f"{verb} {ref}", res)
         return res
 
-    async def launch(self, ref: str) -> ActionResult:
-        return await self._lifecycle("launch", ref)
+    async def launch(self, ref: str, *, force: bool = False) -> ActionResult:
+        """`force`: launch even when the host's SGLang parser rejects the command line."""
+        return await self._lifecycle("launch", ref, force=force)
 
-    async def kill(self, ref: str) -> ActionResult:
-        return await self._lifecycle("kill", ref)
+    async def kill(self, ref: str, *, timeout: float | None = None) -> ActionResult:
+        """`timeout`: seconds before SIGKILL (default: the service's kill_timeout)."""
+        return await self._lifecycle("kill", ref, timeout=timeout)
 
-    async def restart(self, ref: str) -> ActionResult:
-        return await self._lifecycle("restart", ref)
+    async def restart(self, ref: str, *, force: bool = False) -> ActionResult:
+        return await self._lifecycle("restart", ref, force=force)
 
-    async def move(self, ref: str, to_host: str) -> ActionResult:
+    async def move(self, ref: str, to_host: str, *, startup_timeout: float | None = None) -> ActionResult:
+        """Launch the service on `to_host`, wait until ready (`startup_timeout`, default the spec's), then
+        kill the old one."""
         from ddtree_tui.services.lifecycle import move_service
 
         src, svc = self._split(ref)
@@ -440,7 +458,16 @@ class Fleet(PubSub[FleetEvent]):
         spec = src.profile.get_service(svc) or src.extra_specs[svc]
         if dst.profile.get_service(svc) is None:
             dst.extra_specs[svc] = spec
-        res = await move_service(src.services, dst.services, svc)
+        if startup_timeout is None:
+            res = await move_service(src.services, dst.services, svc)
+        else:  # this move only: the source manager's spec is put back afterwards
+            own = src.services._svc(svc)
+            before = own.spec
+            own.spec = before.model_copy(update={"startup_timeout": float(startup_timeout)})
+            try:
+                res = await move_service(src.services, dst.services, svc)
+            finally:
+                own.spec = before
         if res.ok:
             self._launched.discard(ref)
             self._launched.add(f"{to_host}/{svc}")
@@ -492,6 +519,21 @@ class Fleet(PubSub[FleetEvent]):
         h, svc = self._split(ref)
         return h.services.held_by(svc)
 
+    def held_elsewhere(self, ref: str) -> str | None:
+        """Who holds `ref` from another process on this machine (a sweep), or None."""
+        from ddtree_tui.sweep import hold
+
+        self._split(ref)
+        return hold.holder(ref)
+
+    async def reach(self, host: str) -> str | None:
+        """Wait for the host's connection (its connect_timeout and 2 s); None once connected, else why not."""
+        h = self._host(host)
+        if await h.transport.wait_connected(h.profile.connect_timeout + 2):
+            return None
+        err = h.transport.status.error or "not connected"
+        return f"cannot reach {h.profile.name} ({h.profile.address}): {err}"
+
     def spec_of(self, ref: str) -> tuple[HostProfile, ServiceSpec]:
         """The profile and the service's spec as the profile has it (no overrides)."""
         h, svc = self._split(ref)
@@ -505,7 +547,7 @@ class Fleet(PubSub[FleetEvent]):
     async def preflight(self, ref: str, spec: ServiceSpec) -> ArgCheck | None:
         """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
         from ddtree_tui.services import argcheck
-        from ddtree_tui.services.commands import build_launch
+        from ddtree_tui.services.launchline import build_launch
 
         h, _svc = self._split(ref)
         return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))
@@ -528,9 +570,24 @@ class Fleet(PubSub[FleetEvent]):
         h, svc = self._split(ref)
         return await h.services.wait_state(svc, states, timeout)
 
-    async def service_log(self, ref: str, lines: int = 30) -> list[str]:
+    async def logs(self, ref: str, lines: int = 30) -> list[str]:
+        """The last `lines` lines of the service's log, read from the host now (secrets masked)."""
         h, svc = self._split(ref)
         return list(await h.services.read_log(svc, lines))
+
+    async def follow_log(self, ref: str, on_gap: Callable[[str], None] | None = None) -> AsyncIterator[str]:
+        """New lines of the service's log as they come, across dropped connections (`on_gap` hears of them)."""
+        h, svc = self._split(ref)
+        async for line in h.services.follow_log(svc, on_gap=on_gap):
+            yield line
+
+    async def patches(self, action: PatchAction, host: str, sets: Sequence[PatchSet]) -> list[PatchReport]:
+        """`status` / `apply` / `revert` each patch set on `host`'s SGLang, over its open transport."""
+        from ddtree_tui.services.patches import apply_patch, patch_status, revert_patch
+
+        h = self._host(host)
+        fn = {"status": patch_status, "apply": apply_patch, "revert": revert_patch}[action]
+        return [await fn(h.transport, h.profile, ps) for ps in sets]
 
     def _notice(self, what: str, res: ActionResult) -> None:
         text = f"{what}: {res.message}" + (f" ({res.suggestion})" if res.suggestion else "")
@@ -789,3 +846,13 @@ class _EvidenceCtx:
 
     def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
         return self._fleet.bench_ok(service_ref, prompt_set)
+
+
+async def collect_snapshot(
+    profiles: Sequence[HostProfile], timeout: float = 8.0, *, telemetry: bool = True
+) -> FleetSnapshot:
+    """One snapshot of every host (`status`, `todo check`): connect, wait for a first sample and service
+    probe, then let go."""
+    async with Fleet.open(profiles, telemetry=telemetry, auto_complete_todos=False) as fleet:
+        await fleet.wait_settled(timeout)
+        return fleet.snapshot()

@@ -17,13 +17,9 @@ from pathlib import Path
 
 import psutil
 
+from tests.util import free_port
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, timeout: float = 10.0) -> None:

@@ -184,7 +184,7 @@ async def wait_healthy(child: SimChild, timeout: float) -> None:
 def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
     """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
     the host's telemetry source (replay: the GPU numbers are a recording)."""
-    from ddtree_tui.services.commands import build_launch
+    from ddtree_tui.services.launchline import build_launch
 
     try:
         argv: list[str] | None = build_launch(host, spec).argv
@@ -345,7 +345,7 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
             problems.append(f"cannot write {path}: {e.strerror or e}")
     html_out = getattr(ns, "html_out", None)
     if html_out:
-        from ddtree_tui.report.cli import html_for_run
+        from ddtree_tui.report.output import html_for_run
 
         try:
             html_for_run(run, html_out, source=ns.json_out)

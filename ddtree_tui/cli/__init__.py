@@ -17,24 +17,24 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 HANDLERS: dict[str, str] = {
     "tui": "ddtree_tui.cli.tui:cli_main",
     "run-bench": "ddtree_tui.bench.cli:cli_main",
-    "status": "ddtree_tui.commands:status_main",
-    "smoke": "ddtree_tui.commands:smoke_main",
-    "launch": "ddtree_tui.services.cli:cli_main",
-    "kill": "ddtree_tui.services.cli:cli_main",
-    "restart": "ddtree_tui.services.cli:cli_main",
-    "move": "ddtree_tui.services.cli:cli_main",
-    "logs": "ddtree_tui.services.cli:cli_main",
-    "patches": "ddtree_tui.services.patches:cli_main",
+    "status": "ddtree_tui.cli.status:status_main",
+    "smoke": "ddtree_tui.cli.smoke:smoke_main",
+    "launch": "ddtree_tui.cli.services:cli_main",
+    "kill": "ddtree_tui.cli.services:cli_main",
+    "restart": "ddtree_tui.cli.services:cli_main",
+    "move": "ddtree_tui.cli.services:cli_main",
+    "logs": "ddtree_tui.cli.services:cli_main",
+    "patches": "ddtree_tui.cli.patches:cli_main",
     "doctor": "ddtree_tui.cli.doctor:cli_main",
     "todo": "ddtree_tui.cli.todo:cli_main",
     "sim": "ddtree_tui.cli.sim:cli_main",
-    "report": "ddtree_tui.report.cli:cli_main",
-    "serve": "ddtree_tui.collector.server:serve_main",
-    "web": "ddtree_tui.collector.web:web_main",
+    "report": "ddtree_tui.cli.report:cli_main",
+    "serve": "ddtree_tui.cli.serve:serve_main",
+    "web": "ddtree_tui.cli.serve:web_main",
     "attach": "ddtree_tui.cli.attach:cli_main",
     "replay": "ddtree_tui.cli.attach:replay_main",
     "record": "ddtree_tui.cli.attach:record_main",
-    "sweep": "ddtree_tui.sweep.cli:cli_main",
+    "sweep": "ddtree_tui.cli.sweep:cli_main",
 }
 
 
@@ -289,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
-    from ddtree_tui.sweep.cli import add_arguments as _sweep_arguments
+    from ddtree_tui.cli.sweep import add_arguments as _sweep_arguments
 
     _sweep_arguments(add("sweep", "the tuning lab: redeploy a service over settings, measure, rank, apply"))
 

@@ -46,8 +46,8 @@ def _build_context(ns: Any, store: TodoStore) -> HistoryBenchContext:
     if needs_fleet:
         import asyncio
 
-        from ddtree_tui.commands import collect_snapshot
         from ddtree_tui.config import resolve_profiles
+        from ddtree_tui.fleet import collect_snapshot
 
         profiles = resolve_profiles(ns.profile, ns.profiles, getattr(ns, "demo", False))
         snap = asyncio.run(collect_snapshot(profiles, float(getattr(ns, "timeout", None) or 8.0)))

@@ -23,9 +23,7 @@ import json
 import logging
 import os
 import secrets
-import signal
 import stat
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -36,7 +34,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ddtree_tui.collector.intents import IntentRoutes
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
-from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.events import (
     AlertChanged,
     BenchEventWrap,
@@ -385,75 +382,3 @@ async def serve(
         with contextlib.suppress(Exception):
             await coll.stop()
         await runner.cleanup()
-
-
-def serve_main(ns: Any) -> int:
-    """`ddtree-tui serve [--listen HOST:PORT] [--token-file FILE]`; exit 2 for a bad listen or profile."""
-    from ddtree_tui.config import ProfileError, resolve_profiles
-    from ddtree_tui.fleet import Fleet
-
-    try:
-        host, port = parse_listen(ns.listen or DEFAULT_LISTEN)
-        token: str | None = None
-        token_file = getattr(ns, "token_file", None)
-        intents = bool(getattr(ns, "intents", False))
-        intent_token: str | None = None
-        if intents and not token_file:  # intents always need a token; reads on loopback stay open
-            intent_token, created = load_or_create_token(DEFAULT_TOKEN_FILE)
-            print(
-                f"ddtree-tui: intents need the bearer token in {DEFAULT_TOKEN_FILE} (mode 600)"
-                + (" (new)" if created else ""),
-                file=sys.stderr,
-            )
-        if token_file:
-            token, created = load_or_create_token(Path(token_file))
-            if created:
-                print(f"ddtree-tui: a new token was written to {token_file} (mode 600)", file=sys.stderr)
-        elif not is_loopback(host):
-            raise ListenError(
-                f"--listen {ns.listen}: not a loopback address; give --token-file FILE so that clients "
-                "must present a bearer token (or listen on 127.0.0.1)"
-            )
-        profiles = (
-            [] if getattr(ns, "replay", None) else resolve_profiles(ns.profile, ns.profiles, bool(ns.demo))
-        )
-    except (ListenError, ProfileError, OSError) as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
-        return 2
-    todos = Path(ns.todos) if getattr(ns, "todos", None) else None
-    try:
-        fleet = session_fleet(
-            ns, lambda: Fleet(profiles, todos_path=todos, demo=bool(ns.demo), auto_complete_todos=False)
-        )
-    except (RecordingError, ValueError, OSError) as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
-        return 2
-
-    def listening(coll: Collector, bound: int) -> None:
-        print(
-            f"ddtree-tui: collector listening on http://{host}:{bound}/metrics", file=sys.stderr, flush=True
-        )
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        await serve(
-            fleet,
-            host,
-            port,
-            token=token,
-            intents=intents,
-            intent_token=intent_token,
-            stop=stop,
-            on_listening=listening,
-        )
-
-    try:
-        asyncio.run(main())
-    except OSError as e:  # the port is taken, the address is not ours
-        print(f"ddtree-tui: cannot listen on {host}:{port}: {e}", file=sys.stderr)
-        return 1
-    return 0

@@ -8,19 +8,14 @@ HttpOnly cookie; nothing else is served without it. The access log is off, so th
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import hmac
 import shlex
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
-
-from ddtree_tui.collector.server import ListenError, is_loopback, load_or_create_token, parse_listen
 
 DEFAULT_WEB_LISTEN = "127.0.0.1:8765"
 DEFAULT_COLLECTOR = "http://127.0.0.1:9464"
@@ -77,55 +72,21 @@ def _token_guard(
     return guard
 
 
-async def run_web(server: object, host: str, port: int, stop: asyncio.Event) -> None:
-    """Serve until `stop` is set; no access log."""
+async def run_web(
+    server: object,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until `stop` is set; no access log. `on_listening` hears the page's URL once it is bound."""
     app = await server._make_app()  # type: ignore[attr-defined]
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
-        print(f"ddtree-tui: web view on http://{host}:{port}/", file=sys.stderr, flush=True)
+        if on_listening is not None:
+            on_listening(f"http://{host}:{port}/")
         await stop.wait()
     finally:
         await runner.cleanup()
-
-
-def web_main(ns: argparse.Namespace) -> int:
-    """`ddtree-tui web [--listen HOST:PORT] [--attach URL] [--token-file FILE]`."""
-    try:
-        host, port = parse_listen(ns.web_listen or DEFAULT_WEB_LISTEN)
-        token: str | None = None
-        if ns.web_token_file:
-            token, created = load_or_create_token(Path(ns.web_token_file))
-            if created:
-                print(
-                    f"ddtree-tui: a new token was written to {ns.web_token_file} (mode 600)", file=sys.stderr
-                )
-        elif not is_loopback(host):
-            raise ListenError(
-                f"--listen {ns.web_listen}: not a loopback address; give --token-file FILE so that a browser "
-                "must present the token (or listen on 127.0.0.1)"
-            )
-        attach = ns.attach or DEFAULT_COLLECTOR
-        if not attach.startswith(("http://", "https://")):
-            raise ListenError(f"--attach {attach!r}: expected http://HOST:PORT of a `ddtree-tui serve`")
-    except (ListenError, OSError) as e:
-        print(f"ddtree-tui: {e}", file=sys.stderr)
-        return 2
-    command = tui_command(attach, getattr(ns, "token_file", None), getattr(ns, "theme", None))
-    server = make_server(command, host, port, token, title=f"ddtree-tui · {attach}")
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        await run_web(server, host, port, stop)
-
-    try:
-        asyncio.run(main())
-    except OSError as e:
-        print(f"ddtree-tui: cannot listen on {host}:{port}: {e}", file=sys.stderr)
-        return 1
-    return 0

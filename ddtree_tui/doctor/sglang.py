@@ -8,7 +8,7 @@ import asyncio
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor.model import Finding, FindingStatus
 from ddtree_tui.services import argcheck
-from ddtree_tui.services.commands import build_launch
+from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.transport.base import Transport
 
 

@@ -249,7 +249,7 @@ async def preflight(transport: Transport, profile: Any, spec: Any, cmd: Any) -> 
     """The check lifecycle runs before launching an `sglang` service: the profile's own gaps (a DDTree mode
     whose switch `[ddtree_flags]` leaves unset), then the host's parser on the exact argv, with the service's
     environment. None for services that are not `python -m sglang.launch_server`."""
-    from ddtree_tui.services.commands import missing_ddtree_switches
+    from ddtree_tui.services.launchline import missing_ddtree_switches
 
     if getattr(spec, "launcher", None) != "sglang":
         return None

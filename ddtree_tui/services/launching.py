@@ -11,7 +11,7 @@ import time
 
 from ddtree_tui.config import ServiceSpec
 from ddtree_tui.services import argcheck, hostscripts
-from ddtree_tui.services.commands import build_launch, service_paths
+from ddtree_tui.services.launchline import build_launch, service_paths
 from ddtree_tui.services.replies import LaunchReply, WatchRecord
 from ddtree_tui.services.status import exit_words
 from ddtree_tui.services.svcstate import SvcState

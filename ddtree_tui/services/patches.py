@@ -10,13 +10,10 @@ byte for byte when the file is still what apply wrote (else it reverse-applies t
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import hashlib
 import json
 import posixpath
 import re
-import sys
 import time
 import tomllib
 from collections.abc import Sequence
@@ -25,13 +22,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddtree_tui.config import HostProfile, ProfileError, resolve_profiles
+from ddtree_tui.config import HostProfile
 from ddtree_tui.remote import source
-from ddtree_tui.services.commands import host_python, workdir
-from ddtree_tui.transport import Transport, TransportError, make_transport
+from ddtree_tui.services.launchline import host_python, workdir
+from ddtree_tui.transport import Transport, TransportError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 FileState = Literal["applied", "not applied", "conflict", "missing"]
+PatchAction = Literal["status", "apply", "revert"]
 
 
 class PatchError(Exception):
@@ -414,7 +411,8 @@ async def revert_patch(t: Transport, profile: HostProfile, ps: PatchSet) -> Patc
     state_path = posixpath.join(loc.state_dir, "state.json")
     backup_paths = [posixpath.join(loc.state_dir, "backup", d.path) for d in ps.diffs]
     texts = await _read(t, profile, [*paths, *backup_paths, state_path])
-    state = json.loads(texts[state_path]) if texts.get(state_path) else {"files": {}}
+    raw_state = texts.get(state_path)
+    state = json.loads(raw_state) if raw_state else {"files": {}}
     files: list[FileReport] = []
     writes: list[dict[str, str]] = []
     for d, p, bp in zip(ps.diffs, paths, backup_paths, strict=True):
@@ -453,79 +451,3 @@ async def revert_patch(t: Transport, profile: HostProfile, ps: PatchSet) -> Patc
     return _report(
         ps, profile, loc, True, f"reverted {ps.name} on {profile.name} ({len(writes)} file(s))", files
     )
-
-
-# --- command line --------------------------------------------------------------------------------------------
-
-
-def _print_report(r: PatchReport) -> None:
-    print(r.message)
-    if r.package_dir:
-        print(f"  package: {r.package_dir}")
-    for f in r.files:
-        print(f"  {f.state:<12} {f.path}" + (f"  ({f.detail})" if f.detail else ""))
-
-
-async def _run(action: str, profile: HostProfile, sets: list[PatchSet]) -> int:
-    t = make_transport(profile)
-    try:
-        await t.start()
-        if not await t.wait_connected(profile.connect_timeout + 2):
-            print(f"cannot reach {profile.name}: {t.status.error or 'not connected'}", file=sys.stderr)
-            return EXIT_FAIL
-        rc = EXIT_OK
-        for ps in sets:
-            fn = {"status": patch_status, "apply": apply_patch, "revert": revert_patch}[action]
-            r = await fn(t, profile, ps)
-            _print_report(r)
-            if not r.ok:
-                rc = EXIT_FAIL
-        return rc
-    except TransportError as e:
-        print(str(e), file=sys.stderr)
-        return EXIT_FAIL
-    finally:
-        await t.close()
-
-
-def cli_main(ns: argparse.Namespace) -> int:
-    """`patches list | status HOST [NAME] | apply HOST NAME | revert HOST NAME`."""
-    pdir = Path(ns.patches_dir) if getattr(ns, "patches_dir", None) else default_patches_dir()
-    try:
-        sets = list_patch_sets(pdir) if pdir.is_dir() else []
-    except PatchError as e:
-        print(str(e), file=sys.stderr)
-        return EXIT_USAGE
-    if ns.action == "list":
-        if not sets:
-            print(f"no patch sets in {pdir}")
-        for ps in sets:
-            m = ps.manifest
-            print(f"{ps.name:<28} {m.package} {m.version or '(any version)'}  {m.description}")
-        return EXIT_OK
-    if not ns.host:
-        print(f"patches {ns.action} needs HOST", file=sys.stderr)
-        return EXIT_USAGE
-    if ns.patch:
-        chosen = [ps for ps in sets if ps.name == ns.patch]
-        if not chosen:
-            names = ", ".join(ps.name for ps in sets) or "none"
-            print(f"no patch set '{ns.patch}' in {pdir} (known: {names})", file=sys.stderr)
-            return EXIT_USAGE
-    elif ns.action == "status":
-        chosen = sets
-    else:
-        print(f"patches {ns.action} needs HOST NAME", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        profiles = resolve_profiles(ns.profile, ns.profiles, getattr(ns, "demo", False))
-    except ProfileError as e:
-        print(str(e), file=sys.stderr)
-        return EXIT_USAGE
-    profile = next((h for h in profiles if h.name == ns.host), None)
-    if profile is None:
-        print(
-            f"no host '{ns.host}' (known: {', '.join(h.name for h in profiles) or 'none'})", file=sys.stderr
-        )
-        return EXIT_USAGE
-    return asyncio.run(_run(ns.action, profile, chosen))

@@ -19,8 +19,8 @@ import httpx
 
 from ddtree_tui.retry import Backoff
 from ddtree_tui.services import hostscripts
-from ddtree_tui.services.commands import service_paths
 from ddtree_tui.services.health import HealthResult, fetch_server_info, probe_health
+from ddtree_tui.services.launchline import service_paths
 from ddtree_tui.services.logs import parse_line
 from ddtree_tui.services.replies import (
     BadReply,

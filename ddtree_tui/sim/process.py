@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from typing import IO
 
 from ddtree_tui.sim.config import SimConfig
@@ -26,32 +27,69 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def sim_argv(cfg: SimConfig, port: int) -> list[str]:
-    argv = [sys.executable, "-m", "ddtree_tui.cli", "sim", "--algorithm", cfg.algorithm, "--port", str(port)]
-    argv += ["--host", cfg.host, "--decode-rate", repr(cfg.decode_rate), "--load-time", repr(cfg.load_time)]
-    argv += ["--seed", str(cfg.seed), "--model-path", cfg.model_path]
-    argv += ["--decode-log-interval", str(cfg.decode_log_interval)]
+def argword(v: float) -> str:
+    """A number as a command-line word without noise: 2.0 -> "2", 0.75 -> "0.75"."""
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def sim_argv(
+    cfg: SimConfig,
+    port: int,
+    *,
+    python: str = sys.executable,
+    realistic: bool = False,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """argv of a `ddtree-tui sim` server: the one builder for tests, the demo and a profile's sim service
+    (services/launchline.py). The rates, load time and seed are always stated; everything else only where it
+    differs from the simulator's default, so a launch line reads short. `realistic`: the `--realistic` switch
+    (SGLang 0.5.23's latencies) instead of its values one by one; `extra`: a profile's extra_args, last."""
+    d = _DEFAULT
+    a = [python, "-m", "ddtree_tui.cli", "sim", "--algorithm", cfg.algorithm]
     if cfg.mode:
-        argv += ["--mode", cfg.mode]
+        a += ["--mode", cfg.mode]
+    a += ["--port", str(port), "--host", cfg.host]
     if cfg.accept_length is not None:
-        argv += ["--accept-length", repr(cfg.accept_length)]
+        a += ["--accept-length", argword(cfg.accept_length)]
+    a += ["--decode-rate", argword(cfg.decode_rate), "--load-time", argword(cfg.load_time)]
+    a += ["--seed", str(cfg.seed)]
+    if realistic:
+        a.append("--realistic")
+    if cfg.block_size != d.block_size:
+        a += ["--block-size", str(cfg.block_size)]
+    if cfg.budget is not None:
+        a += ["--budget", str(cfg.budget)]
+    a += [
+        flag
+        for flag, on in (("--hybrid", cfg.hybrid), ("--allow-hybrid-unsafe", cfg.allow_hybrid_unsafe))
+        if on
+    ]
+    if cfg.max_running_requests:
+        a += ["--max-running-requests", str(cfg.max_running_requests)]
+    if cfg.model_path != d.model_path:
+        a += ["--model-path", cfg.model_path]
+    if cfg.decode_log_interval != d.decode_log_interval:
+        a += ["--decode-log-interval", str(cfg.decode_log_interval)]
     if cfg.incremental_streaming_output:
-        argv.append("--incremental-streaming-output")
+        a.append("--incremental-streaming-output")
     for f in cfg.faults:
-        argv += ["--fault", f]
+        a += ["--fault", f]
     # the real server's behaviours (SimConfig's selectable ones)
     if cfg.health_latency:
-        argv += ["--health-latency", repr(cfg.health_latency)]
+        a += ["--health-latency", argword(cfg.health_latency)]
     if cfg.prefill_rate:
-        argv += ["--prefill-rate", repr(cfg.prefill_rate)]
+        a += ["--prefill-rate", argword(cfg.prefill_rate)]
     if cfg.kv_capacity:
-        argv += ["--kv-capacity", str(cfg.kv_capacity)]
-    if cfg.max_running_requests:
-        argv += ["--max-running-requests", str(cfg.max_running_requests)]
+        a += ["--kv-capacity", str(cfg.kv_capacity)]
     if cfg.slowdown_factor > 1.0:
-        argv += ["--slowdown-after", repr(cfg.slowdown_after), "--slowdown-factor", repr(cfg.slowdown_factor)]
+        a += [
+            "--slowdown-after",
+            argword(cfg.slowdown_after),
+            "--slowdown-factor",
+            argword(cfg.slowdown_factor),
+        ]
     if cfg.mem_creep_mib_s:
-        argv += ["--mem-creep-after", repr(cfg.mem_creep_after), "--mem-creep", repr(cfg.mem_creep_mib_s)]
+        a += ["--mem-creep-after", argword(cfg.mem_creep_after), "--mem-creep", argword(cfg.mem_creep_mib_s)]
     for flag, on in (
         ("--batch-slowdown", cfg.batch_slowdown),
         ("--reasoning", cfg.reasoning),
@@ -61,8 +99,11 @@ def sim_argv(cfg: SimConfig, port: int) -> list[str]:
         ("--strict-openai", cfg.strict_openai),
     ):
         if on:
-            argv.append(flag)
-    return argv
+            a.append(flag)
+    return a + list(extra)
+
+
+_DEFAULT = SimConfig()
 
 
 class SimProcess:

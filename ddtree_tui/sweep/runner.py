@@ -21,7 +21,7 @@ from ddtree_tui.bench.models import BenchRequest, BenchRun, RequestResult
 from ddtree_tui.bench.prompts import load_prompts
 from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.config import ServiceSpec, redact_env
-from ddtree_tui.services.commands import build_launch
+from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep.spec import (
     Constraint,
@@ -325,7 +325,7 @@ class SweepRunner:
             tail = list(status.last_log or [])
             if not tail:
                 with contextlib.suppress(Exception):
-                    tail = await self.fleet.service_log(self.s.ref, 20)
+                    tail = await self.fleet.logs(self.s.ref, 20)
             why = status.detail or ""
             if status.state == "starting":
                 return (

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from textual.app import App
+
+from tests import util
 
 
 def screen_text(app: App[object]) -> str:
@@ -16,11 +17,9 @@ def screen_text(app: App[object]) -> str:
 
 async def until(pilot: Any, cond: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
     """Poll `cond` between repaints; on timeout fail with the notices and the screen as the user sees it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        await pilot.pause(step)
-    notes = [n.message for n in pilot.app._notifications]
-    raise AssertionError(f"timed out waiting for {what}; notices: {notes}; text:\n{screen_text(pilot.app)}")
+
+    def seen() -> str:
+        notes = [n.message for n in pilot.app._notifications]
+        return f"notices: {notes}; text:\n{screen_text(pilot.app)}"
+
+    return await util.until(cond, timeout, what, tick=step, detail=seen, sleep=pilot.pause)

@@ -12,13 +12,13 @@ from textual.widgets import DataTable, Input, Static
 
 from ddtree_tui.config import load_profile, parse_profile
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.sim.process import free_port
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.palette import palette_commands
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.sweep_screen import SweepScreen
 from tests.app.screen_text import screen_text, until
 from tests.fixtures.services.support import cleanup_workdir
+from tests.util import free_port
 
 
 @pytest.mark.timeout(150)

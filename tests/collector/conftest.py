@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.collector.prom import Prometheus, free_port, wait_http
+from tests.collector.prom import Prometheus, wait_http
+from tests.util import free_port
 
 
 @pytest.fixture

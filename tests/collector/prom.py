@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -11,13 +10,9 @@ from typing import Any
 
 import httpx
 
+from tests.util import free_port
+
 PROMETHEUS = shutil.which("prometheus")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(url: str, timeout: float, what: str, proc: subprocess.Popen[Any] | None = None) -> None:

@@ -19,7 +19,8 @@ from ddtree_tui.events import AlertChanged, GpuSampleEvent, Notice, ServiceState
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.state import GpuSample, ServiceStatus, TelemetryStatus
 from tests.collector.dcgm import FakeDcgm, FakeGpu, start_exporter
-from tests.collector.prom import Prometheus, free_port
+from tests.collector.prom import Prometheus
+from tests.util import free_port
 
 
 def _engine(opt: AlertOptions | None = None) -> tuple[AlertEngine, list[Any]]:

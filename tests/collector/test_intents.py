@@ -16,7 +16,7 @@ import pytest
 from ddtree_tui.collector.attach import AttachedFleet, read_token
 from ddtree_tui.config import packaged_demo_profile
 from tests.collector.conftest import ServeProc
-from tests.collector.prom import free_port
+from tests.util import free_port
 
 
 def _demo_profile(tmp_path: Path) -> Path:

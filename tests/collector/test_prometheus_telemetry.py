@@ -14,7 +14,8 @@ from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
 from tests.app.screen_text import screen_text, until
 from tests.collector.dcgm import FakeDcgm, FakeGpu, start_exporter
-from tests.collector.prom import Prometheus, free_port
+from tests.collector.prom import Prometheus
+from tests.util import free_port
 
 
 def _profile(tmp_path: Path, prom_url: str) -> Path:

@@ -20,7 +20,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
 from tests.app.screen_text import screen_text, until
 from tests.collector.conftest import ServeProc
-from tests.collector.prom import free_port
+from tests.util import free_port
 
 
 async def _frozen_screens(snap: FleetSnapshot, logs: dict[str, list[str]]) -> list[str]:

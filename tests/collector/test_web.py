@@ -17,7 +17,8 @@ import pytest
 from ddtree_tui.cli import main
 from tests.collector.chromium import Chromium
 from tests.collector.conftest import ServeProc
-from tests.collector.prom import free_port, wait_http
+from tests.collector.prom import wait_http
+from tests.util import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

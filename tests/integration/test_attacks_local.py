@@ -16,12 +16,12 @@ import pytest
 
 from ddtree_tui import cli
 from ddtree_tui.config import ProfileError, parse_profile
-from ddtree_tui.services.commands import argv_hash, build_launch
+from ddtree_tui.services.launchline import argv_hash, build_launch
 from ddtree_tui.services.lifecycle import ServiceManager
 from ddtree_tui.transport.local import LocalTransport
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
 from tests.procs import alive
-from tests.sshd import free_port
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(90)
 

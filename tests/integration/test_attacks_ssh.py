@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.services.commands import argv_hash, build_launch
+from ddtree_tui.services.launchline import argv_hash, build_launch
 from ddtree_tui.services.lifecycle import ServiceManager
 from ddtree_tui.transport import make_transport
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
@@ -25,7 +25,7 @@ from tests.integration.test_attacks_local import (
 )
 from tests.integration.test_telemetry_ssh import install_fake_smi
 from tests.procs import alive
-from tests.sshd import free_port
+from tests.util import free_port
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]
 

@@ -19,7 +19,8 @@ from ddtree_tui.bench.agentic import load_conversations, run_agentic
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.bench.prompts import PromptError
 from ddtree_tui.sim.config import SimConfig
-from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.process import SimProcess
+from tests.util import free_port
 
 
 def _sim() -> SimProcess:

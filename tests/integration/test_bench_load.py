@@ -15,7 +15,8 @@ from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.loadrun import run_load
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.sim.config import SimConfig
-from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.process import SimProcess
+from tests.util import free_port
 
 CAP = 4  # the sim's max_running_requests: beyond it requests wait in its queue
 

@@ -16,8 +16,9 @@ import pytest
 
 from ddtree_tui.bench import report
 from ddtree_tui.sim.config import SimConfig
-from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.process import SimProcess
 from tests.sshd import SshdServer, SshEnv
+from tests.util import free_port
 
 pytestmark = pytest.mark.sshd
 

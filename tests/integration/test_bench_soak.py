@@ -13,7 +13,8 @@ from ddtree_tui.bench.loadrun import LevelService, Pctl
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.bench.soak import GpuWindow, ServiceProbe, SoakWindow, detect_drift, run_soak, sim_gpu_probe
 from ddtree_tui.sim.config import SimConfig
-from ddtree_tui.sim.process import SimProcess, free_port
+from ddtree_tui.sim.process import SimProcess
+from tests.util import free_port
 
 WINDOW = 3.0
 

@@ -20,6 +20,7 @@ from ddtree_tui.cli import main
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding, render, run_doctor
 from ddtree_tui.transport import make_transport
+from tests.util import free_port
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 FAKE_SRT = FIX / "services" / "fake_sglang" / "sglang" / "srt"
@@ -168,18 +169,12 @@ def svc(fh: FakeHost, name: str = "dflash", port: int | None = None, **kw: Any) 
         "algorithm": "dflash",
         "model": fh.model("target", plain_cfg()),
         "draft_model": fh.model("draft", plain_cfg()),
-        "port": port or _free_port(),
+        "port": port or free_port(),
         "gpus": [1],
         "mem_fraction_static": 0.8,
     }
     d.update(kw)
     return d
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def doctor(profile: HostProfile) -> DoctorReport:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,12 +11,7 @@ import pytest
 from ddtree_tui.config import ProfileError, load_profile
 from ddtree_tui.events import Notice
 from ddtree_tui.fleet import Fleet
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.util import free_port, until
 
 
 def _profile(path: Path, work: Path, port: int, name: str = "loc") -> None:
@@ -42,15 +35,6 @@ decode_rate = 500
     )
 
 
-async def _until(cond, what: str, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def _step(aw, what: str, timeout: float = 20.0):  # type: ignore[no-untyped-def]
     """Each step bounded, so a hang names the step instead of the whole test timing out."""
     try:
@@ -63,14 +47,14 @@ async def _step(aw, what: str, timeout: float = 20.0):  # type: ignore[no-untype
 async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_path: Path) -> None:
     prof_path = tmp_path / "loc.toml"
     work = tmp_path / "w"
-    port_a, port_b = _free_port(), _free_port()
+    port_a, port_b = free_port(), free_port()
     _profile(prof_path, work, port_a)
     fleet = Fleet([load_profile(prof_path)], todos_path=tmp_path / "t.json", probe_interval=0.2)
     q = fleet.subscribe()
     await fleet.start()
     try:
         assert (await _step(fleet.launch("loc/sim"), "launch")).ok
-        await _until(lambda: fleet.snapshot().service("loc", "sim").state == "ready", "ready", 40)
+        await until(lambda: fleet.snapshot().service("loc", "sim").state == "ready", 40, "ready")
         pid = fleet.snapshot().service("loc", "sim").pid
 
         # unchanged file: nothing restarts
@@ -94,10 +78,12 @@ async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_pat
         assert changes == ["reloaded loc"]
         assert fleet.profiles()[0].get_service("sim").port == port_b
         # the running service was found again through its pidfile, not restarted
-        await _until(lambda: fleet.snapshot().service("loc", "sim").pid == pid, "the same pid found again")
+        await until(lambda: fleet.snapshot().service("loc", "sim").pid == pid, 20, "the same pid found again")
         assert fleet.snapshot().service("loc", "sim").state in ("ready", "starting", "unhealthy")
         # issue 19: not stuck at "starting" on the new port: ready on the port it really serves on, saying so
-        await _until(lambda: fleet.snapshot().service("loc", "sim").state == "ready", "ready on the old port")
+        await until(
+            lambda: fleet.snapshot().service("loc", "sim").state == "ready", 20, "ready on the old port"
+        )
         st = fleet.snapshot().service("loc", "sim")
         assert st.port == port_a and f"the profile says {port_b}: restart to apply" in (st.detail or "")
     finally:
@@ -107,8 +93,8 @@ async def test_reload_picks_up_an_edited_port_and_keeps_running_services(tmp_pat
 
 async def test_reload_adds_and_removes_hosts(tmp_path: Path) -> None:
     a, b = tmp_path / "a.toml", tmp_path / "b.toml"
-    _profile(a, tmp_path / "wa", _free_port(), "a")
-    _profile(b, tmp_path / "wb", _free_port(), "b")
+    _profile(a, tmp_path / "wa", free_port(), "a")
+    _profile(b, tmp_path / "wb", free_port(), "b")
     fleet = Fleet([load_profile(a)], todos_path=tmp_path / "t.json")
     await fleet.start()
     try:

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from ddtree_tui.services.sglang_metrics import fetch_sglang_metrics, parse_sglang_metrics
-from tests.collector.prom import free_port, wait_http
+from tests.collector.prom import wait_http
+from tests.util import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

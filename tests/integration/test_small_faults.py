@@ -16,10 +16,11 @@ import pytest
 
 from ddtree_tui.cli import main
 from ddtree_tui.services import hostscripts
-from ddtree_tui.services.commands import build_launch, service_paths
+from ddtree_tui.services.launchline import build_launch, service_paths
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
 from tests.integration.test_doctor_local import FakeHost, doctor, find, render, svc
-from tests.sshd import SshdServer, SshEnv, free_port
+from tests.sshd import SshdServer, SshEnv
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -22,7 +22,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.palette import palette_commands
 from tests.app.screen_text import until
 from tests.fixtures.services.support import cleanup_workdir
-from tests.sshd import free_port
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -24,7 +24,8 @@ from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import TransportError
 from ddtree_tui.transport.ssh import SshTransport
 from tests.procs import alive
-from tests.sshd import SshdServer, SshEnv, free_port
+from tests.sshd import SshdServer, SshEnv
+from tests.util import free_port
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(60)]
 

@@ -19,8 +19,8 @@ import pytest
 
 from ddtree_tui.config import parse_profile
 from ddtree_tui.sim.config import ddtree_expected_speed
-from ddtree_tui.sim.process import free_port
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]

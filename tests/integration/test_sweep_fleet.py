@@ -14,10 +14,10 @@ import pytest
 
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.sim.process import free_port
 from ddtree_tui.sweep.runner import SweepEvent, SweepRunner, SweepSettings
 from ddtree_tui.sweep.spec import parse_set
 from tests.fixtures.services.support import cleanup_workdir
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

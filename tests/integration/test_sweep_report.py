@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.report.browser import check_page
-from ddtree_tui.sim.process import free_port
 from tests.fixtures.services.support import cleanup_workdir, profile_toml
 from tests.integration.test_report_html import _assert_clean
 from tests.integration.test_sweep import demo_copy, read_state
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(300)
 SWEEP_CHARTS = {"chart-sweep-pareto", "chart-sweep-accept", "chart-sweep-heat"}

@@ -15,6 +15,7 @@ import pytest
 from ddtree_tui.config import parse_profile
 from ddtree_tui.telemetry import HostTelemetry, snapshot_once
 from ddtree_tui.transport.local import LocalTransport
+from tests import util
 
 FIX = Path(__file__).parent.parent / "fixtures"
 
@@ -66,13 +67,12 @@ async def test_local_nvidia_smi_stream_fault_and_cancel(
     task = asyncio.create_task(tel.run())
 
     async def until(pred, what: str, timeout: float = 15.0):  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for u in reversed(updates[-5:]):
-                if pred(u):
-                    return u
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}: {updates[-1:]}")
+        return await util.until(
+            lambda: next((u for u in reversed(updates[-5:]) if pred(u)), None),
+            timeout,
+            what,
+            detail=lambda: updates[-1:],
+        )
 
     try:
         _, gpus, status = await until(lambda u: len(u[1]) == 2, "rows")

@@ -18,6 +18,7 @@ from ddtree_tui.config import HostProfile, parse_profile
 from ddtree_tui.telemetry import HostTelemetry, snapshot_once
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import Transport
+from tests import util
 from tests.sshd import SshdServer, SshEnv
 
 pytestmark = pytest.mark.sshd
@@ -93,17 +94,18 @@ class Run:
         self.task = asyncio.create_task(self.tel.run())
 
     async def until(self, pred: Callable[[tuple], bool], timeout: float = 15.0, what: str = "") -> tuple:
-        deadline = time.monotonic() + timeout
         seen = 0
-        while time.monotonic() < deadline:
-            for u in self.updates[seen:]:
-                if pred(u):
-                    return u
+
+        def found() -> tuple | None:
+            nonlocal seen
+            hit = next((u for u in self.updates[seen:] if pred(u)), None)
             seen = len(self.updates)
-            if self.task.done():
-                self.task.result()
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}; last update: {self.updates[-1:] or 'none'}")
+            if hit is None and self.task.done():
+                self.task.result()  # the sampler crashed: its error, not a timeout
+            return hit
+
+        detail = lambda: f"last update: {self.updates[-1:] or 'none'}"  # noqa: E731
+        return await util.until(found, timeout, what, detail=detail)  # type: ignore[no-any-return]
 
     async def stop(self) -> None:
         self.task.cancel()

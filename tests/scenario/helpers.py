@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from ddtree_tui.state import FleetSnapshot, ServiceStatus
 from tests.integration.test_doctor_local import FakeHost
 from tests.procs import alive
 from tests.sshd import SshdServer, SshEnv
+from tests.util import free_ports, until
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 SIM_OPTS = {"load_time": 0.3, "decode_rate": 3000.0}  # ready in ~0.3 s, thousands of tokens a second
@@ -54,36 +55,6 @@ here="$(dirname "$0")"
 [ $# -eq 0 ] && exec cat "$here/smi-table.txt"
 exec {python} "$here/fake_nvidia_smi.py" "$@"
 """
-
-
-def free_ports(n: int, avoid: set[int] | None = None) -> list[int]:
-    """n distinct free high ports, each with its next neighbour free too (a refused port's suggestion)."""
-    out: list[int] = []
-    avoid = set(avoid or ())
-    socks: list[socket.socket] = []
-    try:
-        while len(out) < n:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            p = s.getsockname()[1]
-            if p in avoid or p + 1 in avoid or p >= 65000 or not _port_free(p + 1):
-                continue
-            out.append(p)
-            avoid.update((p, p + 1))
-    finally:
-        for s in socks:
-            s.close()
-    return out
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @dataclass
@@ -255,25 +226,6 @@ def build_world(root: Path, ssh_env: SshEnv) -> World:
 
 
 # --- waiting -------------------------------------------------------------------------------------------
-
-
-async def until(
-    cond: Callable[[], Any],
-    timeout: float,
-    what: str,
-    tick: float = 0.05,
-    detail: Callable[[], Any] | None = None,
-) -> Any:
-    """Poll cond() until it returns something truthy; AssertionError naming `what` after the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            extra = f"; {detail()}" if detail else ""
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{extra}")
-        await asyncio.sleep(tick)
 
 
 def service(snap: FleetSnapshot, ref: str) -> ServiceStatus | None:

@@ -12,7 +12,7 @@ import pytest
 
 from ddtree_tui.config import load_profile, parse_profile
 from ddtree_tui.services import argcheck
-from ddtree_tui.services.commands import build_launch, ddtree_switches
+from ddtree_tui.services.launchline import build_launch, ddtree_switches
 from ddtree_tui.services.logs import parse_line
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from ddtree_tui.sim.config import (
     ddtree_expected_speed,
     ddtree_step_factor,
 )
-from ddtree_tui.sim.process import free_port
+from tests.util import free_port
 
 
 def test_accept_length_rises_with_budget_with_diminishing_returns_and_with_topk() -> None:

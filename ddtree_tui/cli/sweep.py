@@ -14,14 +14,15 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
-from ddtree_tui.config import ProfileError, find_service, resolve_profiles
+from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, handler, service_of
+from ddtree_tui.config import HostProfile, ProfileError, SweepPreset
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.services.lifecycle import ServiceHeld
 from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep import state as st
-from ddtree_tui.sweep.spec import Dimension, SweepError, parse_load, parse_set
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+from ddtree_tui.sweep.runner import SweepRunner, SweepSettings
+from ddtree_tui.sweep.spec import Dimension, SweepError, parse_constraint, parse_load, parse_set
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -122,7 +123,7 @@ def write_html(ns: argparse.Namespace, out: Path, state: st.SweepState, res: rs.
     return True
 
 
-def _dims(ns: argparse.Namespace, preset: Any) -> list[Dimension]:
+def _dims(ns: argparse.Namespace, preset: SweepPreset | None) -> list[Dimension]:
     dims = [parse_set(s) for s in ns.sw_set]
     if preset is not None:
         have = {d.key for d in dims}
@@ -143,20 +144,17 @@ def _dims(ns: argparse.Namespace, preset: Any) -> list[Dimension]:
     return dims
 
 
-async def _sweep(ns: argparse.Namespace, profiles: list[Any], settings: Any, out: Path) -> int:
-    from ddtree_tui.fleet import Fleet
-    from ddtree_tui.sweep.runner import SweepRunner
-
-    fleet = Fleet(
+async def _sweep(
+    ns: argparse.Namespace, profiles: list[HostProfile], settings: SweepSettings, out: Path
+) -> int:
+    async with Fleet.open(
         profiles,
         todos_path=out / ".todos.json",
         history_path=out / "bench-history.jsonl",
         telemetry=not ns.sw_no_telemetry,
         probe_interval=0.5,
         auto_complete_todos=False,
-    )
-    await fleet.start()
-    try:
+    ) as fleet:
         await fleet.wait_settled(10.0)
         try:
             runner = SweepRunner(
@@ -170,15 +168,11 @@ async def _sweep(ns: argparse.Namespace, profiles: list[Any], settings: Any, out
         _err(
             f"sweep of {settings.ref}: {n} point(s) to measure, about {secs / 60:.1f} min ({how}); state in {out}"
         )
-        from ddtree_tui.services.lifecycle import ServiceHeld
-
         try:
             state = await runner.run()
         except ServiceHeld as e:
             _err(f"ddtree-tui sweep: {e}; nothing was done")
             return EXIT_FAIL
-    finally:
-        await fleet.stop()
     res = write_results(out, state, ns)
     print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res), flush=True)
     _err(f"wall time {state.wall_s:.1f} s; results in {out}/results.json and results.csv")
@@ -241,8 +235,7 @@ def _apply(ns: argparse.Namespace) -> int:
         _err(f"redeploy with: {redeploy}")
         return EXIT_OK
     if input(f"redeploy {state.ref} now? [y/N] ").strip().lower() in ("y", "yes"):
-        # the redeploy is the ordinary `restart` command, run as its own process (no import of the CLI here:
-        # the CLI imports this module)
+        # the redeploy is the ordinary `restart` command, run as its own process (its own fleet, its own exit)
         import subprocess
 
         argv = [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(path), "restart", state.ref]
@@ -251,6 +244,7 @@ def _apply(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@handler("sweep")
 def cli_main(ns: argparse.Namespace) -> int:
     if ns.target == "apply":
         return _apply(ns)
@@ -267,27 +261,19 @@ def cli_main(ns: argparse.Namespace) -> int:
         print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
         print(rs.pareto_chart(res))
         return EXIT_OK if write_html(ns, Path(ns.dir), state, res) else EXIT_FAIL
-    from ddtree_tui.sweep.runner import SweepSettings
-
-    try:
-        profiles = resolve_profiles(ns.profile, ns.profiles, getattr(ns, "demo", False))
-        host, spec = find_service(profiles, ns.target)
-    except (ProfileError, ValueError) as e:
-        _err(str(e))
-        return EXIT_USAGE
+    profiles, host, spec = service_of(ns, ns.target)
     preset = None
     if ns.sw_preset:
         preset = next((p for p in host.sweep if p.name == ns.sw_preset), None)
         if preset is None:
             names = ", ".join(p.name for p in host.sweep) or "none"
-            _err(f"host '{host.name}' has no [[sweep]] named '{ns.sw_preset}' (known: {names})")
-            return EXIT_USAGE
+            raise UsageError(f"host '{host.name}' has no [[sweep]] named '{ns.sw_preset}' (known: {names})")
         if preset.service != spec.name:
-            _err(f"[[sweep]] '{preset.name}' is for service '{preset.service}', not '{spec.name}'")
-            return EXIT_USAGE
+            raise UsageError(
+                f"[[sweep]] '{preset.name}' is for service '{preset.service}', not '{spec.name}'"
+            )
     if not ns.sw_out:
-        _err("give --out DIR: the sweep's checkpoint and results go there")
-        return EXIT_USAGE
+        raise UsageError("give --out DIR: the sweep's checkpoint and results go there")
     try:
         settings = SweepSettings(
             ref=f"{host.name}/{spec.name}",
@@ -306,8 +292,6 @@ def cli_main(ns: argparse.Namespace) -> int:
             baseline_every=max(1, ns.sw_baseline_every),
             max_time=ns.sw_max_time,
         )
-        from ddtree_tui.sweep.spec import parse_constraint
-
         for c in settings.constraints:
             parse_constraint(c)
     except (SweepError, ValueError) as e:

@@ -1,4 +1,4 @@
-"""The exact command a service runs: argv for `python -m sglang.launch_server` per algorithm (or the simulator),
+"""The launch line of a service: argv for `python -m sglang.launch_server` per algorithm (or the simulator),
 its environment, working directory, log file and pidfile.
 
 Built in one place so that `launch --dry-run`, the TUI's confirm dialog and the real launch show and run the
@@ -18,6 +18,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.config import HostProfile, ServiceSpec, redact_argv, redact_env, secret_values
+from ddtree_tui.sim import process as simproc
+from ddtree_tui.sim.process import SimConfig, argword
+
+_SIM_DEFAULT = SimConfig()
 
 
 class LaunchCommand(BaseModel):
@@ -89,11 +93,6 @@ def service_paths(profile: HostProfile, name: str) -> dict[str, str]:
     }
 
 
-def _num(v: float) -> str:
-    """A float as a command-line word without noise: 2.0 -> "2", 0.75 -> "0.75"."""
-    return str(int(v)) if float(v).is_integer() else repr(float(v))
-
-
 def sglang_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
     """argv for `python -m sglang.launch_server` for baseline, DFlash or DDTree (shadow-linear / tree)."""
     a: list[str] = [host_python(profile), "-m", "sglang.launch_server"]
@@ -117,7 +116,7 @@ def sglang_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
                 if not _is_env_switch(switch):
                     a.append(switch)
     if spec.mem_fraction_static is not None:
-        a += ["--mem-fraction-static", _num(spec.mem_fraction_static)]
+        a += ["--mem-fraction-static", argword(spec.mem_fraction_static)]
     strategy = mamba_strategy(spec)
     if strategy:
         a += ["--mamba-radix-cache-strategy", strategy]
@@ -167,31 +166,26 @@ def _is_env_switch(word: str) -> bool:
 
 
 def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
-    """argv for the simulated SGLang server (`ddtree-tui sim`)."""
-    a = [host_python(profile), "-m", "ddtree_tui.cli", "sim", "--algorithm", spec.algorithm]
-    if spec.mode:
-        a += ["--mode", spec.mode]
-    a += ["--port", str(spec.port), "--host", spec.bind]
-    if spec.sim.accept_length is not None:
-        a += ["--accept-length", _num(spec.sim.accept_length)]
-    a += ["--decode-rate", _num(spec.sim.decode_rate), "--load-time", _num(spec.sim.load_time)]
-    a += ["--seed", str(spec.sim.seed)]
-    if spec.sim.realistic:
-        a.append("--realistic")
-    if spec.block_size is not None:
-        a += ["--block-size", str(spec.block_size)]
-    if spec.algorithm == "ddtree" and spec.budget is not None:
-        a += ["--budget", str(spec.budget)]
-    if spec.sim.hybrid:
-        a.append("--hybrid")
-    if spec.allow_hybrid_unsafe:
-        a.append("--allow-hybrid-unsafe")
-    if spec.sim.max_running_requests:
-        a += ["--max-running-requests", str(spec.sim.max_running_requests)]
-    if spec.model:
-        a += ["--model-path", spec.model]
-    a += list(spec.extra_args)
-    return a
+    """argv for the simulated SGLang server (`ddtree-tui sim`), by the simulator's own builder. Built without
+    validation: a value the simulator refuses is its error at startup (in the log), as for SGLang."""
+    cfg = SimConfig.model_construct(
+        algorithm=spec.algorithm,
+        mode=spec.mode,
+        host=spec.bind,
+        accept_length=spec.sim.accept_length,
+        decode_rate=spec.sim.decode_rate,
+        load_time=spec.sim.load_time,
+        seed=spec.sim.seed,
+        block_size=spec.block_size if spec.block_size is not None else _SIM_DEFAULT.block_size,
+        budget=spec.budget if spec.algorithm == "ddtree" else None,
+        hybrid=spec.sim.hybrid,
+        allow_hybrid_unsafe=spec.allow_hybrid_unsafe,
+        max_running_requests=spec.sim.max_running_requests,
+        model_path=spec.model or _SIM_DEFAULT.model_path,
+    )
+    return simproc.sim_argv(
+        cfg, spec.port, python=host_python(profile), realistic=spec.sim.realistic, extra=spec.extra_args
+    )
 
 
 def service_env(profile: HostProfile, spec: ServiceSpec) -> dict[str, str]:

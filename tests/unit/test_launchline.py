@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.services.commands import argv_hash, build_launch, missing_ddtree_switches
+from ddtree_tui.services.launchline import argv_hash, build_launch, missing_ddtree_switches
 
 HOST = """
 name = "ct200"

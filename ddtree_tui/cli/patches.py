@@ -1,0 +1,78 @@
+"""`ddtree-tui patches list | status HOST [NAME] | apply HOST NAME | revert HOST NAME`: the patch logic is
+services/patches.py, reached through Fleet; this module parses, prints and picks the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, err, handler, hosts_of
+from ddtree_tui.config import HostProfile
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.services.patches import (
+    PatchAction,
+    PatchError,
+    PatchReport,
+    PatchSet,
+    default_patches_dir,
+    list_patch_sets,
+)
+from ddtree_tui.transport import TransportError
+
+
+def _print_report(r: PatchReport) -> None:
+    print(r.message)
+    if r.package_dir:
+        print(f"  package: {r.package_dir}")
+    for f in r.files:
+        print(f"  {f.state:<12} {f.path}" + (f"  ({f.detail})" if f.detail else ""))
+
+
+async def _run(action: PatchAction, profile: HostProfile, sets: list[PatchSet]) -> int:
+    async with Fleet.open([profile], telemetry=False, auto_complete_todos=False, watch=False) as fleet:
+        why = await fleet.reach(profile.name)
+        if why is not None:
+            err(why, "patches")
+            return EXIT_FAIL
+        try:
+            reports = await fleet.patches(action, profile.name, sets)
+        except TransportError as e:
+            err(str(e), "patches")
+            return EXIT_FAIL
+    for r in reports:
+        _print_report(r)
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAIL
+
+
+def _chosen(ns: argparse.Namespace, sets: list[PatchSet], pdir: Path) -> list[PatchSet]:
+    if not ns.host:
+        raise UsageError(f"patches {ns.action} needs HOST")
+    if ns.patch:
+        chosen = [ps for ps in sets if ps.name == ns.patch]
+        if not chosen:
+            names = ", ".join(ps.name for ps in sets) or "none"
+            raise UsageError(f"no patch set '{ns.patch}' in {pdir} (known: {names})")
+        return chosen
+    if ns.action == "status":
+        return sets
+    raise UsageError(f"patches {ns.action} needs HOST NAME")
+
+
+@handler("patches")
+def cli_main(ns: argparse.Namespace) -> int:
+    pdir = Path(ns.patches_dir) if getattr(ns, "patches_dir", None) else default_patches_dir()
+    try:
+        sets = list_patch_sets(pdir) if pdir.is_dir() else []
+    except PatchError as e:
+        raise UsageError(str(e)) from e
+    if ns.action == "list":
+        if not sets:
+            print(f"no patch sets in {pdir}")
+        for ps in sets:
+            m = ps.manifest
+            print(f"{ps.name:<28} {m.package} {m.version or '(any version)'}  {m.description}")
+        return EXIT_OK
+    chosen = _chosen(ns, sets, pdir)
+    (profile,) = hosts_of(ns, ns.host)
+    return asyncio.run(_run(ns.action, profile, chosen))

@@ -1,0 +1,76 @@
+"""`ddtree-tui report RUN.json [RUN2.json ...] [--html FILE]`: the aligned table on stdout (one run: its
+table and verdicts), and with --html one self-contained HTML file.
+
+Exit codes: 0 done; 1 the HTML could not be written; 2 an input is missing or not a run JSON (the message
+names the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err
+from ddtree_tui.report.output import terminal_text, write_html
+from ddtree_tui.report.runs import ReportInputError, load_runs
+from ddtree_tui.report.sweep import is_sweep_results, load_sweep
+from ddtree_tui.report.sweep import write_html as write_sweep_html
+from ddtree_tui.sweep.results import table
+
+
+def _err(msg: str) -> None:
+    err(msg, "report")
+
+
+def _html(path: str | None, write: Callable[[str], int]) -> int:
+    """`--html FILE`, when given: write it and say its size; exit 1 when it cannot be written."""
+    if not path:
+        return EXIT_OK
+    try:
+        size = write(path)
+    except OSError as e:
+        _err(f"cannot write {path}: {e.strerror or e}")
+        return EXIT_FAIL
+    print(f"wrote {path} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
+def _sweep_main(ns: argparse.Namespace) -> int | None:
+    """A sweep's results.json is reported on its own (report/sweep.py); None when no input is one."""
+    found: list[str] = []
+    for p in ns.runs:
+        try:
+            with open(p, encoding="utf-8") as f:
+                head = json.load(f)
+        except (OSError, ValueError):
+            continue  # load_runs / load_sweep say what is wrong with it
+        if is_sweep_results(head):
+            found.append(p)
+    if not found:
+        return None
+    if len(ns.runs) > 1:
+        _err(f"{found[0]}: a sweep's results are reported on their own, not with other files")
+        return EXIT_USAGE
+    try:
+        ls = load_sweep(found[0])
+    except ReportInputError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    print(table(ls.results), flush=True)
+    return _html(ns.html_out, lambda path: write_sweep_html(ls, path))
+
+
+def cli_main(ns: argparse.Namespace) -> int:
+    sweep = _sweep_main(ns)
+    if sweep is not None:
+        return sweep
+    try:
+        runs = load_runs(list(ns.runs))
+    except ReportInputError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    sys.stdout.write(terminal_text(runs))
+    sys.stdout.flush()
+    return _html(ns.html_out, lambda path: write_html(runs, path))

@@ -1,0 +1,116 @@
+"""Headless `ddtree-tui launch|kill|restart|move|logs HOST/SVC`: act through Fleet, wait for the result,
+exit 0 / 1 / 2.
+
+The result line goes to stdout, progress and hints to stderr, so a script can capture the one and a person
+still sees the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, handler, service_of
+from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.services.launchline import build_launch
+from ddtree_tui.services.lifecycle import ActionResult
+from ddtree_tui.state import ServiceStatus
+from ddtree_tui.transport import TransportError
+
+WAIT_FOR = {"ready", "crashed", "unhealthy", "stopped"}
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _report(r: ActionResult) -> None:
+    print(r.message, flush=True)
+    if r.suggestion:
+        _err(f"hint: {r.suggestion}")
+
+
+def _describe(st: ServiceStatus) -> str:
+    words = f"{st.host}/{st.name}: {st.state}"
+    if st.pid:
+        words += f" (pid {st.pid})"
+    if st.detail:
+        words += f": {st.detail}"
+    return words
+
+
+async def _wait_ready(fleet: Fleet, ref: str, timeout: float) -> int:
+    st = await fleet.wait_service(ref, WAIT_FOR, timeout)
+    print(_describe(st), flush=True)
+    if st.state == "ready":
+        return EXIT_OK
+    if st.state == "crashed" and st.last_log:
+        _err("last log lines:\n  " + "\n  ".join(st.last_log))
+    if st.state == "starting":
+        _err(f"hint: not ready after {timeout:.0f} s; see `ddtree-tui logs {st.host}/{st.name}`")
+    return EXIT_FAIL
+
+
+async def _act(ns: argparse.Namespace, fleet: Fleet, host: HostProfile, spec: ServiceSpec) -> int:
+    ref = f"{host.name}/{spec.name}"
+    if ns.mode == "logs":
+        for line in await fleet.logs(ref, max(0, ns.lines)):
+            print(line, flush=True)
+        if ns.follow:
+            async for line in fleet.follow_log(ref, on_gap=_err):
+                print(line, flush=True)
+        return EXIT_OK
+    who = fleet.held_elsewhere(ref)
+    if who is not None:
+        _err(f"refused to {ns.mode} {ref}: it is held by {who}; nothing was done")
+        return EXIT_FAIL
+    timeout: float | None = getattr(ns, "timeout", None)
+    force = bool(getattr(ns, "force", False))
+    if ns.mode == "kill":
+        r = await fleet.kill(ref, timeout=timeout)
+    elif ns.mode == "move":
+        r = await fleet.move(ref, ns.to_host, startup_timeout=timeout)
+    elif ns.mode == "launch":
+        _err(f"launching {ref}: {build_launch(host, spec).display()}")
+        r = await fleet.launch(ref, force=force)
+    else:
+        r = await fleet.restart(ref, force=force)
+    _report(r)
+    if not r.ok or ns.mode in ("kill", "move"):
+        return EXIT_OK if r.ok else EXIT_FAIL
+    return await _wait_ready(fleet, ref, timeout if timeout is not None else spec.startup_timeout)
+
+
+async def _run(
+    ns: argparse.Namespace, profiles: list[HostProfile], host: HostProfile, spec: ServiceSpec
+) -> int:
+    used = [host] + [
+        p for p in profiles if ns.mode == "move" and p.name == ns.to_host and p.name != host.name
+    ]
+    async with Fleet.open(
+        used, telemetry=False, auto_complete_todos=False, probe_interval=0.5, watch=False
+    ) as fleet:
+        try:
+            for p in used:
+                why = await fleet.reach(p.name)
+                if why is not None:
+                    _err(why)
+                    return EXIT_FAIL
+            return await _act(ns, fleet, host, spec)
+        except TransportError as e:
+            _err(str(e))
+            return EXIT_FAIL
+
+
+@handler()
+def cli_main(ns: argparse.Namespace) -> int:
+    """launch / kill / restart / move / logs for one HOST/SVC."""
+    profiles, host, spec = service_of(ns, ns.service)
+    if ns.mode in ("launch", "restart") and getattr(ns, "dry_run", False):
+        print(build_launch(host, spec).display(), flush=True)
+        return EXIT_OK
+    if ns.mode == "move" and not any(p.name == ns.to_host for p in profiles):
+        raise UsageError(f"no host '{ns.to_host}' (known: {', '.join(p.name for p in profiles)})")
+    return asyncio.run(_run(ns, profiles, host, spec))
