@@ -78,7 +78,7 @@ def cli_main(ns: Any) -> int:
     try:
         if action == "list":
             if as_json:
-                print(json.dumps(store._document(), indent=2, ensure_ascii=False))
+                print(json.dumps(store.document(), indent=2, ensure_ascii=False))
             elif not store.items:
                 print(f"no items in {path}")
             else:
