@@ -36,6 +36,7 @@ from ddtree_tui.events import (
     ServiceStateChanged,
 )
 from ddtree_tui.state import FleetSnapshot, HostView
+from ddtree_tui.todo import TodoEdit, TodoResult
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +267,10 @@ class FollowerFleet:
     async def reload_profiles(self) -> list[str]:
         raise RuntimeError(f"this view follows {self.source_label}: profiles are not reloaded here")
 
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        r = self._refuse(f"todo {edit.action}")
+        return TodoResult(ok=False, message=r.message, suggestion=r.suggestion)
+
 
 class _IntentsOverHttp:
     """AttachedFleet's intents: POSTed to the collector's /intents/VERB (works when it runs --intents)."""
@@ -316,6 +321,11 @@ class _IntentsOverHttp:
         body = {"refs": list(refs), "prompt_set": prompt_set, "repeats": repeats,
                 "max_new_tokens": max_new_tokens, "baseline": baseline}  # fmt: skip
         return await self._post("bench", body, "bench")
+
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        """The collector's fleet makes the change (POST /intents/todo); its snapshot brings the list back."""
+        r = await self._post("todo", edit.model_dump(exclude_none=True), f"todo {edit.action}")
+        return TodoResult(ok=r.ok, message=r.message, suggestion=r.suggestion)
 
 
 class AttachedFleet(_IntentsOverHttp, FollowerFleet):

@@ -12,13 +12,13 @@ from pydantic import BaseModel
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.todo import ItemEvidence, TodoEdit, TodoItem, TodoResult, TodoView
 
 
 @runtime_checkable
 class FleetLike(Protocol):
-    """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally."""
-
-    todos: Any
+    """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally. The todo list is
+    read from the snapshot (`snapshot().todos`) and changed only through `todo_apply`."""
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -46,6 +46,7 @@ class FleetLike(Protocol):
     async def doctor(self, host: str) -> Any: ...
     async def reload_profiles(self) -> list[str]: ...
     def todo_evidence(self) -> list[Any]: ...
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult: ...
     def profiles(self) -> list[HostProfile]: ...
 
 
@@ -83,11 +84,11 @@ class StaticFleet:
         history: dict[tuple[str, int], list[float]] | None = None,
         logs: dict[str, list[str]] | None = None,
         todos: list[StaticTodo] | None = None,
-        evidence: list[Any] | None = None,
+        evidence: list[ItemEvidence] | None = None,
         bench_runs: list[Any] | None = None,
         doctor_reports: dict[str, Any] | None = None,
     ) -> None:
-        self._snap = snapshot
+        self._snap = snapshot.model_copy(update={"todos": _todo_view(todos or [], evidence or [])})
         self._profiles = profiles or []
         self._history = history or {}
         self._logs = logs or {}
@@ -179,5 +180,16 @@ class StaticFleet:
     def todo_evidence(self) -> list[Any]:
         return list(self._evidence)
 
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        return TodoResult(ok=False, message=f"todo {edit.action}: the view is frozen (snapshot mode)")
+
     def profiles(self) -> list[HostProfile]:
         return list(self._profiles)
+
+
+def _todo_view(todos: list[StaticTodo], evidence: list[ItemEvidence]) -> TodoView:
+    """The frozen list as the snapshot carries it."""
+    return TodoView(
+        items=[TodoItem.model_validate(t.model_dump(exclude_none=True)) for t in todos],
+        evidence=list(evidence),
+    )
