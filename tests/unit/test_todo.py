@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_tui.bench.models import BenchRun, RequestResult
+from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.state import FleetSnapshot, GpuSample, HostView, ServiceStatus
 from ddtree_tui.todo import (
     HistoryBenchContext,
@@ -20,6 +20,7 @@ from ddtree_tui.todo import (
     parse_check,
 )
 from ddtree_tui.todo import store as todo_mod
+from tests.bench_runs import bench_run, write_history
 
 
 def _write(p: Path, doc: object) -> None:
@@ -417,55 +418,19 @@ def test_auto_complete(tmp_path: Path) -> None:
     assert [t["status"] for t in saved] == ["completed", "pending", "pending"]
 
 
-def _run(prompt_set: str, results: list[tuple[str, str | None]], status: str = "complete") -> BenchRun:
-    """A typed bench run: one request per (service, error) pair."""
-    return BenchRun.model_validate(
-        {
-            "id": f"r-{prompt_set}-{len(results)}",
-            "status": status,
-            "started_at": "2026-01-01T00:00:00Z",
-            "prompt_set": prompt_set,
-            "sampling": {},
-            "repeats": 1,
-            "warmup": 0,
-            "concurrency": 1,
-            "results": [
-                RequestResult(
-                    service=svc,
-                    algorithm="dflash",
-                    mode=None,
-                    prompt_id=f"p{i}",
-                    repeat=0,
-                    seq=i,
-                    started_at=0.0,
-                    ok=err is None,
-                    error=err,
-                ).model_dump(mode="json")
-                for i, (svc, err) in enumerate(results)
-            ],
-        }
-    )
-
-
-def _history(path: Path, lines: list[BenchRun | str]) -> None:
-    path.write_text(
-        "\n".join(x if isinstance(x, str) else x.model_dump_json(by_alias=True) for x in lines) + "\n"
-    )
-
-
 def test_history_bench_context(tmp_path: Path) -> None:
     # the history holds typed BenchRun lines (bench/history.py); the assertions are the ones the old
     # loose-dict reader had
     h = tmp_path / "bench-history.jsonl"
     lines: list[BenchRun | str] = [
-        _run("seed3", [("ct200/a", None), ("ct200/b", "HTTP 500"), ("ct200/b", None)]),
+        bench_run("seed3", [("ct200/a", None), ("ct200/b", "HTTP 500"), ("ct200/b", None)]),
         "not json at all",
-        _run("seed3", [("ct200/a", "boom")]),
-        _run("agentic", [("ct200/a", None)]),
-        _run("seed3", [("ct200/b", None)], status="interrupted"),
-        _run("longctx", [("ct200/a", "timeout")]),
+        bench_run("seed3", [("ct200/a", "boom")]),
+        bench_run("agentic", [("ct200/a", None)]),
+        bench_run("seed3", [("ct200/b", None)], status="interrupted"),
+        bench_run("longctx", [("ct200/a", "timeout")]),
     ]
-    _history(h, lines)
+    write_history(h, lines)
     ctx = HistoryBenchContext(FleetSnapshot(), h)
     assert ctx.bench_ok("ct200/a", "seed3") is False  # the latest seed3 run of a had an error
     assert ctx.bench_ok("ct200/b", "seed3") is False  # the running run is ignored
@@ -503,11 +468,11 @@ def test_backup_when_file_and_backup_are_one_inode_leaves_no_temp(tmp_path: Path
 def test_interrupted_bench_run_is_not_evidence(tmp_path: Path) -> None:
     """Issue 19: an interrupted seed3 run (2 of 3 prompts never ran) is not `no failed prompt`."""
     h = tmp_path / "bench-history.jsonl"
-    run = _run("seed3", [("local/dflash", None)], status="interrupted")
-    _history(h, [run])
+    run = bench_run("seed3", [("local/dflash", None)], status="interrupted")
+    write_history(h, [run])
     assert HistoryBenchContext(FleetSnapshot(), h).bench_ok("local/dflash", "seed3") is None
     done = run.model_copy(update={"status": "complete"})
-    _history(h, [done, run])
+    write_history(h, [done, run])
     assert (
         HistoryBenchContext(FleetSnapshot(), h).bench_ok("local/dflash", "seed3") is True
     )  # the complete one
