@@ -79,8 +79,10 @@ async def test_add_toggle_delete_through_the_ui_and_a_concurrent_auto_complete(t
             # delete asks first (Cancel is the default); Delete removes it from the file
             table.move_cursor(row=0)
             await pilot.press("x")
-            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the confirmation")
-            app.screen.action_answer(True)
+            confirm = await until(
+                pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 5, "the ask"
+            )
+            confirm.action_answer(True)
             want = [("bench dflash", "completed"), ("from the editor", "pending")]
             await until(pilot, lambda: _on_disk(todos) == want, 10, "the delete")
             await until(pilot, lambda: table.row_count == 2, 5, "the pane to follow")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_tui.bench.models import ServiceSummary
+from ddtree_tui.bench.models import BenchRun, ServiceSummary
 from ddtree_tui.collector.attach import FollowerFleet
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.state import FleetSnapshot
@@ -103,7 +103,7 @@ def test_apply_refuses_bad_edits(tmp_path: Path, edit: TodoEdit, needle: str) ->
         ),
     ],
 )
-def test_bench_ok_over_typed_runs(runs: list, want: bool | None) -> None:  # type: ignore[type-arg]
+def test_bench_ok_over_typed_runs(runs: list[BenchRun], want: bool | None) -> None:
     assert bench_ok(runs, "h/a", "seed3") is want
 
 
@@ -118,7 +118,8 @@ def test_snapshot_json_round_trip_keeps_todo_fields() -> None:
     snap = FleetSnapshot(todos=view)
     back = FleetSnapshot.model_validate(json.loads(json.dumps(snap.to_json_dict())))
     assert back.todos.items[0].content == "a" and back.todos.items[0].model_extra == {"tags": ["x"]}
-    assert snap.to_json_dict()["todos"]["items"] == [
+    dumped = snap.model_dump(mode="json")
+    assert dumped["todos"]["items"] == [
         {"content": "a", "priority": "medium", "status": "pending", "id": None, "check": None, "tags": ["x"]}
     ]
 
@@ -170,10 +171,12 @@ async def test_concurrent_intents_and_auto_complete_merges_lose_nothing(tmp_path
     fleet = Fleet([], todos_path=p, history_path=hist, telemetry=False, auto_complete_todos=True)
     await fleet.todo_apply(TodoEdit(action="add", content="bench", check="bench h/a seed3 ok"))
     hist.write_text(bench_run("seed3", [("h/a", None)]).model_dump_json(by_alias=True) + "\n")
-    adds = [fleet.todo_apply(TodoEdit(action="add", content=f"item {n}")) for n in range(20)]
-    refreshes = [fleet.refresh_todos() for _ in range(5)]
-    results = await asyncio.gather(*adds, *refreshes)
-    assert all(r.ok for r in results[:20])
+    adds = [
+        asyncio.create_task(fleet.todo_apply(TodoEdit(action="add", content=f"item {n}"))) for n in range(20)
+    ]
+    refreshes = [asyncio.create_task(fleet.refresh_todos()) for _ in range(5)]
+    await asyncio.gather(*adds, *refreshes)  # interleaved: each waits its turn for the fleet's lock
+    assert all(t.result().ok for t in adds)
     disk = json.loads(p.read_text())["todos"]
     assert sorted(t["content"] for t in disk) == sorted(["bench", *(f"item {n}" for n in range(20))])
     assert disk[0]["status"] == "completed"  # the fleet's auto-complete is in the file too
