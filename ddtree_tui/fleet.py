@@ -50,6 +50,7 @@ from ddtree_tui.todo import (
     bench_ok_from_history,
     evaluate,
     history_runs,
+    todo_view,
 )
 from ddtree_tui.transport import Transport, make_transport
 
@@ -122,7 +123,7 @@ class Fleet:
         self.todos = TodoStore(self.todos_path)
         self.todos.load()
         self._todo_lock = asyncio.Lock()
-        self._todo_view: TodoView = self.todos.view()
+        self._todo_view: TodoView = todo_view(self.todos)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     def profiles(self) -> list[HostProfile]:
@@ -813,7 +814,7 @@ class Fleet:
             changed = True
         self._evidence = ev
         if changed:
-            self._todo_view = self.todos.view(ev)
+            self._todo_view = todo_view(self.todos, ev)
         return changed
 
     async def _todo_loop(self) -> None:
@@ -845,6 +846,6 @@ class Fleet:
                 self.todos.restore(before)
                 return TodoResult(ok=False, message=f"todo {edit.action}: {e}")
             await self._refresh_todos_locked()
-            self._todo_view = self.todos.view(self._evidence)
+            self._todo_view = todo_view(self.todos, self._evidence)
         self._publish(TodoChanged())
         return res

@@ -16,6 +16,7 @@ from ddtree_tui.todo.evidence import (
     check_evidence,
     evaluate,
     history_runs,
+    todo_view,
 )
 from ddtree_tui.todo.model import (
     CHECK_HELP,
@@ -77,4 +78,5 @@ __all__ = [
     "history_runs",
     "merge_items",
     "parse_check",
+    "todo_view",
 ]

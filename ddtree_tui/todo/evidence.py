@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from ddtree_tui.bench import history as bench_history
 from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.bench.models import BenchRun
-from ddtree_tui.todo.model import Check, EvidenceState, ItemEvidence, TodoItem, parse_check
-from ddtree_tui.todo.store import Sig, TodoStore, stat_sig
+from ddtree_tui.todo.model import Check, EvidenceState, ItemEvidence, TodoItem, TodoView, parse_check
+from ddtree_tui.todo.store import Sig, TodoStore, copy_items, stat_sig
 
 if TYPE_CHECKING:
     from ddtree_tui.state import FleetSnapshot, GpuSample
@@ -145,6 +145,17 @@ def _gpu_value(gpu: GpuSample, metric: str) -> float | None:
     if metric == "temp":
         return gpu.temp_c
     return gpu.mem_used_mb
+
+
+def todo_view(store: TodoStore, evidence: Sequence[ItemEvidence] = ()) -> TodoView:
+    """The list as the snapshot carries it (copies: the snapshot never changes under a reader)."""
+    return TodoView(
+        items=copy_items(store.items),
+        evidence=list(evidence),
+        error=store.error,
+        read_only=store.read_only,
+        path=str(store.path),
+    )
 
 
 # --- bench runs -----------------------------------------------------------------------------------------

@@ -27,12 +27,10 @@ from ddtree_tui.remote import atomicio
 from ddtree_tui.todo.model import (
     PRIORITIES,
     STATUSES,
-    ItemEvidence,
     TodoEdit,
     TodoError,
     TodoItem,
     TodoResult,
-    TodoView,
     parse_check,
 )
 
@@ -382,21 +380,11 @@ class TodoStore:
 
     def checkpoint(self) -> tuple[list[TodoItem], dict[str, Any]]:
         """The items and top-level fields as they are now, to put back with `restore` when a save fails."""
-        return _copy_items(self.items), copy.deepcopy(self.extra)
+        return copy_items(self.items), copy.deepcopy(self.extra)
 
     def restore(self, saved: tuple[list[TodoItem], dict[str, Any]]) -> None:
         items, extra = saved
-        self.items, self.extra = _copy_items(items), copy.deepcopy(extra)
-
-    def view(self, evidence: Sequence[ItemEvidence] = ()) -> TodoView:
-        """The list as the snapshot carries it (copies: the snapshot never changes under a reader)."""
-        return TodoView(
-            items=_copy_items(self.items),
-            evidence=list(evidence),
-            error=self.error,
-            read_only=self.read_only,
-            path=str(self.path),
-        )
+        self.items, self.extra = copy_items(items), copy.deepcopy(extra)
 
     # -- writing
 
@@ -477,7 +465,7 @@ MAX_TODO_BYTES = 16 * 1024 * 1024
 _STATUS_OF = {"start": "in_progress", "complete": "completed", "cancel": "cancelled"}
 
 
-def _copy_items(items: Sequence[TodoItem]) -> list[TodoItem]:
+def copy_items(items: Sequence[TodoItem]) -> list[TodoItem]:
     """Deep copies that keep each item's merge identity."""
     out = []
     for it in items:
