@@ -47,7 +47,6 @@ from ddtree_tui.todo import (
     TodoStore,
     TodoView,
     apply_auto_complete,
-    bench_ok_from_history,
     evaluate,
     history_runs,
     todo_view,
@@ -776,9 +775,6 @@ class Fleet:
             return []
 
     # --- todos ---------------------------------------------------------------------------------------------
-    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
-        return bench_ok_from_history(self.history_path, service_ref, prompt_set)
-
     def todo_evidence(self) -> list[ItemEvidence]:
         return list(self._evidence)
 
