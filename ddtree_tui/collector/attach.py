@@ -34,6 +34,7 @@ from ddtree_tui.events import (
     LogLine,
     Notice,
     ServiceStateChanged,
+    TodoChanged,
 )
 from ddtree_tui.state import FleetSnapshot, HostView
 from ddtree_tui.todo import TodoEdit, TodoResult
@@ -485,6 +486,19 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         )
         for h in self._snap.hosts:
             self._publish(HostStateChanged(host=h.name, status=_conn_of(h)))
+
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        """The collector's fleet makes the change; its list is read back at once (the full refresh is
+        seconds away), so the pane shows what the file now holds."""
+        res = await super().todo_apply(edit)
+        if res.ok:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as c:
+                    r = await c.get(f"{self.url}/snapshot")
+                todos = FleetSnapshot.model_validate(r.json()).todos
+                self._snap = self._snap.model_copy(update={"todos": todos})
+                self._publish(TodoChanged())
+        return res
 
 
 def label_gpus(h: HostView) -> HostView:

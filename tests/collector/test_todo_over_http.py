@@ -19,6 +19,11 @@ async def test_attached_fleet_sends_todo_edits_to_the_collectors_fleet(tmp_path:
     fleet = Fleet([], todos_path=p, history_path=tmp_path / "h.jsonl", telemetry=False)
     app = web.Application()
     IntentRoutes(fleet, "t" * 40, enabled=True).add_to(app)
+
+    async def snapshot(_: web.Request) -> web.Response:
+        return web.json_response(fleet.snapshot().to_json_dict())
+
+    app.router.add_get("/snapshot", snapshot)
     server = test_utils.TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
@@ -35,6 +40,7 @@ async def test_attached_fleet_sends_todo_edits_to_the_collectors_fleet(tmp_path:
             ("bench dflash twice", "completed", "high")
         ]
         assert [it.content for it in fleet.snapshot().todos.items] == ["bench dflash twice"]
+        assert [it.content for it in attached.snapshot().todos.items] == ["bench dflash twice"]  # read back
         res = await attached.todo_apply(TodoEdit(action="delete", index=3))
         assert not res.ok and "no item 4" in res.message
         wrong = await AttachedFleet(url, token="x" * 40).todo_apply(TodoEdit(action="add", content="no"))
