@@ -41,7 +41,20 @@ from ddtree_tui.state import (
     ServiceStatus,
     TelemetryStatus,
 )
-from ddtree_tui.todo import DEFAULT_TODOS
+from ddtree_tui.todo import (
+    DEFAULT_TODOS,
+    ItemEvidence,
+    RunsContext,
+    TodoEdit,
+    TodoError,
+    TodoResult,
+    TodoStore,
+    TodoView,
+    apply_auto_complete,
+    evaluate,
+    history_runs,
+    todo_view,
+)
 from ddtree_tui.transport import Transport, make_transport
 
 if TYPE_CHECKING:
@@ -56,7 +69,6 @@ if TYPE_CHECKING:
     from ddtree_tui.services.lifecycle import ActionResult, ServiceManager
     from ddtree_tui.services.patches import PatchAction, PatchReport, PatchSet
     from ddtree_tui.telemetry.sampler import HostTelemetry
-    from ddtree_tui.todo import ItemEvidence
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +124,12 @@ class Fleet(PubSub[FleetEvent]):
         self._bench_lock = asyncio.Lock()
         self._evidence: list[ItemEvidence] = []
         self.bench_running = False
-        from ddtree_tui.todo import TodoStore
-
+        # the todo store: only this fleet writes it while it runs (todo_apply, the todo loop's auto-complete),
+        # one change at a time under _todo_lock, saved off the event loop; readers get _todo_view (snapshot)
         self.todos = TodoStore(self.todos_path)
         self.todos.load()
+        self._todo_lock = asyncio.Lock()
+        self._todo_view: TodoView = todo_view(self.todos)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     def profiles(self) -> list[HostProfile]:
@@ -362,7 +376,7 @@ class Fleet(PubSub[FleetEvent]):
                     services=services,
                 )
             )
-        return FleetSnapshot(ts=time.time(), hosts=hosts)
+        return FleetSnapshot(ts=time.time(), hosts=hosts, todos=self._todo_view)
 
     def _service_names(self, h: _Host) -> list[str]:
         return [s.name for s in h.profile.service] + [
@@ -801,51 +815,76 @@ class Fleet(PubSub[FleetEvent]):
             return []
 
     # --- todos ---------------------------------------------------------------------------------------------
-    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
-        from ddtree_tui.todo import bench_ok_from_history
-
-        return bench_ok_from_history(self.history_path, service_ref, prompt_set)
-
     def todo_evidence(self) -> list[ItemEvidence]:
         return list(self._evidence)
 
-    def refresh_todos(self) -> bool:
-        """Reload an externally changed file and re-evaluate evidence; True when anything changed."""
-        from ddtree_tui.todo import apply_auto_complete, evaluate
+    async def refresh_todos(self) -> bool:
+        """Reload an externally changed file, re-evaluate evidence, auto-complete what the user allows;
+        True when anything changed. Serialised with the intents (one writer)."""
+        async with self._todo_lock:
+            changed = await self._refresh_todos_locked()
+        if changed:
+            self._publish(TodoChanged())
+        return changed
 
+    async def _refresh_todos_locked(self) -> bool:
         changed = False
-        with contextlib.suppress(Exception):
-            changed = bool(self.todos.reload_if_changed())
-        ctx = _EvidenceCtx(self.snapshot(), self)
+        try:
+            changed = await asyncio.to_thread(self.todos.reload_if_changed)
+        except OSError as e:  # pragma: no cover - reported
+            self._publish(Notice(severity="warning", text=f"todo file not re-read: {e}"))
+        runs = await asyncio.to_thread(history_runs, self.history_path)
+        ctx = RunsContext(self.snapshot(), runs)
         ev = evaluate(self.todos.items, ctx)
         if not self.todos.read_only:
             # None: the user's own switch in the todo file decides (off unless they turned it on)
-            done = apply_auto_complete(self.todos, ev, allowed=self.auto_complete_todos)
+            done = apply_auto_complete(self.todos, ev, allowed=self.auto_complete_todos, save=False)
             if done:
                 changed = True
+                try:
+                    await asyncio.to_thread(self.todos.save)
+                except TodoError as e:  # kept in memory (as before): the next save carries it
+                    self._publish(Notice(severity="warning", text=f"todo auto-complete not saved: {e}"))
                 ev = evaluate(self.todos.items, ctx)
         if ev != self._evidence:
             changed = True
         self._evidence = ev
+        if changed:
+            self._todo_view = todo_view(self.todos, ev)
         return changed
 
     async def _todo_loop(self) -> None:
         while True:
             try:
-                if self.refresh_todos():
-                    self._publish(TodoChanged())
+                await self.refresh_todos()
             except Exception as e:  # pragma: no cover - reported
                 self._publish(Notice(severity="warning", text=f"todo check failed: {e}"))
             await asyncio.sleep(1.0)
 
-
-class _EvidenceCtx:
-    def __init__(self, snapshot: FleetSnapshot, fleet: Fleet) -> None:
-        self.snapshot = snapshot
-        self._fleet = fleet
-
-    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
-        return self._fleet.bench_ok(service_ref, prompt_set)
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        """Make one change to the todo list and save it (merged with any edit made on disk meanwhile), in
+        turn with the auto-complete merges; publishes TodoChanged. A failed save changes nothing."""
+        async with self._todo_lock:
+            if self.todos.read_only:
+                return TodoResult(
+                    ok=False,
+                    message=f"todo {edit.action}: the todo file is read-only: {self.todos.error}",
+                    suggestion="fix the file (or restore its .bak); it is re-read every second",
+                )
+            before = self.todos.checkpoint()
+            try:
+                res = self.todos.apply(edit)
+            except TodoError as e:
+                return TodoResult(ok=False, message=f"todo {edit.action}: {e}", invalid=True)
+            try:
+                await asyncio.to_thread(self.todos.save)
+            except TodoError as e:
+                self.todos.restore(before)
+                return TodoResult(ok=False, message=f"todo {edit.action}: {e}")
+            await self._refresh_todos_locked()
+            self._todo_view = todo_view(self.todos, self._evidence)
+        self._publish(TodoChanged())
+        return res
 
 
 async def collect_snapshot(

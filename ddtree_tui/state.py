@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ddtree_tui.todo.model import TodoView
+
 SCHEMA_VERSION = 1
 
 HostConnState = Literal["connecting", "connected", "disconnected"]
@@ -135,6 +137,7 @@ class FleetSnapshot(_Snap):
     schema_: int = Field(default=SCHEMA_VERSION, alias="schema")
     ts: float = 0.0
     hosts: list[HostView] = Field(default_factory=list)
+    todos: TodoView = Field(default_factory=TodoView)  # the checklist and its evidence (Fleet is its writer)
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 

@@ -36,9 +36,11 @@ from ddtree_tui.events import (
     LogLine,
     Notice,
     ServiceStateChanged,
+    TodoChanged,
 )
 from ddtree_tui.pubsub import QUEUE_SIZE, PubSub
 from ddtree_tui.state import FleetSnapshot, HostView
+from ddtree_tui.todo import TodoEdit, TodoResult
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +249,10 @@ class FollowerFleet(PubSub[Any]):
     async def reload_profiles(self) -> list[str]:
         raise RuntimeError(f"this view follows {self.source_label}: profiles are not reloaded here")
 
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        r = self._refuse(f"todo {edit.action}")
+        return TodoResult(ok=False, message=r.message, suggestion=r.suggestion)
+
 
 class _IntentsOverHttp:
     """AttachedFleet's intents: POSTed to the collector's /intents/VERB (works when it runs --intents)."""
@@ -297,6 +303,11 @@ class _IntentsOverHttp:
         body = {"refs": list(refs), "prompt_set": prompt_set, "repeats": repeats,
                 "max_new_tokens": max_new_tokens, "baseline": baseline}  # fmt: skip
         return await self._post("bench", body, "bench")
+
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        """The collector's fleet makes the change (POST /intents/todo); its snapshot brings the list back."""
+        r = await self._post("todo", edit.model_dump(exclude_none=True), f"todo {edit.action}")
+        return TodoResult(ok=r.ok, message=r.message, suggestion=r.suggestion)
 
 
 class AttachedFleet(_IntentsOverHttp, FollowerFleet):
@@ -448,6 +459,19 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         )
         for h in self._snap.hosts:
             self._publish(HostStateChanged(host=h.name, status=_conn_of(h)))
+
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        """The collector's fleet makes the change; its list is read back at once (the full refresh is
+        seconds away), so the pane shows what the file now holds."""
+        res = await super().todo_apply(edit)
+        if res.ok:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as c:
+                    r = await c.get(f"{self.url}/snapshot")
+                todos = FleetSnapshot.model_validate(r.json()).todos
+                self._snap = self._snap.model_copy(update={"todos": todos})
+                self._publish(TodoChanged())
+        return res
 
 
 def label_gpus(h: HostView) -> HostView:

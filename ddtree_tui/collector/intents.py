@@ -5,7 +5,6 @@ token (from a 0600 file). Request bodies are pydantic models: a bad body is a 40
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 from typing import Any, Literal
@@ -13,7 +12,8 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddtree_tui.events import Notice, TodoChanged
+from ddtree_tui.events import Notice
+from ddtree_tui.todo import TodoAction, TodoEdit
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,19 @@ class BenchIntent(_Body):
 
 
 class TodoIntent(_Body):
-    action: Literal["add", "start", "done", "cancel", "delete"]
+    """A todo edit over HTTP; `done` is `complete` (the CLI's word). Carried out by Fleet.todo_apply."""
+
+    action: Literal["add", "edit", "start", "done", "complete", "toggle", "cancel", "delete", "up", "down"]
     content: str | None = None
     index: int | None = Field(default=None, ge=0, description="0-based position, for all but add")
-    priority: Literal["high", "medium", "low"] = "medium"
+    priority: Literal["high", "medium", "low"] | None = None
     check: str | None = None
+
+    def edit(self) -> TodoEdit:
+        action: TodoAction = "complete" if self.action == "done" else self.action
+        return TodoEdit(
+            action=action, index=self.index, content=self.content, priority=self.priority, check=self.check
+        )
 
 
 class IntentResult(BaseModel):
@@ -113,7 +121,7 @@ class IntentRoutes:
             self._bench = asyncio.create_task(self._run_bench(b))
             return IntentResult(ok=True, message=f"bench started: {b.prompt_set} on {', '.join(b.refs)}")
         if verb == "todo":
-            return self._todo(TodoIntent.model_validate(body))
+            return await self._todo(TodoIntent.model_validate(body))
         raise KeyError(verb)
 
     async def _run_bench(self, b: BenchIntent) -> None:
@@ -128,24 +136,10 @@ class IntentRoutes:
         except Exception as e:
             self.fleet.publish(Notice(severity="error", text=f"bench failed: {e}"))
 
-    def _todo(self, t: TodoIntent) -> IntentResult:
-        store = self.fleet.todos
-        if getattr(store, "read_only", False):
-            return IntentResult(ok=False, message="the todo file is read-only (it could not be parsed)")
-        if t.action == "add":
-            if not t.content:
-                raise ValueError("add needs content")
-            store.add(t.content, t.priority, t.check)
-        else:
-            if t.index is None or not 0 <= t.index < len(store.items):
-                raise IndexError(f"no todo at index {t.index} (there are {len(store.items)})")
-            if t.action == "delete":
-                store.delete(t.index)
-            else:
-                status = {"start": "in_progress", "done": "completed", "cancel": "cancelled"}[t.action]
-                store.set_status(t.index, status)
-        store.save()
-        with contextlib.suppress(Exception):
-            self.fleet.refresh_todos()
-        self.fleet.publish(TodoChanged())
-        return IntentResult(ok=True, message=f"todo {t.action}: saved")
+    async def _todo(self, t: TodoIntent) -> IntentResult:
+        """The Fleet makes the change (it is the todo file's one writer); a bad index or value is a 400."""
+        res = await self.fleet.todo_apply(t.edit())
+        if res.invalid:
+            raise ValueError(res.message)
+        message = res.message if not res.ok else f"todo {t.action}: saved"
+        return IntentResult(ok=res.ok, message=message, suggestion=res.suggestion)

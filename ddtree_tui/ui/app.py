@@ -25,6 +25,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.todo import TodoEdit
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import save_traceback
@@ -46,7 +47,7 @@ from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
 from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
 from ddtree_tui.ui.screens.move import MoveScreen
-from ddtree_tui.ui.screens.todo_edit import TodoEditScreen
+from ddtree_tui.ui.screens.todo_edit import TodoDraft, TodoEditScreen
 from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
 from ddtree_tui.ui.sweep_screen import open_sweep
@@ -572,73 +573,61 @@ class DDTreeApp(App[int]):
 
     # --- todos -------------------------------------------------------------------------------------------
     def action_new_todo(self) -> None:
-        self.push_screen(TodoEditScreen("New todo"), lambda r: r and self._todo_apply("add", None, r))
+        def add(d: TodoDraft | None) -> None:
+            if d is not None:
+                self._todo_apply(
+                    TodoEdit(action="add", content=d.content, priority=d.priority, check=d.check or None)
+                )
+
+        self.push_screen(TodoEditScreen("New todo"), add)
 
     def on_todo_intent(self, msg: TodoIntent) -> None:
-        store = self.fleet.todos
+        items = self.fleet.snapshot().todos.items
         i = msg.index
         if msg.verb == "add":
             self.action_new_todo()
-        elif msg.verb == "edit" and i is not None:
-            it = store.items[i]
-            self.push_screen(
-                TodoEditScreen(f"Edit todo {i + 1}", it.content, it.priority, it.check),
-                lambda r: r and self._todo_apply("edit", i, r),
-            )
-        elif msg.verb == "delete" and i is not None:
-            self.push_screen(
-                ConfirmScreen(f"Delete todo {i + 1}?", store.items[i].content, "Delete"),
-                lambda ok: ok and self._todo_apply("delete", i, {}),
-            )
-        else:
-            self._todo_apply(msg.verb, i, {})
+        elif i is None or not 0 <= i < len(items):
+            self.bell()
+        elif msg.verb == "edit":
 
-    def _todo_apply(self, verb: str, i: int | None, data: dict[str, Any]) -> None:
-        """Change the list in memory (instant), then save off the UI path."""
-        store = self.fleet.todos
-        if not hasattr(store, "save"):
-            self.notify("todos: the view is frozen (snapshot mode)", severity="warning")
-            return
-        cursor: int | None = i
-        try:
-            if verb == "add":
-                store.add(data["content"], data.get("priority", "medium"), data.get("check") or None)
-                cursor = len(store.items) - 1
-            elif verb == "edit" and i is not None:
-                store.edit(
-                    i, content=data["content"], priority=data.get("priority"), check=data.get("check", "")
-                )
-            elif verb == "start" and i is not None:
-                store.set_status(i, "in_progress")
-            elif verb == "complete" and i is not None:
-                store.set_status(i, "completed")
-            elif verb == "toggle" and i is not None:
-                store.set_status(i, "pending" if store.items[i].status == "completed" else "completed")
-            elif verb == "delete" and i is not None:
-                store.delete(i)
-                cursor = max(0, i - 1)
-            elif verb in ("up", "down") and i is not None:
-                store.move(i, -1 if verb == "up" else 1)
-                cursor = max(0, min(len(store.items) - 1, i + (-1 if verb == "up" else 1)))
-        except Exception as e:
-            self.notify(f"todo: {e}", severity="error")
+            def edit(d: TodoDraft | None) -> None:
+                if d is not None:
+                    self._todo_apply(
+                        TodoEdit(
+                            action="edit", index=i, content=d.content, priority=d.priority, check=d.check
+                        )
+                    )
+
+            it = items[i]
+            self.push_screen(TodoEditScreen(f"Edit todo {i + 1}", it.content, it.priority, it.check), edit)
+        elif msg.verb == "delete":
+
+            def delete(ok: bool | None) -> None:
+                if ok:
+                    self._todo_apply(TodoEdit(action="delete", index=i))
+
+            self.push_screen(ConfirmScreen(f"Delete todo {i + 1}?", items[i].content, "Delete"), delete)
+        else:
+            self._todo_apply(TodoEdit(action=msg.verb, index=i))
+
+    def _todo_apply(self, edit: TodoEdit) -> None:
+        """Hand the change to the fleet (the todo file's one writer) in a worker: the UI never saves."""
+        self.run_worker(self._todo_send(edit), group="todo-save")
+
+    async def _todo_send(self, edit: TodoEdit) -> None:
+        async with self._todo_lock:  # the user's edits reach the fleet in the order they were made
+            try:
+                res = await self.fleet.todo_apply(edit)
+            except Exception as e:
+                self.notify(f"todo not saved: {e}", severity="error", timeout=10)
+                return
+        if not res.ok:
+            self.notify(res.message, severity="error" if res.invalid else "warning", timeout=10)
             return
         self._dirty.add("todos")
         self.flush()
-        if cursor is not None:
-            self.query_one(TodosPane).cursor_to(cursor)
-        self.run_worker(self._todo_save(), group="todo-save")
-
-    async def _todo_save(self) -> None:
-        async with self._todo_lock:
-            try:
-                await asyncio.to_thread(self.fleet.todos.save)
-                refresh = getattr(self.fleet, "refresh_todos", None)
-                if refresh is not None:
-                    refresh()
-            except Exception as e:
-                self.notify(f"todo not saved: {e}", severity="error", timeout=10)
-        self._dirty.add("todos")
+        if res.index is not None:
+            self.query_one(TodosPane).cursor_to(res.index)
 
     # --- filter ------------------------------------------------------------------------------------------
     def action_filter(self) -> None:

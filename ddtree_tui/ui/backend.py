@@ -15,6 +15,7 @@ from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.todo import ItemEvidence, TodoEdit, TodoItem, TodoResult, TodoView
 
 
 class Outcome(Protocol):
@@ -28,9 +29,8 @@ class Outcome(Protocol):
 
 @runtime_checkable
 class FleetLike(Protocol):
-    """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally."""
-
-    todos: Any
+    """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally. The todo list is
+    read from the snapshot (`snapshot().todos`) and changed only through `todo_apply`."""
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -58,6 +58,7 @@ class FleetLike(Protocol):
     async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
     def todo_evidence(self) -> list[Any]: ...
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult: ...
     def profiles(self) -> list[HostProfile]: ...
 
 
@@ -102,11 +103,11 @@ class StaticFleet(PubSub[Any]):
         history: dict[tuple[str, int], list[float]] | None = None,
         logs: dict[str, list[str]] | None = None,
         todos: list[StaticTodo] | None = None,
-        evidence: list[Any] | None = None,
+        evidence: list[ItemEvidence] | None = None,
         bench_runs: list[Any] | None = None,
         doctor_reports: dict[str, DoctorReport] | None = None,
     ) -> None:
-        self._snap = snapshot
+        self._snap = snapshot.model_copy(update={"todos": _todo_view(todos or [], evidence or [])})
         self._profiles = profiles or []
         self._history = history or {}
         self._logs = logs or {}
@@ -184,5 +185,16 @@ class StaticFleet(PubSub[Any]):
     def todo_evidence(self) -> list[Any]:
         return list(self._evidence)
 
+    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
+        return TodoResult(ok=False, message=f"todo {edit.action}: the view is frozen (snapshot mode)")
+
     def profiles(self) -> list[HostProfile]:
         return list(self._profiles)
+
+
+def _todo_view(todos: list[StaticTodo], evidence: list[ItemEvidence]) -> TodoView:
+    """The frozen list as the snapshot carries it."""
+    return TodoView(
+        items=[TodoItem.model_validate(t.model_dump(exclude_none=True)) for t in todos],
+        evidence=list(evidence),
+    )

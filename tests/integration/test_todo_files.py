@@ -15,6 +15,7 @@ import pytest
 
 from ddtree_tui.cli import main
 from ddtree_tui.todo import TodoStore
+from tests.bench_runs import bench_run, history_line, write_history
 from tests.sshd import SshdServer
 
 WRITER = r"""
@@ -82,9 +83,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_todo_cli_flow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = str(tmp_path / "t" / "todos.json")
     hist = tmp_path / "hist.jsonl"
-    hist.write_text(
-        json.dumps({"prompt_set": "seed3", "results": [{"service": "ct200/dflash", "failed": 0}]}) + "\n"
-    )
+    write_history(hist, [bench_run("seed3", [("ct200/dflash", None)])])  # typed BenchRun lines
     rc, out, _ = _run(capsys, "todo", "--todos", f)
     assert rc == 0 and "no items" in out
     rc, out, _ = _run(
@@ -108,9 +107,7 @@ def test_todo_cli_flow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert data["items"][0]["state"] == "verified" and data["items"][1]["state"] == "none"
     # the bench now has a failed prompt: completed but failing
     with hist.open("a") as h:
-        h.write(
-            json.dumps({"prompt_set": "seed3", "results": [{"service": "ct200/dflash", "failed": 1}]}) + "\n"
-        )
+        h.write(history_line(bench_run("seed3", [("ct200/dflash", "HTTP 500")])) + "\n")
     rc, out, _ = _run(capsys, "--history", str(hist), "todo", "check", "--todos", f)
     assert rc == 1 and "MISMATCH: completed but evidence fails" in out
     rc, _, _ = _run(capsys, "todo", "start", "2", "--todos", f)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_tui import todo as todo_mod
+from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.state import FleetSnapshot, GpuSample, HostView, ServiceStatus
 from ddtree_tui.todo import (
     HistoryBenchContext,
@@ -19,6 +19,8 @@ from ddtree_tui.todo import (
     evaluate,
     parse_check,
 )
+from ddtree_tui.todo import store as todo_mod
+from tests.bench_runs import bench_run, write_history
 
 
 def _write(p: Path, doc: object) -> None:
@@ -417,22 +419,18 @@ def test_auto_complete(tmp_path: Path) -> None:
 
 
 def test_history_bench_context(tmp_path: Path) -> None:
+    # the history holds typed BenchRun lines (bench/history.py); the assertions are the ones the old
+    # loose-dict reader had
     h = tmp_path / "bench-history.jsonl"
-    lines = [
-        {
-            "prompt_set": "seed3",
-            "results": [{"service": "ct200/a", "failed": 0}, {"service": "ct200/b", "failed": 2}],
-        },
+    lines: list[BenchRun | str] = [
+        bench_run("seed3", [("ct200/a", None), ("ct200/b", "HTTP 500"), ("ct200/b", None)]),
         "not json at all",
-        {"prompt_set": "seed3", "results": [{"host": "ct200", "service": "a", "error": "boom"}]},
-        {
-            "config": {"prompt_set": "agentic"},
-            "results": [{"service": "ct200/a", "prompts": [{"error": None}]}],
-        },
-        {"prompt_set": "seed3", "status": "running", "results": [{"service": "ct200/b", "failed": 0}]},
-        {"prompt_set": "longctx", "results": [{"service": "ct200/a", "prompts": [{"error": "timeout"}]}]},
+        bench_run("seed3", [("ct200/a", "boom")]),
+        bench_run("agentic", [("ct200/a", None)]),
+        bench_run("seed3", [("ct200/b", None)], status="interrupted"),
+        bench_run("longctx", [("ct200/a", "timeout")]),
     ]
-    h.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    write_history(h, lines)
     ctx = HistoryBenchContext(FleetSnapshot(), h)
     assert ctx.bench_ok("ct200/a", "seed3") is False  # the latest seed3 run of a had an error
     assert ctx.bench_ok("ct200/b", "seed3") is False  # the running run is ignored
@@ -470,15 +468,11 @@ def test_backup_when_file_and_backup_are_one_inode_leaves_no_temp(tmp_path: Path
 def test_interrupted_bench_run_is_not_evidence(tmp_path: Path) -> None:
     """Issue 19: an interrupted seed3 run (2 of 3 prompts never ran) is not `no failed prompt`."""
     h = tmp_path / "bench-history.jsonl"
-    run = {
-        "prompt_set": "seed3",
-        "status": "interrupted",
-        "results": [{"service": "local/dflash", "prompt_id": "p1", "ok": True, "error": None}],
-    }
-    h.write_text(json.dumps(run) + "\n")
+    run = bench_run("seed3", [("local/dflash", None)], status="interrupted")
+    write_history(h, [run])
     assert HistoryBenchContext(FleetSnapshot(), h).bench_ok("local/dflash", "seed3") is None
-    done = dict(run, status="complete")
-    h.write_text(json.dumps(done) + "\n" + json.dumps(run) + "\n")
+    done = run.model_copy(update={"status": "complete"})
+    write_history(h, [done, run])
     assert (
         HistoryBenchContext(FleetSnapshot(), h).bench_ok("local/dflash", "seed3") is True
     )  # the complete one

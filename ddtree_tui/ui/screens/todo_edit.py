@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from pydantic import BaseModel
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
+from ddtree_tui.todo import Priority
 
-class TodoEditScreen(ModalScreen[dict[str, Any] | None]):
+
+class TodoDraft(BaseModel):
+    """What the dialog was saved with; the App turns it into a TodoEdit for the fleet."""
+
+    content: str
+    priority: Priority = "medium"
+    check: str = ""
+
+
+class TodoEditScreen(ModalScreen[TodoDraft | None]):
     DEFAULT_CSS = """
     TodoEditScreen { align: center middle; }
     TodoEditScreen > #dialog { width: 72; max-width: 95%; height: auto; padding: 1 2;
@@ -53,12 +62,14 @@ class TodoEditScreen(ModalScreen[dict[str, Any] | None]):
             inp.cursor_blink = False
         self.query_one("#content", Input).focus()
 
-    def _result(self) -> dict[str, Any]:
-        return {
-            "content": self.query_one("#content", Input).value,
-            "priority": str(self.query_one("#priority", Select).value),
-            "check": self.query_one("#check", Input).value,
-        }
+    def _result(self) -> TodoDraft:
+        return TodoDraft.model_validate(
+            {
+                "content": self.query_one("#content", Input).value,
+                "priority": str(self.query_one("#priority", Select).value),
+                "check": self.query_one("#check", Input).value,
+            }
+        )
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

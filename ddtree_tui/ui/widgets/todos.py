@@ -1,5 +1,5 @@
-"""Todo checklist pane: status, priority, text and the evidence flag (verified / failing / mismatch). Keys
-post TodoIntents; the App edits the store and saves it off the UI path."""
+"""Todo checklist pane: status, priority, text and the evidence flag (verified / failing / mismatch), read
+from the fleet's snapshot (`todos`). Keys post TodoIntents; the App hands them to the fleet as TodoEdits."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Static
 
+from ddtree_tui.todo import ItemEvidence, TodoItem
 from ddtree_tui.ui.messages import TodoIntent
 from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
 
@@ -62,7 +64,7 @@ class TodosPane(Pane):
         index = None
         if t.row_count:
             try:
-                index = int(str(t.coordinate_to_cell_key((t.cursor_row, 0)).row_key.value))
+                index = int(str(t.coordinate_to_cell_key(Coordinate(t.cursor_row, 0)).row_key.value))
             except Exception:
                 index = None
         if index is None:
@@ -78,16 +80,15 @@ class TodosPane(Pane):
             pass
 
     def render_view(self, view: View) -> None:
-        store = view.fleet.todos
-        evidence = {e.index: e for e in (view.fleet.todo_evidence() or [])}
+        todos = view.fleet.snapshot().todos  # fresh: the App repaints this pane alone on TodoChanged
+        evidence = {e.index: e for e in todos.evidence}
         err = self.query_one("#todos-error", Static)
-        problem = getattr(store, "error", None)
-        ro = getattr(store, "read_only", False)
-        msg = (f"read-only: {problem}" if ro else problem) or ""
+        problem = todos.error
+        msg = (f"read-only: {problem}" if todos.read_only else problem) or ""
         err.update(self.t(msg, "bad") if msg else "")
         err.display = bool(msg)
         rows = []
-        for i, it in enumerate(store.items):
+        for i, it in enumerate(todos.items):
             mark, badge = STATUS_MARK.get(it.status, (it.status, "dim"))
             ev = evidence.get(i)
             if ev is not None and ev.mismatch:
@@ -106,8 +107,8 @@ class TodosPane(Pane):
             ]
             if matches(self.active_filter(view), it.content, it.status, it.priority, it.check):
                 rows.append((str(i), cells))
-        n = len(store.items)
-        done = sum(1 for it in store.items if it.status == "completed")
+        n = len(todos.items)
+        done = sum(1 for it in todos.items if it.status == "completed")
         f = self.active_filter(view)
         self.border_title = f"{self.pane_number} Todos · {done}/{n} done" + (f" · filter /{f}" if f else "")
         if not n and not msg:
@@ -116,9 +117,9 @@ class TodosPane(Pane):
             )
             err.display = True
         sync_table(self.query_one(DataTable), rows)
-        self._flags(store.items, evidence)
+        self._flags(todos.items, evidence)
 
-    def _flags(self, items: list[Any], evidence: dict[int, Any]) -> None:
+    def _flags(self, items: list[TodoItem], evidence: dict[int, ItemEvidence]) -> None:
         """Every mismatch flag in full under the table: a narrow pane cuts the Evidence column."""
         out = Text()
         for i, _it in enumerate(items):

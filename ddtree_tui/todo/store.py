@@ -1,10 +1,10 @@
-"""A todowrite-compatible checklist that cannot lie: items may carry evidence the core observes.
+"""The checklist file: load, edit, save atomically (flock + fsync + rename, one backup) and merge.
 
 The file is `{"todos": [{"content", "priority", "status", ...}], ...}` (a bare list is read too and written
 back as a list). Every field this module does not know is kept, on items and at the top level, because other
-tools (todowrite, an editor) share the file. Saves are atomic, keep one backup, and merge with an on-disk
-version that changed since we read it, so a concurrent edit is never lost. A corrupt file is never replaced:
-the store turns read-only and says where the parse failed.
+tools (todowrite, an editor) share the file. Saves merge with an on-disk version that changed since we read
+it, so a concurrent edit is never lost. A corrupt file is never replaced: the store turns read-only and says
+where the parse failed. While a fleet runs, the Fleet is this store's only writer (`Fleet.todo_apply`).
 """
 
 from __future__ import annotations
@@ -19,54 +19,25 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.remote import atomicio
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.todo.model import (
+    PRIORITIES,
+    STATUSES,
+    TodoEdit,
+    TodoError,
+    TodoItem,
+    TodoResult,
+    parse_check,
+)
 
-Priority = Literal["high", "medium", "low"]
-Status = Literal["pending", "in_progress", "completed", "cancelled"]
-PRIORITIES: tuple[str, ...] = ("high", "medium", "low")
-STATUSES: tuple[str, ...] = ("pending", "in_progress", "completed", "cancelled")
-DEFAULT_TODOS = Path(".ddtree") / "todos.json"
-
-
-class TodoError(Exception):
-    """A todo operation that cannot be done (read-only store, bad index, bad value)."""
-
-
-class TodoItem(BaseModel):
-    """One checklist item; unknown fields are kept so a round trip through us loses nothing."""
-
-    model_config = ConfigDict(extra="allow")
-
-    content: str
-    priority: Priority = "medium"
-    status: Status = "pending"
-    id: str | None = None
-    check: str | None = None
-
-    # identity used by the merge: the id, or the content the item had when it was read
-    _key: str | None = PrivateAttr(default=None)
-
-    def to_file_dict(self) -> dict[str, Any]:
-        """The item as written: id/check left out when empty and absent from the input."""
-        d = self.model_dump(mode="json")
-        for opt in ("id", "check"):
-            if d.get(opt) is None and opt not in self.model_fields_set:
-                d.pop(opt, None)
-        return d
+Sig = tuple[int, int, int]  # inode, mtime_ns, size
 
 
-# --- the store ------------------------------------------------------------------------------------------
-
-_Sig = tuple[int, int, int]  # inode, mtime_ns, size
-
-
-def _stat_sig(path: Path) -> _Sig | None:
+def stat_sig(path: Path) -> Sig | None:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -184,14 +155,19 @@ def _merge_order(primary: list[str], secondary: list[str], keep: set[str]) -> li
     return out
 
 
+def _ident(it: TodoItem) -> str:
+    """The item's merge identity (set on every item read or added; its content otherwise)."""
+    return it._key if it._key is not None else f"c:{it.content}"
+
+
 def merge_items(base: list[TodoItem], ours: list[TodoItem], theirs: list[TodoItem]) -> list[TodoItem]:
     """Three-way merge of item lists by identity; no edit of either side is lost.
 
     An item deleted on one side and edited on the other is kept (the edit is work someone did).
     """
-    bd = {it._key: it.to_file_dict() for it in base}
-    od = {it._key: it.to_file_dict() for it in ours}
-    td = {it._key: it.to_file_dict() for it in theirs}
+    bd = {_ident(it): it.to_file_dict() for it in base}
+    od = {_ident(it): it.to_file_dict() for it in ours}
+    td = {_ident(it): it.to_file_dict() for it in theirs}
     merged: dict[str, dict[str, Any]] = {}
     for k in dict.fromkeys([*td, *od]):
         b, o, t = bd.get(k), od.get(k), td.get(k)
@@ -202,12 +178,12 @@ def merge_items(base: list[TodoItem], ours: list[TodoItem], theirs: list[TodoIte
                 merged[k] = o
         elif t is not None and (b is None or t != b):
             merged[k] = t
-    base_order = [it._key for it in base]
-    our_order = [it._key for it in ours]
-    their_order = [it._key for it in theirs]
+    base_order = [_ident(it) for it in base]
+    our_order = [_ident(it) for it in ours]
+    their_order = [_ident(it) for it in theirs]
     ours_moved = [k for k in our_order if k in bd] != [k for k in base_order if k in od]
     primary, secondary = (our_order, their_order) if ours_moved else (their_order, our_order)
-    order = _merge_order([k for k in primary if k is not None], [k for k in secondary if k], set(merged))
+    order = _merge_order(primary, [k for k in secondary if k], set(merged))
     out: list[TodoItem] = []
     for k in order:
         it = TodoItem.model_validate(merged[k])
@@ -229,7 +205,7 @@ class TodoStore:
         self._bare_list = False
         self._base: list[TodoItem] = []
         self._base_extra: dict[str, Any] = {}
-        self._sig: _Sig | None = None
+        self._sig: Sig | None = None
 
     @property
     def backup_path(self) -> Path:
@@ -237,10 +213,10 @@ class TodoStore:
 
     # -- reading
 
-    def _read_disk(self) -> tuple[_Parsed, _Sig | None]:
+    def _read_disk(self) -> tuple[_Parsed, Sig | None]:
         """The file as it is now (empty when missing); TodoError when it is corrupt."""
         for _ in range(5):  # a stat/read pair that straddles a replace is retried
-            sig = _stat_sig(self.path)
+            sig = stat_sig(self.path)
             if sig is None:
                 return _Parsed(items=[], extra={}, bare_list=False), None
             if self.path.is_dir():
@@ -255,11 +231,11 @@ class TodoStore:
                 raise TodoError(f"{self.path}:1:{e.start + 1}: not UTF-8 text") from None
             except OSError as e:
                 raise TodoError(f"{self.path}: cannot read: {e.strerror or e}") from None
-            if _stat_sig(self.path) == sig:
+            if stat_sig(self.path) == sig:
                 return _parse(text, self.path), sig
-        return _parse(text, self.path), _stat_sig(self.path)
+        return _parse(text, self.path), stat_sig(self.path)
 
-    def _adopt(self, parsed: _Parsed, sig: _Sig | None) -> None:
+    def _adopt(self, parsed: _Parsed, sig: Sig | None) -> None:
         self.items = parsed.items
         self.extra = parsed.extra
         self._bare_list = parsed.bare_list
@@ -276,13 +252,13 @@ class TodoStore:
         try:
             parsed, sig = self._read_disk()
         except TodoError as e:
-            self.error, self.read_only, self._sig = str(e), True, _stat_sig(self.path)
+            self.error, self.read_only, self._sig = str(e), True, stat_sig(self.path)
             return
         self._adopt(parsed, sig)
 
     def reload_if_changed(self) -> bool:
         """Cheap check (stat only) for a change on disk; merges it into memory. True when anything changed."""
-        sig = _stat_sig(self.path)
+        sig = stat_sig(self.path)
         if sig == self._sig:
             return False
         try:
@@ -318,8 +294,16 @@ class TodoStore:
             raise TodoError("an item needs some text")
         if check is not None:
             parse_check(check)
-        item = TodoItem(
-            content=content, priority=priority, status="pending", id=uuid.uuid4().hex[:12], check=check
+        if priority not in PRIORITIES:
+            raise TodoError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
+        item = TodoItem.model_validate(
+            {
+                "content": content,
+                "priority": priority,
+                "status": "pending",
+                "id": uuid.uuid4().hex[:12],
+                "check": check,
+            }
         )
         item._key = f"id:{item.id}"
         self.items.append(item)
@@ -366,9 +350,46 @@ class TodoStore:
         del self.items[index]
         self.items.insert(new, it)
 
+    def apply(self, edit: TodoEdit) -> TodoResult:
+        """Make one TodoEdit in memory (the caller saves); TodoError for a bad index or value."""
+        i = edit.index
+        if edit.action == "add":
+            if not edit.content:
+                raise TodoError("a new item needs its text")
+            it = self.add(edit.content, edit.priority or "medium", edit.check or None)
+            return TodoResult(ok=True, message=f"todo added: {it.content}", index=len(self.items) - 1)
+        if i is None:
+            raise TodoError(f"todo {edit.action} needs an item number")
+        self._writable()
+        it = self._at(i)
+        where: int = i
+        if edit.action == "edit":
+            self.edit(i, content=edit.content, priority=edit.priority, check=edit.check)
+        elif edit.action == "toggle":
+            self.set_status(i, "pending" if it.status == "completed" else "completed")
+        elif edit.action == "delete":
+            self.delete(i)
+            where = max(0, i - 1)
+        elif edit.action in ("up", "down"):
+            delta = -1 if edit.action == "up" else 1
+            self.move(i, delta)
+            where = max(0, min(len(self.items) - 1, i + delta))
+        else:
+            self.set_status(i, _STATUS_OF[edit.action])
+        return TodoResult(ok=True, message=f"todo {i + 1}: {edit.action}", index=where)
+
+    def checkpoint(self) -> tuple[list[TodoItem], dict[str, Any]]:
+        """The items and top-level fields as they are now, to put back with `restore` when a save fails."""
+        return copy_items(self.items), copy.deepcopy(self.extra)
+
+    def restore(self, saved: tuple[list[TodoItem], dict[str, Any]]) -> None:
+        items, extra = saved
+        self.items, self.extra = copy_items(items), copy.deepcopy(extra)
+
     # -- writing
 
-    def _document(self) -> Any:
+    def document(self) -> Any:
+        """The file's content as it would be written now (the `todo list --json` output)."""
         todos = [it.to_file_dict() for it in self.items]
         if self._bare_list:
             return todos
@@ -415,7 +436,7 @@ class TodoStore:
         ours, ours_extra, bare = self.items, self.extra, self._bare_list
         disk_sig = self._sig
         for _ in range(20):
-            if _stat_sig(self.path) != disk_sig:
+            if stat_sig(self.path) != disk_sig:
                 try:
                     parsed, disk_sig = self._read_disk()
                 except TodoError as e:
@@ -432,13 +453,26 @@ class TodoStore:
                 break
         else:
             raise TodoError(f"not saved: {self.path} keeps changing on disk")
-        self._adopt(_Parsed(items=ours, extra=ours_extra, bare_list=bare), _stat_sig(self.path))
+        self._adopt(_Parsed(items=ours, extra=ours_extra, bare_list=bare), stat_sig(self.path))
         self.items = [it.model_copy(deep=True) for it in self._base]
         for it, b in zip(self.items, self._base, strict=True):
             it._key = b._key
 
 
 MAX_TODO_BYTES = 16 * 1024 * 1024
+
+
+_STATUS_OF = {"start": "in_progress", "complete": "completed", "cancel": "cancelled"}
+
+
+def copy_items(items: Sequence[TodoItem]) -> list[TodoItem]:
+    """Deep copies that keep each item's merge identity."""
+    out = []
+    for it in items:
+        c = it.model_copy(deep=True)
+        c._key = it._key
+        out.append(c)
+    return out
 
 
 def _read_bounded(path: Path) -> str:
@@ -450,16 +484,7 @@ def _read_bounded(path: Path) -> str:
     return data.decode("utf-8")
 
 
-def _fsync_dir(d: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _atomic_write(path: Path, text: str, backup: Path | None, expect: _Sig | None = None) -> bool:
+def _atomic_write(path: Path, text: str, backup: Path | None, expect: Sig | None = None) -> bool:
     """The shared writer (atomicio): temp file in the same directory + fsync + os.replace + fsync of the
     directory; a special file (/dev/null, a FIFO) is written directly and never backed up or replaced.
 
@@ -472,7 +497,7 @@ def _atomic_write(path: Path, text: str, backup: Path | None, expect: _Sig | Non
     def still_ours() -> bool:
         if backup is not None and path.is_file():
             _make_backup(path, backup)
-        return _stat_sig(path) == expect
+        return stat_sig(path) == expect
 
     return atomicio.write_file(path, text, before_replace=still_ours, tmp_suffix=".tmp")
 
@@ -497,325 +522,3 @@ def _make_backup(path: Path, backup: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
     os.replace(tmp, backup)
-
-
-# --- evidence -------------------------------------------------------------------------------------------
-
-CheckKind = Literal["service", "bench", "host", "gpu"]
-SERVICE_STATES = ("ready", "stopped", "starting", "unhealthy", "crashed", "unknown")
-HOST_STATES = ("connected", "disconnected", "connecting")
-GPU_METRICS = {"memory": "mem_used_mb", "mem": "mem_used_mb", "util": "util_gpu", "temp": "temp_c"}
-OPS = ("<=", ">=", "<", ">", "==", "!=")
-CHECK_HELP = (
-    "expected one of: 'service HOST/SVC ready|stopped|starting|unhealthy|crashed', "
-    "'bench HOST/SVC SET ok', 'host HOST connected|disconnected', "
-    "'gpu HOST:IDX memory|util|temp <|>|<=|>= N' (memory in MiB)"
-)
-
-
-class Check(BaseModel):
-    """A piece of evidence an item points at, parsed from its `check` text."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: CheckKind
-    host: str
-    service: str | None = None
-    state: str | None = None  # service / host state wanted
-    prompt_set: str | None = None
-    gpu_index: int | None = None
-    metric: str | None = None  # memory | util | temp
-    op: str | None = None
-    value: float | None = None
-    text: str = ""
-
-    @property
-    def service_ref(self) -> str:
-        return f"{self.host}/{self.service}"
-
-
-def _split_ref(ref: str, text: str) -> tuple[str, str]:
-    host, sep, svc = ref.partition("/")
-    if not sep or not host or not svc:
-        raise ValueError(f"bad check {text!r}: {ref!r} is not HOST/SVC; {CHECK_HELP}")
-    return host, svc
-
-
-def parse_check(text: str) -> Check:
-    """Parse a check text; ValueError with the accepted forms when it is not one of them."""
-    raw = " ".join(text.split())
-    # allow "memory<1000" without spaces around the operator
-    words = re.sub(r"\s*(<=|>=|==|!=|<|>)\s*", r" \1 ", raw).split()
-    if not words:
-        raise ValueError(f"empty check; {CHECK_HELP}")
-    kind = words[0].lower()
-    if kind == "service" and len(words) == 3:
-        host, svc = _split_ref(words[1], text)
-        state = words[2].lower()
-        if state not in SERVICE_STATES:
-            raise ValueError(f"bad check {text!r}: unknown service state {words[2]!r}; {CHECK_HELP}")
-        return Check(kind="service", host=host, service=svc, state=state, text=raw)
-    if kind == "bench" and len(words) == 4:
-        host, svc = _split_ref(words[1], text)
-        if words[3].lower() != "ok":
-            raise ValueError(f"bad check {text!r}: a bench check ends with 'ok'; {CHECK_HELP}")
-        return Check(kind="bench", host=host, service=svc, prompt_set=words[2], state="ok", text=raw)
-    if kind == "host" and len(words) == 3:
-        state = words[2].lower()
-        if state not in HOST_STATES:
-            raise ValueError(f"bad check {text!r}: unknown host state {words[2]!r}; {CHECK_HELP}")
-        return Check(kind="host", host=words[1], state=state, text=raw)
-    if kind == "gpu" and len(words) == 5:
-        host, sep, idx = words[1].rpartition(":")
-        if not sep or not host or not idx.isdigit():
-            raise ValueError(f"bad check {text!r}: {words[1]!r} is not HOST:INDEX; {CHECK_HELP}")
-        metric = words[2].lower()
-        if metric not in GPU_METRICS:
-            raise ValueError(f"bad check {text!r}: unknown GPU metric {words[2]!r}; {CHECK_HELP}")
-        if words[3] not in OPS:
-            raise ValueError(f"bad check {text!r}: unknown comparison {words[3]!r}; {CHECK_HELP}")
-        try:
-            value = float(words[4])
-        except ValueError:
-            raise ValueError(f"bad check {text!r}: {words[4]!r} is not a number; {CHECK_HELP}") from None
-        metric = "memory" if metric == "mem" else metric
-        return Check(
-            kind="gpu", host=host, gpu_index=int(idx), metric=metric, op=words[3], value=value, text=raw
-        )
-    raise ValueError(f"bad check {text!r}: {CHECK_HELP}")
-
-
-class EvidenceContext(Protocol):
-    """What evidence is judged against: the fleet's snapshot and the bench history."""
-
-    snapshot: FleetSnapshot
-
-    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
-        """True: the latest finished run had no failed prompt; False: it had; None: no such run."""
-        ...
-
-
-EvidenceState = Literal["verified", "failing", "unknown", "none"]
-
-
-class ItemEvidence(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    index: int  # 0-based position in the list
-    state: EvidenceState
-    detail: str = ""
-    mismatch: str | None = None
-
-
-def _compare(a: float, op: str, b: float) -> bool:
-    return {
-        "<": a < b,
-        ">": a > b,
-        "<=": a <= b,
-        ">=": a >= b,
-        "==": a == b,
-        "!=": a != b,
-    }[op]
-
-
-def _fmt(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else str(v)
-
-
-def check_evidence(chk: Check, ctx: EvidenceContext) -> tuple[EvidenceState, str]:
-    """Judge one check: verified / failing when observed, unknown when it cannot be observed now."""
-    if chk.kind == "bench":
-        ok = ctx.bench_ok(chk.service_ref, chk.prompt_set or "")
-        if ok is None:
-            return "unknown", f"no finished {chk.prompt_set} run of {chk.service_ref} in the bench history"
-        if ok:
-            return "verified", f"latest {chk.prompt_set} run of {chk.service_ref} had no failed prompt"
-        return "failing", f"latest {chk.prompt_set} run of {chk.service_ref} had failed prompts"
-    host = ctx.snapshot.host(chk.host)
-    if host is None:
-        return "unknown", f"no host '{chk.host}' in the fleet"
-    if chk.kind == "host":
-        st = "verified" if host.state == chk.state else "failing"
-        err = f" ({host.error})" if host.error and host.state != "connected" else ""
-        return st, f"host {chk.host} is {host.state}{err}"
-    if host.state != "connected":
-        return "unknown", f"host {chk.host} is {host.state}"
-    if chk.kind == "service":
-        svc = next((s for s in host.services if s.name == chk.service), None)
-        if svc is None:
-            return "unknown", f"no service '{chk.service_ref}' in the fleet"
-        st = "verified" if svc.state == chk.state else "failing"
-        return st, f"service {chk.service_ref} is {svc.state}"
-    # gpu
-    gpu = next((g for g in host.gpus if g.index == chk.gpu_index), None)
-    if gpu is None:
-        return "unknown", f"no GPU {chk.gpu_index} reported by {chk.host}"
-    attr = GPU_METRICS[chk.metric or "memory"]
-    val = getattr(gpu, attr)
-    unit = {"memory": " MiB", "util": " %", "temp": " C"}[chk.metric or "memory"]
-    if val is None:
-        return "unknown", f"GPU {chk.host}:{chk.gpu_index} {chk.metric} is not reported"
-    assert chk.op is not None and chk.value is not None
-    holds = _compare(float(val), chk.op, chk.value)
-    return (
-        "verified" if holds else "failing",
-        f"GPU {chk.host}:{chk.gpu_index} {chk.metric} is {_fmt(val)}{unit} "
-        f"({'' if holds else 'not '}{chk.op} {_fmt(chk.value)})",
-    )
-
-
-def evaluate(items: Sequence[TodoItem], ctx: EvidenceContext) -> list[ItemEvidence]:
-    """Each item's evidence state, and the mismatch between what it says and what the fleet shows."""
-    out: list[ItemEvidence] = []
-    for i, it in enumerate(items):
-        if not it.check:
-            out.append(ItemEvidence(index=i, state="none"))
-            continue
-        try:
-            chk = parse_check(it.check)
-        except ValueError as e:
-            out.append(ItemEvidence(index=i, state="unknown", detail=str(e)))
-            continue
-        state, detail = check_evidence(chk, ctx)
-        mismatch = None
-        if it.status == "completed" and state == "failing":
-            mismatch = "completed but evidence fails"
-        elif state == "verified" and it.status in ("pending", "in_progress"):
-            mismatch = f"evidence holds but still {it.status}"
-        out.append(ItemEvidence(index=i, state=state, detail=detail, mismatch=mismatch))
-    return out
-
-
-def apply_auto_complete(
-    store: TodoStore, evidence: Sequence[ItemEvidence], allowed: bool | None = None
-) -> list[int]:
-    """Complete the items whose evidence holds, when the user allows it; saves; returns their indices.
-
-    Allowed: `allowed` when given, else the store's `auto_complete` switch; an item with
-    `"auto_complete": true` in the file opts in on its own.
-    """
-    if store.read_only:
-        return []
-    on = store.auto_complete if allowed is None else allowed
-    done: list[int] = []
-    for ev in evidence:
-        if ev.state != "verified" or not 0 <= ev.index < len(store.items):
-            continue
-        it = store.items[ev.index]
-        if it.status not in ("pending", "in_progress"):
-            continue
-        if on or getattr(it, "auto_complete", None) is True:
-            it.status = "completed"
-            done.append(ev.index)
-    if done:
-        store.save()
-    return done
-
-
-# --- bench history adapter ------------------------------------------------------------------------------
-
-
-def _result_ref(r: dict[str, Any]) -> str | None:
-    for key in ("service", "service_ref", "ref"):
-        v = r.get(key)
-        if isinstance(v, str) and "/" in v:
-            return v
-    host, svc = r.get("host"), r.get("service") or r.get("name")
-    if isinstance(host, str) and isinstance(svc, str):
-        return f"{host}/{svc}"
-    return None
-
-
-def _result_failed(r: dict[str, Any]) -> bool:
-    if r.get("error"):
-        return True
-    for key in ("failed", "failed_prompts", "errors", "n_failed"):
-        v = r.get(key)
-        if isinstance(v, int | float) and v > 0:
-            return True
-        if isinstance(v, list) and v:
-            return True
-    for key in ("prompts", "requests", "samples"):
-        v = r.get(key)
-        if isinstance(v, list) and any(isinstance(p, dict) and p.get("error") for p in v):
-            return True
-    return False
-
-
-def _run_finished(run: dict[str, Any]) -> bool:
-    if run.get("finished") is False:
-        return False
-    status = run.get("status") or run.get("state")
-    # an interrupted run (ctrl+c, a lost host) never ran some prompts: no evidence either way
-    unfinished = ("running", "aborted", "cancelled", "started", "interrupted")
-    return not (isinstance(status, str) and status.lower() in unfinished)
-
-
-def _run_prompt_set(run: dict[str, Any]) -> str | None:
-    for key in ("prompt_set", "prompts", "set"):
-        v = run.get(key)
-        if isinstance(v, str):
-            return v
-    cfg = run.get("config")
-    if isinstance(cfg, dict):
-        return _run_prompt_set(cfg)
-    return None
-
-
-class HistoryBenchContext:
-    """Evidence context over a snapshot and the bench history JSONL.
-
-    Assumed line shape (tolerant; unknown lines are skipped): one JSON object per finished run with
-    `prompt_set` (or `prompts` / `config.prompt_set`), `results`: a list with `service` ("HOST/SVC", or
-    `host` + `service`), and per result an `error` string and/or a `failed` count (a list of per-prompt
-    results with `error` also counts). A run with `finished: false` or `status: running|aborted` is not
-    finished and is ignored. The latest matching run decides.
-    """
-
-    def __init__(self, snapshot: FleetSnapshot, history: Path | None = None) -> None:
-        self.snapshot = snapshot
-        self.history = Path(history) if history else DEFAULT_HISTORY
-        self._runs: list[dict[str, Any]] | None = None
-
-    def _load(self) -> list[dict[str, Any]]:
-        if self._runs is None:
-            runs: list[dict[str, Any]] = []
-            try:
-                with open(self.history, encoding="utf-8", errors="replace") as f:
-                    for line in f:
-                        try:
-                            obj = json.loads(line)
-                        except json.JSONDecodeError:
-                            continue
-                        if isinstance(obj, dict):
-                            runs.append(obj)
-            except OSError:
-                pass
-            self._runs = runs
-        return self._runs
-
-    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
-        for run in reversed(self._load()):
-            if _run_prompt_set(run) != prompt_set or not _run_finished(run):
-                continue
-            results = run.get("results")
-            if not isinstance(results, list):
-                continue
-            mine = [r for r in results if isinstance(r, dict) and _result_ref(r) == service_ref]
-            if mine:
-                return not any(_result_failed(r) for r in mine)
-        return None
-
-
-_HISTORY_CACHE: dict[str, tuple[_Sig | None, HistoryBenchContext]] = {}
-
-
-def bench_ok_from_history(history: Path | str, service_ref: str, prompt_set: str) -> bool | None:
-    """`bench_ok` over a history file, re-read only when the file changed (the fleet asks every second)."""
-    path = Path(history)
-    sig = _stat_sig(path)
-    cached = _HISTORY_CACHE.get(str(path))
-    if cached is None or cached[0] != sig:
-        cached = (sig, HistoryBenchContext(FleetSnapshot(), path))
-        _HISTORY_CACHE[str(path)] = cached
-    return cached[1].bench_ok(service_ref, prompt_set)

@@ -1,0 +1,46 @@
+"""Typed bench-history records for the tests of todo evidence: BenchRun lines as bench/history.py writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddtree_tui.bench.models import BenchRun, RequestResult
+
+
+def bench_run(prompt_set: str, results: list[tuple[str, str | None]], status: str = "complete") -> BenchRun:
+    """A run with one request per (HOST/SVC, error or None) pair."""
+    return BenchRun.model_validate(
+        {
+            "id": f"r-{prompt_set}-{len(results)}",
+            "status": status,
+            "started_at": "2026-01-01T00:00:00Z",
+            "prompt_set": prompt_set,
+            "sampling": {},
+            "repeats": 1,
+            "warmup": 0,
+            "concurrency": 1,
+            "results": [
+                RequestResult(
+                    service=svc,
+                    algorithm="dflash",
+                    mode=None,
+                    prompt_id=f"p{i}",
+                    repeat=0,
+                    seq=i,
+                    started_at=0.0,
+                    ok=err is None,
+                    error=err,
+                ).model_dump(mode="json")
+                for i, (svc, err) in enumerate(results)
+            ],
+        }
+    )
+
+
+def history_line(run: BenchRun) -> str:
+    return run.model_dump_json(by_alias=True)
+
+
+def write_history(path: Path, lines: list[BenchRun | str]) -> None:
+    """The history file: runs as JSON lines; a str is written as it is (a torn or foreign line)."""
+    path.write_text("\n".join(x if isinstance(x, str) else history_line(x) for x in lines) + "\n")
