@@ -1,9 +1,10 @@
 """Soak (`--soak --duration 30m --window 10s`): one load level held for a long time, measured in windows,
 each window joined with the service's GPUs and state, and drift flagged with the window where it began.
 
-Every service runs its own closed loop (the first level of --load, concurrency 1 by default) for the whole
-duration, all at once: a soak is about what sustained load does to each, not a comparison (that is what the
-interleaved levels of `--load` are for). A request belongs to the window in which it ended.
+One load level (the first of --load, concurrency 1 by default) is held for the whole duration. Services are
+compared interleaved, like every level of a load run: inside each window they take turns, one at a time, the
+order rotating window by window (A B, then B A, ...), so drift on one host or the hour of the day cannot bias
+the comparison; a service's window is measured over its own turn. Drift is detected per service.
 
 Each window, per service: the level metrics of loadrun.py (throughput, TTFT/TPOT/ITL/e2e percentiles, error
 rate, accept length, goodput) plus a probe at the window's end: /health (status and latency), whether the
@@ -383,38 +384,41 @@ class SoakRunner:
                 pr.gpus, pr.gpu_source = await self.gpu_probe(t)
         return pr
 
-    async def _windows(self, client: StreamClient, end: float) -> None:
+    async def _slot(
+        self, client: StreamClient, t: BenchTarget, until: float
+    ) -> tuple[list[RequestResult], float]:
+        """One service alone on the servers until `until` (in-flight requests finish): its results and the
+        seconds it ran. Only one service runs at a time, so every result appended meanwhile is its own."""
         r = self.runner
-        idx = 0
+        first, s0 = len(r.results), time.monotonic()
+        await self._lanes(client, t, until)
+        return [x for x in r.results[first:] if not x.warmup], time.monotonic() - s0
+
+    async def _windows(self, client: StreamClient, end: float) -> None:
+        """Window after window until `end`; inside each, the services take turns (the order rotating window by
+        window), each getting an equal share of what is left of the window, so drift on one host or a
+        slow start cannot bias the comparison; each service's window is measured over its own turn."""
+        r = self.runner
         t0 = self._t0_measure
+        n = len(r.targets)
+        idx = 0
         while True:
-            w_end = t0 + (idx + 1) * self.window_s
-            await asyncio.sleep(max(0.0, min(w_end, end) - time.monotonic()))
-            now = time.monotonic()
-            last = now >= end - 1e-6
-            if last:
-                await (
-                    self._lanes_done.wait()
-                )  # the window that ends the run takes every request it let finish
-            for t in r.targets:
-                lo, hi = (
-                    t0 + idx * self.window_s,
-                    (t0 + (idx + 1) * self.window_s) if not last else float("inf"),
-                )
-                ends = [(s, e) for s, e in r.spans.get(t.ref, [])]
-                rs = [
-                    x
-                    for x, (_, e) in zip(self._results(t.ref), ends, strict=False)
-                    if lo <= e < hi and not x.warmup
-                ]
-                span = min(now, end) - lo
-                m = level_service(t, rs, max(span, 1e-9), self.slo, None)
+            w_lo = time.monotonic()
+            w_hi = min(t0 + (idx + 1) * self.window_s, end)
+            k = idx % n
+            order = list(r.targets[k:]) + list(r.targets[:k])
+            for j, t in enumerate(order):
+                now = time.monotonic()
+                # what is left of the window, shared by the services still to run; never a turn of nothing
+                until = max(now + (w_hi - now) / (n - j), now + 0.25 * self.window_s / n)
+                rs, ran_s = await self._slot(client, t, until)
+                m = level_service(t, rs, max(ran_s, 1e-9), self.slo, None)
                 probe = await self._probe(client, t)
                 w = SoakWindow(
                     run_id=self.id,
                     index=idx,
-                    start_s=lo - t0,
-                    end_s=min(now, end) - t0,
+                    start_s=w_lo - t0,
+                    end_s=time.monotonic() - t0,
                     service=t.ref,
                     metrics=m,
                     probe=probe,
@@ -424,12 +428,8 @@ class SoakRunner:
                     append_line(self.log_path, w.model_dump(mode="json"))
                 self._emit(w)
             idx += 1
-            if last:
+            if time.monotonic() >= end - 1e-6:
                 return
-
-    def _results(self, ref: str) -> list[RequestResult]:
-        # the runner appends a service's results and spans in the same order, one of each per request
-        return [x for x in self.runner.results if x.service == ref]
 
     async def run(self) -> SoakRun:
         r = self.runner
@@ -443,16 +443,7 @@ class SoakRunner:
                      "duration_s": self.duration_s, "concurrency": self.concurrency},
                 )  # fmt: skip
             self._t0_measure = time.monotonic()
-            end = self._t0_measure + self.duration_s
-            self._lanes_done = asyncio.Event()
-
-            async def lanes() -> None:
-                try:
-                    await asyncio.gather(*(self._lanes(client, t, end) for t in r.targets))
-                finally:
-                    self._lanes_done.set()
-
-            await asyncio.gather(lanes(), self._windows(client, end))
+            await self._windows(client, self._t0_measure + self.duration_s)
         return self.build("complete")
 
     def build(self, status: str) -> SoakRun:

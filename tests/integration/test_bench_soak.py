@@ -102,3 +102,29 @@ def test_drift_rules_on_numbers() -> None:
     assert [(d.kind, d.window) for d in detect_drift(errors)] == [("error_onset", 6)]
     down = [_w(i, 100.0, healthy=i != 5) for i in range(8)]
     assert [(d.kind, d.window) for d in detect_drift(down)] == [("unhealthy", 5)]
+
+
+def test_soak_interleaves_services_and_flags_drift_on_the_one_that_drifts() -> None:
+    """Two services take turns inside every window (the order rotating), and a slowdown injected into one
+    is flagged for that one only."""
+    base = dict(algorithm="dflash", accept_length=3.0, decode_rate=60.0)
+    slow = SimConfig(port=free_port(), slowdown_after=7.0, slowdown_factor=3.0, **base)  # type: ignore[arg-type]
+    steady = SimConfig(port=free_port(), **base)  # type: ignore[arg-type]
+    with SimProcess(slow) as a, SimProcess(steady) as b:
+        targets = [
+            BenchTarget(ref="h/slow", base_url=a.base_url, algorithm="dflash", mode="linear"),
+            BenchTarget(ref="h/steady", base_url=b.base_url, algorithm="dflash", mode="linear"),
+        ]
+        req = BenchRequest(prompts="seed3", max_new_tokens=16, ignore_eos=True)
+        run = asyncio.run(run_soak(req, targets, parse_load("sync"), duration_s=6 * 2.0, window_s=2.0))
+    assert run.status == "complete" and run.failed == 0
+    by_window: dict[int, list[str]] = {}
+    for w in run.windows:
+        by_window.setdefault(w.index, []).append(w.service)
+        assert w.metrics.n > 0, w  # every service got a turn in every window
+    assert sorted(by_window) == list(range(6))
+    assert by_window[0] == ["h/slow", "h/steady"] and by_window[1] == ["h/steady", "h/slow"]
+    assert all(sorted(v) == ["h/slow", "h/steady"] for v in by_window.values())
+    decays = [(d.service, d.window) for d in run.drift if d.kind == "tok_s_decay"]
+    assert decays and all(svc == "h/slow" for svc, _ in decays), run.drift
+    assert decays[0][1] in (3, 4), run.drift
