@@ -676,6 +676,7 @@ class Fleet:
     ) -> LoadRun | SoakRun | AgenticRun:
         """A `--load` ladder, a soak or agentic sessions, as headless runs them (bench/loadrun.py, soak.py,
         agentic.py); every engine event is published as BenchEventWrap. LoadError for bad `load`/`slo`."""
+        from ddtree_tui.bench import history
         from ddtree_tui.bench.agentic import run_agentic
         from ddtree_tui.bench.load import parse_load, parse_slo
         from ddtree_tui.bench.loadrun import run_load
@@ -698,8 +699,9 @@ class Fleet:
                     max_new_tokens=max_new_tokens,
                     baseline=baseline or (refs[0] if refs else None),
                 )
+                run: LoadRun | SoakRun | AgenticRun
                 if sessions:
-                    return await run_agentic(
+                    run = await run_agentic(
                         req,
                         targets,
                         sessions=sessions,
@@ -707,8 +709,8 @@ class Fleet:
                         think_time_s=think_time_s,
                         on_turn=publish,
                     )
-                if soak:
-                    return await run_soak(
+                elif soak:
+                    run = await run_soak(
                         req,
                         targets,
                         spec,
@@ -717,10 +719,23 @@ class Fleet:
                         slo=slo_m,
                         gpu_probe=self._soak_gpu_probe(sim_gpu_probe),
                         on_event=publish,
+                        history_path=self.history_path,  # windows appended as they come
                     )
-                return await run_load(
-                    req, targets, spec, requests=requests, duration_s=duration_s, slo=slo_m, on_event=publish
-                )
+                else:
+                    run = await run_load(
+                        req,
+                        targets,
+                        spec,
+                        requests=requests,
+                        duration_s=duration_s,
+                        slo=slo_m,
+                        on_event=publish,
+                    )
+                try:
+                    history.append_shape(run, self.history_path)
+                except OSError as e:
+                    self._publish(Notice(severity="warning", text=f"bench history not written: {e}"))
+                return run
             finally:
                 self.bench_running = False
 
@@ -751,11 +766,16 @@ class Fleet:
 
         return probe
 
-    def bench_history(self) -> list[BenchRun]:
+    def bench_history(self) -> list[BenchRun | LoadRun | SoakRun | AgenticRun]:
+        """The last plain runs (read incrementally) and load / soak / agentic runs, oldest first."""
         from ddtree_tui.bench import history
 
         try:
-            return history.load_tail(self.history_path)  # the last runs, read incrementally
+            plain: list[BenchRun | LoadRun | SoakRun | AgenticRun] = list(
+                history.load_tail(self.history_path)
+            )
+            runs = plain + list(history.load_shapes(self.history_path))
+            return sorted(runs, key=lambda r: r.started_at)[-history.RECENT_RUNS :]
         except Exception as e:
             self._publish(Notice(severity="warning", text=f"bench history unreadable: {e}"))
             return []

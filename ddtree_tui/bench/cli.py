@@ -351,7 +351,7 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
             html_for_run(run, html_out, source=ns.json_out)
         except OSError as e:
             problems.append(f"cannot write {html_out}: {e.strerror or e}")
-    hist = Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
+    hist = _history_path(ns)
     try:
         history.append(run, hist)
     except OSError as e:
@@ -607,6 +607,7 @@ async def _run_soak(
         stop=stop,
         gates=sess.gates,
         where=sess.where,
+        history_path=_history_path(ns),  # the start line and each window as they come
     )
     _emit_shape_run(ns, run, soak_table(run))
     _write_load_html(ns, run)
@@ -643,8 +644,13 @@ async def _run_load(
     return EXIT_FAIL if run.failed else EXIT_OK
 
 
-def _emit_shape_run(ns: argparse.Namespace, run: Any, table: str) -> None:
-    """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly) and its --json file."""
+def _history_path(ns: argparse.Namespace) -> Path:
+    return Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
+
+
+def _emit_shape_run(ns: argparse.Namespace, run: history.ShapeRun, table: str) -> None:
+    """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly), its --json file and
+    its history line."""
     with contextlib.suppress(OSError):
         sys.stdout.write(table)
         sys.stdout.flush()
@@ -653,6 +659,11 @@ def _emit_shape_run(ns: argparse.Namespace, run: Any, table: str) -> None:
             _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
         except OSError as e:
             _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    hist = _history_path(ns)
+    try:
+        history.append_shape(run, hist)
+    except OSError as e:
+        _err(f"cannot append to history {hist}: {e.strerror or e}")
 
 
 def _write_load_html(ns: argparse.Namespace, run: Any) -> None:

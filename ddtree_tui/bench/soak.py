@@ -29,8 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
-import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -41,6 +39,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, Field
 
+from ddtree_tui.bench.jsonl import append_line
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.loadrun import LevelService, level_service
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
@@ -243,18 +242,6 @@ def detect_drift(windows: Sequence[SoakWindow]) -> list[Drift]:
     return sorted(out, key=lambda d: (d.window, d.service, d.kind))
 
 
-def append_line(path: Path, obj: dict[str, Any]) -> None:
-    """One JSON line appended (O_APPEND, one write, fsync): a crash keeps every line written before it."""
-    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-        with contextlib.suppress(OSError):  # a pipe or /dev/null cannot fsync
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, Any]:
     """(status, parsed JSON body or None); raises on a connection failure or the timeout."""
     async with asyncio.timeout(timeout):
@@ -316,6 +303,7 @@ class SoakRunner:
         on_event: Callable[[Any], None] | None = None,
         gates: Mapping[str, Gate] | None = None,
         where: Mapping[str, str] | None = None,
+        history_path: Path | None = None,
     ) -> None:
         if window_s <= 0 or duration_s <= 0:
             raise ValueError("--duration and --window must be above zero")
@@ -329,6 +317,7 @@ class SoakRunner:
         self.window_s = window_s
         self.slo = slo
         self.log_path = log_path
+        self.history_path = history_path  # the bench history: start line and windows as they come
         self.gpu_probe = gpu_probe
         self.on_event = on_event
         self.windows: list[SoakWindow] = []
@@ -424,12 +413,17 @@ class SoakRunner:
                     probe=probe,
                 )
                 self.windows.append(w)
-                if self.log_path is not None:
-                    append_line(self.log_path, w.model_dump(mode="json"))
+                self._log(w.model_dump(mode="json"))
                 self._emit(w)
             idx += 1
             if time.monotonic() >= end - 1e-6:
                 return
+
+    def _log(self, obj: dict[str, Any]) -> None:
+        """A line to the window log and the history, each appended at once (a crash loses no line)."""
+        for path in (self.log_path, self.history_path):
+            if path is not None:
+                append_line(obj, path)
 
     async def run(self) -> SoakRun:
         r = self.runner
@@ -437,11 +431,19 @@ class SoakRunner:
             await r.prepare(client)
             if self.log_path is not None:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                append_line(
-                    self.log_path,
-                    {"kind": "soak_started", "run_id": self.id, "window_s": self.window_s,
-                     "duration_s": self.duration_s, "concurrency": self.concurrency},
-                )  # fmt: skip
+            self._log(
+                {
+                    "kind": "soak_started",
+                    "run_id": self.id,
+                    "started_at": self.started_at.isoformat(),
+                    "window_s": self.window_s,
+                    "duration_s": self.duration_s,
+                    "concurrency": self.concurrency,
+                    "load_text": self.load.text,
+                    "prompt_set": r.prompt_set,
+                    "targets": [i.model_dump(mode="json") for i in r.infos.values()],
+                }
+            )
             self._t0_measure = time.monotonic()
             await self._windows(client, self._t0_measure + self.duration_s)
         return self.build("complete")
@@ -485,6 +487,7 @@ async def run_soak(
     stop: asyncio.Event | None = None,
     gates: Mapping[str, Gate] | None = None,
     where: Mapping[str, str] | None = None,
+    history_path: Path | None = None,
 ) -> SoakRun:
     """Run the soak; `stop` ends it with status "interrupted", keeping every finished window."""
     sr = SoakRunner(
@@ -499,6 +502,7 @@ async def run_soak(
         on_event=on_event,
         gates=gates,
         where=where,
+        history_path=history_path,
     )
     work = asyncio.ensure_future(sr.run())
     stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None

@@ -119,10 +119,38 @@ def _sweep_main(ns: argparse.Namespace) -> int | None:
     return EXIT_OK
 
 
+def _shapes_main(ns: argparse.Namespace) -> int | None:
+    """One load / soak / agentic run's JSON, or a history file with such runs: their tables (and with --html
+    the page of the one run); None when the input is not one (read as plain runs)."""
+    from ddtree_tui.report.loadhtml import shape_runs_in, shape_text, write_load_html
+
+    runs = shape_runs_in(ns.runs[0]) if len(ns.runs) == 1 else None
+    if not runs:
+        return None
+    for run in runs:
+        sys.stdout.write(shape_text(run) + ("\n" if len(runs) > 1 else ""))
+    sys.stdout.flush()
+    if ns.html_out:
+        last = runs[-1]
+        if len(runs) > 1 or last.kind == "agentic":
+            _err(f"{ns.runs[0]}: --html takes one load or soak run's JSON (--run-bench --load … --json FILE)")
+            return EXIT_USAGE
+        try:
+            size = write_load_html(last, ns.html_out)
+        except OSError as e:
+            _err(f"cannot write {ns.html_out}: {e.strerror or e}")
+            return EXIT_FAIL
+        print(f"wrote {ns.html_out} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
 def cli_main(ns: argparse.Namespace) -> int:
     sweep = _sweep_main(ns)
     if sweep is not None:
         return sweep
+    shapes = _shapes_main(ns)
+    if shapes is not None:
+        return shapes
     try:
         runs = load_runs(list(ns.runs))
     except ReportInputError as e:

@@ -701,7 +701,10 @@ class DDTreeApp(App[int]):
             return
 
         def done(res: dict[str, Any] | None) -> None:
-            if res:
+            if res and "shape" in res:  # a load shape, soak or agentic sessions: the pane runs and shows it
+                self.action_focus_pane(5)
+                self.query_one(BenchPane).start_shape(res["refs"], res["shape"])
+            elif res:
                 self.post_message(BenchIntent(**res))
 
         self.push_screen(BenchSetupScreen(refs, preselect), done)

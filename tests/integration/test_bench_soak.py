@@ -8,10 +8,19 @@ import asyncio
 import json
 from pathlib import Path
 
+from ddtree_tui.bench import history
 from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.loadrun import LevelService, Pctl
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
-from ddtree_tui.bench.soak import GpuWindow, ServiceProbe, SoakWindow, detect_drift, run_soak, sim_gpu_probe
+from ddtree_tui.bench.soak import (
+    GpuWindow,
+    ServiceProbe,
+    SoakRun,
+    SoakWindow,
+    detect_drift,
+    run_soak,
+    sim_gpu_probe,
+)
 from ddtree_tui.sim.process import SimProcess, free_port
 from ddtree_tui.sim.server import SimConfig
 
@@ -49,6 +58,7 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
                 log_path=log,
                 gpu_probe=sim_gpu_probe,
                 on_event=on_event,
+                history_path=tmp_path / "history.jsonl",
             )
         )
     assert run.status == "complete" and run.failed == 0 and run.concurrency == 2
@@ -66,6 +76,20 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert lines[0]["kind"] == "soak_started" and [x["index"] for x in lines[1:]] == list(range(8))
     assert seen == list(range(2, 10))
+    # the history got the same lines as they came: a crash before the run's own line loses no window (the
+    # soak is rebuilt, interrupted, with its drift); once the run is appended, that is what is read
+    hist = tmp_path / "history.jsonl"
+    assert [json.loads(x)["kind"] for x in hist.read_text().splitlines()] == ["soak_started"] + [
+        "soak_window"
+    ] * 8
+    (rebuilt,) = history.load_shapes(hist)
+    assert isinstance(rebuilt, SoakRun) and rebuilt.id == run.id and rebuilt.status == "interrupted"
+    assert [w.index for w in rebuilt.windows] == list(range(8)) and rebuilt.drift == run.drift
+    assert rebuilt.concurrency == 2 and [t.ref for t in rebuilt.targets] == ["h/spec"]
+    history.append_shape(run, hist)
+    (back,) = history.load_shapes(hist)
+    assert back.status == "complete" and back == run
+    assert history.load(hist) == []  # readers of plain runs skip every schema 2 line
     # the HTML report: the time series with the drift windows marked, and the windows table
     from ddtree_tui.report.loadhtml import render_soak
 

@@ -1,4 +1,7 @@
-"""Choose what to benchmark: services, prompt set, repeats, max new tokens and the baseline."""
+"""Choose what to benchmark: services, prompt set, repeats, max new tokens and the baseline; optionally a load
+shape (sync | concurrency:1,2,4 | rate:R | poisson:R[,seed] | sweep) with requests or a duration per level and
+SLOs, a soak, or agentic sessions. The load fields go through the CLI's parser (bench/load.py `shape_params`),
+and a bad one is shown in the dialog, which stays open."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
+from ddtree_tui.bench.load import LoadError, shape_params
+
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
 
 
@@ -19,11 +24,12 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
     BenchSetupScreen > #dialog { width: 76; max-width: 95%; height: auto; max-height: 95%; padding: 0 2;
         border: thick $accent; background: $surface; }
     BenchSetupScreen SelectionList { height: auto; max-height: 8; }
-    BenchSetupScreen #row { height: auto; }
-    BenchSetupScreen #row > * { width: 1fr; }
-    BenchSetupScreen #labels { height: 1; margin-top: 1; }
-    BenchSetupScreen #labels > * { width: 1fr; padding: 0 1; }
+    BenchSetupScreen .row { height: auto; }
+    BenchSetupScreen .row > * { width: 1fr; }
+    BenchSetupScreen .labels { height: 1; margin-top: 1; }
+    BenchSetupScreen .labels > * { width: 1fr; padding: 0 1; }
     BenchSetupScreen .field-label { color: $text-muted; }
+    BenchSetupScreen #load-error { color: $error; height: auto; }
     BenchSetupScreen #buttons { height: auto; align-horizontal: right; }
     BenchSetupScreen Button { margin-left: 2; }
     """
@@ -41,17 +47,42 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             yield SelectionList[str](
                 *[(f"{r}  ({st})", r, r in self.preselect) for r, st in self.refs], id="services"
             )
-            with Horizontal(id="labels"):
+            with Horizontal(classes="labels"):
                 yield Label("prompt set", classes="field-label")
                 yield Label("repeats (per prompt)", classes="field-label")
                 yield Label("max new tokens", classes="field-label")
-            with Horizontal(id="row"):
+            with Horizontal(classes="row"):
                 yield Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts")
                 yield Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats")
                 yield Input("128", placeholder="max new tokens", id="max-tokens", type="integer")
             yield Label("baseline (Δ columns are relative to it)", classes="field-label")
             baseline_opts = [(r, r) for r, _ in self.refs]
             yield Select(baseline_opts, prompt="baseline: first selected", id="baseline")
+            yield Label(
+                "load shape (blank: the plain run above): sync | concurrency:1,2,4 | rate:R | poisson:R[,seed]"
+                " | sweep",
+                classes="field-label",
+            )
+            yield Input("", placeholder="e.g. concurrency:1,2,4,8", id="load")
+            with Horizontal(classes="labels"):
+                yield Label("requests / level", classes="field-label")
+                yield Label("duration / level", classes="field-label")
+                yield Label("SLOs (ttft=200ms,tpot=20ms)", classes="field-label")
+            with Horizontal(classes="row"):
+                yield Input("", placeholder="e.g. 16", id="requests")
+                yield Input("", placeholder="e.g. 20s", id="duration")
+                yield Input("", placeholder="ttft=200ms,tpot=20ms", id="slo")
+            with Horizontal(classes="labels"):
+                yield Label("soak for", classes="field-label")
+                yield Label("soak window", classes="field-label")
+                yield Label("agentic sessions", classes="field-label")
+                yield Label("think time", classes="field-label")
+            with Horizontal(classes="row"):
+                yield Input("", placeholder="e.g. 30m", id="soak")
+                yield Input("", placeholder="10s", id="window")
+                yield Input("", placeholder="e.g. 4", id="sessions")
+                yield Input("", placeholder="0s", id="think-time")
+            yield Label("", id="load-error")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Run", id="run", variant="primary")
@@ -73,13 +104,30 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         except ValueError:
             self.notify("repeats and max new tokens are whole numbers", severity="error")
             return
+        base = baseline if isinstance(baseline, str) else None
+        field = {f: self.query_one(f"#{f}", Input).value for f in ("load", "requests", "duration", "slo")}
+        field |= {f: self.query_one(f"#{f}", Input).value for f in ("soak", "window", "sessions")}
+        try:
+            shape = shape_params(
+                **field,
+                think_time=self.query_one("#think-time", Input).value,
+                max_new_tokens=max_tokens,
+                baseline=base,
+            )
+        except LoadError as e:
+            self.query_one("#load-error", Label).update(str(e))
+            self.notify(str(e), severity="error")
+            return
+        if shape is not None:
+            self.dismiss({"refs": refs, "shape": shape})
+            return
         self.dismiss(
             {
                 "refs": refs,
                 "prompt_set": str(self.query_one("#prompts", Select).value),
                 "repeats": repeats,
                 "max_new_tokens": max_tokens,
-                "baseline": baseline if isinstance(baseline, str) else None,
+                "baseline": base,
             }
         )
 

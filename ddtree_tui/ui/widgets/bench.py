@@ -14,8 +14,14 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
+from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.load import ShapeParams
+from ddtree_tui.bench.loadrun import LoadRun
+from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.widgets.base import Pane, View, sync_table
+
+SHAPE_RUNS = (LoadRun, SoakRun, AgenticRun)
 
 
 def _get(obj: Any, *names: str, default: Any = None) -> Any:
@@ -250,6 +256,7 @@ class BenchPane(Pane):
     ]
     # what C runs (the grammar of bench/load.py); settable, e.g. "rate:2,4,8" or "poisson:4,7"
     load_text = "concurrency:1,2,4,8,16,32"
+    soak_s, soak_window_s = 60.0, 5.0  # what O runs (settable: a test shortens it); the dialog sets any
     DEFAULT_CSS = """
     BenchPane #bench-load { height: 3; }
     BenchPane #bench-load Sparkline { width: 1fr; height: 3; }
@@ -334,8 +341,8 @@ class BenchPane(Pane):
         history = view.extra.get("bench_history")
         run = live.run if not live.running else None
         from_session = run is not None
-        if run is None:
-            run = history[-1] if history else None
+        if run is None:  # the last plain run (load, soak and agentic runs are in the history list only)
+            run = next((r for r in reversed(history or []) if not isinstance(r, SHAPE_RUNS)), None)
         title, badge = results_title(run, live.running, from_session)
         self.query_one("#bench-results-title", Static).update(self.t(title, badge))
         self._render_results(run)
@@ -384,17 +391,18 @@ class BenchPane(Pane):
         snap = self.app.fleet.snapshot()  # type: ignore[attr-defined]
         return [f"{h.name}/{s.name}" for h in snap.hosts for s in h.services if s.state == "ready"]
 
-    def _start(self, what: str, **kw: Any) -> None:
-        refs = self._ready_refs()
+    def start_shape(self, refs: list[str], params: ShapeParams) -> None:
+        """Run a load shape, soak or agentic sessions (from the bench dialog or a key) through
+        Fleet.run_load_shape, the engine headless mode uses; the pane follows its events."""
         if not refs:
             self.app.notify("no ready service to load: launch one first", severity="warning")
             return
-        self.live.reset_load(f"starting {what} on {', '.join(refs)}")
-        self.run_worker(self._do(refs, kw), group="bench", exclusive=True, name="load")
+        self.live.reset_load(f"starting {params.what} on {', '.join(refs)}")
+        self.run_worker(self._do(refs, params), group="bench", exclusive=True, name="load")
 
-    async def _do(self, refs: list[str], kw: dict[str, Any]) -> None:
+    async def _do(self, refs: list[str], params: ShapeParams) -> None:
         try:
-            run = await self.app.fleet.run_load_shape(refs, **kw)  # type: ignore[attr-defined]
+            run = await self.app.fleet.run_load_shape(refs, **params.model_dump())  # type: ignore[attr-defined]
         except Exception as e:
             self.live.running = False
             self.live.status = f"failed: {e}"
@@ -408,13 +416,34 @@ class BenchPane(Pane):
             self.live.status = f"agentic finished · {len(run.session_results)} sessions · {run.failed} failed"
 
     def action_load_ladder(self) -> None:
-        self._start(self.load_text, load=self.load_text, max_new_tokens=64)
+        self.start_shape(self._ready_refs(), ShapeParams(load=self.load_text, max_new_tokens=64))
 
     def action_soak(self) -> None:
-        self._start("a soak", load="sync", soak=True, duration_s=60.0, window_s=5.0, max_new_tokens=64)
+        p = ShapeParams(soak=True, duration_s=self.soak_s, window_s=self.soak_window_s, max_new_tokens=64)
+        self.start_shape(self._ready_refs(), p)
 
     def action_agentic(self) -> None:
-        self._start("agentic sessions", sessions=4, turns=4, max_new_tokens=64)
+        self.start_shape(self._ready_refs(), ShapeParams(sessions=4, turns=4, max_new_tokens=64))
+
+    def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[Any]:
+        """A load, soak or agentic run in the history list: what it was, its services, its best out tok/s."""
+        best: float | None = None
+        baseline = "-"
+        if isinstance(run, LoadRun):
+            what = f"load {run.load_text}"
+            refs = [t.ref for t in run.targets]
+            thr = [s.output_throughput for lv in run.levels for s in lv.services if s.output_throughput]
+            best, baseline = max(thr, default=None), run.baseline or "-"
+        elif isinstance(run, SoakRun):
+            what = f"soak {run.duration_s:g} s"
+            refs = [t.ref for t in run.targets]
+            best = max((w.metrics.output_throughput or 0.0 for w in run.windows), default=None)
+        else:
+            what = f"agentic {run.sessions}×{run.turns}"
+            refs = sorted({t.service for t in run.turns_results})
+        st = "complete" if isinstance(run, AgenticRun) else run.status
+        status = self.t("⚠ interrupted", "bad") if st == "interrupted" else self.t(st, "dim")
+        return [run_when(run), status, what, ", ".join(refs), fmt.num(best, "{:.1f}"), baseline]
 
     def _render_results(self, run: Any) -> None:
         rows = []
@@ -478,6 +507,9 @@ class BenchPane(Pane):
     def _render_history(self, history: list[Any]) -> None:
         rows = []
         for i, run in enumerate(reversed(history[-20:])):
+            if isinstance(run, SHAPE_RUNS):
+                rows.append((f"{run.id}#{i}", self._shape_row(run)))
+                continue
             sums = run_summaries(run)
             best = max((summary_tok_s(s) or 0 for s in sums), default=None)
             status = str(_get(run, "status", default="complete"))
