@@ -139,7 +139,7 @@ def smoke_main(ns: argparse.Namespace) -> int:
         print("ddtree-tui: --max-new-tokens and --timeout must be positive", file=sys.stderr)
         return 2
     if ns.service.startswith(("http://", "https://")):
-        from ddtree_tui.bench.cli import url_list, url_ref
+        from ddtree_tui.bench.session import url_list, url_ref
         from ddtree_tui.bench.smoke import smoke_request
 
         try:

@@ -742,7 +742,7 @@ class Fleet:
     def _soak_gpu_probe(self, sim_probe: GpuProbe) -> GpuProbe:
         """A soak's GPU probe from this fleet's own telemetry (the host's latest samples of the service's
         GPUs); the simulator's modelled GPU for a simulated service."""
-        from ddtree_tui.bench.soak import GpuWindow
+        from ddtree_tui.bench.soak import gpu_windows
 
         async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
             host, svc = self._split(t.ref)
@@ -750,19 +750,7 @@ class Fleet:
             if spec.launcher == "sim":
                 return await sim_probe(t)
             view = self.snapshot().host(host.profile.name)
-            keep = set(spec.gpus or [])
-            gpus = [
-                GpuWindow(
-                    index=g.index,
-                    memory_used_mib=g.mem_used_mb,
-                    utilization_pct=g.util_gpu,
-                    power_w=g.power_w,
-                    temperature_c=g.temp_c,
-                )
-                for g in (view.gpus if view else [])
-                if not keep or g.index in keep
-            ]
-            return gpus, host.profile.telemetry.source
+            return gpu_windows(view.gpus if view else [], spec.gpus), host.profile.telemetry.source
 
         return probe
 

@@ -43,8 +43,9 @@ from ddtree_tui.bench.jsonl import append_line
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.loadrun import LevelService, level_service
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
-from ddtree_tui.bench.runner import BenchRunner, Gate
+from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.state import GpuSample
 
 SOAK_SCHEMA = 2
 DEFAULT_WINDOW_S = 10.0
@@ -271,21 +272,25 @@ def host_gpu_probe(transport: Any, profile: Any, gpus: Sequence[int] | None) -> 
 
     async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
         _, samples, _status = await snapshot_once(transport, profile, timeout=5.0)
-        keep = set(gpus or [])
-        out = [
-            GpuWindow(
-                index=g.index,
-                memory_used_mib=g.mem_used_mb,
-                utilization_pct=g.util_gpu,
-                power_w=g.power_w,
-                temperature_c=g.temp_c,
-            )
-            for g in samples
-            if not keep or g.index in keep
-        ]
-        return out, profile.telemetry.source
+        return gpu_windows(samples, gpus), profile.telemetry.source
 
     return probe
+
+
+def gpu_windows(samples: Sequence[GpuSample], gpus: Sequence[int] | None) -> list[GpuWindow]:
+    """The telemetry samples of a service's GPUs (all of them when it names none), as a window's probe."""
+    keep = set(gpus or [])
+    return [
+        GpuWindow(
+            index=g.index,
+            memory_used_mib=g.mem_used_mb,
+            utilization_pct=g.util_gpu,
+            power_w=g.power_w,
+            temperature_c=g.temp_c,
+        )
+        for g in samples
+        if not keep or g.index in keep
+    ]
 
 
 class SoakRunner:
@@ -504,19 +509,7 @@ async def run_soak(
         where=where,
         history_path=history_path,
     )
-    work = asyncio.ensure_future(sr.run())
-    stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
-    try:
-        await asyncio.wait({work} | ({stopper} if stopper else set()), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if stopper is not None:
-            stopper.cancel()
-    if work.done():
-        return work.result()
-    work.cancel()
-    with contextlib.suppress(BaseException):
-        await work
-    return sr.build("interrupted")
+    return await until_stopped(sr.run(), stop, lambda: sr.build("interrupted"))
 
 
 def soak_table(run: SoakRun) -> str:

@@ -16,7 +16,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 # mode -> "module:function"; each function takes the argparse namespace and returns an exit code
 HANDLERS: dict[str, str] = {
     "tui": "ddtree_tui.ui.app:cli_main",
-    "run-bench": "ddtree_tui.bench.cli:cli_main",
+    "run-bench": "ddtree_tui.cli.bench:cli_main",
     "status": "ddtree_tui.commands:status_main",
     "smoke": "ddtree_tui.commands:smoke_main",
     "launch": "ddtree_tui.services.cli:cli_main",

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Sparkline
 
-from ddtree_tui.config import resolve_profiles
-from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
+from tests.app.demo import demo_fleet, launch_both
 from tests.app.screen_text import screen_text, until
 
 
@@ -22,19 +21,11 @@ async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    fleet = Fleet(
-        resolve_profiles(None, None, True),
-        todos_path=tmp_path / "todos.json",
-        history_path=tmp_path / "history.jsonl",
-        demo=True,
-    )
+    fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:
         async with app.run_test(size=(120, 44)) as pilot:  # tabs: the Bench tab gets the screen
-            await until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
-            await pilot.press("3", "l", "down", "l")
-            snap = lambda: [s.state for h in app.fleet.snapshot().hosts for s in h.services]  # noqa: E731
-            await until(pilot, lambda: snap().count("ready") == 2, 40, "both services ready")
+            await launch_both(pilot)
             bench = app.query_one(BenchPane)
             bench.load_text = "concurrency:1,2,4"
             await pilot.press("5")

@@ -12,11 +12,10 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, SelectionList, Sparkline
 
-from ddtree_tui.config import resolve_profiles
-from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
+from tests.app.demo import demo_fleet, launch_both
 from tests.app.screen_text import screen_text, until
 from tests.app.test_dashboard import static_fleet
 
@@ -43,20 +42,11 @@ async def test_dialog_runs_a_ladder_and_a_poisson_rate_then_o_soaks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    fleet = Fleet(
-        resolve_profiles(None, None, True),
-        todos_path=tmp_path / "todos.json",
-        history_path=tmp_path / "history.jsonl",
-        demo=True,
-    )
+    fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:
         async with app.run_test(size=(120, 44)) as pilot:
-            await until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
-            await pilot.press("3", "l", "down", "l")
-            snap = lambda: [s.state for h in app.fleet.snapshot().hosts for s in h.services]  # noqa: E731
-            await until(pilot, lambda: snap().count("ready") == 2, 40, "both services ready")
-            await pilot.pause(0.5)  # the painted snapshot, which b preselects from, catches up
+            await launch_both(pilot)
             bench = app.query_one(BenchPane)
             levels = bench.query_one("#bench-levels", DataTable)
 

@@ -11,11 +11,22 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from ddtree_tui.bench.load import LoadError, shape_params
 
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
+
+
+def _fields(*fields: tuple[str, Widget]) -> ComposeResult:
+    """A row of labels over a row of fields, one column each."""
+    with Horizontal(classes="labels"):
+        for label, _ in fields:
+            yield Label(label, classes="field-label")
+    with Horizontal(classes="row"):
+        for _, widget in fields:
+            yield widget
 
 
 class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
@@ -47,14 +58,20 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             yield SelectionList[str](
                 *[(f"{r}  ({st})", r, r in self.preselect) for r, st in self.refs], id="services"
             )
-            with Horizontal(classes="labels"):
-                yield Label("prompt set", classes="field-label")
-                yield Label("repeats (per prompt)", classes="field-label")
-                yield Label("max new tokens", classes="field-label")
-            with Horizontal(classes="row"):
-                yield Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts")
-                yield Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats")
-                yield Input("128", placeholder="max new tokens", id="max-tokens", type="integer")
+            yield from _fields(
+                (
+                    "prompt set",
+                    Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts"),
+                ),
+                (
+                    "repeats (per prompt)",
+                    Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats"),
+                ),
+                (
+                    "max new tokens",
+                    Input("128", placeholder="max new tokens", id="max-tokens", type="integer"),
+                ),
+            )
             yield Label("baseline (Δ columns are relative to it)", classes="field-label")
             baseline_opts = [(r, r) for r, _ in self.refs]
             yield Select(baseline_opts, prompt="baseline: first selected", id="baseline")
@@ -64,24 +81,17 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
                 classes="field-label",
             )
             yield Input("", placeholder="e.g. concurrency:1,2,4,8", id="load")
-            with Horizontal(classes="labels"):
-                yield Label("requests / level", classes="field-label")
-                yield Label("duration / level", classes="field-label")
-                yield Label("SLOs (ttft=200ms,tpot=20ms)", classes="field-label")
-            with Horizontal(classes="row"):
-                yield Input("", placeholder="e.g. 16", id="requests")
-                yield Input("", placeholder="e.g. 20s", id="duration")
-                yield Input("", placeholder="ttft=200ms,tpot=20ms", id="slo")
-            with Horizontal(classes="labels"):
-                yield Label("soak for", classes="field-label")
-                yield Label("soak window", classes="field-label")
-                yield Label("agentic sessions", classes="field-label")
-                yield Label("think time", classes="field-label")
-            with Horizontal(classes="row"):
-                yield Input("", placeholder="e.g. 30m", id="soak")
-                yield Input("", placeholder="10s", id="window")
-                yield Input("", placeholder="e.g. 4", id="sessions")
-                yield Input("", placeholder="0s", id="think-time")
+            yield from _fields(
+                ("requests / level", Input("", placeholder="e.g. 16", id="requests")),
+                ("duration / level", Input("", placeholder="e.g. 20s", id="duration")),
+                ("SLOs (ttft=200ms,tpot=20ms)", Input("", placeholder="ttft=200ms,tpot=20ms", id="slo")),
+            )
+            yield from _fields(
+                ("soak for", Input("", placeholder="e.g. 30m", id="soak")),
+                ("soak window", Input("", placeholder="10s", id="window")),
+                ("agentic sessions", Input("", placeholder="e.g. 4", id="sessions")),
+                ("think time", Input("", placeholder="0s", id="think-time")),
+            )
             yield Label("", id="load-error")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel")
