@@ -300,12 +300,12 @@ class BenchRunner:
                 width = self.per_batch if self.req.concurrency > 1 else 1
                 for t in self.targets:
                     for i in range(self.req.warmup):
-                        batch = []
+                        warm = []
                         for j in range(width):
                             p = self.prompts[(i * width + j) % len(self.prompts)]
-                            batch.append(self._one(client, t, p, i, seq, True))
+                            warm.append(self._one(client, t, p, i, seq, True))
                             seq -= 1
-                        await asyncio.gather(*batch)
+                        await asyncio.gather(*warm)
                 await self._monitor_start()
                 for batch in self.batches:
                     await self._batch(client, batch)

@@ -1,8 +1,8 @@
 """Benchmark pane: per-prompt tok/s growing live while tokens stream, a progress bar, then the comparison
 table (tok/s, TTFT, accept length, delta vs baseline, each service's mode) and past runs from history.
 
-Bench engine events are read by shape (class name and field names), so the pane keeps working while the
-engine's models grow fields."""
+Engine events are matched on their models (isinstance); past runs are read by field name, since a follower
+(collector attach) may hand them over as plain JSON."""
 
 from __future__ import annotations
 
@@ -14,10 +14,18 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
-from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.agentic import AgenticRun, TurnResult
 from ddtree_tui.bench.load import ShapeParams
-from ddtree_tui.bench.loadrun import LoadRun
-from ddtree_tui.bench.soak import SoakRun
+from ddtree_tui.bench.loadrun import LevelFinished, LevelService, LevelStarted, LoadFinished, LoadRun
+from ddtree_tui.bench.models import (
+    PromptFinished,
+    PromptStarted,
+    RequestResult,
+    RunFinished,
+    RunStarted,
+    TokensReceived,
+)
+from ddtree_tui.bench.soak import SoakRun, SoakWindow
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.widgets.base import Pane, View, sync_table
 
@@ -63,54 +71,53 @@ class BenchLive:
         self.phase, self.load_run = "", None
         self.series_thr, self.series_ttft, self.levels, self.verdicts = [], [], [], []
 
-    def _point(self, label: str, svc: Any, first: bool) -> None:
-        thr = _get(svc, "output_throughput")
-        ttft = _get(_get(svc, "ttft_ms"), "p50")
+    def _point(self, label: str, svc: LevelService, first: bool) -> None:
+        thr, ttft = svc.output_throughput, svc.ttft_ms.p50
         if first:  # one point a level/window: the first service's (the baseline's)
             self.series_thr.append(float(thr or 0.0))
             self.series_ttft.append(float(ttft or 0.0))
         self.levels.append(
             {
                 "label": label,
-                "ref": str(_get(svc, "service", default="?")),
-                "n": _get(svc, "n", default=0),
-                "failed": _get(svc, "failed", default=0),
+                "ref": svc.service,
+                "n": svc.n,
+                "failed": svc.failed,
                 "thr": thr,
-                "rps": _get(svc, "request_throughput"),
+                "rps": svc.request_throughput,
                 "ttft": ttft,
-                "ttft99": _get(_get(svc, "ttft_ms"), "p99"),
-                "tpot": _get(_get(svc, "tpot_ms"), "p50"),
-                "goodput": _get(svc, "goodput_pct"),
-                "sat": bool(_get(svc, "saturated", default=False)),
+                "ttft99": svc.ttft_ms.p99,
+                "tpot": svc.tpot_ms.p50,
+                "goodput": svc.goodput_pct,
+                "sat": svc.saturated,
             }
         )
 
-    def apply_load(self, kind: str, ev: Any) -> bool:
+    def apply_load(self, ev: object) -> bool:
         """Load-shape, soak and agentic events; True when `ev` was one."""
-        if kind == "level_started":
+        if isinstance(ev, LevelStarted):
             self.running = True
             self.phase = f"level {ev.index + 1}/{ev.count} {ev.label}"
             self.status = f"load · {self.phase}"
-        elif kind == "level_finished":
+        elif isinstance(ev, LevelFinished):
             res = ev.result
             for i, svc in enumerate(res.services):
                 self._point(res.label, svc, i == 0)
             self.verdicts = [
                 f"{res.label} {d.service} {d.metric}: {d.verdict}" for d in res.deltas
             ] + self.verdicts[: 12 - len(res.deltas)]
-        elif kind == "soak_window":
+        elif isinstance(ev, SoakWindow):
             self.running = True
             self.phase = f"soak window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s)"
             self.status = f"soak · {self.phase}"
             first = not self.levels or self.levels[-1]["label"] != f"w{ev.index}"
             self._point(f"w{ev.index}", ev.metrics, first)
-        elif kind == "load_finished":
+        elif isinstance(ev, LoadFinished):
             self.load_run = ev.run
             self.running = False
             run = ev.run
             knee = ", ".join(f"{k}: {v or 'none'}" for k, v in run.knee.items())
             self.status = f"load finished ({run.status}) · {len(run.levels)} level(s) · knee {knee}"
-        elif kind == "turn":
+        elif isinstance(ev, TurnResult):
             self.phase = f"agentic {ev.session} turn {ev.turn}"
             self.status = f"agentic · {self.phase}"
             if ev.ok:
@@ -120,61 +127,54 @@ class BenchLive:
             return False
         return True
 
-    def apply(self, ev: Any) -> None:
-        """Fold one ddtree_tui.bench.models event (RunStarted, PromptStarted, TokensReceived, PromptFinished,
-        RunFinished) into the rows; read by `kind` and field names."""
-        kind = str(_get(ev, "kind", default=type(ev).__name__)).lower()
-        if type(ev).__name__ == "TurnResult":
-            kind = "turn"
-        if self.apply_load(kind, ev):
+    def apply(self, ev: object) -> None:
+        """Fold one engine event (bench/models.py, loadrun.py, soak.py, agentic.py) into what the pane shows,
+        matched on its model; anything else (a newer engine's event) is ignored."""
+        if self.apply_load(ev):
             return
-        if kind in ("run_started", "runstarted"):
-            self.reset(int(_get(ev, "total", default=0) or 0), "running")
+        if isinstance(ev, RunStarted):
+            self.reset(ev.total, "running")
             return
-        if kind in ("run_finished", "runfinished"):
-            self.run = _get(ev, "run", default=ev)
+        if isinstance(ev, RunFinished):
+            self.run = ev.run
             self.running = False
-            status = _get(self.run, "status", default="complete")
-            mark = "⚠ INTERRUPTED" if status == "interrupted" else status
+            mark = "⚠ INTERRUPTED" if ev.run.status == "interrupted" else ev.run.status
             self.status = f"finished ({mark}) · {self.done}/{self.total} requests"
             self.current = None
-            if _get(self.run, "client_bound", default=False):  # the client limited the numbers: say so
-                why = _get(_get(self.run, "client"), "reason", default=None)
+            if ev.run.client_bound:  # the client limited the numbers: say so
+                why = ev.run.client.reason if ev.run.client is not None else None
                 self.status += " · CLIENT-BOUND" + (f": {why}" if why else "")
             return
-        res = _get(ev, "result")
-        src = res if res is not None else ev
-        ref = str(_get(src, "service", "ref", default="?"))
-        prompt = str(_get(src, "prompt_id", "prompt", default="?"))
-        warm = bool(_get(src, "warmup", default=False))
-        rep = _get(src, "repeat", default=0)
-        key = f"{ref}|{prompt}|{'w' if warm else rep}"
+        if isinstance(ev, PromptFinished):
+            src: PromptStarted | TokensReceived | RequestResult = ev.result
+        elif isinstance(ev, PromptStarted | TokensReceived):
+            src = ev
+        else:
+            return
+        key = f"{src.service}|{src.prompt_id}|{'w' if src.warmup else src.repeat}"
         # 1-based like the headless report (`p1 #1` is the first measured request, `#2` the first repeat)
-        label = f"{prompt}" + (" (warm-up)" if warm else f" #{int(rep or 0) + 1}")
+        label = f"{src.prompt_id}" + (" (warm-up)" if src.warmup else f" #{src.repeat + 1}")
         row = self.rows.setdefault(
-            key, {"ref": ref, "prompt": label, "tokens": 0, "tok_s": None, "ttft": None, "state": "…"}
+            key, {"ref": src.service, "prompt": label, "tokens": 0, "tok_s": None, "ttft": None, "state": "…"}
         )
-        if kind in ("prompt_started", "promptstarted"):
+        if isinstance(ev, PromptStarted):
             row["state"] = "sending"
             self.current = key
-        elif kind in ("tokens_received", "tokensreceived"):
-            row["tokens"] = _get(ev, "tokens", default=row["tokens"])
-            row["tok_s"] = _get(ev, "tok_s", default=row["tok_s"])
+        elif isinstance(ev, TokensReceived):
+            row["tokens"] = ev.tokens
+            row["tok_s"] = ev.tok_s if ev.tok_s is not None else row["tok_s"]
             if row["ttft"] is None:  # the first tokens: time to first token, until the result has it exactly
-                elapsed = _get(ev, "elapsed_s")
-                row["ttft"] = float(elapsed) * 1000.0 if elapsed is not None else None
+                row["ttft"] = ev.elapsed_s * 1000.0
             row["state"] = "streaming"
             self.current = key
-        elif kind in ("prompt_finished", "promptfinished"):
-            row["tokens"] = _get(src, "output_tokens", default=row["tokens"])
-            row["tok_s"] = _get(src, "tok_s", default=row["tok_s"])
-            ttft = _get(src, "ttft_s")
-            row["ttft"] = ttft * 1000.0 if ttft is not None else row["ttft"]
-            row["accept"] = _get(src, "accept_length")
-            ok = _get(src, "ok", default=True)
-            row["state"] = "done" if ok else f"error: {_get(src, 'error', default='failed')}"
-            self.done = int(_get(ev, "done", default=self.done + (0 if warm else 1)))
-            self.total = int(_get(ev, "total", default=self.total))
+        else:
+            r = ev.result
+            row["tokens"] = r.output_tokens if r.output_tokens is not None else row["tokens"]
+            row["tok_s"] = r.tok_s if r.tok_s is not None else row["tok_s"]
+            row["ttft"] = r.ttft_s * 1000.0 if r.ttft_s is not None else row["ttft"]
+            row["accept"] = r.accept_length
+            row["state"] = "done" if r.ok else f"error: {r.error or 'failed'}"
+            self.done, self.total = ev.done, ev.total
         if self.running:
             self.status = f"running · {self.done}/{self.total} requests"
             if self.phase:
