@@ -278,7 +278,9 @@ def table(run: BenchRun) -> str:
         lines.append("")
         lines.append(f"{len(errors)} request(s) failed:")
         for bad in errors[:20]:
-            lines.append(f"  {bad.service} ({bad.mode or '-'}) {bad.prompt_id} #{bad.repeat + 1}: {bad.error}")
+            lines.append(
+                f"  {bad.service} ({bad.mode or '-'}) {bad.prompt_id} #{bad.repeat + 1}: {bad.error}"
+            )
         if len(errors) > 20:
             lines.append(f"  … and {len(errors) - 20} more")
     return "\n".join(lines) + "\n"

@@ -187,29 +187,13 @@ async def make_targets(
         ref = f"{host.name}/{spec.name}"
         mode = target_mode(spec)
         manifest = _manifest(host, spec)
+        model: dict[str, Any] = {"model": spec.served_model_name}
         if demo and host.is_local and spec.launcher == "sim":
             child = start_sim(sess, ref, host, spec)
             manifest["argv"] = sim_argv(host, spec, child.port)
-            targets.append(
-                BenchTarget(
-                    ref=ref,
-                    base_url=f"http://127.0.0.1:{child.port}",
-                    algorithm=spec.algorithm,
-                    mode=mode,
-                    **manifest,
-                )
-            )
+            port, model = child.port, {}
         elif host.is_local:
-            targets.append(
-                BenchTarget(
-                    ref=ref,
-                    base_url=f"http://127.0.0.1:{spec.port}",
-                    algorithm=spec.algorithm,
-                    mode=mode,
-                    **manifest,
-                    model=spec.served_model_name,
-                )
-            )
+            port = spec.port
         else:
             t = transports.get(host.name)
             if t is None:
@@ -226,16 +210,16 @@ async def make_targets(
                 raise RuntimeError(f"cannot forward port {spec.port} of host {host.name}: {e}") from None
             sess.where[ref] = f"http://127.0.0.1:{port} forwarded to port {spec.port} on {host.name} over ssh"
             sess.gates[ref] = _reconnect_gate(t, host, note)
-            targets.append(
-                BenchTarget(
-                    ref=ref,
-                    base_url=f"http://127.0.0.1:{port}",
-                    algorithm=spec.algorithm,
-                    mode=mode,
-                    **manifest,
-                    model=spec.served_model_name,
-                )
+        targets.append(
+            BenchTarget(
+                ref=ref,
+                base_url=f"http://127.0.0.1:{port}",
+                algorithm=spec.algorithm,
+                mode=mode,
+                **manifest,
+                **model,
             )
+        )
     for child in sess.sims:
         spec = next(s for h, s in chosen if f"{h.name}/{s.name}" == child.ref)
         await wait_healthy(child, spec.sim.load_time + 30.0)

@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ddtree_tui.bench.models import BenchRun, dump
@@ -81,6 +81,17 @@ def _err(msg: str) -> None:
     print(f"ddtree-tui report: {msg}", file=sys.stderr, flush=True)
 
 
+def _write(path: str, write: Callable[[], int]) -> int:
+    """Run an HTML writer (it returns the size in bytes) and say what it wrote, or why it could not."""
+    try:
+        size = write()
+    except OSError as e:
+        _err(f"cannot write {path}: {e.strerror or e}")
+        return EXIT_FAIL
+    print(f"wrote {path} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
 def _sweep_main(ns: argparse.Namespace) -> int | None:
     """A sweep's results.json is reported on its own (report/sweep.py); None when no input is one."""
     from ddtree_tui.report.sweep import is_sweep_results, load_sweep
@@ -110,12 +121,7 @@ def _sweep_main(ns: argparse.Namespace) -> int | None:
     if ns.html_out:
         from ddtree_tui.report.sweep import write_html as write_sweep_html
 
-        try:
-            size = write_sweep_html(ls, ns.html_out)
-        except OSError as e:
-            _err(f"cannot write {ns.html_out}: {e.strerror or e}")
-            return EXIT_FAIL
-        print(f"wrote {ns.html_out} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+        return _write(ns.html_out, lambda: write_sweep_html(ls, ns.html_out))
     return EXIT_OK
 
 
@@ -135,12 +141,7 @@ def _shapes_main(ns: argparse.Namespace) -> int | None:
         if len(runs) > 1 or last.kind == "agentic":
             _err(f"{ns.runs[0]}: --html takes one load or soak run's JSON (--run-bench --load … --json FILE)")
             return EXIT_USAGE
-        try:
-            size = write_load_html(last, ns.html_out)
-        except OSError as e:
-            _err(f"cannot write {ns.html_out}: {e.strerror or e}")
-            return EXIT_FAIL
-        print(f"wrote {ns.html_out} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+        return _write(ns.html_out, lambda: write_load_html(last, ns.html_out))
     return EXIT_OK
 
 
@@ -159,10 +160,5 @@ def cli_main(ns: argparse.Namespace) -> int:
     sys.stdout.write(terminal_text(runs))
     sys.stdout.flush()
     if ns.html_out:
-        try:
-            size = write_html(runs, ns.html_out)
-        except OSError as e:
-            _err(f"cannot write {ns.html_out}: {e.strerror or e}")
-            return EXIT_FAIL
-        print(f"wrote {ns.html_out} ({size / 1024:.0f} KiB)", file=sys.stderr, flush=True)
+        return _write(ns.html_out, lambda: write_html(runs, ns.html_out))
     return EXIT_OK
