@@ -19,8 +19,10 @@ from typing import Any
 
 SHAPES: list[tuple[str, list[str]]] = [
     ("sync", ["--load", "sync", "--requests", "8"]),
+    # 16 requests a level never keep more than 16 in flight: c=32 runs like c=16, so no knee shows
     ("concurrency", ["--load", "concurrency:1,2,4,8,16,32", "--requests", "16"]),
-    ("sweep", ["--load", "sweep", "--requests", "16"]),
+    ("concurrency", ["--load", "concurrency:1,2,4,8,16,32", "--duration", "3s"]),
+    ("sweep", ["--load", "sweep", "--duration", "3s"]),
     ("rate", ["--load", "rate:2,4,8,16", "--requests", "16"]),
     ("poisson", ["--load", "poisson:8,7", "--requests", "16"]),
     ("soak", ["--soak", "--load", "concurrency:2", "--duration", "30s", "--window", "5s"]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -15,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from ddtree_tui.bench.load import LoadError, shape_params
+from ddtree_tui.bench.models import BenchParams
 
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
 
@@ -131,15 +133,21 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         if shape is not None:
             self.dismiss({"refs": refs, "shape": shape})
             return
-        self.dismiss(
-            {
-                "refs": refs,
-                "prompt_set": str(self.query_one("#prompts", Select).value),
-                "repeats": repeats,
-                "max_new_tokens": max_tokens,
-                "baseline": base,
-            }
-        )
+        try:
+            params = BenchParams(
+                refs=refs,
+                prompt_set=str(self.query_one("#prompts", Select).value),
+                repeats=repeats,
+                max_new_tokens=max_tokens,
+                baseline=base,
+            )
+        except ValidationError as e:
+            err = e.errors()[0]
+            msg = f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}".replace("_", " ")
+            self.query_one("#load-error", Label).update(msg)
+            self.notify(msg, severity="error")
+            return
+        self.dismiss({"refs": refs, "params": params})
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
