@@ -787,7 +787,7 @@ class HistoryBenchContext:
                             obj = json.loads(line)
                         except json.JSONDecodeError:
                             continue
-                        if isinstance(obj, dict):
+                        if isinstance(obj, dict) and "kind" not in obj:  # plain runs: not load/soak lines
                             runs.append(obj)
             except OSError:
                 pass
