@@ -730,6 +730,7 @@ class Fleet(PubSub[FleetEvent]):
     ) -> LoadRun | SoakRun | AgenticRun:
         """A `--load` ladder, a soak or agentic sessions, as headless runs them (bench/loadrun.py, soak.py,
         agentic.py); every engine event is published as BenchEventWrap. LoadError for bad `load`/`slo`."""
+        from ddtree_tui.bench import history
         from ddtree_tui.bench.agentic import run_agentic
         from ddtree_tui.bench.load import parse_load, parse_slo
         from ddtree_tui.bench.loadrun import run_load
@@ -752,8 +753,9 @@ class Fleet(PubSub[FleetEvent]):
                     max_new_tokens=max_new_tokens,
                     baseline=baseline or (refs[0] if refs else None),
                 )
+                run: LoadRun | SoakRun | AgenticRun
                 if sessions:
-                    return await run_agentic(
+                    run = await run_agentic(
                         req,
                         targets,
                         sessions=sessions,
@@ -761,8 +763,8 @@ class Fleet(PubSub[FleetEvent]):
                         think_time_s=think_time_s,
                         on_turn=publish,
                     )
-                if soak:
-                    return await run_soak(
+                elif soak:
+                    run = await run_soak(
                         req,
                         targets,
                         spec,
@@ -771,17 +773,30 @@ class Fleet(PubSub[FleetEvent]):
                         slo=slo_m,
                         gpu_probe=self._soak_gpu_probe(sim_gpu_probe),
                         on_event=publish,
+                        history_path=self.history_path,  # windows appended as they come
                     )
-                return await run_load(
-                    req, targets, spec, requests=requests, duration_s=duration_s, slo=slo_m, on_event=publish
-                )
+                else:
+                    run = await run_load(
+                        req,
+                        targets,
+                        spec,
+                        requests=requests,
+                        duration_s=duration_s,
+                        slo=slo_m,
+                        on_event=publish,
+                    )
+                try:
+                    history.append_shape(run, self.history_path)
+                except OSError as e:
+                    self._publish(Notice(severity="warning", text=f"bench history not written: {e}"))
+                return run
             finally:
                 self.bench_running = False
 
     def _soak_gpu_probe(self, sim_probe: GpuProbe) -> GpuProbe:
         """A soak's GPU probe from this fleet's own telemetry (the host's latest samples of the service's
         GPUs); the simulator's modelled GPU for a simulated service."""
-        from ddtree_tui.bench.soak import GpuWindow
+        from ddtree_tui.bench.soak import gpu_windows
 
         async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
             host, svc = self._split(t.ref)
@@ -789,27 +804,20 @@ class Fleet(PubSub[FleetEvent]):
             if spec.launcher == "sim":
                 return await sim_probe(t)
             view = self.snapshot().host(host.profile.name)
-            keep = set(spec.gpus or [])
-            gpus = [
-                GpuWindow(
-                    index=g.index,
-                    memory_used_mib=g.mem_used_mb,
-                    utilization_pct=g.util_gpu,
-                    power_w=g.power_w,
-                    temperature_c=g.temp_c,
-                )
-                for g in (view.gpus if view else [])
-                if not keep or g.index in keep
-            ]
-            return gpus, host.profile.telemetry.source
+            return gpu_windows(view.gpus if view else [], spec.gpus), host.profile.telemetry.source
 
         return probe
 
-    def bench_history(self) -> list[BenchRun]:
+    def bench_history(self) -> list[BenchRun | LoadRun | SoakRun | AgenticRun]:
+        """The last plain runs (read incrementally) and load / soak / agentic runs, oldest first."""
         from ddtree_tui.bench import history
 
         try:
-            return history.load_tail(self.history_path)  # the last runs, read incrementally
+            plain: list[BenchRun | LoadRun | SoakRun | AgenticRun] = list(
+                history.load_tail(self.history_path)
+            )
+            runs = plain + list(history.load_shapes(self.history_path))
+            return sorted(runs, key=lambda r: r.started_at)[-history.RECENT_RUNS :]
         except Exception as e:
             self._publish(Notice(severity="warning", text=f"bench history unreadable: {e}"))
             return []

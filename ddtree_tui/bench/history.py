@@ -1,5 +1,10 @@
 """The benchmark history: one JSON line per run (the `--json` schema), appended atomically.
 
+Plain runs (schema 1) and load / soak / agentic runs (schema 2, told apart by `kind`) share the file. A soak
+also appends its start line and each window as it goes (`kind` soak_started / soak_window), then its whole
+run: a soak that never finished (a crash) is rebuilt from what it appended, status "interrupted", so at most
+the window in progress is lost. Readers of plain runs skip every schema 2 line.
+
 An append is one write() of a whole line on a file opened O_APPEND, under an advisory lock, then fsync, so
 two runs finishing together never interleave and a crash leaves at most a torn last line, which `load`
 skips.
@@ -9,23 +14,22 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from ddtree_tui.bench.models import BenchRun, dump
+from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.jsonl import append_line
+from ddtree_tui.bench.loadrun import LoadRun
+from ddtree_tui.bench.models import BenchRun, TargetInfo, dump
+from ddtree_tui.bench.soak import SoakRun, SoakWindow, detect_drift
 
 DEFAULT_HISTORY = Path(".ddtree") / "bench-history.jsonl"
 RECENT_RUNS = 20  # what a live view keeps: the TUI's bench pane shows the last 20 runs
 _TAILS_KEPT = 8  # history files followed at once by load_tail (one per fleet in practice)
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not on POSIX
-    fcntl = None  # type: ignore[assignment]
 
 
 def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HISTORY) -> Path:
@@ -34,29 +38,20 @@ def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HIS
         run, path = path, run
     if not isinstance(run, BenchRun) or isinstance(path, BenchRun):
         raise TypeError("append(run: BenchRun, path)")
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    data = (json.dumps(dump(run), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        # a torn last line from a crash would glue onto ours: start on a fresh line
-        size = os.fstat(fd).st_size
-        if size:
-            with open(p, "rb") as f:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    data = b"\n" + data
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.fsync(fd)  # /dev/null or a FIFO: nothing to sync (fsync would fail with EINVAL)
-    finally:
-        os.close(fd)
-    return p
+    return append_line(dump(run), path)
+
+
+ShapeRun = LoadRun | SoakRun | AgenticRun
+_SHAPES: dict[str, type[LoadRun] | type[SoakRun] | type[AgenticRun]] = {
+    "load": LoadRun,
+    "soak": SoakRun,
+    "agentic": AgenticRun,
+}
+
+
+def append_shape(run: ShapeRun, path: Path | str = DEFAULT_HISTORY) -> Path:
+    """Append a finished load, soak or agentic run (its --json object) as one line."""
+    return append_line(run.model_dump(mode="json", by_alias=True), path)
 
 
 def load(path: Path | str = DEFAULT_HISTORY) -> list[BenchRun]:
@@ -75,6 +70,72 @@ def load(path: Path | str = DEFAULT_HISTORY) -> list[BenchRun]:
         except (ValidationError, ValueError):
             continue
     return out
+
+
+def load_shapes(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUNS) -> list[ShapeRun]:
+    """The last `keep` load, soak and agentic runs, oldest first, with every soak that began but never
+    appended its run rebuilt from its start line and windows (status "interrupted")."""
+    try:
+        text = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    objs: list[Any] = []
+    for line in text.splitlines():
+        if b'"kind"' not in line:
+            continue  # a plain run (or a torn line)
+        try:
+            objs.append(json.loads(line))
+        except ValueError:
+            continue
+    return load_shapes_from(objs, keep)
+
+
+def load_shapes_from(objs: list[Any], keep: int = RECENT_RUNS) -> list[ShapeRun]:
+    """`load_shapes` on parsed lines: unreadable ones are skipped."""
+    runs: list[tuple[int, ShapeRun]] = []
+    started: dict[str, tuple[int, dict[str, Any]]] = {}
+    windows: dict[str, list[SoakWindow]] = {}
+    for i, obj in enumerate(objs):
+        try:
+            kind = obj.get("kind") if isinstance(obj, dict) else None
+            if kind == "soak_started":
+                started[str(obj.get("run_id"))] = (i, obj)
+            elif kind == "soak_window":
+                w = SoakWindow.model_validate(obj)
+                windows.setdefault(w.run_id, []).append(w)
+            elif kind in _SHAPES and "schema" in obj:
+                runs.append((i, _SHAPES[kind].model_validate(obj)))
+        except (ValidationError, ValueError):
+            continue
+    done = {r.id for _, r in runs}
+    for rid, (i, head) in started.items():
+        if rid in done:
+            continue
+        with_ws = windows.get(rid, [])
+        try:
+            runs.append(
+                (
+                    i,
+                    SoakRun(
+                        id=rid,
+                        status="interrupted",
+                        started_at=head["started_at"],
+                        load_text=head.get("load_text", "sync"),
+                        concurrency=head.get("concurrency", 1),
+                        duration_s=head.get("duration_s", 0.0),
+                        window_s=head.get("window_s", 10.0),
+                        prompt_set=head.get("prompt_set", "seed3"),
+                        targets=[TargetInfo.model_validate(t) for t in head.get("targets", [])],
+                        windows=with_ws,
+                        drift=detect_drift(with_ws),
+                        failed=sum(w.metrics.failed for w in with_ws),
+                    ),
+                )
+            )
+        except (ValidationError, KeyError, TypeError):
+            continue
+    runs.sort(key=lambda x: x[0])
+    return [r for _, r in runs[-max(1, keep) :]]
 
 
 def _parse(line: bytes) -> BenchRun | None:

@@ -174,3 +174,90 @@ def parse_slo(text: str) -> Slo:
     if not vals:
         raise LoadError("--slo is empty: give e.g. ttft=200ms,tpot=20ms")
     return Slo(**vals)
+
+
+class ShapeParams(BaseModel):
+    """A load ladder, soak or agentic run as the TUI asks for it: `Fleet.run_load_shape`'s keyword arguments,
+    validated (the texts already parsed once by the functions above, so a bad one never reaches a run)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    load: str = "sync"
+    requests: int | None = Field(default=None, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+    slo: str | None = None
+    soak: bool = False
+    window_s: float = Field(default=10.0, gt=0)
+    sessions: int | None = Field(default=None, ge=1)
+    turns: int = Field(default=6, ge=1)
+    think_time_s: float = Field(default=0.0, ge=0)
+    max_new_tokens: int = Field(default=128, ge=1)
+    baseline: str | None = None
+
+    @property
+    def what(self) -> str:
+        """How the run is named in the pane's status line."""
+        if self.sessions:
+            return f"{self.sessions} agentic sessions"
+        if self.soak:
+            return f"a {_num(self.duration_s or 0)} s soak ({self.load})"
+        return self.load
+
+
+def shape_params(
+    load: str = "",
+    *,
+    requests: str = "",
+    duration: str = "",
+    slo: str = "",
+    soak: str = "",
+    window: str = "",
+    sessions: str = "",
+    think_time: str = "",
+    max_new_tokens: int = 128,
+    baseline: str | None = None,
+) -> ShapeParams | None:
+    """The TUI dialog's load fields (texts, blank = not given) → ShapeParams, or None when every field is
+    blank (a plain run). The rules are the CLI's: --soak runs for a duration, not --requests; --duration or
+    --requests, not both; --sessions leaves out --load and --soak. LoadError names the field."""
+    load, requests, duration, slo = load.strip(), requests.strip(), duration.strip(), slo.strip()
+    soak, window, sessions, think_time = soak.strip(), window.strip(), sessions.strip(), think_time.strip()
+    if not any((load, requests, duration, slo, soak, window, sessions, think_time)):
+        return None
+    if sessions or think_time:
+        if load or soak or requests or duration:
+            raise LoadError("agentic sessions run closed-loop conversations: leave load and soak blank")
+        if not sessions.isdigit() or int(sessions) < 1:
+            raise LoadError(f"sessions {sessions!r}: a whole number, at least 1")
+        think = parse_duration(think_time, "think time") if think_time and think_time != "0" else 0.0
+        return ShapeParams(
+            sessions=int(sessions), think_time_s=think, max_new_tokens=max_new_tokens, baseline=baseline
+        )
+    spec = parse_load(load or "sync")
+    slo_text = parse_slo(slo).text if slo else None
+    if soak or window:
+        if not soak:
+            raise LoadError("a soak window needs a soak duration (e.g. 30m)")
+        if requests:
+            raise LoadError("a soak runs for its duration, not a number of requests")
+        return ShapeParams(
+            load=spec.text,
+            soak=True,
+            duration_s=parse_duration(soak, "soak duration"),
+            window_s=parse_duration(window, "window") if window else 10.0,
+            slo=slo_text,
+            max_new_tokens=max_new_tokens,
+            baseline=baseline,
+        )
+    if requests and duration:
+        raise LoadError("give a duration or a number of requests per level, not both")
+    if requests and (not requests.isdigit() or int(requests) < 1):
+        raise LoadError(f"--requests {requests!r}: a whole number, at least 1")
+    return ShapeParams(
+        load=spec.text,
+        requests=int(requests) if requests else None,
+        duration_s=parse_duration(duration) if duration else None,
+        slo=slo_text,
+        max_new_tokens=max_new_tokens,
+        baseline=baseline,
+    )

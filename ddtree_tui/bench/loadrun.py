@@ -25,7 +25,6 @@ LevelFinished.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import statistics
 import time
@@ -40,7 +39,7 @@ from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.metrics import percentile
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.runner import BenchRunner, Gate
+from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.worker import Worker
 
@@ -610,27 +609,12 @@ async def run_load(
         gates=gates,
         where=where,
     )
-    work = asyncio.ensure_future(lr.run())
-    stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
-    try:
-        await asyncio.wait({work} | ({stopper} if stopper else set()), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        work.cancel()
-        with contextlib.suppress(BaseException):
-            await work
-        lr._emit(LoadFinished(run=lr.build("interrupted")))
-        raise
-    finally:
-        if stopper is not None:
-            stopper.cancel()
-    if work.done():
-        run = work.result()
-    else:
-        work.cancel()
-        with contextlib.suppress(BaseException):
-            await work
-        run = lr.build("interrupted")
-    lr._emit(LoadFinished(run=run))
+
+    def finished(run: LoadRun) -> None:
+        lr._emit(LoadFinished(run=run))
+
+    run = await until_stopped(lr.run(), stop, lambda: lr.build("interrupted"), finished)
+    finished(run)
     return run
 
 

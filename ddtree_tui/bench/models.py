@@ -53,6 +53,19 @@ class SamplingParams(BaseModel):
     model: str | None = None  # --model, when given
 
 
+class BenchParams(BaseModel):
+    """A plain run as a user picks it: the bench dialog and the collector's bench intent build one, and it is
+    handed on as it is (Fleet.run_bench's keywords), so the list of choices is written once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    refs: list[str] = Field(min_length=1)
+    prompt_set: str = "seed3"
+    repeats: int = Field(default=1, ge=1, le=100)
+    max_new_tokens: int = Field(default=128, ge=1, le=32768)
+    baseline: str | None = None
+
+
 class BenchRequest(BaseModel):
     """What to run. `prompts` is a set name (seed3, agentic, longctx), a FILE.jsonl path or the prompts."""
 

@@ -277,8 +277,10 @@ def table(run: BenchRun) -> str:
     if errors:
         lines.append("")
         lines.append(f"{len(errors)} request(s) failed:")
-        for r in errors[:20]:
-            lines.append(f"  {r.service} ({r.mode or '-'}) {r.prompt_id} #{r.repeat + 1}: {r.error}")
+        for bad in errors[:20]:
+            lines.append(
+                f"  {bad.service} ({bad.mode or '-'}) {bad.prompt_id} #{bad.repeat + 1}: {bad.error}"
+            )
         if len(errors) > 20:
             lines.append(f"  … and {len(errors) - 20} more")
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from ddtree_tui.bench.client import measure_request, served_model, server_info
 from ddtree_tui.bench.loadmon import LoopMonitor, verdict
@@ -47,6 +48,8 @@ from ddtree_tui.bench.models import (
 from ddtree_tui.bench.prompts import Prompt, load_prompts
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.worker import Worker, WorkerError
+
+R = TypeVar("R")
 
 EventCallback = Callable[[BenchEvent], None]
 
@@ -297,12 +300,12 @@ class BenchRunner:
                 width = self.per_batch if self.req.concurrency > 1 else 1
                 for t in self.targets:
                     for i in range(self.req.warmup):
-                        batch = []
+                        warm = []
                         for j in range(width):
                             p = self.prompts[(i * width + j) % len(self.prompts)]
-                            batch.append(self._one(client, t, p, i, seq, True))
+                            warm.append(self._one(client, t, p, i, seq, True))
                             seq -= 1
-                        await asyncio.gather(*batch)
+                        await asyncio.gather(*warm)
                 await self._monitor_start()
                 for batch in self.batches:
                     await self._batch(client, batch)
@@ -463,26 +466,41 @@ async def run_bench(
     `gates` (by service ref) hold requests to a host whose SSH connection dropped until it is back;
     `where` describes a service's route for connection errors ("http://127.0.0.1:N -> host:port over ssh")."""
     runner = BenchRunner(req, targets, on_event, gates=gates, where=where)
-    work = asyncio.ensure_future(runner.run())
+
+    def finished(run: BenchRun) -> None:
+        runner._emit(RunFinished(run=run))
+
+    run = await until_stopped(runner.run(), stop, lambda: runner.build("interrupted"), finished)
+    finished(run)
+    return run
+
+
+async def until_stopped(
+    work: Awaitable[R],
+    stop: asyncio.Event | None,
+    interrupted: Callable[[], R],
+    on_cancel: Callable[[R], None] | None = None,
+) -> R:
+    """`work`'s result, or `interrupted()` once `stop` is set (work cancelled first, so what it measured is
+    final). Cancelling the caller cancels `work`, hands `interrupted()` to `on_cancel` and re-raises: the
+    one stop/teardown of a plain run, a load ladder and a soak."""
+    task = asyncio.ensure_future(work)
     stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
-        waiters = {work} | ({stopper} if stopper else set())
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task} | ({stopper} if stopper else set()), return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
-        work.cancel()
+        task.cancel()
         with contextlib.suppress(BaseException):
-            await work
-        runner._emit(RunFinished(run=runner.build("interrupted")))
+            await task
+        if on_cancel is not None:
+            on_cancel(interrupted())
         raise
     finally:
         if stopper is not None:
             stopper.cancel()
-    if work.done():
-        run = work.result()
-    else:
-        work.cancel()
-        with contextlib.suppress(BaseException):
-            await work
-        run = runner.build("interrupted")
-    runner._emit(RunFinished(run=run))
-    return run
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+    return interrupted()

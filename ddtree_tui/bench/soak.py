@@ -1,9 +1,10 @@
 """Soak (`--soak --duration 30m --window 10s`): one load level held for a long time, measured in windows,
 each window joined with the service's GPUs and state, and drift flagged with the window where it began.
 
-Every service runs its own closed loop (the first level of --load, concurrency 1 by default) for the whole
-duration, all at once: a soak is about what sustained load does to each, not a comparison (that is what the
-interleaved levels of `--load` are for). A request belongs to the window in which it ended.
+One load level (the first of --load, concurrency 1 by default) is held for the whole duration. Services are
+compared interleaved, like every level of a load run: inside each window they take turns, one at a time, the
+order rotating window by window (A B, then B A, ...), so drift on one host or the hour of the day cannot bias
+the comparison; a service's window is measured over its own turn. Drift is detected per service.
 
 Each window, per service: the level metrics of loadrun.py (throughput, TTFT/TPOT/ITL/e2e percentiles, error
 rate, accept length, goodput) plus a probe at the window's end: /health (status and latency), whether the
@@ -28,8 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
-import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -40,11 +39,13 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, Field
 
+from ddtree_tui.bench.jsonl import append_line
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.loadrun import LevelService, level_service
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
-from ddtree_tui.bench.runner import BenchRunner, Gate
+from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.state import GpuSample
 
 SOAK_SCHEMA = 2
 DEFAULT_WINDOW_S = 10.0
@@ -242,18 +243,6 @@ def detect_drift(windows: Sequence[SoakWindow]) -> list[Drift]:
     return sorted(out, key=lambda d: (d.window, d.service, d.kind))
 
 
-def append_line(path: Path, obj: dict[str, Any]) -> None:
-    """One JSON line appended (O_APPEND, one write, fsync): a crash keeps every line written before it."""
-    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-        with contextlib.suppress(OSError):  # a pipe or /dev/null cannot fsync
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, Any]:
     """(status, parsed JSON body or None); raises on a connection failure or the timeout."""
     async with asyncio.timeout(timeout):
@@ -283,21 +272,25 @@ def host_gpu_probe(transport: Any, profile: Any, gpus: Sequence[int] | None) -> 
 
     async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
         _, samples, _status = await snapshot_once(transport, profile, timeout=5.0)
-        keep = set(gpus or [])
-        out = [
-            GpuWindow(
-                index=g.index,
-                memory_used_mib=g.mem_used_mb,
-                utilization_pct=g.util_gpu,
-                power_w=g.power_w,
-                temperature_c=g.temp_c,
-            )
-            for g in samples
-            if not keep or g.index in keep
-        ]
-        return out, profile.telemetry.source
+        return gpu_windows(samples, gpus), profile.telemetry.source
 
     return probe
+
+
+def gpu_windows(samples: Sequence[GpuSample], gpus: Sequence[int] | None) -> list[GpuWindow]:
+    """The telemetry samples of a service's GPUs (all of them when it names none), as a window's probe."""
+    keep = set(gpus or [])
+    return [
+        GpuWindow(
+            index=g.index,
+            memory_used_mib=g.mem_used_mb,
+            utilization_pct=g.util_gpu,
+            power_w=g.power_w,
+            temperature_c=g.temp_c,
+        )
+        for g in samples
+        if not keep or g.index in keep
+    ]
 
 
 class SoakRunner:
@@ -315,6 +308,7 @@ class SoakRunner:
         on_event: Callable[[Any], None] | None = None,
         gates: Mapping[str, Gate] | None = None,
         where: Mapping[str, str] | None = None,
+        history_path: Path | None = None,
     ) -> None:
         if window_s <= 0 or duration_s <= 0:
             raise ValueError("--duration and --window must be above zero")
@@ -328,6 +322,7 @@ class SoakRunner:
         self.window_s = window_s
         self.slo = slo
         self.log_path = log_path
+        self.history_path = history_path  # the bench history: start line and windows as they come
         self.gpu_probe = gpu_probe
         self.on_event = on_event
         self.windows: list[SoakWindow] = []
@@ -383,53 +378,57 @@ class SoakRunner:
                 pr.gpus, pr.gpu_source = await self.gpu_probe(t)
         return pr
 
-    async def _windows(self, client: StreamClient, end: float) -> None:
+    async def _slot(
+        self, client: StreamClient, t: BenchTarget, until: float
+    ) -> tuple[list[RequestResult], float]:
+        """One service alone on the servers until `until` (in-flight requests finish): its results and the
+        seconds it ran. Only one service runs at a time, so every result appended meanwhile is its own."""
         r = self.runner
-        idx = 0
+        first, s0 = len(r.results), time.monotonic()
+        await self._lanes(client, t, until)
+        return [x for x in r.results[first:] if not x.warmup], time.monotonic() - s0
+
+    async def _windows(self, client: StreamClient, end: float) -> None:
+        """Window after window until `end`; inside each, the services take turns (the order rotating window by
+        window), each getting an equal share of what is left of the window, so drift on one host or a
+        slow start cannot bias the comparison; each service's window is measured over its own turn."""
+        r = self.runner
         t0 = self._t0_measure
+        n = len(r.targets)
+        idx = 0
         while True:
-            w_end = t0 + (idx + 1) * self.window_s
-            await asyncio.sleep(max(0.0, min(w_end, end) - time.monotonic()))
-            now = time.monotonic()
-            last = now >= end - 1e-6
-            if last:
-                await (
-                    self._lanes_done.wait()
-                )  # the window that ends the run takes every request it let finish
-            for t in r.targets:
-                lo, hi = (
-                    t0 + idx * self.window_s,
-                    (t0 + (idx + 1) * self.window_s) if not last else float("inf"),
-                )
-                ends = [(s, e) for s, e in r.spans.get(t.ref, [])]
-                rs = [
-                    x
-                    for x, (_, e) in zip(self._results(t.ref), ends, strict=False)
-                    if lo <= e < hi and not x.warmup
-                ]
-                span = min(now, end) - lo
-                m = level_service(t, rs, max(span, 1e-9), self.slo, None)
+            w_lo = time.monotonic()
+            w_hi = min(t0 + (idx + 1) * self.window_s, end)
+            k = idx % n
+            order = list(r.targets[k:]) + list(r.targets[:k])
+            for j, t in enumerate(order):
+                now = time.monotonic()
+                # what is left of the window, shared by the services still to run; never a turn of nothing
+                until = max(now + (w_hi - now) / (n - j), now + 0.25 * self.window_s / n)
+                rs, ran_s = await self._slot(client, t, until)
+                m = level_service(t, rs, max(ran_s, 1e-9), self.slo, None)
                 probe = await self._probe(client, t)
                 w = SoakWindow(
                     run_id=self.id,
                     index=idx,
-                    start_s=lo - t0,
-                    end_s=min(now, end) - t0,
+                    start_s=w_lo - t0,
+                    end_s=time.monotonic() - t0,
                     service=t.ref,
                     metrics=m,
                     probe=probe,
                 )
                 self.windows.append(w)
-                if self.log_path is not None:
-                    append_line(self.log_path, w.model_dump(mode="json"))
+                self._log(w.model_dump(mode="json"))
                 self._emit(w)
             idx += 1
-            if last:
+            if time.monotonic() >= end - 1e-6:
                 return
 
-    def _results(self, ref: str) -> list[RequestResult]:
-        # the runner appends a service's results and spans in the same order, one of each per request
-        return [x for x in self.runner.results if x.service == ref]
+    def _log(self, obj: dict[str, Any]) -> None:
+        """A line to the window log and the history, each appended at once (a crash loses no line)."""
+        for path in (self.log_path, self.history_path):
+            if path is not None:
+                append_line(obj, path)
 
     async def run(self) -> SoakRun:
         r = self.runner
@@ -437,22 +436,21 @@ class SoakRunner:
             await r.prepare(client)
             if self.log_path is not None:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                append_line(
-                    self.log_path,
-                    {"kind": "soak_started", "run_id": self.id, "window_s": self.window_s,
-                     "duration_s": self.duration_s, "concurrency": self.concurrency},
-                )  # fmt: skip
+            self._log(
+                {
+                    "kind": "soak_started",
+                    "run_id": self.id,
+                    "started_at": self.started_at.isoformat(),
+                    "window_s": self.window_s,
+                    "duration_s": self.duration_s,
+                    "concurrency": self.concurrency,
+                    "load_text": self.load.text,
+                    "prompt_set": r.prompt_set,
+                    "targets": [i.model_dump(mode="json") for i in r.infos.values()],
+                }
+            )
             self._t0_measure = time.monotonic()
-            end = self._t0_measure + self.duration_s
-            self._lanes_done = asyncio.Event()
-
-            async def lanes() -> None:
-                try:
-                    await asyncio.gather(*(self._lanes(client, t, end) for t in r.targets))
-                finally:
-                    self._lanes_done.set()
-
-            await asyncio.gather(lanes(), self._windows(client, end))
+            await self._windows(client, self._t0_measure + self.duration_s)
         return self.build("complete")
 
     def build(self, status: str) -> SoakRun:
@@ -494,6 +492,7 @@ async def run_soak(
     stop: asyncio.Event | None = None,
     gates: Mapping[str, Gate] | None = None,
     where: Mapping[str, str] | None = None,
+    history_path: Path | None = None,
 ) -> SoakRun:
     """Run the soak; `stop` ends it with status "interrupted", keeping every finished window."""
     sr = SoakRunner(
@@ -508,20 +507,9 @@ async def run_soak(
         on_event=on_event,
         gates=gates,
         where=where,
+        history_path=history_path,
     )
-    work = asyncio.ensure_future(sr.run())
-    stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
-    try:
-        await asyncio.wait({work} | ({stopper} if stopper else set()), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if stopper is not None:
-            stopper.cancel()
-    if work.done():
-        return work.result()
-    work.cancel()
-    with contextlib.suppress(BaseException):
-        await work
-    return sr.build("interrupted")
+    return await until_stopped(sr.run(), stop, lambda: sr.build("interrupted"))
 
 
 def soak_table(run: SoakRun) -> str:

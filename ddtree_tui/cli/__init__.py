@@ -16,7 +16,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 # mode -> "module:function"; each function takes the argparse namespace and returns an exit code
 HANDLERS: dict[str, str] = {
     "tui": "ddtree_tui.cli.tui:cli_main",
-    "run-bench": "ddtree_tui.bench.cli:cli_main",
+    "run-bench": "ddtree_tui.cli.bench:cli_main",
     "status": "ddtree_tui.cli.status:status_main",
     "smoke": "ddtree_tui.cli.smoke:smoke_main",
     "launch": "ddtree_tui.cli.services:cli_main",

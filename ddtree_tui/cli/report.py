@@ -12,7 +12,9 @@ import json
 import sys
 from collections.abc import Callable
 
+from ddtree_tui.bench.agentic import AgenticRun
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err
+from ddtree_tui.report.loadhtml import shape_runs_in, shape_text, write_load_html
 from ddtree_tui.report.output import terminal_text, write_html
 from ddtree_tui.report.runs import ReportInputError, load_runs
 from ddtree_tui.report.sweep import is_sweep_results, load_sweep
@@ -62,10 +64,31 @@ def _sweep_main(ns: argparse.Namespace) -> int | None:
     return _html(ns.html_out, lambda path: write_sweep_html(ls, path))
 
 
+def _shapes_main(ns: argparse.Namespace) -> int | None:
+    """One load / soak / agentic run's JSON, or a history file with such runs: their tables (and with --html
+    the page of the one run); None when the input is not one (read as plain runs)."""
+    runs = shape_runs_in(ns.runs[0]) if len(ns.runs) == 1 else None
+    if not runs:
+        return None
+    for run in runs:
+        sys.stdout.write(shape_text(run) + ("\n" if len(runs) > 1 else ""))
+    sys.stdout.flush()
+    if not ns.html_out:
+        return EXIT_OK
+    last = runs[-1]
+    if len(runs) > 1 or isinstance(last, AgenticRun):
+        _err(f"{ns.runs[0]}: --html takes one load or soak run's JSON (--run-bench --load … --json FILE)")
+        return EXIT_USAGE
+    return _html(ns.html_out, lambda path: write_load_html(last, path))
+
+
 def cli_main(ns: argparse.Namespace) -> int:
     sweep = _sweep_main(ns)
     if sweep is not None:
         return sweep
+    shapes = _shapes_main(ns)
+    if shapes is not None:
+        return shapes
     try:
         runs = load_runs(list(ns.runs))
     except ReportInputError as e:

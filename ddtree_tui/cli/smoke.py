@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import json
 
-from ddtree_tui.bench.cli import url_list, url_ref
+from ddtree_tui.bench.session import url_list, url_ref
 from ddtree_tui.bench.smoke import SmokeResult, smoke_request
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ddtree_tui.bench.models import BenchParams
 from ddtree_tui.events import Notice
 from ddtree_tui.todo import TodoAction, TodoEdit
 
@@ -30,12 +31,8 @@ class MoveIntent(ServiceIntent):
     to_host: str = Field(min_length=1)
 
 
-class BenchIntent(_Body):
-    refs: list[str] = Field(min_length=1)
-    prompt_set: str = "seed3"
-    repeats: int = Field(default=1, ge=1, le=100)
-    max_new_tokens: int = Field(default=128, ge=1, le=32768)
-    baseline: str | None = None
+class BenchIntent(BenchParams):
+    """The body of POST /intents/bench: the bench dialog's choices (bench/models.py BenchParams)."""
 
 
 class TodoIntent(_Body):
@@ -126,13 +123,7 @@ class IntentRoutes:
 
     async def _run_bench(self, b: BenchIntent) -> None:
         try:
-            await self.fleet.run_bench(
-                b.refs,
-                prompt_set=b.prompt_set,
-                repeats=b.repeats,
-                max_new_tokens=b.max_new_tokens,
-                baseline=b.baseline,
-            )
+            await self.fleet.run_bench(**b.model_dump())
         except Exception as e:
             self.fleet.publish(Notice(severity="error", text=f"bench failed: {e}"))
 

@@ -2,17 +2,25 @@
 load-level table with its verdicts and a throughput/latency-vs-level chart, or the soak's time series with
 the drift windows shaded. Self-contained like report/html.py (same CSS and CSP, no script, inline SVG).
 
+`ddtree-tui report` reads such a run's JSON, or a history file's load / soak / agentic runs, through
+`shape_runs_in`, and prints the table headless mode printed (`shape_text`).
+
 `LOAD_CHARTS` / `SOAK_CHARTS` take one function a chart, as html.CHARTS does for schema-1 runs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ddtree_tui import atomicio
+from ddtree_tui.bench import history
+from ddtree_tui.bench.agentic import agentic_table
+from ddtree_tui.bench.history import ShapeRun
 from ddtree_tui.bench.loadrun import LoadRun
-from ddtree_tui.bench.soak import SoakRun, SoakWindow
+from ddtree_tui.bench.loadrun import table as load_table
+from ddtree_tui.bench.soak import SoakRun, SoakWindow, soak_table
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
 
@@ -209,3 +217,30 @@ def write_load_html(run: LoadRun | SoakRun, path: Path | str) -> int:
         p.parent.mkdir(parents=True, exist_ok=True)
     atomicio.write_file(p, text)
     return len(text.encode())
+
+
+def shape_runs_in(path: str) -> list[ShapeRun] | None:
+    """The load, soak and agentic runs of `path` when it is one such run's --json file or a bench history
+    holding some (every kind, a soak that never finished rebuilt: bench/history.py); None otherwise, so the
+    caller reads it as a plain run and says what is wrong with it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        runs = history.load_shapes(path)  # a history file: one object a line
+        return runs or None
+    if isinstance(obj, dict) and "schema" in obj and obj.get("kind") in ("load", "soak", "agentic"):
+        return history.load_shapes_from([obj]) or None
+    return None
+
+
+def shape_text(run: ShapeRun) -> str:
+    """The table headless mode printed for the run."""
+    if isinstance(run, LoadRun):
+        return load_table(run)
+    if isinstance(run, SoakRun):
+        return soak_table(run)
+    return agentic_table(run)

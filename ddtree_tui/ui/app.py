@@ -24,6 +24,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
+from ddtree_tui.bench.models import BenchParams
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.todo import TodoEdit
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
@@ -520,41 +521,28 @@ class DDTreeApp(App[int]):
             return
 
         def done(res: dict[str, Any] | None) -> None:
-            if res:
-                self.post_message(BenchIntent(**res))
+            if res and "shape" in res:  # a load shape, soak or agentic sessions: the pane runs and shows it
+                self.action_focus_pane(5)
+                self.query_one(BenchPane).start_shape(res["refs"], res["shape"])
+            elif res:
+                self.post_message(BenchIntent(res["params"]))
 
         self.push_screen(BenchSetupScreen(refs, preselect), done)
 
     def on_bench_intent(self, msg: BenchIntent) -> None:
-        self.start_bench(msg.refs, msg.prompt_set, msg.repeats, msg.max_new_tokens, msg.baseline)
+        self.start_bench(msg.params)
 
-    def start_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> None:
+    def start_bench(self, params: BenchParams) -> None:
         pane = self.query_one(BenchPane)
-        pane.live.reset(0, f"starting: {prompt_set} on {', '.join(refs)}")
+        pane.live.reset(0, f"starting: {params.prompt_set} on {', '.join(params.refs)}")
         self._dirty.add("bench")
         self.action_focus_pane(5)
-        self.run_worker(
-            self._do_bench(refs, prompt_set, repeats, max_new_tokens, baseline),
-            group="bench",
-            exclusive=True,
-            name="bench",
-        )
+        self.run_worker(self._do_bench(params), group="bench", exclusive=True, name="bench")
 
-    async def _do_bench(
-        self, refs: list[str], prompt_set: str, repeats: int, max_new_tokens: int, baseline: str | None
-    ) -> Any:
+    async def _do_bench(self, params: BenchParams) -> Any:
         pane = self.query_one(BenchPane)
         try:
-            run = await self.fleet.run_bench(
-                refs, prompt_set=prompt_set, repeats=repeats, max_new_tokens=max_new_tokens, baseline=baseline
-            )
+            run = await self.fleet.run_bench(**params.model_dump())
         except Exception as e:
             pane.live.running = False
             pane.live.status = f"failed: {e}"
@@ -565,7 +553,7 @@ class DDTreeApp(App[int]):
             pane.live.status = str(getattr(run, "message", "bench did not run"))
         else:
             pane.live.run = run
-            pane.live.status = f"finished: {prompt_set} · {len(refs)} services"
+            pane.live.status = f"finished: {params.prompt_set} · {len(params.refs)} services"
         pane.live.running = False
         await self._load_bench_history()
         self._dirty.add("bench")

@@ -7,6 +7,8 @@ from typing import Literal
 
 from textual.message import Message
 
+from ddtree_tui.bench.models import BenchParams
+
 ServiceVerb = Literal["launch", "kill", "restart", "move", "logs", "bench", "smoke"]
 
 
@@ -50,22 +52,11 @@ class TodoIntent(Message):
 
 
 class BenchIntent(Message):
-    """Run a benchmark over these services."""
+    """Run a benchmark: the services and choices of the bench dialog."""
 
-    def __init__(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> None:
+    def __init__(self, params: BenchParams) -> None:
         super().__init__()
-        self.refs = refs
-        self.prompt_set = prompt_set
-        self.repeats = repeats
-        self.max_new_tokens = max_new_tokens
-        self.baseline = baseline
+        self.params = params
 
 
 class DrillDown(Message):

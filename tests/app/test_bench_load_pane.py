@@ -4,16 +4,13 @@ sessions, started from keys in the pane."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Sparkline
 
-from ddtree_tui.config import resolve_profiles
-from ddtree_tui.fleet import Fleet
-from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
+from tests.app.demo import demo_pilot
 from tests.app.screen_text import screen_text, until
 
 
@@ -21,43 +18,29 @@ from tests.app.screen_text import screen_text, until
 async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    fleet = Fleet(
-        resolve_profiles(None, None, True),
-        todos_path=tmp_path / "todos.json",
-        history_path=tmp_path / "history.jsonl",
-        demo=True,
-    )
-    app = DDTreeApp(fleet, demo=True, refresh_hz=10)
-    try:
-        async with app.run_test(size=(120, 44)) as pilot:  # tabs: the Bench tab gets the screen
-            await until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
-            await pilot.press("3", "l", "down", "l")
-            snap = lambda: [s.state for h in app.fleet.snapshot().hosts for s in h.services]  # noqa: E731
-            await until(pilot, lambda: snap().count("ready") == 2, 40, "both services ready")
-            bench = app.query_one(BenchPane)
-            bench.load_text = "concurrency:1,2,4"
-            await pilot.press("5")
-            await pilot.pause(0.3)
-            await pilot.press("C")
-            await until(pilot, lambda: bench.live.phase.startswith("level"), 20, "a level in progress")
-            await until(pilot, lambda: bench.live.load_run is not None, 90, "the ladder to finish")
-            await pilot.pause(0.5)
-            run = bench.live.load_run
-            assert [lv.label for lv in run.levels] == ["c=1", "c=2", "c=4"] and run.failed == 0
-            levels = bench.query_one("#bench-levels", DataTable)
-            assert levels.row_count == 6  # 3 levels × 2 services
-            assert len(bench.live.series_thr) == 3 and bench.live.series_thr[2] > bench.live.series_thr[0]
-            assert list(bench.query_one("#bench-spark-thr", Sparkline).data or []) == bench.live.series_thr
-            assert any("local/ddtree-shadow tok/s per request" in v for v in bench.live.verdicts)
-            text = screen_text(app)
-            assert "load finished" in text and "c=4" in text
-            await pilot.press("A")
-            await until(pilot, lambda: bench.live.phase.startswith("agentic"), 20, "agentic turns")
-            await until(
-                pilot, lambda: bench.live.status.startswith("agentic finished"), 90, "the sessions to end"
-            )
-            assert "0 failed" in bench.live.status
-            assert max(bench.live.series_thr) > 0  # cached tokens seen across turns
-    finally:
-        await asyncio.wait_for(fleet.stop(), 20)
+    async with demo_pilot(tmp_path, monkeypatch) as pilot:
+        app = pilot.app
+        bench = app.query_one(BenchPane)
+        bench.load_text = "concurrency:1,2,4"
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        await pilot.press("C")
+        await until(pilot, lambda: bench.live.phase.startswith("level"), 20, "a level in progress")
+        await until(pilot, lambda: bench.live.load_run is not None, 90, "the ladder to finish")
+        await pilot.pause(0.5)
+        run = bench.live.load_run
+        assert [lv.label for lv in run.levels] == ["c=1", "c=2", "c=4"] and run.failed == 0
+        levels = bench.query_one("#bench-levels", DataTable)
+        assert levels.row_count == 6  # 3 levels × 2 services
+        assert len(bench.live.series_thr) == 3 and bench.live.series_thr[2] > bench.live.series_thr[0]
+        assert list(bench.query_one("#bench-spark-thr", Sparkline).data or []) == bench.live.series_thr
+        assert any("local/ddtree-shadow tok/s per request" in v for v in bench.live.verdicts)
+        text = screen_text(app)
+        assert "load finished" in text and "c=4" in text
+        await pilot.press("A")
+        await until(pilot, lambda: bench.live.phase.startswith("agentic"), 20, "agentic turns")
+        await until(
+            pilot, lambda: bench.live.status.startswith("agentic finished"), 90, "the sessions to end"
+        )
+        assert "0 failed" in bench.live.status
+        assert max(bench.live.series_thr) > 0  # cached tokens seen across turns

@@ -119,6 +119,20 @@ def test_rate_run_headless_two_services_interleaved_with_verdicts(tmp_path: Path
     page = html.read_text()
     assert 'id="chart-load-levels"' in page and "<script" not in page and "8 req/s" in page
     assert "Against the baseline local/a" in page and "tok/s per request" in page
+    # appended to the history as it completed; `ddtree-tui report` reads it back (the history or the JSON)
+    hist = tmp_path / "h.jsonl"
+    lines = [json.loads(x) for x in hist.read_text().splitlines()]
+    assert [x["kind"] for x in lines] == ["load"] and lines[0]["id"] == doc["id"]
+    for src in (hist, out):
+        r = subprocess.run(
+            [sys.executable, "-m", "ddtree_tui.cli", "report", str(src)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        assert f"load {doc['id']}" in r.stdout and "4 req/s local/b tok/s per request:" in r.stdout
 
 
 def test_bad_load_text_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:

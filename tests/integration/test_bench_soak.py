@@ -8,10 +8,19 @@ import asyncio
 import json
 from pathlib import Path
 
+from ddtree_tui.bench import history
 from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.loadrun import LevelService, Pctl
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
-from ddtree_tui.bench.soak import GpuWindow, ServiceProbe, SoakWindow, detect_drift, run_soak, sim_gpu_probe
+from ddtree_tui.bench.soak import (
+    GpuWindow,
+    ServiceProbe,
+    SoakRun,
+    SoakWindow,
+    detect_drift,
+    run_soak,
+    sim_gpu_probe,
+)
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from tests.util import free_port
@@ -50,6 +59,7 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
                 log_path=log,
                 gpu_probe=sim_gpu_probe,
                 on_event=on_event,
+                history_path=tmp_path / "history.jsonl",
             )
         )
     assert run.status == "complete" and run.failed == 0 and run.concurrency == 2
@@ -67,6 +77,20 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert lines[0]["kind"] == "soak_started" and [x["index"] for x in lines[1:]] == list(range(8))
     assert seen == list(range(2, 10))
+    # the history got the same lines as they came: a crash before the run's own line loses no window (the
+    # soak is rebuilt, interrupted, with its drift); once the run is appended, that is what is read
+    hist = tmp_path / "history.jsonl"
+    assert [json.loads(x)["kind"] for x in hist.read_text().splitlines()] == ["soak_started"] + [
+        "soak_window"
+    ] * 8
+    (rebuilt,) = history.load_shapes(hist)
+    assert isinstance(rebuilt, SoakRun) and rebuilt.id == run.id and rebuilt.status == "interrupted"
+    assert [w.index for w in rebuilt.windows] == list(range(8)) and rebuilt.drift == run.drift
+    assert rebuilt.concurrency == 2 and [t.ref for t in rebuilt.targets] == ["h/spec"]
+    history.append_shape(run, hist)
+    (back,) = history.load_shapes(hist)
+    assert back.status == "complete" and back == run
+    assert history.load(hist) == []  # readers of plain runs skip every schema 2 line
     # the HTML report: the time series with the drift windows marked, and the windows table
     from ddtree_tui.report.loadhtml import render_soak
 
@@ -103,3 +127,29 @@ def test_drift_rules_on_numbers() -> None:
     assert [(d.kind, d.window) for d in detect_drift(errors)] == [("error_onset", 6)]
     down = [_w(i, 100.0, healthy=i != 5) for i in range(8)]
     assert [(d.kind, d.window) for d in detect_drift(down)] == [("unhealthy", 5)]
+
+
+def test_soak_interleaves_services_and_flags_drift_on_the_one_that_drifts() -> None:
+    """Two services take turns inside every window (the order rotating), and a slowdown injected into one
+    is flagged for that one only."""
+    base = dict(algorithm="dflash", accept_length=3.0, decode_rate=60.0)
+    slow = SimConfig(port=free_port(), slowdown_after=7.0, slowdown_factor=3.0, **base)  # type: ignore[arg-type]
+    steady = SimConfig(port=free_port(), **base)  # type: ignore[arg-type]
+    with SimProcess(slow) as a, SimProcess(steady) as b:
+        targets = [
+            BenchTarget(ref="h/slow", base_url=a.base_url, algorithm="dflash", mode="linear"),
+            BenchTarget(ref="h/steady", base_url=b.base_url, algorithm="dflash", mode="linear"),
+        ]
+        req = BenchRequest(prompts="seed3", max_new_tokens=16, ignore_eos=True)
+        run = asyncio.run(run_soak(req, targets, parse_load("sync"), duration_s=6 * 2.0, window_s=2.0))
+    assert run.status == "complete" and run.failed == 0
+    by_window: dict[int, list[str]] = {}
+    for w in run.windows:
+        by_window.setdefault(w.index, []).append(w.service)
+        assert w.metrics.n > 0, w  # every service got a turn in every window
+    assert sorted(by_window) == list(range(6))
+    assert by_window[0] == ["h/slow", "h/steady"] and by_window[1] == ["h/steady", "h/slow"]
+    assert all(sorted(v) == ["h/slow", "h/steady"] for v in by_window.values())
+    decays = [(d.service, d.window) for d in run.drift if d.kind == "tok_s_decay"]
+    assert decays and all(svc == "h/slow" for svc, _ in decays), run.drift
+    assert decays[0][1] in (3, 4), run.drift

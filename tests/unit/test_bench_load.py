@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from ddtree_tui.bench import stats
-from ddtree_tui.bench.load import LoadError, Slo, parse_duration, parse_load, parse_slo, sweep_levels
+from ddtree_tui.bench.load import (
+    LoadError,
+    Slo,
+    parse_duration,
+    parse_load,
+    parse_slo,
+    shape_params,
+    sweep_levels,
+)
 from ddtree_tui.bench.loadrun import (
     LevelService,
     Pctl,
@@ -168,3 +176,32 @@ def test_plain_run_summary_delta_agrees_with_its_column_and_has_a_verdict() -> N
     assert sb.delta_method == "bootstrap" and sb.delta_tok_s_lo_pct > 10 and sb.delta_tok_s_hi_pct < 30
     assert sb.delta_verdict.startswith("h/b faster by 20.0 % ± ")
     assert sa.delta_verdict is None
+
+
+def test_dialog_fields_parse_like_the_cli() -> None:
+    assert shape_params() is None  # every field blank: a plain run
+    p = shape_params("Concurrency:1,2,4", requests="16", slo="ttft=0.2s", max_new_tokens=64)
+    assert p is not None and (p.load, p.requests, p.slo, p.soak) == (
+        "concurrency:1,2,4",
+        16,
+        "ttft=200ms",
+        False,
+    )
+    p = shape_params("poisson:4,7", duration="30s")
+    assert p is not None and (p.load, p.duration_s, p.requests) == ("poisson:4,7", 30.0, None)
+    p = shape_params(soak="30m", window="5s")
+    assert p is not None and (p.load, p.soak, p.duration_s, p.window_s) == ("sync", True, 1800.0, 5.0)
+    p = shape_params(sessions="4", think_time="1.5s")
+    assert p is not None and (p.sessions, p.think_time_s, p.soak) == (4, 1.5, False)
+    for kw, msg in (
+        ({"load": "ramp:4"}, "expected sync, concurrency"),
+        ({"load": "sync", "requests": "4", "duration": "5s"}, "not both"),
+        ({"soak": "1m", "requests": "3"}, "not a number of requests"),
+        ({"window": "5s"}, "needs a soak duration"),
+        ({"sessions": "2", "load": "sync"}, "leave load and soak blank"),
+        ({"sessions": "two"}, "sessions 'two'"),
+        ({"requests": "0"}, "at least 1"),
+        ({"slo": "ttft=fast"}, "is not a time"),
+    ):
+        with pytest.raises(LoadError, match=msg):
+            shape_params(**kw)  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ PKG = Path(__file__).resolve().parents[2] / "ddtree_tui"
 ALLOWED_DIRS = ("cli/", "ui/", "remote/")
 # still to move (issue 12, other helpers' branches); the lead empties this list once they are merged
 NOT_YET_MOVED = {
-    "bench/cli.py",
     "report/browser.py",  # `python -m ddtree_tui.report.browser`, a checker tool of its own
     # the simulated server is a program of its own (`ddtree-tui sim`, a child process): its log lines go to its
     # stderr in SGLang's format, which is what the log parser reads, as from the real server

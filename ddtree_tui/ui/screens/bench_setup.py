@@ -1,16 +1,35 @@
-"""Choose what to benchmark: services, prompt set, repeats, max new tokens and the baseline."""
+"""Choose what to benchmark: services, prompt set, repeats, max new tokens and the baseline; optionally a load
+shape (sync | concurrency:1,2,4 | rate:R | poisson:R[,seed] | sweep) with requests or a duration per level and
+SLOs, a soak, or agentic sessions. The load fields go through the CLI's parser (bench/load.py `shape_params`),
+and a bad one is shown in the dialog, which stays open."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
+from ddtree_tui.bench.load import LoadError, shape_params
+from ddtree_tui.bench.models import BenchParams
+
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
+
+
+def _fields(*fields: tuple[str, Widget]) -> ComposeResult:
+    """A row of labels over a row of fields, one column each."""
+    with Horizontal(classes="labels"):
+        for label, _ in fields:
+            yield Label(label, classes="field-label")
+    with Horizontal(classes="row"):
+        for _, widget in fields:
+            yield widget
 
 
 class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
@@ -19,17 +38,18 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
     BenchSetupScreen > #dialog { width: 76; max-width: 95%; height: auto; max-height: 95%; padding: 0 2;
         border: thick $accent; background: $surface; }
     BenchSetupScreen SelectionList { height: auto; max-height: 8; }
-    BenchSetupScreen #row { height: auto; }
-    BenchSetupScreen #row > * { width: 1fr; }
-    BenchSetupScreen #labels { height: 1; margin-top: 1; }
-    BenchSetupScreen #labels > * { width: 1fr; padding: 0 1; }
+    BenchSetupScreen .row { height: auto; }
+    BenchSetupScreen .row > * { width: 1fr; }
+    BenchSetupScreen .labels { height: 1; margin-top: 1; }
+    BenchSetupScreen .labels > * { width: 1fr; padding: 0 1; }
     BenchSetupScreen .field-label { color: $text-muted; }
+    BenchSetupScreen #load-error { color: $error; height: auto; }
     BenchSetupScreen #buttons { height: auto; align-horizontal: right; }
     BenchSetupScreen Button { margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+r", "run", "Run")]
 
-    def __init__(self, refs: list[tuple[str, str]], preselect: list[str]) -> None:
+    def __init__(self, refs: Sequence[tuple[str, str]], preselect: list[str]) -> None:
         """refs: (HOST/SVC, state) of every service; preselect: the ones ticked at first."""
         super().__init__()
         self.refs = refs
@@ -41,17 +61,41 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             yield SelectionList[str](
                 *[(f"{r}  ({st})", r, r in self.preselect) for r, st in self.refs], id="services"
             )
-            with Horizontal(id="labels"):
-                yield Label("prompt set", classes="field-label")
-                yield Label("repeats (per prompt)", classes="field-label")
-                yield Label("max new tokens", classes="field-label")
-            with Horizontal(id="row"):
-                yield Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts")
-                yield Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats")
-                yield Input("128", placeholder="max new tokens", id="max-tokens", type="integer")
+            yield from _fields(
+                (
+                    "prompt set",
+                    Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts"),
+                ),
+                (
+                    "repeats (per prompt)",
+                    Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats"),
+                ),
+                (
+                    "max new tokens",
+                    Input("128", placeholder="max new tokens", id="max-tokens", type="integer"),
+                ),
+            )
             yield Label("baseline (Δ columns are relative to it)", classes="field-label")
             baseline_opts = [(r, r) for r, _ in self.refs]
             yield Select(baseline_opts, prompt="baseline: first selected", id="baseline")
+            yield Label(
+                "load shape (blank: the plain run above): sync | concurrency:1,2,4 | rate:R | poisson:R[,seed]"
+                " | sweep",
+                classes="field-label",
+            )
+            yield Input("", placeholder="e.g. concurrency:1,2,4,8", id="load")
+            yield from _fields(
+                ("requests / level", Input("", placeholder="e.g. 16", id="requests")),
+                ("duration / level", Input("", placeholder="e.g. 20s", id="duration")),
+                ("SLOs (ttft=200ms,tpot=20ms)", Input("", placeholder="ttft=200ms,tpot=20ms", id="slo")),
+            )
+            yield from _fields(
+                ("soak for", Input("", placeholder="e.g. 30m", id="soak")),
+                ("soak window", Input("", placeholder="10s", id="window")),
+                ("agentic sessions", Input("", placeholder="e.g. 4", id="sessions")),
+                ("think time", Input("", placeholder="0s", id="think-time")),
+            )
+            yield Label("", id="load-error")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Run", id="run", variant="primary")
@@ -73,15 +117,38 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         except ValueError:
             self.notify("repeats and max new tokens are whole numbers", severity="error")
             return
-        self.dismiss(
-            {
-                "refs": refs,
-                "prompt_set": str(self.query_one("#prompts", Select).value),
-                "repeats": repeats,
-                "max_new_tokens": max_tokens,
-                "baseline": baseline if isinstance(baseline, str) else None,
-            }
-        )
+        base = baseline if isinstance(baseline, str) else None
+        field = {f: self.query_one(f"#{f}", Input).value for f in ("load", "requests", "duration", "slo")}
+        field |= {f: self.query_one(f"#{f}", Input).value for f in ("soak", "window", "sessions")}
+        try:
+            shape = shape_params(
+                **field,
+                think_time=self.query_one("#think-time", Input).value,
+                max_new_tokens=max_tokens,
+                baseline=base,
+            )
+        except LoadError as e:
+            self.query_one("#load-error", Label).update(str(e))
+            self.notify(str(e), severity="error")
+            return
+        if shape is not None:
+            self.dismiss({"refs": refs, "shape": shape})
+            return
+        try:
+            params = BenchParams(
+                refs=refs,
+                prompt_set=str(self.query_one("#prompts", Select).value),
+                repeats=repeats,
+                max_new_tokens=max_tokens,
+                baseline=base,
+            )
+        except ValidationError as e:
+            err = e.errors()[0]
+            msg = f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}".replace("_", " ")
+            self.query_one("#load-error", Label).update(msg)
+            self.notify(msg, severity="error")
+            return
+        self.dismiss({"refs": refs, "params": params})
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

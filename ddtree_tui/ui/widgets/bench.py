@@ -1,8 +1,8 @@
 """Benchmark pane: per-prompt tok/s growing live while tokens stream, a progress bar, then the comparison
 table (tok/s, TTFT, accept length, delta vs baseline, each service's mode) and past runs from history.
 
-Bench engine events are read by shape (class name and field names), so the pane keeps working while the
-engine's models grow fields."""
+Engine events are matched on their models (isinstance); past runs are read by field name, since a follower
+(collector attach) may hand them over as plain JSON."""
 
 from __future__ import annotations
 
@@ -14,8 +14,22 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
+from ddtree_tui.bench.agentic import AgenticRun, TurnResult
+from ddtree_tui.bench.load import ShapeParams
+from ddtree_tui.bench.loadrun import LevelFinished, LevelService, LevelStarted, LoadFinished, LoadRun
+from ddtree_tui.bench.models import (
+    PromptFinished,
+    PromptStarted,
+    RequestResult,
+    RunFinished,
+    RunStarted,
+    TokensReceived,
+)
+from ddtree_tui.bench.soak import SoakRun, SoakWindow
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.widgets.base import Pane, View, sync_table
+
+SHAPE_RUNS = (LoadRun, SoakRun, AgenticRun)
 
 
 def _get(obj: Any, *names: str, default: Any = None) -> Any:
@@ -57,54 +71,53 @@ class BenchLive:
         self.phase, self.load_run = "", None
         self.series_thr, self.series_ttft, self.levels, self.verdicts = [], [], [], []
 
-    def _point(self, label: str, svc: Any, first: bool) -> None:
-        thr = _get(svc, "output_throughput")
-        ttft = _get(_get(svc, "ttft_ms"), "p50")
+    def _point(self, label: str, svc: LevelService, first: bool) -> None:
+        thr, ttft = svc.output_throughput, svc.ttft_ms.p50
         if first:  # one point a level/window: the first service's (the baseline's)
             self.series_thr.append(float(thr or 0.0))
             self.series_ttft.append(float(ttft or 0.0))
         self.levels.append(
             {
                 "label": label,
-                "ref": str(_get(svc, "service", default="?")),
-                "n": _get(svc, "n", default=0),
-                "failed": _get(svc, "failed", default=0),
+                "ref": svc.service,
+                "n": svc.n,
+                "failed": svc.failed,
                 "thr": thr,
-                "rps": _get(svc, "request_throughput"),
+                "rps": svc.request_throughput,
                 "ttft": ttft,
-                "ttft99": _get(_get(svc, "ttft_ms"), "p99"),
-                "tpot": _get(_get(svc, "tpot_ms"), "p50"),
-                "goodput": _get(svc, "goodput_pct"),
-                "sat": bool(_get(svc, "saturated", default=False)),
+                "ttft99": svc.ttft_ms.p99,
+                "tpot": svc.tpot_ms.p50,
+                "goodput": svc.goodput_pct,
+                "sat": svc.saturated,
             }
         )
 
-    def apply_load(self, kind: str, ev: Any) -> bool:
+    def apply_load(self, ev: object) -> bool:
         """Load-shape, soak and agentic events; True when `ev` was one."""
-        if kind == "level_started":
+        if isinstance(ev, LevelStarted):
             self.running = True
             self.phase = f"level {ev.index + 1}/{ev.count} {ev.label}"
             self.status = f"load · {self.phase}"
-        elif kind == "level_finished":
+        elif isinstance(ev, LevelFinished):
             res = ev.result
             for i, svc in enumerate(res.services):
                 self._point(res.label, svc, i == 0)
             self.verdicts = [
                 f"{res.label} {d.service} {d.metric}: {d.verdict}" for d in res.deltas
             ] + self.verdicts[: 12 - len(res.deltas)]
-        elif kind == "soak_window":
+        elif isinstance(ev, SoakWindow):
             self.running = True
             self.phase = f"soak window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s)"
             self.status = f"soak · {self.phase}"
             first = not self.levels or self.levels[-1]["label"] != f"w{ev.index}"
             self._point(f"w{ev.index}", ev.metrics, first)
-        elif kind == "load_finished":
+        elif isinstance(ev, LoadFinished):
             self.load_run = ev.run
             self.running = False
             run = ev.run
             knee = ", ".join(f"{k}: {v or 'none'}" for k, v in run.knee.items())
             self.status = f"load finished ({run.status}) · {len(run.levels)} level(s) · knee {knee}"
-        elif kind == "turn":
+        elif isinstance(ev, TurnResult):
             self.phase = f"agentic {ev.session} turn {ev.turn}"
             self.status = f"agentic · {self.phase}"
             if ev.ok:
@@ -114,61 +127,54 @@ class BenchLive:
             return False
         return True
 
-    def apply(self, ev: Any) -> None:
-        """Fold one ddtree_tui.bench.models event (RunStarted, PromptStarted, TokensReceived, PromptFinished,
-        RunFinished) into the rows; read by `kind` and field names."""
-        kind = str(_get(ev, "kind", default=type(ev).__name__)).lower()
-        if type(ev).__name__ == "TurnResult":
-            kind = "turn"
-        if self.apply_load(kind, ev):
+    def apply(self, ev: object) -> None:
+        """Fold one engine event (bench/models.py, loadrun.py, soak.py, agentic.py) into what the pane shows,
+        matched on its model; anything else (a newer engine's event) is ignored."""
+        if self.apply_load(ev):
             return
-        if kind in ("run_started", "runstarted"):
-            self.reset(int(_get(ev, "total", default=0) or 0), "running")
+        if isinstance(ev, RunStarted):
+            self.reset(ev.total, "running")
             return
-        if kind in ("run_finished", "runfinished"):
-            self.run = _get(ev, "run", default=ev)
+        if isinstance(ev, RunFinished):
+            self.run = ev.run
             self.running = False
-            status = _get(self.run, "status", default="complete")
-            mark = "⚠ INTERRUPTED" if status == "interrupted" else status
+            mark = "⚠ INTERRUPTED" if ev.run.status == "interrupted" else ev.run.status
             self.status = f"finished ({mark}) · {self.done}/{self.total} requests"
             self.current = None
-            if _get(self.run, "client_bound", default=False):  # the client limited the numbers: say so
-                why = _get(_get(self.run, "client"), "reason", default=None)
+            if ev.run.client_bound:  # the client limited the numbers: say so
+                why = ev.run.client.reason if ev.run.client is not None else None
                 self.status += " · CLIENT-BOUND" + (f": {why}" if why else "")
             return
-        res = _get(ev, "result")
-        src = res if res is not None else ev
-        ref = str(_get(src, "service", "ref", default="?"))
-        prompt = str(_get(src, "prompt_id", "prompt", default="?"))
-        warm = bool(_get(src, "warmup", default=False))
-        rep = _get(src, "repeat", default=0)
-        key = f"{ref}|{prompt}|{'w' if warm else rep}"
+        if isinstance(ev, PromptFinished):
+            src: PromptStarted | TokensReceived | RequestResult = ev.result
+        elif isinstance(ev, PromptStarted | TokensReceived):
+            src = ev
+        else:
+            return
+        key = f"{src.service}|{src.prompt_id}|{'w' if src.warmup else src.repeat}"
         # 1-based like the headless report (`p1 #1` is the first measured request, `#2` the first repeat)
-        label = f"{prompt}" + (" (warm-up)" if warm else f" #{int(rep or 0) + 1}")
+        label = f"{src.prompt_id}" + (" (warm-up)" if src.warmup else f" #{src.repeat + 1}")
         row = self.rows.setdefault(
-            key, {"ref": ref, "prompt": label, "tokens": 0, "tok_s": None, "ttft": None, "state": "…"}
+            key, {"ref": src.service, "prompt": label, "tokens": 0, "tok_s": None, "ttft": None, "state": "…"}
         )
-        if kind in ("prompt_started", "promptstarted"):
+        if isinstance(ev, PromptStarted):
             row["state"] = "sending"
             self.current = key
-        elif kind in ("tokens_received", "tokensreceived"):
-            row["tokens"] = _get(ev, "tokens", default=row["tokens"])
-            row["tok_s"] = _get(ev, "tok_s", default=row["tok_s"])
+        elif isinstance(ev, TokensReceived):
+            row["tokens"] = ev.tokens
+            row["tok_s"] = ev.tok_s if ev.tok_s is not None else row["tok_s"]
             if row["ttft"] is None:  # the first tokens: time to first token, until the result has it exactly
-                elapsed = _get(ev, "elapsed_s")
-                row["ttft"] = float(elapsed) * 1000.0 if elapsed is not None else None
+                row["ttft"] = ev.elapsed_s * 1000.0
             row["state"] = "streaming"
             self.current = key
-        elif kind in ("prompt_finished", "promptfinished"):
-            row["tokens"] = _get(src, "output_tokens", default=row["tokens"])
-            row["tok_s"] = _get(src, "tok_s", default=row["tok_s"])
-            ttft = _get(src, "ttft_s")
-            row["ttft"] = ttft * 1000.0 if ttft is not None else row["ttft"]
-            row["accept"] = _get(src, "accept_length")
-            ok = _get(src, "ok", default=True)
-            row["state"] = "done" if ok else f"error: {_get(src, 'error', default='failed')}"
-            self.done = int(_get(ev, "done", default=self.done + (0 if warm else 1)))
-            self.total = int(_get(ev, "total", default=self.total))
+        else:
+            r = ev.result
+            row["tokens"] = r.output_tokens if r.output_tokens is not None else row["tokens"]
+            row["tok_s"] = r.tok_s if r.tok_s is not None else row["tok_s"]
+            row["ttft"] = r.ttft_s * 1000.0 if r.ttft_s is not None else row["ttft"]
+            row["accept"] = r.accept_length
+            row["state"] = "done" if r.ok else f"error: {r.error or 'failed'}"
+            self.done, self.total = ev.done, ev.total
         if self.running:
             self.status = f"running · {self.done}/{self.total} requests"
             if self.phase:
@@ -250,6 +256,7 @@ class BenchPane(Pane):
     ]
     # what C runs (the grammar of bench/load.py); settable, e.g. "rate:2,4,8" or "poisson:4,7"
     load_text = "concurrency:1,2,4,8,16,32"
+    soak_s, soak_window_s = 60.0, 5.0  # what O runs (settable: a test shortens it); the dialog sets any
     DEFAULT_CSS = """
     BenchPane #bench-load { height: 3; }
     BenchPane #bench-load Sparkline { width: 1fr; height: 3; }
@@ -334,8 +341,8 @@ class BenchPane(Pane):
         history = view.extra.get("bench_history")
         run = live.run if not live.running else None
         from_session = run is not None
-        if run is None:
-            run = history[-1] if history else None
+        if run is None:  # the last plain run (load, soak and agentic runs are in the history list only)
+            run = next((r for r in reversed(history or []) if not isinstance(r, SHAPE_RUNS)), None)
         title, badge = results_title(run, live.running, from_session)
         self.query_one("#bench-results-title", Static).update(self.t(title, badge))
         self._render_results(run)
@@ -384,17 +391,18 @@ class BenchPane(Pane):
         snap = self.app.fleet.snapshot()  # type: ignore[attr-defined]
         return [f"{h.name}/{s.name}" for h in snap.hosts for s in h.services if s.state == "ready"]
 
-    def _start(self, what: str, **kw: Any) -> None:
-        refs = self._ready_refs()
+    def start_shape(self, refs: list[str], params: ShapeParams) -> None:
+        """Run a load shape, soak or agentic sessions (from the bench dialog or a key) through
+        Fleet.run_load_shape, the engine headless mode uses; the pane follows its events."""
         if not refs:
             self.app.notify("no ready service to load: launch one first", severity="warning")
             return
-        self.live.reset_load(f"starting {what} on {', '.join(refs)}")
-        self.run_worker(self._do(refs, kw), group="bench", exclusive=True, name="load")
+        self.live.reset_load(f"starting {params.what} on {', '.join(refs)}")
+        self.run_worker(self._do(refs, params), group="bench", exclusive=True, name="load")
 
-    async def _do(self, refs: list[str], kw: dict[str, Any]) -> None:
+    async def _do(self, refs: list[str], params: ShapeParams) -> None:
         try:
-            run = await self.app.fleet.run_load_shape(refs, **kw)  # type: ignore[attr-defined]
+            run = await self.app.fleet.run_load_shape(refs, **params.model_dump())  # type: ignore[attr-defined]
         except Exception as e:
             self.live.running = False
             self.live.status = f"failed: {e}"
@@ -408,13 +416,34 @@ class BenchPane(Pane):
             self.live.status = f"agentic finished · {len(run.session_results)} sessions · {run.failed} failed"
 
     def action_load_ladder(self) -> None:
-        self._start(self.load_text, load=self.load_text, max_new_tokens=64)
+        self.start_shape(self._ready_refs(), ShapeParams(load=self.load_text, max_new_tokens=64))
 
     def action_soak(self) -> None:
-        self._start("a soak", load="sync", soak=True, duration_s=60.0, window_s=5.0, max_new_tokens=64)
+        p = ShapeParams(soak=True, duration_s=self.soak_s, window_s=self.soak_window_s, max_new_tokens=64)
+        self.start_shape(self._ready_refs(), p)
 
     def action_agentic(self) -> None:
-        self._start("agentic sessions", sessions=4, turns=4, max_new_tokens=64)
+        self.start_shape(self._ready_refs(), ShapeParams(sessions=4, turns=4, max_new_tokens=64))
+
+    def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[Any]:
+        """A load, soak or agentic run in the history list: what it was, its services, its best out tok/s."""
+        best: float | None = None
+        baseline = "-"
+        if isinstance(run, LoadRun):
+            what = f"load {run.load_text}"
+            refs = [t.ref for t in run.targets]
+            thr = [s.output_throughput for lv in run.levels for s in lv.services if s.output_throughput]
+            best, baseline = max(thr, default=None), run.baseline or "-"
+        elif isinstance(run, SoakRun):
+            what = f"soak {run.duration_s:g} s"
+            refs = [t.ref for t in run.targets]
+            best = max((w.metrics.output_throughput or 0.0 for w in run.windows), default=None)
+        else:
+            what = f"agentic {run.sessions}×{run.turns}"
+            refs = sorted({t.service for t in run.turns_results})
+        st = "complete" if isinstance(run, AgenticRun) else run.status
+        status = self.t("⚠ interrupted", "bad") if st == "interrupted" else self.t(st, "dim")
+        return [run_when(run), status, what, ", ".join(refs), fmt.num(best, "{:.1f}"), baseline]
 
     def _render_results(self, run: Any) -> None:
         rows = []
@@ -478,6 +507,9 @@ class BenchPane(Pane):
     def _render_history(self, history: list[Any]) -> None:
         rows = []
         for i, run in enumerate(reversed(history[-20:])):
+            if isinstance(run, SHAPE_RUNS):
+                rows.append((f"{run.id}#{i}", self._shape_row(run)))
+                continue
             sums = run_summaries(run)
             best = max((summary_tok_s(s) or 0 for s in sums), default=None)
             status = str(_get(run, "status", default="complete"))

@@ -4,7 +4,7 @@ Exit codes: 0 every counted request succeeded; 1 the run finished but a request 
 measured and saved) or a service could not be reached; 2 bad usage or configuration; 130 interrupted (what
 was measured is still printed and saved).
 
-With `--demo` the demo profile's simulated services are started here as child processes and stopped after;
+With `--demo` the demo profile's simulated services are started as child processes (bench/session.py) and stopped after;
 otherwise the services must already be running (the TUI or `ddtree-tui launch` starts them). With
 `--url http://127.0.0.1:PORT[,URL2...]` any running server is measured without a profile, on `--api generate`
 (SGLang), `chat` or `completions` (any OpenAI-compatible server). Our own ports never go through a proxy.
@@ -16,34 +16,35 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
 
-import httpx
 from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
-from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
 from ddtree_tui.bench.loadrun import run_load
 from ddtree_tui.bench.loadrun import table as load_table
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
-from ddtree_tui.bench.runner import BenchUsageError, Gate, run_bench
-from ddtree_tui.bench.soak import GpuProbe, host_gpu_probe, run_soak, sim_gpu_probe, soak_table
+from ddtree_tui.bench.runner import BenchUsageError, run_bench
+from ddtree_tui.bench.session import (
+    Session,
+    make_targets,
+    select_services,
+    soak_probes,
+    url_list,
+    url_ref,
+    url_targets,
+)
+from ddtree_tui.bench.soak import run_soak, soak_table
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
-from ddtree_tui.transport.base import TransportError
+from ddtree_tui.cli.common import UsageError, profiles_of
+from ddtree_tui.config import HostProfile, ServiceSpec
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_TIMEOUT = 300.0
@@ -52,238 +53,6 @@ DEFAULT_TIMEOUT = 300.0
 def _err(msg: str) -> None:
     with contextlib.suppress(OSError):  # a terminal that hung up must not stop the run from saving
         print(f"ddtree-tui --run-bench: {msg}", file=sys.stderr, flush=True)
-
-
-def target_mode(spec: ServiceSpec) -> str | None:
-    """linear (DFlash), shadow-linear / tree (DDTree), None (baseline): shown on every result."""
-    if spec.algorithm == "ddtree":
-        return spec.mode
-    if spec.algorithm == "dflash":
-        return "linear"
-    return None
-
-
-def select_services(
-    profiles: Sequence[HostProfile], services: str | None
-) -> list[tuple[HostProfile, ServiceSpec]]:
-    """`--services HOST/SVC,...` or every service of every profile; ValueError names what is unknown."""
-    if services:
-        refs = [s.strip() for s in services.split(",") if s.strip()]
-        if not refs:
-            raise ValueError("--services is empty")
-        return [find_service(profiles, r) for r in refs]
-    out = [(h, s) for h in profiles for s in h.service]
-    if not out:
-        raise ValueError("no services in the host profiles (add [[service]] tables or use --demo)")
-    return out
-
-
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def sim_argv(spec: ServiceSpec, port: int) -> list[str]:
-    """The child command for a simulated service, from its ServiceSpec's `sim` options."""
-    argv = [sys.executable, "-m", "ddtree_tui.cli", "sim", "--algorithm", spec.algorithm, "--port", str(port)]
-    if spec.mode:
-        argv += ["--mode", spec.mode]
-    o = spec.sim
-    if o.accept_length is not None:
-        argv += ["--accept-length", str(o.accept_length)]
-    argv += ["--decode-rate", str(o.decode_rate), "--load-time", str(o.load_time), "--seed", str(o.seed)]
-    if o.realistic:
-        argv.append("--realistic")
-    if o.max_running_requests:
-        argv += ["--max-running-requests", str(o.max_running_requests)]
-    if spec.model:
-        argv += ["--model-path", spec.model]
-    return argv
-
-
-@dataclass
-class SimChild:
-    ref: str
-    port: int
-    proc: subprocess.Popen[bytes]
-    log: IO[bytes]
-
-    def tail(self, n: int = 600) -> str:
-        with contextlib.suppress(OSError, ValueError):
-            self.log.seek(0)
-            return self.log.read().decode("utf-8", "replace")[-n:]
-        return ""
-
-
-@dataclass
-class Session:
-    """Everything started for a run, so it can all be stopped however the run ends."""
-
-    sims: list[SimChild] = field(default_factory=list)
-    transports: list[Any] = field(default_factory=list)
-    gates: dict[str, Gate] = field(default_factory=dict)  # by ref: services behind an SSH forward
-    where: dict[str, str] = field(default_factory=dict)  # by ref: the route, for connection errors
-
-    def stop_sims(self, grace: float = 5.0) -> None:
-        for c in self.sims:
-            if c.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    c.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for c in self.sims:
-            try:
-                c.proc.wait(timeout=max(0.05, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    c.proc.kill()
-                c.proc.wait(timeout=5)
-            c.log.close()
-        self.sims.clear()
-
-    async def close_transports(self) -> None:
-        for t in self.transports:
-            with contextlib.suppress(Exception):
-                await t.close()
-        self.transports.clear()
-
-
-def start_sim(sess: Session, ref: str, spec: ServiceSpec) -> SimChild:
-    port = spec.port if port_free(spec.port) else free_port()
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(sim_argv(spec, port), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    child = SimChild(ref, port, proc, log)
-    sess.sims.append(child)
-    return child
-
-
-async def wait_healthy(child: SimChild, timeout: float) -> None:
-    """Poll /health until 200; RuntimeError when the child dies or the time is up."""
-    url = f"http://127.0.0.1:{child.port}/health"
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(trust_env=False, timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            if child.proc.poll() is not None:
-                raise RuntimeError(f"simulated {child.ref} exited ({child.proc.returncode}): {child.tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(url)).status_code == 200:
-                    return
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"simulated {child.ref} not healthy after {timeout:g} s")
-
-
-def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
-    """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
-    the host's telemetry source (replay: the GPU numbers are a recording)."""
-    from ddtree_tui.services.launchline import build_launch
-
-    try:
-        argv: list[str] | None = build_launch(host, spec).argv
-    except Exception:  # a manifest must never stop a benchmark
-        argv = None
-    return {"argv": argv, "gpus": list(spec.gpus) or None, "telemetry": host.telemetry.source}
-
-
-def _reconnect_gate(t: Any, host: HostProfile) -> Gate:
-    """Hold a request while the host's SSH connection is down, up to a bound: a short drop costs a wait, not
-    the run's plan (the forward's local port survives the reconnect)."""
-    bound = max(30.0, 3 * host.connect_timeout)
-
-    async def gate() -> str | None:
-        if t.status.state == "connected":
-            return None
-        _err(
-            f"host {host.name} disconnected ({t.status.error or 'connection lost'}): "
-            f"waiting up to {bound:.0f} s for the reconnect"
-        )
-        if await t.wait_connected(bound):
-            _err(f"host {host.name} reconnected; going on")
-            return None
-        return f"host {host.name} still unreachable after {bound:.0f} s"
-
-    return gate
-
-
-async def make_targets(
-    sess: Session,
-    chosen: list[tuple[HostProfile, ServiceSpec]],
-    demo: bool,
-    connect_timeout: float | None = None,
-) -> list[BenchTarget]:
-    """A base URL for each service: a demo child, 127.0.0.1 for a local host, a forwarded port otherwise.
-
-    A remote host gets `connect_timeout` seconds to connect, by default its profile's connect_timeout plus a
-    little for the retry after a refused connection: an unreachable host fails the run in bounded time."""
-    targets: list[BenchTarget] = []
-    transports: dict[str, Any] = {}
-    for host, spec in chosen:
-        ref = f"{host.name}/{spec.name}"
-        mode = target_mode(spec)
-        manifest = _manifest(host, spec)
-        if demo and host.is_local and spec.launcher == "sim":
-            child = start_sim(sess, ref, spec)
-            manifest["argv"] = sim_argv(spec, child.port)
-            targets.append(
-                BenchTarget(
-                    ref=ref,
-                    base_url=f"http://127.0.0.1:{child.port}",
-                    algorithm=spec.algorithm,
-                    mode=mode,
-                    **manifest,
-                )
-            )
-        elif host.is_local:
-            targets.append(
-                BenchTarget(
-                    ref=ref,
-                    base_url=f"http://127.0.0.1:{spec.port}",
-                    algorithm=spec.algorithm,
-                    mode=mode,
-                    **manifest,
-                    model=spec.served_model_name,
-                )
-            )
-        else:
-            t = transports.get(host.name)
-            if t is None:
-                from ddtree_tui.transport import make_transport
-
-                t = make_transport(host)
-                sess.transports.append(t)
-                transports[host.name] = t
-                await t.start()
-                wait = connect_timeout if connect_timeout is not None else host.connect_timeout + 2.0
-                if not await t.wait_connected(wait):
-                    raise RuntimeError(f"cannot reach host {host.name}: {t.status.error or 'timed out'}")
-            try:
-                port = await t.forward_port(spec.port)
-            except TransportError as e:
-                raise RuntimeError(f"cannot forward port {spec.port} of host {host.name}: {e}") from None
-            sess.where[ref] = f"http://127.0.0.1:{port} forwarded to port {spec.port} on {host.name} over ssh"
-            sess.gates[ref] = _reconnect_gate(t, host)
-            targets.append(
-                BenchTarget(
-                    ref=ref,
-                    base_url=f"http://127.0.0.1:{port}",
-                    algorithm=spec.algorithm,
-                    mode=mode,
-                    **manifest,
-                    model=spec.served_model_name,
-                )
-            )
-    for child in sess.sims:
-        spec = next(s for h, s in chosen if f"{h.name}/{s.name}" == child.ref)
-        await wait_healthy(child, spec.sim.load_time + 30.0)
-    return targets
 
 
 class Progress:
@@ -351,7 +120,7 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
             html_for_run(run, html_out, source=ns.json_out)
         except OSError as e:
             problems.append(f"cannot write {html_out}: {e.strerror or e}")
-    hist = Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
+    hist = _history_path(ns)
     try:
         history.append(run, hist)
     except OSError as e:
@@ -364,50 +133,6 @@ def _atomic_write(path: Path, text: str) -> None:
     if not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
     atomicio.write_file(path, text)
-
-
-def url_list(text: str) -> list[str]:
-    """`--url A[,B...]`: each an http(s) base URL; ValueError names the one that is not."""
-    out = []
-    for u in (x.strip().rstrip("/") for x in text.split(",")):
-        if not u:
-            continue
-        p = urlsplit(u)
-        if p.scheme not in ("http", "https") or not p.hostname:
-            raise ValueError(f"--url {u!r}: expected http://HOST:PORT (e.g. http://127.0.0.1:30000)")
-        if p.path not in ("", "/"):
-            raise ValueError(f"--url {u!r}: give the server's base URL, without a path")
-        out.append(u)
-    if not out:
-        raise ValueError("--url is empty")
-    if len(set(out)) != len(out):
-        raise ValueError(f"a URL is listed twice: {', '.join(out)}")
-    return out
-
-
-def url_ref(url: str) -> str:
-    """The name a --url target has in the results: host:port."""
-    p = urlsplit(url)
-    return p.netloc
-
-
-_ALGOS = {"DFLASH": "dflash", "DDTREE": "ddtree"}
-
-
-async def url_targets(urls: list[str], timeout: float = 5.0) -> list[BenchTarget]:
-    """A target for each running server given by URL: what it runs comes from its /server_info (SGLang),
-    else it is measured as a plain server ("baseline"). Never through a proxy: these are our own ports."""
-    out: list[BenchTarget] = []
-    async with StreamClient(connect_timeout=timeout) as client:
-        for u in urls:
-            info = await server_info(client, u, timeout) or {}
-            spec = info.get("speculative_algorithm")
-            algo = _ALGOS.get(str(spec).upper(), str(spec).lower()) if spec else "baseline"
-            mode = "linear" if algo == "dflash" else None
-            if algo == "ddtree":
-                mode = "shadow-linear" if info.get("speculative_ddtree_shadow_linear") else "tree"
-            out.append(BenchTarget(ref=url_ref(u), base_url=u, algorithm=algo, mode=mode))
-    return out
 
 
 def build_request(ns: argparse.Namespace) -> BenchRequest:
@@ -539,28 +264,6 @@ async def _run_agentic(ns: argparse.Namespace, req: BenchRequest, targets: list[
     return EXIT_FAIL if run.failed else EXIT_OK
 
 
-async def _soak_probes(
-    sess: Session, targets: list[BenchTarget], chosen: list[tuple[HostProfile, ServiceSpec]]
-) -> dict[str, GpuProbe]:
-    """Each service's GPUs: the simulator's modelled GPU for a demo child, else its host's telemetry."""
-    out: dict[str, GpuProbe] = {}
-    spec_of = {f"{h.name}/{s.name}": (h, s) for h, s in chosen}
-    sims = {c.ref for c in sess.sims}
-    for t in targets:
-        if t.ref in sims or t.ref not in spec_of:
-            out[t.ref] = sim_gpu_probe
-            continue
-        host, spec = spec_of[t.ref]
-        from ddtree_tui.transport import make_transport
-
-        tr = make_transport(host)
-        sess.transports.append(tr)
-        with contextlib.suppress(Exception):
-            await tr.start()
-        out[t.ref] = host_gpu_probe(tr, host, list(spec.gpus) or None)
-    return out
-
-
 class SoakProgress(Progress):
     def _show(self, ev: Any) -> None:
         kind = getattr(ev, "kind", None)
@@ -587,7 +290,7 @@ async def _run_soak(
     sess: Session,
     chosen: list[tuple[HostProfile, ServiceSpec]],
 ) -> int:
-    probes = await _soak_probes(sess, targets, chosen)
+    probes = await soak_probes(sess, targets, chosen)
 
     async def probe(t: BenchTarget) -> Any:
         return await probes[t.ref](t)
@@ -607,6 +310,7 @@ async def _run_soak(
         stop=stop,
         gates=sess.gates,
         where=sess.where,
+        history_path=_history_path(ns),  # the start line and each window as they come
     )
     _emit_shape_run(ns, run, soak_table(run))
     _write_load_html(ns, run)
@@ -643,8 +347,13 @@ async def _run_load(
     return EXIT_FAIL if run.failed else EXIT_OK
 
 
-def _emit_shape_run(ns: argparse.Namespace, run: Any, table: str) -> None:
-    """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly) and its --json file."""
+def _history_path(ns: argparse.Namespace) -> Path:
+    return Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
+
+
+def _emit_shape_run(ns: argparse.Namespace, run: history.ShapeRun, table: str) -> None:
+    """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly), its --json file and
+    its history line."""
     with contextlib.suppress(OSError):
         sys.stdout.write(table)
         sys.stdout.flush()
@@ -653,6 +362,11 @@ def _emit_shape_run(ns: argparse.Namespace, run: Any, table: str) -> None:
             _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
         except OSError as e:
             _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+    hist = _history_path(ns)
+    try:
+        history.append_shape(run, hist)
+    except OSError as e:
+        _err(f"cannot append to history {hist}: {e.strerror or e}")
 
 
 def _write_load_html(ns: argparse.Namespace, run: Any) -> None:
@@ -699,7 +413,7 @@ async def _main(
             if getattr(ns, "url", None):
                 targets = await url_targets(url_list(ns.url))
             else:
-                targets = await make_targets(sess, chosen, ns.demo)
+                targets = await make_targets(sess, chosen, ns.demo, note=_err)
         except (RuntimeError, OSError) as e:
             _err(str(e))
             return EXIT_FAIL
@@ -760,12 +474,8 @@ def cli_main(ns: argparse.Namespace) -> int:
             urls = url_list(ns.url)
             chosen = []
         else:
-            profiles = resolve_profiles(ns.profile, ns.profiles, ns.demo)
-            chosen = select_services(profiles, ns.services)
-    except ProfileError as e:
-        _err(str(e))
-        return EXIT_USAGE
-    except ValueError as e:
+            chosen = select_services(profiles_of(ns), ns.services)
+    except (UsageError, ValueError) as e:  # the shared preamble's words for a bad profile
         _err(str(e))
         return EXIT_USAGE
     agentic = getattr(ns, "sessions", None) is not None

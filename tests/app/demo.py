@@ -1,0 +1,54 @@
+"""The demo fleet for Pilot tests that run real work: the shipped demo profile on free ports (parallel runs
+hold 31010/1), and both its simulated services launched from the keyboard."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from ddtree_tui.config import load_profiles
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.ui.app import DDTreeApp
+from tests.app.screen_text import screen_text, until
+from tests.app.test_tmux import demo_profile
+
+
+def demo_fleet(tmp_path: Path) -> Fleet:
+    return Fleet(
+        load_profiles([demo_profile(tmp_path)]),
+        todos_path=tmp_path / "todos.json",
+        history_path=tmp_path / "history.jsonl",
+        demo=True,
+    )
+
+
+async def launch_both(pilot: Any) -> None:
+    """Wait for the host, launch both services (`l`, `down`, `l` in the services pane), wait until they are
+    ready and the painted snapshot (which `b` preselects from) has caught up."""
+    app = pilot.app
+    await until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
+    await pilot.press("3", "l", "down", "l")
+    snap = lambda: [s.state for h in app.fleet.snapshot().hosts for s in h.services]  # noqa: E731
+    await until(pilot, lambda: snap().count("ready") == 2, 40, "both services ready")
+    await pilot.pause(0.5)
+
+
+@contextlib.asynccontextmanager
+async def demo_pilot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
+    """The app on the demo fleet (cwd: tmp_path, the demo's workdir is relative), both services ready; the
+    fleet stopped however the test ends."""
+    monkeypatch.chdir(tmp_path)
+    fleet = demo_fleet(tmp_path)
+    app = DDTreeApp(fleet, demo=True, refresh_hz=10)
+    try:
+        async with app.run_test(size=(120, 44)) as pilot:  # tabs: the Bench tab gets the screen
+            await launch_both(pilot)
+            yield pilot
+    finally:
+        await asyncio.wait_for(fleet.stop(), 20)
