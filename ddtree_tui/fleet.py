@@ -41,20 +41,8 @@ from ddtree_tui.state import (
     ServiceStatus,
     TelemetryStatus,
 )
-from ddtree_tui.todo import (
-    DEFAULT_TODOS,
-    ItemEvidence,
-    RunsContext,
-    TodoEdit,
-    TodoError,
-    TodoResult,
-    TodoStore,
-    TodoView,
-    apply_auto_complete,
-    evaluate,
-    history_runs,
-    todo_view,
-)
+from ddtree_tui.todo import DEFAULT_TODOS, ItemEvidence, TodoEdit, TodoError, TodoResult, TodoStore, TodoView
+from ddtree_tui.todo.evidence import RunsContext, apply_auto_complete, evaluate, history_runs, todo_view
 from ddtree_tui.transport import Transport, make_transport
 
 if TYPE_CHECKING:

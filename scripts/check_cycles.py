@@ -2,8 +2,8 @@
 """Prints every import cycle among ddtree_tui's modules (imports inside functions included) and exits 1 if any.
 
 Uses grimp (import-linter's graph builder), without `if TYPE_CHECKING:` imports (annotations only, no runtime cycle). A cycle is a strongly connected component of more than one module
-of the import graph, with package `__init__` modules that merely re-export a child not counted as an edge
-from the child back to its package.
+of the import graph. Importing `a.b.c` counts as importing the packages `a.b` (its `__init__` runs first) too,
+as Python does; a child's edge back to its own package is not counted.
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ def cycles(package: str = "ddtree_tui") -> list[list[str]]:
     for m in mods:
         out = set()
         for dep in graph.find_modules_directly_imported_by(m):
-            if dep == m or m.startswith(dep + "."):
-                continue  # a module importing its own package (its __init__) is not a design cycle
-            out.add(dep)
+            # importing a.b.c runs a/__init__ and a/b/__init__ first: those packages are edges too (a package
+            # that re-exports its children pulls them all in), except the importer's own packages
+            parts = dep.split(".")
+            for i in range(2, len(parts) + 1):
+                target = ".".join(parts[:i])
+                if target == m or m.startswith(target + "."):
+                    continue  # a module importing its own package (its __init__) is not a design cycle
+                out.add(target)
         edges[m] = out
     index: dict[str, int] = {}
     low: dict[str, int] = {}

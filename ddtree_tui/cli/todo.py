@@ -13,22 +13,21 @@ import contextlib
 import json
 from pathlib import Path
 
+from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err, handler, profiles_of
 from ddtree_tui.fleet import collect_snapshot
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.todo import (
-    DEFAULT_HISTORY,
     DEFAULT_TODOS,
-    HistoryBenchContext,
     ItemEvidence,
     TodoAction,
     TodoEdit,
     TodoError,
     TodoItem,
     TodoStore,
-    evaluate,
     parse_check,
 )
+from ddtree_tui.todo.evidence import HistoryBenchContext, evaluate
 
 MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]", "cancelled": "[-]"}
 _ACTION: dict[str, TodoAction] = {"start": "start", "done": "complete", "cancel": "cancel"}

@@ -2,22 +2,11 @@
 
 `model` (items, checks, the TodoEdit/TodoResult/TodoView shapes of the Fleet's door), `store` (the file:
 atomic, locked, merging saves) and `evidence` (checks judged against the snapshot and bench runs). The names
-below are re-exported so `from ddtree_tui.todo import X` is the one import callers need.
+below (model and store) are re-exported; the evidence rules are imported from `ddtree_tui.todo.evidence`, so
+that the snapshot's models (state.py carries a TodoView) can import this package without pulling in the bench
+history the evidence reads (bench -> state -> todo would otherwise be an import cycle at run time).
 """
 
-from ddtree_tui.bench.history import DEFAULT_HISTORY
-from ddtree_tui.todo.evidence import (
-    EvidenceContext,
-    HistoryBenchContext,
-    RunsContext,
-    apply_auto_complete,
-    bench_ok,
-    bench_ok_from_history,
-    check_evidence,
-    evaluate,
-    history_runs,
-    todo_view,
-)
 from ddtree_tui.todo.model import (
     CHECK_HELP,
     DEFAULT_TODOS,
@@ -45,7 +34,6 @@ from ddtree_tui.todo.store import MAX_TODO_BYTES, TodoStore, merge_items
 
 __all__ = [
     "CHECK_HELP",
-    "DEFAULT_HISTORY",
     "DEFAULT_TODOS",
     "GPU_METRICS",
     "HOST_STATES",
@@ -56,12 +44,9 @@ __all__ = [
     "STATUSES",
     "Check",
     "CheckKind",
-    "EvidenceContext",
     "EvidenceState",
-    "HistoryBenchContext",
     "ItemEvidence",
     "Priority",
-    "RunsContext",
     "Status",
     "TodoAction",
     "TodoEdit",
@@ -70,13 +55,6 @@ __all__ = [
     "TodoResult",
     "TodoStore",
     "TodoView",
-    "apply_auto_complete",
-    "bench_ok",
-    "bench_ok_from_history",
-    "check_evidence",
-    "evaluate",
-    "history_runs",
     "merge_items",
     "parse_check",
-    "todo_view",
 ]

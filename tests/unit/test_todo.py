@@ -10,16 +10,9 @@ import pytest
 
 from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.state import FleetSnapshot, GpuSample, HostView, ServiceStatus
-from ddtree_tui.todo import (
-    HistoryBenchContext,
-    TodoError,
-    TodoItem,
-    TodoStore,
-    apply_auto_complete,
-    evaluate,
-    parse_check,
-)
+from ddtree_tui.todo import TodoError, TodoItem, TodoStore, parse_check
 from ddtree_tui.todo import store as todo_mod
+from ddtree_tui.todo.evidence import HistoryBenchContext, apply_auto_complete, evaluate
 from tests.bench_runs import bench_run, write_history
 
 
