@@ -19,8 +19,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ddtree_tui.alerts import run_alerts
 from ddtree_tui.bench.history import DEFAULT_HISTORY
-from ddtree_tui.config import HostProfile, ServiceSpec, find_service
+from ddtree_tui.bench.smoke import SmokeResult, failed, smoke_request
+from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, load_profiles
+from ddtree_tui.doctor import DoctorReport, run_doctor
 from ddtree_tui.events import (
     BenchEventWrap,
     FleetEvent,
@@ -32,6 +35,18 @@ from ddtree_tui.events import (
     TodoChanged,
 )
 from ddtree_tui.pubsub import PubSub
+from ddtree_tui.services import argcheck
+from ddtree_tui.services.argcheck import ArgCheck
+from ddtree_tui.services.launchline import build_launch
+from ddtree_tui.services.lifecycle import ActionResult, ServiceHeld, ServiceManager, move_service
+from ddtree_tui.services.patches import (
+    PatchAction,
+    PatchReport,
+    PatchSet,
+    apply_patch,
+    patch_status,
+    revert_patch,
+)
 from ddtree_tui.state import (
     ConnStatus,
     FleetSnapshot,
@@ -41,6 +56,8 @@ from ddtree_tui.state import (
     ServiceStatus,
     TelemetryStatus,
 )
+from ddtree_tui.sweep import hold
+from ddtree_tui.telemetry.sampler import HostTelemetry
 from ddtree_tui.todo import DEFAULT_TODOS, ItemEvidence, TodoEdit, TodoError, TodoResult, TodoStore, TodoView
 from ddtree_tui.todo.evidence import RunsContext, apply_auto_complete, evaluate, history_runs, todo_view
 from ddtree_tui.transport import Transport, make_transport
@@ -50,13 +67,7 @@ if TYPE_CHECKING:
     from ddtree_tui.bench.loadrun import LoadRun
     from ddtree_tui.bench.models import BenchRun
     from ddtree_tui.bench.runner import BenchTarget
-    from ddtree_tui.bench.smoke import SmokeResult
     from ddtree_tui.bench.soak import GpuProbe, GpuWindow, SoakRun
-    from ddtree_tui.doctor import DoctorReport
-    from ddtree_tui.services.argcheck import ArgCheck
-    from ddtree_tui.services.lifecycle import ActionResult, ServiceManager
-    from ddtree_tui.services.patches import PatchAction, PatchReport, PatchSet
-    from ddtree_tui.telemetry.sampler import HostTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +141,6 @@ class Fleet(PubSub[FleetEvent]):
         for prof in self._profiles:
             await self._start_host(prof)
         self._bg.append(asyncio.create_task(self._todo_loop(), name="todo-loop"))
-        from ddtree_tui.alerts import run_alerts
-
         self._bg.append(asyncio.create_task(self._guard(lambda: run_alerts(self), "alerts"), name="alerts"))
 
     async def _start_host(self, prof: HostProfile) -> None:
@@ -140,8 +149,6 @@ class Fleet(PubSub[FleetEvent]):
         self._hosts[prof.name] = h
         transport.add_listener(lambda st, name=prof.name: self._on_conn(name, st))
         await transport.start()
-        from ddtree_tui.services.lifecycle import ServiceManager
-
         h.services = ServiceManager(
             transport,
             prof,
@@ -154,8 +161,6 @@ class Fleet(PubSub[FleetEvent]):
         if self._watch:
             await h.services.start()
         if self._telemetry_enabled:
-            from ddtree_tui.telemetry.sampler import HostTelemetry
-
             h.telemetry = HostTelemetry(
                 transport,
                 prof,
@@ -204,8 +209,6 @@ class Fleet(PubSub[FleetEvent]):
         """Pick up edited profiles without a restart: re-read each profile's file (or take `profiles`),
         restart the watchers of hosts whose profile changed, add new hosts, drop removed ones. Running
         services are never touched. A bad profile changes nothing and is reported. Returns what changed."""
-        from ddtree_tui.config import ProfileError, load_profiles
-
         if profiles is None:
             sources = [p.source for p in self._profiles]
             if any(src is None for src in sources):
@@ -450,8 +453,6 @@ class Fleet(PubSub[FleetEvent]):
     async def move(self, ref: str, to_host: str, *, startup_timeout: float | None = None) -> ActionResult:
         """Launch the service on `to_host`, wait until ready (`startup_timeout`, default the spec's), then
         kill the old one."""
-        from ddtree_tui.services.lifecycle import move_service
-
         src, svc = self._split(ref)
         held = self._foreign_hold(ref, "move")
         if held is not None:
@@ -480,9 +481,6 @@ class Fleet(PubSub[FleetEvent]):
     def hold(self, ref: str, owner: str) -> None:
         """Reserve a service for `owner` (a sweep): launch/kill/restart/move of it are refused for others.
         Raises ServiceHeld when someone else holds it."""
-        from ddtree_tui.services.lifecycle import ServiceHeld
-        from ddtree_tui.sweep import hold
-
         h, svc = self._split(ref)
         h.services.hold(svc, owner)
         try:
@@ -493,17 +491,12 @@ class Fleet(PubSub[FleetEvent]):
         self._publish(Notice(severity="information", text=f"{ref} is held by {owner}"))
 
     def release(self, ref: str, owner: str) -> None:
-        from ddtree_tui.sweep import hold
-
         h, svc = self._split(ref)
         h.services.release(svc, owner)
         hold.release(ref)
 
     def _foreign_hold(self, ref: str, verb: str) -> ActionResult | None:
         """An ActionResult refusing `verb` when a sweep in another process holds the service."""
-        from ddtree_tui.services.lifecycle import ActionResult
-        from ddtree_tui.sweep import hold
-
         who = hold.holder(ref)
         if who is None:
             return None
@@ -523,8 +516,6 @@ class Fleet(PubSub[FleetEvent]):
 
     def held_elsewhere(self, ref: str) -> str | None:
         """Who holds `ref` from another process on this machine (a sweep), or None."""
-        from ddtree_tui.sweep import hold
-
         self._split(ref)
         return hold.holder(ref)
 
@@ -548,9 +539,6 @@ class Fleet(PubSub[FleetEvent]):
 
     async def preflight(self, ref: str, spec: ServiceSpec) -> ArgCheck | None:
         """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
-        from ddtree_tui.services import argcheck
-        from ddtree_tui.services.launchline import build_launch
-
         h, _svc = self._split(ref)
         return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))
 
@@ -585,8 +573,6 @@ class Fleet(PubSub[FleetEvent]):
 
     async def patches(self, action: PatchAction, host: str, sets: Sequence[PatchSet]) -> list[PatchReport]:
         """`status` / `apply` / `revert` each patch set on `host`'s SGLang, over its open transport."""
-        from ddtree_tui.services.patches import apply_patch, patch_status, revert_patch
-
         h = self._host(host)
         fn = {"status": patch_status, "apply": apply_patch, "revert": revert_patch}[action]
         return [await fn(h.transport, h.profile, ps) for ps in sets]
@@ -597,8 +583,6 @@ class Fleet(PubSub[FleetEvent]):
 
     async def doctor(self, host: str) -> DoctorReport:
         """Preflight checks of one host over its already-open transport (a DoctorReport)."""
-        from ddtree_tui.doctor import run_doctor
-
         h = self._host(host)
         return await run_doctor(h.transport, h.profile)
 
@@ -614,8 +598,6 @@ class Fleet(PubSub[FleetEvent]):
     ) -> SmokeResult:
         """One short /generate request (the post-deploy curl), bounded by `timeout` including the port
         forward; the result (a SmokeResult) is also published as a Notice. Raises only for a bad ref."""
-        from ddtree_tui.bench.smoke import failed, smoke_request
-
         h, svc = self._split(ref)
         spec = h.profile.get_service(svc) or h.extra_specs[svc]
         deadline = time.monotonic() + timeout
