@@ -326,7 +326,7 @@ class Fleet(PubSub[FleetEvent]):
         if h is None:
             return
         h.host_sample, h.gpus, h.telemetry_status = hs, gpus, ts
-        if h.telemetry is None or getattr(h.telemetry, "settled", True):
+        if h.telemetry is None or h.telemetry.settled:
             h.sampled.set()  # not on a first `stale` line without GPU rows: `status` would report no GPUs
         self._publish(GpuSampleEvent(host=host, host_sample=hs, gpus=gpus, telemetry=ts))
 
