@@ -5,17 +5,23 @@ no live data), and how the app is developed without hosts."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.loadrun import LoadRun
+from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.bench.smoke import SmokeResult, failed
+from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.todo import ItemEvidence, TodoEdit, TodoItem, TodoResult, TodoView
+from ddtree_tui.ui.views import HistoryRun
 
 
 class Outcome(Protocol):
@@ -53,13 +59,36 @@ class FleetLike(Protocol):
         repeats: int = 1,
         max_new_tokens: int = 128,
         baseline: str | None = None,
-    ) -> Any: ...
-    def bench_history(self) -> list[Any]: ...
+    ) -> BenchRun | Outcome: ...
+    def bench_history(self) -> list[HistoryRun]: ...
     async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
-    def todo_evidence(self) -> list[Any]: ...
+    def todo_evidence(self) -> list[ItemEvidence]: ...
     async def todo_apply(self, edit: TodoEdit) -> TodoResult: ...
     def profiles(self) -> list[HostProfile]: ...
+
+
+@runtime_checkable
+class LoadShaper(Protocol):
+    """A fleet that runs load ladders, soaks and agentic sessions (Fleet.run_load_shape; the keyword
+    arguments are ShapeParams'). A frozen or attached fleet has none: the app says so."""
+
+    async def run_load_shape(
+        self,
+        refs: Sequence[str],
+        load: str = ...,
+        *,
+        requests: int | None = ...,
+        duration_s: float | None = ...,
+        slo: str | None = ...,
+        soak: bool = ...,
+        window_s: float = ...,
+        sessions: int | None = ...,
+        turns: int = ...,
+        think_time_s: float = ...,
+        max_new_tokens: int = ...,
+        baseline: str | None = ...,
+    ) -> LoadRun | SoakRun | AgenticRun: ...
 
 
 @runtime_checkable
@@ -104,7 +133,7 @@ class StaticFleet(PubSub[Any]):
         logs: dict[str, list[str]] | None = None,
         todos: list[StaticTodo] | None = None,
         evidence: list[ItemEvidence] | None = None,
-        bench_runs: list[Any] | None = None,
+        bench_runs: list[HistoryRun] | None = None,
         doctor_reports: dict[str, DoctorReport] | None = None,
     ) -> None:
         self._snap = snapshot.model_copy(update={"todos": _todo_view(todos or [], evidence or [])})
@@ -158,7 +187,7 @@ class StaticFleet(PubSub[Any]):
         """Refused whatever the settings (FleetLike.run_bench lists them)."""
         return await self._frozen("bench")
 
-    def bench_history(self) -> list[Any]:
+    def bench_history(self) -> list[HistoryRun]:
         return list(self._bench)
 
     async def reload_profiles(self) -> list[str]:
@@ -182,7 +211,7 @@ class StaticFleet(PubSub[Any]):
             ],
         )
 
-    def todo_evidence(self) -> list[Any]:
+    def todo_evidence(self) -> list[ItemEvidence]:
         return list(self._evidence)
 
     async def todo_apply(self, edit: TodoEdit) -> TodoResult:

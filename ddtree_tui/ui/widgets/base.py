@@ -1,11 +1,10 @@
 """The common shape of a pane: a bordered container with the theme's badge styles, and the in-place DataTable
-update (sync_table) every table uses, so repaints are cheap and keep the cursor. The table panes paint typed
-views (ui/views.py, widgets/table.py); the todos and bench panes still read a View."""
+update (sync_table) every table uses, so repaints are cheap and keep the cursor. Every pane paints a typed
+view (ui/views.py) through its own `show_view`; none reads the fleet while painting."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.style import Style
@@ -13,23 +12,8 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import DataTable
 
-from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.views import BADGES
 from ddtree_tui.ui.views import matches as matches_text
-
-
-@dataclass
-class View:
-    """What the todos and bench panes read while they render (built once per repaint by the controller);
-    the hosts, services, GPU and log panes paint typed views instead (ui/views.py)."""
-
-    snap: FleetSnapshot
-    now: float
-    fleet: Any
-    selected_host: str | None = None
-    selected_service: str | None = None
-    filter: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Pane(Vertical, can_focus=False):
@@ -82,13 +66,6 @@ class Pane(Vertical, can_focus=False):
     ) -> tuple[list[str], list[Any]]:
         cols = list(narrow if self.is_narrow() else wide)
         return cols, [cells.get(c, "") for c in cols]
-
-    def active_filter(self, view: View) -> str:
-        """The `/` filter text when it targets this pane."""
-        return view.filter if view.extra.get("filter_pane") == self.pane_number else ""
-
-    def render_view(self, view: View) -> None:
-        """Redraw from the view; subclasses override."""
 
     def focus_main(self) -> None:
         """Give focus to the pane's main widget (its table)."""
