@@ -13,12 +13,12 @@ from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
@@ -30,6 +30,7 @@ from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import save_traceback
 from ddtree_tui.ui.details import DetailView
 from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, to_bindings
+from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
     BenchIntent,
     DrillDown,
@@ -45,12 +46,13 @@ from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
-from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
+from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen, bar_line
 from ddtree_tui.ui.service_actions import ServiceActions
 from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
 from ddtree_tui.ui.sweep_screen import open_sweep
 from ddtree_tui.ui.todo_actions import TodoActions
+from ddtree_tui.ui.views import HistoryRun
 from ddtree_tui.ui.widgets.base import Pane
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.footer import LeanFooter
@@ -60,16 +62,6 @@ from ddtree_tui.ui.widgets.logs import LogsPane
 from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
 
-PANE_TAB = {1: "tab-fleet", 2: "tab-fleet", 3: "tab-fleet", 4: "tab-todos", 5: "tab-bench", 6: "tab-logs"}
-PANE_CLASSES: dict[int, type[Pane]] = {
-    1: HostsPane,
-    2: GpusPane,
-    3: ServicesPane,
-    4: TodosPane,
-    5: BenchPane,
-    6: LogsPane,
-}
-
 
 class DDTreeApp(App[int]):
     """ddtree-tui, the view: layout, keys, dialogs and messages; `self.ctl` (ui/controller.py) reads the fleet
@@ -78,34 +70,8 @@ class DDTreeApp(App[int]):
     TITLE = "ddtree-tui"
     COMMANDS = App.COMMANDS | {FleetCommands}
     ENABLE_COMMAND_PALETTE = True
-    CSS = """
-    #topbar { height: 1; background: $panel; color: $foreground; padding: 0 1; }
-    #tabs { height: 2; }
-    #main { height: 1fr; }
-    #row-top { height: auto; }
-    #row-bottom { height: 1fr; }
-    .-narrow #row-top > Pane { width: 1fr; }
-    .-narrow #row-bottom > Pane { width: 1fr; }
-    .-narrow #main > GpusPane, .-narrow #main > ServicesPane { height: 1fr; }
-    .-wide #tabs { display: none; }
-    .-wide #row-top { max-height: 12; }
-    .-wide HostsPane { width: 3fr; }
-    .-wide TodosPane { width: 2fr; height: auto; max-height: 12; }
-    .-wide #main > GpusPane { height: auto; max-height: 40%; }
-    .-wide #main > ServicesPane { height: auto; max-height: 35%; }
-    .-wide #row-bottom { min-height: 10; }
-    .-wide BenchPane { width: 1fr; }
-    .-wide LogsPane { width: 1fr; }
-    #message-bar { height: 1; padding: 0 1; color: $text-muted; }
-    .-narrow ServicesPane DataTable { height: 1fr; }
-    #message-bar.-error { color: $error; text-style: bold; }
-    #message-bar.-warning { color: $warning; }
-    ToastRack { display: none; }
-    #filter { dock: bottom; display: none; height: 3; }
-    #filter.-shown { display: block; }
-    """
-    # at least this many columns and rows: every pane on one screen; below it, tabs
-    WIDE_MIN = (140, 40)
+    CSS = APP_CSS
+    WIDE_MIN = WIDE_MIN
     BINDINGS: ClassVar[list[BindingType]] = list(to_bindings(MAIN_KEYS))
 
     def __init__(
@@ -185,15 +151,15 @@ class DDTreeApp(App[int]):
         return self.ctl.dirty
 
     @property
-    def _bench_history(self) -> list[Any]:
+    def _bench_history(self) -> list[HistoryRun]:
         return self.ctl.bench_history
 
     @_bench_history.setter
-    def _bench_history(self, runs: list[Any]) -> None:
+    def _bench_history(self, runs: list[HistoryRun]) -> None:
         self.ctl.bench_history = runs
 
     # --- what the controller calls back --------------------------------------------------------------------
-    def bench_event(self, event: Any) -> None:
+    def bench_event(self, event: object) -> None:
         self.query_one(BenchPane).live.apply(event)
 
     def spawn(
@@ -229,8 +195,7 @@ class DDTreeApp(App[int]):
         w, h = self.size.width or 80, self.size.height or 24
         return w >= self.WIDE_MIN[0] and h >= self.WIDE_MIN[1]
 
-    # share of the width of the panes that sit side by side in the one-screen layout (CSS below agrees)
-    WIDE_SHARE: ClassVar[dict[int, float]] = {1: 3 / 5, 4: 2 / 5, 5: 1 / 2, 6: 1 / 2}
+    WIDE_SHARE: ClassVar[dict[int, float]] = WIDE_SHARE
 
     def pane_width(self, n: int) -> int:
         """A pane's width under the current layout, from the terminal size alone (deterministic)."""
@@ -242,7 +207,7 @@ class DDTreeApp(App[int]):
         wide = self.is_wide()
         self.set_class(wide, "-wide")
         self.set_class(not wide, "-narrow")
-        shown = set(PANE_TAB) if wide else {n for n, t in PANE_TAB.items() if t == self.active_tab}
+        shown = shown_panes(wide, self.active_tab)
         for n in PANE_TAB:
             self.pane(n).display = n in shown
         self.query_one("#row-top").display = bool(shown & {1, 4})
@@ -297,9 +262,7 @@ class DDTreeApp(App[int]):
         return self.ctl.now()
 
     def _visible(self) -> set[int]:
-        if self.is_wide():
-            return set(PANE_TAB)
-        return {n for n, t in PANE_TAB.items() if t == self.active_tab}
+        return shown_panes(self.is_wide(), self.active_tab)
 
     def flush(self, force: bool = False) -> None:
         """Repaint the visible panes whose data changed; once a second the clocks (uptime, retry in Ns)."""
@@ -561,7 +524,7 @@ class DDTreeApp(App[int]):
         message: str,
         *,
         title: str = "",
-        severity: Any = "information",
+        severity: SeverityLevel = "information",
         timeout: float | None = None,
         markup: bool = True,
     ) -> None:
@@ -578,18 +541,10 @@ class DDTreeApp(App[int]):
             bar = self.query_one("#message-bar", Static)
         except Exception:  # not composed yet
             return
-        last = self.messages[-1] if self.messages else None
-        shown = last if last is not None and time.monotonic() < self._message_until else None
-        bar.set_class(shown is not None and shown.severity == "error", "-error")
-        bar.set_class(shown is not None and shown.severity == "warning", "-warning")
-        count = f"  (H: {len(self.messages)} messages)" if self.messages else ""
-        bar.update(
-            Text(
-                shown.line() + count if shown else (count.strip(" ()") or "H: message history"),
-                no_wrap=True,
-                overflow="ellipsis",
-            )
-        )
+        text, severity = bar_line(self.messages, self._message_until, time.monotonic())
+        bar.set_class(severity == "error", "-error")
+        bar.set_class(severity == "warning", "-warning")
+        bar.update(text)
 
     def action_messages(self) -> None:
         self.push_screen(MessagesScreen(self.messages))

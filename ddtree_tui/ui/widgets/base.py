@@ -15,6 +15,9 @@ from textual.widgets import DataTable
 from ddtree_tui.ui.views import BADGES
 from ddtree_tui.ui.views import matches as matches_text
 
+# what a table cell holds as the panes paint it: plain text or Rich Text in a badge's style
+CellText = str | Text
+
 
 class Pane(Vertical, can_focus=False):
     """A titled pane. Colours of badges come from the theme's component classes (themes/*.tcss)."""
@@ -62,8 +65,8 @@ class Pane(Vertical, can_focus=False):
         return self.planned_width or self.size.width or self.app.size.width or 80
 
     def pick(
-        self, cells: dict[str, Any], wide: Sequence[str], narrow: Sequence[str]
-    ) -> tuple[list[str], list[Any]]:
+        self, cells: dict[str, CellText], wide: Sequence[str], narrow: Sequence[str]
+    ) -> tuple[list[str], list[CellText]]:
         cols = list(narrow if self.is_narrow() else wide)
         return cols, [cells.get(c, "") for c in cols]
 
@@ -77,7 +80,7 @@ class Pane(Vertical, can_focus=False):
 
 
 # a rendered row: its key and the cells as the DataTable takes them
-PaintedRow = tuple[str, Sequence[Any]]
+PaintedRow = tuple[str, Sequence[CellText]]
 
 
 def sync_table(
@@ -133,12 +136,10 @@ def drop_stale_renders(table: DataTable[Any]) -> None:
     table with few rows takes many minutes to reach that bound, which showed as RSS growing with uptime
     (benchmarks/ui.py). Entries of an older count can never be hit again, so dropping them costs nothing.
     """
-    clear = getattr(table, "_clear_caches", None)
-    if callable(clear):
-        clear()
+    table._clear_caches()  # private, but there in every Textual the project allows (>=8.2,<9)
 
 
-def sort_key(cell: Any) -> tuple[int, float, str]:
+def sort_key(cell: object) -> tuple[int, float, str]:
     """Numbers (`12%`, `3.41`, `2m05s` is text) sort numerically before text; `-` and blanks sort last."""
     text = str(cell.plain if isinstance(cell, Text) else cell).strip()
     if text in ("", "-"):
@@ -150,13 +151,13 @@ def sort_key(cell: Any) -> tuple[int, float, str]:
         return (1, 0.0, text.lower())
 
 
-def _differs(a: Any, b: Any) -> bool:
+def _differs(a: object, b: object) -> bool:
     if isinstance(a, Text) and isinstance(b, Text):
         return a.plain != b.plain or a.style != b.style or a.spans != b.spans
     return bool(a != b)
 
 
-def matches(filter_text: str, *fields: Any) -> bool:
+def matches(filter_text: str, *fields: CellText | None) -> bool:
     """Case-insensitive substring filter over the visible text of a row."""
     return matches_text(
         filter_text, *(None if x is None else str(x.plain if isinstance(x, Text) else x) for x in fields)

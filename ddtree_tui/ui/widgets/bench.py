@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -34,7 +33,7 @@ from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.messages import ShapeIntent
 from ddtree_tui.ui.views import BenchView, HistoryRun
-from ddtree_tui.ui.widgets.base import Pane, sync_table
+from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sync_table
 
 
 class LiveRow(TypedDict, total=False):
@@ -322,7 +321,7 @@ class BenchPane(Pane):
         if live.total:
             bar.update(total=live.total, progress=live.done)
         bar.display = bool(live.total) or live.running  # no pulsing bar when nothing runs
-        rows = []
+        rows: list[PaintedRow] = []
         for key, r in live.rows.items():
             rows.append(
                 (
@@ -375,7 +374,7 @@ class BenchPane(Pane):
         else:
             labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
         self.query_one("#bench-load-labels", Static).update(labels)
-        rows = []
+        rows: list[PaintedRow] = []
         for i, r in enumerate(live.levels[-40:]):
             rows.append(
                 (
@@ -407,7 +406,7 @@ class BenchPane(Pane):
     def action_agentic(self) -> None:
         self.post_message(ShapeIntent(ShapeParams(sessions=4, turns=4, max_new_tokens=64)))
 
-    def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[str | Text]:
+    def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[CellText]:
         """A load, soak or agentic run in the history list: what it was, its services, its best out tok/s."""
         best: float | None = None
         baseline = "-"
@@ -428,7 +427,7 @@ class BenchPane(Pane):
         return [run_when(run), status, what, ", ".join(refs), fmt.num(best, "{:.1f}"), baseline]
 
     def _render_results(self, run: BenchRun | None) -> None:
-        rows = []
+        rows: list[PaintedRow] = []
         if run is not None:
             baseline = run.baseline
             sums = run.summary
@@ -437,7 +436,7 @@ class BenchPane(Pane):
                 ref = s.service
                 tps = summary_tok_s(s)
                 text, badge = delta_cell(s.delta_tok_s_pct, tps, base_tps, ref == baseline)
-                cells = {
+                cells: dict[str, CellText] = {
                     "Service": self.t(ref, "accent"),
                     "Mode": short_mode(_mode(s)) if self.is_narrow() else _mode(s),
                     "tok/s (mean)": fmt.num(tps, "{:.1f}"),
@@ -456,7 +455,7 @@ class BenchPane(Pane):
 
     def _render_prompts(self, run: BenchRun | None) -> None:
         """Per prompt × service, like the headless table: median tok/s [min-max], TTFT, accept, Δ."""
-        rows = []
+        rows: list[PaintedRow] = []
         if run is not None:
             baseline = run.baseline
             for r in run.rows:
@@ -465,7 +464,7 @@ class BenchPane(Pane):
                 rng = "-" if lo is None or hi is None else f"[{lo:.1f}-{hi:.1f}]"
                 text, badge = delta_cell(r.delta_tok_s_pct, None, None, ref == baseline)
                 n = f"{r.n}" + (f" ({r.failed} failed)" if r.failed else "")
-                cells = {
+                cells: dict[str, CellText] = {
                     "Service": self.t(ref, "accent"),
                     "Prompt": r.prompt_id,
                     "n": self.t(n, "bad") if r.failed else n,
@@ -482,7 +481,7 @@ class BenchPane(Pane):
         sync_table(self.query_one("#bench-prompts", DataTable), rows, columns=cols)
 
     def _render_history(self, history: Sequence[HistoryRun]) -> None:
-        rows = []
+        rows: list[PaintedRow] = []
         for i, run in enumerate(reversed(history[-20:])):
             if not isinstance(run, BenchRun):
                 rows.append((f"{run.id}#{i}", self._shape_row(run)))

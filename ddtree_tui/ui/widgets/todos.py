@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 from ddtree_tui.todo import ItemEvidence, TodoItem
 from ddtree_tui.ui.messages import TodoIntent
 from ddtree_tui.ui.views import TodosView
-from ddtree_tui.ui.widgets.base import Pane, matches, sync_table
+from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, matches, sync_table
 
 STATUS_MARK = {
     "pending": ("[ ]", "dim"),
@@ -89,7 +89,7 @@ class TodosPane(Pane):
         msg = (f"read-only: {problem}" if todos.read_only else problem) or ""
         err.update(self.t(msg, "bad") if msg else "")
         err.display = bool(msg)
-        rows = []
+        rows: list[PaintedRow] = []
         for i, it in enumerate(todos.items):
             mark, badge = STATUS_MARK.get(it.status, (it.status, "dim"))
             ev = evidence.get(i)
@@ -100,7 +100,7 @@ class TodosPane(Pane):
                 evtext = self.t(f"{label} {ev.detail}".strip() if ev.state != "none" else "", eb)
             else:
                 evtext = self.t(it.check or "", "dim")
-            cells = [
+            cells: list[CellText] = [
                 str(i + 1),
                 self.t(mark, badge),
                 self.t(it.priority, PRIORITY_BADGE.get(it.priority, "dim")),
