@@ -5,7 +5,7 @@ no live data), and how the app is developed without hosts."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -33,6 +33,11 @@ class Outcome(Protocol):
     def message(self) -> str: ...
 
 
+# Fleet.run_bench and its stand-ins (StaticFleet, collector AttachedFleet): BenchParams' fields in, a BenchRun
+# or a refusal in words out
+BenchCall = Callable[..., Awaitable[BenchRun | Outcome]]
+
+
 @runtime_checkable
 class FleetLike(Protocol):
     """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally. The todo list is
@@ -52,14 +57,11 @@ class FleetLike(Protocol):
     async def smoke(
         self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
     ) -> SmokeResult: ...
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> BenchRun | Outcome: ...
+    @property
+    def run_bench(self) -> BenchCall:
+        """A plain run, called with BenchParams' fields (the bench dialog's one shape of them)."""
+        ...
+
     def bench_history(self) -> list[HistoryRun]: ...
     async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
