@@ -13,6 +13,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from textual.notifications import SeverityLevel
+
 from ddtree_tui import events
 from ddtree_tui.bench.smoke import SmokeResult
 from ddtree_tui.doctor import DoctorReport
@@ -65,7 +67,7 @@ class ViewHost(Protocol):
     """What the controller needs from the app: messages, the live bench pane, and workers."""
 
     def notify(
-        self, message: str, *, severity: Any = "information", timeout: float | None = None
+        self, message: str, *, severity: SeverityLevel = "information", timeout: float | None = None
     ) -> None: ...
 
     def bench_event(self, event: object) -> None: ...
