@@ -1,8 +1,9 @@
 """The Textual app, the view half: layout, keys, dialogs, messages. The controller (ui/controller.py) reads
 the fleet's events, marks panes dirty and builds each pane's typed view (ui/views.py); a timer repaints at
 most `refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys.
-Keys, buttons and the palette post intents that the controller carries out in workers.
-The todo and bench actions live in ui/todo_actions.py and ui/bench_actions.py."""
+Keys, buttons and the palette post intents that the controller carries out in workers. What the user does to
+a service, a todo or a bench run is in ui/service_actions.py, todo_actions.py and bench_actions.py; the layout
+rules and CSS in ui/layout.py."""
 
 from __future__ import annotations
 
