@@ -28,6 +28,7 @@ from textual import events
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ddtree_tui.bench.models import BenchParams
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.sim.process import free_port
@@ -151,7 +152,7 @@ async def run(minutes: float, hosts: int, trace: int = 0) -> list[tuple[str, str
                 if trace:
                     snaps.append((mark, tracemalloc.take_snapshot()))
             if not bench.live.running and not any(w.name == "bench" and w.is_running for w in app.workers):
-                app.start_bench(refs, "seed3", repeats=2, max_new_tokens=128)
+                app.start_bench(BenchParams(refs=refs, prompt_set="seed3", repeats=2, max_new_tokens=128))
                 bench_runs += 1
                 await pilot.press("3")  # back to the fleet tab: the busiest one
                 await pilot.pause(0.2)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ddtree_tui.config import display_mode
+
 SIM_VERSION = "0.5.23-sim"
 DEFAULT_ACCEPT_LENGTH = 3.4
 
@@ -225,9 +227,9 @@ class SimConfig(BaseModel):
 
     @property
     def display_mode(self) -> str | None:
-        if self.algorithm == "ddtree":
-            return self.mode or "shadow-linear"
-        return "linear" if self.algorithm == "dflash" else None
+        """config.display_mode's answer (the one every screen uses); None for no speculation (baseline)."""
+        mode = display_mode(self.algorithm, self.mode)
+        return None if mode == "-" else mode
 
     def schedule(self, prompt: str, max_new_tokens: int) -> list[int]:
         """Tokens of each chunk. With a prefill model the prefill itself yields the first chunk, one token

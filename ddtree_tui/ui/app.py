@@ -1,13 +1,12 @@
 """The Textual app, the view half: layout, keys, dialogs, messages. The controller (ui/controller.py) reads
 the fleet's events, marks panes dirty and builds each pane's typed view (ui/views.py); a timer repaints at
 most `refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys.
-Keys, buttons and the palette post intents that the controller carries out in workers.
-
-Over 600 lines while the todo and bench actions still live here (their own modules are next)."""
+Keys, buttons and the palette post intents that the controller carries out in workers. What the user does to
+a service, a todo or a bench run is in ui/service_actions.py, todo_actions.py and bench_actions.py; the layout
+rules and CSS in ui/layout.py."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -15,29 +14,31 @@ from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.bench.models import BenchParams
 from ddtree_tui.state import FleetSnapshot
-from ddtree_tui.todo import TodoEdit
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
+from ddtree_tui.ui.bench_actions import BenchActions
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import save_traceback
 from ddtree_tui.ui.details import DetailView
 from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, to_bindings
+from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
     BenchIntent,
     DrillDown,
     HostSelected,
     ServiceIntent,
     ServiceSelected,
+    ShapeIntent,
     TodoIntent,
 )
 from ddtree_tui.ui.palette import FleetCommands
@@ -46,13 +47,14 @@ from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
-from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen
-from ddtree_tui.ui.screens.move import MoveScreen
-from ddtree_tui.ui.screens.todo_edit import TodoDraft, TodoEditScreen
+from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen, bar_line
+from ddtree_tui.ui.service_actions import ServiceActions
 from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
 from ddtree_tui.ui.sweep_screen import open_sweep
-from ddtree_tui.ui.widgets.base import Pane, View
+from ddtree_tui.ui.todo_actions import TodoActions
+from ddtree_tui.ui.views import HistoryRun
+from ddtree_tui.ui.widgets.base import Pane
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.footer import LeanFooter
 from ddtree_tui.ui.widgets.gpus import GpusPane
@@ -60,16 +62,6 @@ from ddtree_tui.ui.widgets.hosts import HostsPane
 from ddtree_tui.ui.widgets.logs import LogsPane
 from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
-
-PANE_TAB = {1: "tab-fleet", 2: "tab-fleet", 3: "tab-fleet", 4: "tab-todos", 5: "tab-bench", 6: "tab-logs"}
-PANE_CLASSES: dict[int, type[Pane]] = {
-    1: HostsPane,
-    2: GpusPane,
-    3: ServicesPane,
-    4: TodosPane,
-    5: BenchPane,
-    6: LogsPane,
-}
 
 
 class DDTreeApp(App[int]):
@@ -79,34 +71,8 @@ class DDTreeApp(App[int]):
     TITLE = "ddtree-tui"
     COMMANDS = App.COMMANDS | {FleetCommands}
     ENABLE_COMMAND_PALETTE = True
-    CSS = """
-    #topbar { height: 1; background: $panel; color: $foreground; padding: 0 1; }
-    #tabs { height: 2; }
-    #main { height: 1fr; }
-    #row-top { height: auto; }
-    #row-bottom { height: 1fr; }
-    .-narrow #row-top > Pane { width: 1fr; }
-    .-narrow #row-bottom > Pane { width: 1fr; }
-    .-narrow #main > GpusPane, .-narrow #main > ServicesPane { height: 1fr; }
-    .-wide #tabs { display: none; }
-    .-wide #row-top { max-height: 12; }
-    .-wide HostsPane { width: 3fr; }
-    .-wide TodosPane { width: 2fr; height: auto; max-height: 12; }
-    .-wide #main > GpusPane { height: auto; max-height: 40%; }
-    .-wide #main > ServicesPane { height: auto; max-height: 35%; }
-    .-wide #row-bottom { min-height: 10; }
-    .-wide BenchPane { width: 1fr; }
-    .-wide LogsPane { width: 1fr; }
-    #message-bar { height: 1; padding: 0 1; color: $text-muted; }
-    .-narrow ServicesPane DataTable { height: 1fr; }
-    #message-bar.-error { color: $error; text-style: bold; }
-    #message-bar.-warning { color: $warning; }
-    ToastRack { display: none; }
-    #filter { dock: bottom; display: none; height: 3; }
-    #filter.-shown { display: block; }
-    """
-    # at least this many columns and rows: every pane on one screen; below it, tabs
-    WIDE_MIN = (140, 40)
+    CSS = APP_CSS
+    WIDE_MIN = WIDE_MIN
     BINDINGS: ClassVar[list[BindingType]] = list(to_bindings(MAIN_KEYS))
 
     def __init__(
@@ -135,7 +101,9 @@ class DDTreeApp(App[int]):
         self.bind("w", "sweep", description="Sweep", show=False)  # the tuning lab (ui/sweep_screen.py)
         self.active_tab = "tab-fleet"
         self._last_clock_paint = 0.0
-        self._todo_lock = asyncio.Lock()
+        self.bench = BenchActions(self)
+        self.services = ServiceActions(self)
+        self.todos = TodoActions(self)
         self.paint_count = 0  # repaints done; benchmarks/ui.py reads it
         self.messages: list[MessageRecord] = []  # every notice, for `H`; the bar shows the latest
         self._message_until = 0.0
@@ -184,15 +152,15 @@ class DDTreeApp(App[int]):
         return self.ctl.dirty
 
     @property
-    def _bench_history(self) -> list[Any]:
+    def _bench_history(self) -> list[HistoryRun]:
         return self.ctl.bench_history
 
     @_bench_history.setter
-    def _bench_history(self, runs: list[Any]) -> None:
+    def _bench_history(self, runs: list[HistoryRun]) -> None:
         self.ctl.bench_history = runs
 
     # --- what the controller calls back --------------------------------------------------------------------
-    def bench_event(self, event: Any) -> None:
+    def bench_event(self, event: object) -> None:
         self.query_one(BenchPane).live.apply(event)
 
     def spawn(
@@ -228,8 +196,7 @@ class DDTreeApp(App[int]):
         w, h = self.size.width or 80, self.size.height or 24
         return w >= self.WIDE_MIN[0] and h >= self.WIDE_MIN[1]
 
-    # share of the width of the panes that sit side by side in the one-screen layout (CSS below agrees)
-    WIDE_SHARE: ClassVar[dict[int, float]] = {1: 3 / 5, 4: 2 / 5, 5: 1 / 2, 6: 1 / 2}
+    WIDE_SHARE: ClassVar[dict[int, float]] = WIDE_SHARE
 
     def pane_width(self, n: int) -> int:
         """A pane's width under the current layout, from the terminal size alone (deterministic)."""
@@ -241,7 +208,7 @@ class DDTreeApp(App[int]):
         wide = self.is_wide()
         self.set_class(wide, "-wide")
         self.set_class(not wide, "-narrow")
-        shown = set(PANE_TAB) if wide else {n for n, t in PANE_TAB.items() if t == self.active_tab}
+        shown = shown_panes(wide, self.active_tab)
         for n in PANE_TAB:
             self.pane(n).display = n in shown
         self.query_one("#row-top").display = bool(shown & {1, 4})
@@ -286,9 +253,6 @@ class DDTreeApp(App[int]):
             self.set_interval(2.0, self._poll_history, name="history-watch")
 
     # --- the fleet (through the controller) ------------------------------------------------------------
-    async def _load_bench_history(self) -> None:
-        await self.ctl.load_bench_history()
-
     def _poll_history(self) -> None:
         self.run_worker(self.ctl.check_history(), group="history-watch", exclusive=True)
 
@@ -298,23 +262,8 @@ class DDTreeApp(App[int]):
     def now(self) -> float:
         return self.ctl.now()
 
-    def _view(self) -> View:
-        """The todos and bench panes' input (the others paint typed views)."""
-        c = self.ctl
-        return View(
-            snap=c.snap,
-            now=c.now(),
-            fleet=self.fleet,
-            selected_host=c.selected_host,
-            selected_service=c.selected_service,
-            filter=c.filter_text,
-            extra={"filter_pane": c.filter_pane, "bench_history": c.bench_history},
-        )
-
     def _visible(self) -> set[int]:
-        if self.is_wide():
-            return set(PANE_TAB)
-        return {n for n, t in PANE_TAB.items() if t == self.active_tab}
+        return shown_panes(self.is_wide(), self.active_tab)
 
     def flush(self, force: bool = False) -> None:
         """Repaint the visible panes whose data changed; once a second the clocks (uptime, retry in Ns)."""
@@ -363,8 +312,10 @@ class DDTreeApp(App[int]):
                 pane.show_view(self.ctl.services_view(pane.planned_width))
             elif isinstance(pane, LogsPane):
                 pane.show_view(self.ctl.logs_view())
-            else:
-                pane.render_view(self._view())
+            elif isinstance(pane, TodosPane):
+                pane.show_view(self.ctl.todos_view())
+            elif isinstance(pane, BenchPane):
+                pane.show_view(self.ctl.bench_view())
         except Exception as e:
             self.log.error(f"pane {n} failed to render: {e!r}")
 
@@ -431,61 +382,8 @@ class DDTreeApp(App[int]):
         self.request_service(msg.verb, msg.ref, msg.to_host)
 
     def request_service(self, verb: str, ref: str, to_host: str | None = None) -> None:
-        """Every way to act on a service ends here: keys, palette, messages."""
-        if verb == "launch":
-            self.ctl.start_intent("launch", ref)
-        elif verb in ("kill", "restart"):
-            label = "Kill" if verb == "kill" else "Restart"
-            detail = (
-                "The process is stopped (SIGTERM, then SIGKILL after the kill timeout)."
-                if verb == "kill"
-                else "Kill, then launch again with the same spec (redeploy)."
-            )
-            self.push_screen(
-                ConfirmScreen(f"{label} {ref}?", detail, label),
-                lambda ok: (
-                    self.ctl.start_intent(verb, ref) if ok else self.notify(f"{verb} {ref}: cancelled")
-                ),
-            )
-        elif verb == "move":
-            if to_host is None:
-                here = ref.split("/", 1)[0]
-                others = [(h.name, h.state) for h in self._snap.hosts if h.name != here]
-                if not others:
-                    self.notify("there is no other host to move to", severity="warning")
-                    return
-                down = [n for n, st in others if st != "connected"]
-                if len(down) == len(others):  # refused now, not after a confirm
-                    self.notify(
-                        f"no connected host to move to ({', '.join(down)}: not connected)", severity="warning"
-                    )
-                    return
-
-                def chosen(dest: str | None) -> None:
-                    if dest:
-                        self.request_service("move", ref, dest)
-
-                self.push_screen(MoveScreen(ref, others), chosen)
-                return
-            self.push_screen(
-                ConfirmScreen(
-                    f"Move {ref} to {to_host}?",
-                    f"Launch the same spec on {to_host}, wait until it is ready, then kill it here.",
-                    "Move",
-                ),
-                lambda ok: (
-                    self.ctl.start_intent("move", ref, to_host) if ok else self.notify("move: cancelled")
-                ),
-            )
-        elif verb == "logs":
-            self.ctl.select_service(ref)
-            self.query_one(ServicesPane).select_ref(ref)
-            self._dirty.add("logs")
-            self.action_focus_pane(6)
-        elif verb == "bench":
-            self._open_bench([ref])
-        elif verb == "smoke":
-            self.ctl.smoke(ref)
+        """Every way to act on a service ends here (keys, palette, messages): ui/service_actions.py."""
+        self.services.request(verb, ref, to_host)
 
     def action_logs(self) -> None:
         if self.selected_service:
@@ -509,113 +407,24 @@ class DDTreeApp(App[int]):
         """The checks run in the screen's worker, over the fleet's open transport to the host."""
         self.push_screen(DoctorScreen(host, self.ctl.doctor))
 
-    # --- bench -------------------------------------------------------------------------------------------
+    # --- bench and todos (ui/bench_actions.py, ui/todo_actions.py) ----------------------------------------
     def action_bench(self) -> None:
-        ready = [f"{h.name}/{s.name}" for h in self._snap.hosts for s in h.services if s.state == "ready"]
-        self._open_bench(ready or ([self.selected_service] if self.selected_service else []))
-
-    def _open_bench(self, preselect: list[str]) -> None:
-        refs = [(f"{h.name}/{s.name}", s.state) for h in self._snap.hosts for s in h.services]
-        if not refs:
-            self.notify("no services to benchmark", severity="warning")
-            return
-
-        def done(res: dict[str, Any] | None) -> None:
-            if res and "shape" in res:  # a load shape, soak or agentic sessions: the pane runs and shows it
-                self.action_focus_pane(5)
-                self.query_one(BenchPane).start_shape(res["refs"], res["shape"])
-            elif res:
-                self.post_message(BenchIntent(res["params"]))
-
-        self.push_screen(BenchSetupScreen(refs, preselect), done)
+        self.bench.open_ready()
 
     def on_bench_intent(self, msg: BenchIntent) -> None:
         self.start_bench(msg.params)
 
     def start_bench(self, params: BenchParams) -> None:
-        pane = self.query_one(BenchPane)
-        pane.live.reset(0, f"starting: {params.prompt_set} on {', '.join(params.refs)}")
-        self._dirty.add("bench")
-        self.action_focus_pane(5)
-        self.run_worker(self._do_bench(params), group="bench", exclusive=True, name="bench")
+        self.bench.start_bench(params)
 
-    async def _do_bench(self, params: BenchParams) -> Any:
-        pane = self.query_one(BenchPane)
-        try:
-            run = await self.fleet.run_bench(**params.model_dump())
-        except Exception as e:
-            pane.live.running = False
-            pane.live.status = f"failed: {e}"
-            self.notify(f"bench failed: {e}", severity="error", timeout=10)
-            self._dirty.add("bench")
-            return None
-        if getattr(run, "ok", None) is False and not hasattr(run, "summaries"):
-            pane.live.status = str(getattr(run, "message", "bench did not run"))
-        else:
-            pane.live.run = run
-            pane.live.status = f"finished: {params.prompt_set} · {len(params.refs)} services"
-        pane.live.running = False
-        await self._load_bench_history()
-        self._dirty.add("bench")
-        return run
+    def on_shape_intent(self, msg: ShapeIntent) -> None:
+        self.bench.start_shape(msg.refs, msg.params)
 
-    # --- todos -------------------------------------------------------------------------------------------
     def action_new_todo(self) -> None:
-        def add(d: TodoDraft | None) -> None:
-            if d is not None:
-                self._todo_apply(
-                    TodoEdit(action="add", content=d.content, priority=d.priority, check=d.check or None)
-                )
-
-        self.push_screen(TodoEditScreen("New todo"), add)
+        self.todos.new()
 
     def on_todo_intent(self, msg: TodoIntent) -> None:
-        items = self.fleet.snapshot().todos.items
-        i = msg.index
-        if msg.verb == "add":
-            self.action_new_todo()
-        elif i is None or not 0 <= i < len(items):
-            self.bell()
-        elif msg.verb == "edit":
-
-            def edit(d: TodoDraft | None) -> None:
-                if d is not None:
-                    self._todo_apply(
-                        TodoEdit(
-                            action="edit", index=i, content=d.content, priority=d.priority, check=d.check
-                        )
-                    )
-
-            it = items[i]
-            self.push_screen(TodoEditScreen(f"Edit todo {i + 1}", it.content, it.priority, it.check), edit)
-        elif msg.verb == "delete":
-
-            def delete(ok: bool | None) -> None:
-                if ok:
-                    self._todo_apply(TodoEdit(action="delete", index=i))
-
-            self.push_screen(ConfirmScreen(f"Delete todo {i + 1}?", items[i].content, "Delete"), delete)
-        else:
-            self._todo_apply(TodoEdit(action=msg.verb, index=i))
-
-    def _todo_apply(self, edit: TodoEdit) -> None:
-        """Hand the change to the fleet (the todo file's one writer) in a worker: the UI never saves."""
-        self.run_worker(self._todo_send(edit), group="todo-save")
-
-    async def _todo_send(self, edit: TodoEdit) -> None:
-        async with self._todo_lock:  # the user's edits reach the fleet in the order they were made
-            try:
-                res = await self.fleet.todo_apply(edit)
-            except Exception as e:
-                self.notify(f"todo not saved: {e}", severity="error", timeout=10)
-                return
-        if not res.ok:
-            self.notify(res.message, severity="error" if res.invalid else "warning", timeout=10)
-            return
-        self._dirty.add("todos")
-        self.flush()
-        if res.index is not None:
-            self.query_one(TodosPane).cursor_to(res.index)
+        self.todos.on_intent(msg)
 
     # --- filter ------------------------------------------------------------------------------------------
     def action_filter(self) -> None:
@@ -716,7 +525,7 @@ class DDTreeApp(App[int]):
         message: str,
         *,
         title: str = "",
-        severity: Any = "information",
+        severity: SeverityLevel = "information",
         timeout: float | None = None,
         markup: bool = True,
     ) -> None:
@@ -733,18 +542,10 @@ class DDTreeApp(App[int]):
             bar = self.query_one("#message-bar", Static)
         except Exception:  # not composed yet
             return
-        last = self.messages[-1] if self.messages else None
-        shown = last if last is not None and time.monotonic() < self._message_until else None
-        bar.set_class(shown is not None and shown.severity == "error", "-error")
-        bar.set_class(shown is not None and shown.severity == "warning", "-warning")
-        count = f"  (H: {len(self.messages)} messages)" if self.messages else ""
-        bar.update(
-            Text(
-                shown.line() + count if shown else (count.strip(" ()") or "H: message history"),
-                no_wrap=True,
-                overflow="ellipsis",
-            )
-        )
+        text, severity = bar_line(self.messages, self._message_until, time.monotonic())
+        bar.set_class(severity == "error", "-error")
+        bar.set_class(severity == "warning", "-warning")
+        bar.update(text)
 
     def action_messages(self) -> None:
         self.push_screen(MessagesScreen(self.messages))

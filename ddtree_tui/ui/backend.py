@@ -5,17 +5,24 @@ no live data), and how the app is developed without hosts."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.loadrun import LoadRun
+from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.bench.smoke import SmokeResult, failed
+from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
+from ddtree_tui.events import FleetEvent
 from ddtree_tui.pubsub import PubSub
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.todo import ItemEvidence, TodoEdit, TodoItem, TodoResult, TodoView
+from ddtree_tui.ui.views import HistoryRun
 
 
 class Outcome(Protocol):
@@ -27,6 +34,11 @@ class Outcome(Protocol):
     def message(self) -> str: ...
 
 
+# Fleet.run_bench and its stand-ins (StaticFleet, collector AttachedFleet): BenchParams' fields in, a BenchRun
+# or a refusal in words out
+BenchCall = Callable[..., Awaitable[BenchRun | Outcome]]
+
+
 @runtime_checkable
 class FleetLike(Protocol):
     """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally. The todo list is
@@ -35,8 +47,8 @@ class FleetLike(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
     def snapshot(self) -> FleetSnapshot: ...
-    def subscribe(self) -> asyncio.Queue[Any]: ...
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
+    def subscribe(self) -> asyncio.Queue[FleetEvent]: ...
+    def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None: ...
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]: ...
     def log_lines(self, ref: str) -> list[str]: ...
     async def launch(self, ref: str) -> Outcome: ...
@@ -46,20 +58,40 @@ class FleetLike(Protocol):
     async def smoke(
         self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
     ) -> SmokeResult: ...
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> Any: ...
-    def bench_history(self) -> list[Any]: ...
+    @property
+    def run_bench(self) -> BenchCall:
+        """A plain run, called with BenchParams' fields (the bench dialog's one shape of them)."""
+        ...
+
+    def bench_history(self) -> list[HistoryRun]: ...
     async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
-    def todo_evidence(self) -> list[Any]: ...
+    def todo_evidence(self) -> list[ItemEvidence]: ...
     async def todo_apply(self, edit: TodoEdit) -> TodoResult: ...
     def profiles(self) -> list[HostProfile]: ...
+
+
+@runtime_checkable
+class LoadShaper(Protocol):
+    """A fleet that runs load ladders, soaks and agentic sessions (Fleet.run_load_shape; the keyword
+    arguments are ShapeParams'). A frozen or attached fleet has none: the app says so."""
+
+    async def run_load_shape(
+        self,
+        refs: Sequence[str],
+        load: str = ...,
+        *,
+        requests: int | None = ...,
+        duration_s: float | None = ...,
+        slo: str | None = ...,
+        soak: bool = ...,
+        window_s: float = ...,
+        sessions: int | None = ...,
+        turns: int = ...,
+        think_time_s: float = ...,
+        max_new_tokens: int = ...,
+        baseline: str | None = ...,
+    ) -> LoadRun | SoakRun | AgenticRun: ...
 
 
 @runtime_checkable
@@ -93,7 +125,7 @@ class StaticTodos:
         self.path: Path | None = None
 
 
-class StaticFleet(PubSub[Any]):
+class StaticFleet(PubSub[FleetEvent]):
     """A fleet frozen at one snapshot: intents answer 'frozen' and nothing is started."""
 
     def __init__(
@@ -104,7 +136,7 @@ class StaticFleet(PubSub[Any]):
         logs: dict[str, list[str]] | None = None,
         todos: list[StaticTodo] | None = None,
         evidence: list[ItemEvidence] | None = None,
-        bench_runs: list[Any] | None = None,
+        bench_runs: list[HistoryRun] | None = None,
         doctor_reports: dict[str, DoctorReport] | None = None,
     ) -> None:
         self._snap = snapshot.model_copy(update={"todos": _todo_view(todos or [], evidence or [])})
@@ -158,7 +190,7 @@ class StaticFleet(PubSub[Any]):
         """Refused whatever the settings (FleetLike.run_bench lists them)."""
         return await self._frozen("bench")
 
-    def bench_history(self) -> list[Any]:
+    def bench_history(self) -> list[HistoryRun]:
         return list(self._bench)
 
     async def reload_profiles(self) -> list[str]:
@@ -182,7 +214,7 @@ class StaticFleet(PubSub[Any]):
             ],
         )
 
-    def todo_evidence(self) -> list[Any]:
+    def todo_evidence(self) -> list[ItemEvidence]:
         return list(self._evidence)
 
     async def todo_apply(self, edit: TodoEdit) -> TodoResult:

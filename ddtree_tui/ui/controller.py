@@ -13,17 +13,23 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from textual.notifications import SeverityLevel
+
 from ddtree_tui import events
+from ddtree_tui.bench.smoke import SmokeResult
 from ddtree_tui.doctor import DoctorReport
 from ddtree_tui.state import FleetSnapshot
-from ddtree_tui.ui.backend import FleetLike, FrozenFleet
+from ddtree_tui.ui.backend import FleetLike, FrozenFleet, Outcome
 from ddtree_tui.ui.details import DetailView, gpu_detail, host_detail, service_detail
 from ddtree_tui.ui.views import (
+    BenchView,
     GpusView,
+    HistoryRun,
     HostsView,
     LogsView,
     PaneInputs,
     ServicesView,
+    TodosView,
     gpu_keys,
     gpus_view,
     hosts_view,
@@ -61,10 +67,10 @@ class ViewHost(Protocol):
     """What the controller needs from the app: messages, the live bench pane, and workers."""
 
     def notify(
-        self, message: str, *, severity: Any = "information", timeout: float | None = None
+        self, message: str, *, severity: SeverityLevel = "information", timeout: float | None = None
     ) -> None: ...
 
-    def bench_event(self, event: Any) -> None: ...
+    def bench_event(self, event: object) -> None: ...
 
     def spawn(
         self, work: Coroutine[Any, Any, Any], group: str, name: str = "", exclusive: bool = False
@@ -86,7 +92,7 @@ class Controller:
         self.filter_pane = 0
         self.dirty: set[str] = set(ALL)
         self.stale: set[int] = set()
-        self.bench_history: list[Any] = []
+        self.bench_history: list[HistoryRun] = []
         self.busy: set[str] = set()
         self.fleet_started = False
         self.fleet_stopped = False
@@ -109,7 +115,7 @@ class Controller:
         finally:
             self.fleet.unsubscribe(q)
 
-    def on_event(self, ev: Any) -> None:
+    def on_event(self, ev: object) -> None:
         if isinstance(ev, events.HostStateChanged | events.GpuSampleEvent | events.ServiceStateChanged):
             self.dirty.add("fleet")
         elif isinstance(ev, events.LogLine):
@@ -185,6 +191,13 @@ class Controller:
     def services_view(self, width: int) -> ServicesView:
         return services_view(self.snap, self.inputs(3, width))
 
+    def todos_view(self) -> TodosView:
+        """Read fresh from the fleet: a TodoChanged repaints this pane alone, without a new snapshot."""
+        return TodosView(self.fleet.snapshot().todos, self.filter_text if self.filter_pane == 4 else "")
+
+    def bench_view(self) -> BenchView:
+        return BenchView(tuple(self.bench_history))
+
     def logs_view(self) -> LogsView:
         """The tail since the last paint, or every line when the service, the search or the buffer changed."""
         ref, search = self.selected_service, self.filter_text if self.filter_pane == 6 else ""
@@ -239,7 +252,7 @@ class Controller:
         self.host.notify(f"{verb} {ref}" + (f" → {to_host}" if to_host else "") + " …", timeout=3)
         self.host.spawn(self.do_intent(verb, ref, to_host), group=f"svc:{ref}", name=f"{verb} {ref}")
 
-    async def do_intent(self, verb: str, ref: str, to_host: str | None) -> Any:
+    async def do_intent(self, verb: str, ref: str, to_host: str | None) -> Outcome | None:
         try:
             if verb == "move":
                 res = await self.fleet.move(ref, to_host or "")
@@ -263,7 +276,7 @@ class Controller:
         self.host.notify(f"smoke {ref} …", timeout=3)
         self.host.spawn(self.do_smoke(ref), group=f"smoke:{ref}", name=f"smoke {ref}", exclusive=True)
 
-    async def do_smoke(self, ref: str) -> Any:
+    async def do_smoke(self, ref: str) -> SmokeResult | None:
         """Read-only, so it does not mark the service busy; a live fleet reports it as a Notice event."""
         try:
             res = await self.fleet.smoke(ref)

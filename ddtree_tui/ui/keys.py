@@ -34,15 +34,21 @@ MAIN_KEYS: tuple[KeyRow, ...] = (
     ("escape", "clear_filter", "Clear filter", False, "clear the filter"),
 )
 
+
+def _nav(keys: str, tip: str) -> KeyRow:
+    """A key Textual handles itself: no action of ours, listed in the help screen only."""
+    return (keys, "-", "", True, tip)
+
+
 # keys every table and dialog understands (Textual's own), listed so nobody has to guess them
 NAVIGATION_KEYS: tuple[KeyRow, ...] = (
-    ("up,down,pgup,pgdn", "-", "", True, "move the cursor in the focused table (Home, End too)"),
-    ("tab,shift+tab", "-", "", True, "next / previous widget (in dialogs: the next field or button)"),
-    ("enter", "-", "", True, "open: drill into a host, GPU or service (Esc goes back)"),
-    ("space", "-", "", True, "tick in a list (bench dialog), toggle done (todos)"),
-    ("escape", "-", "", True, "back, close a dialog, clear the filter"),
-    ("o,O", "-", "", True, "sort the services by the next column / reverse (or click a header)"),
-    ("ctrl+c", "-", "", True, "quit, like q"),
+    _nav("up,down,pgup,pgdn", "move the cursor in the focused table (Home, End too)"),
+    _nav("tab,shift+tab", "next / previous widget (in dialogs: the next field or button)"),
+    _nav("enter", "open: drill into a host, GPU or service (Esc goes back)"),
+    _nav("space", "tick in a list (bench dialog), toggle done (todos)"),
+    _nav("escape", "back, close a dialog, clear the filter"),
+    _nav("o,O", "sort the services by the next column / reverse (or click a header)"),
+    _nav("ctrl+c", "quit, like q"),
 )
 
 # actions that only make sense on the main screen (not while a dialog is open)

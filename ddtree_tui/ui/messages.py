@@ -7,6 +7,7 @@ from typing import Literal
 
 from textual.message import Message
 
+from ddtree_tui.bench.load import ShapeParams
 from ddtree_tui.bench.models import BenchParams
 
 ServiceVerb = Literal["launch", "kill", "restart", "move", "logs", "bench", "smoke"]
@@ -57,6 +58,16 @@ class BenchIntent(Message):
     def __init__(self, params: BenchParams) -> None:
         super().__init__()
         self.params = params
+
+
+class ShapeIntent(Message):
+    """Run a load shape, soak or agentic sessions on `refs` (None: the ready services), from a key or the
+    bench dialog; the app runs it through the fleet and the bench pane follows its events."""
+
+    def __init__(self, params: ShapeParams, refs: list[str] | None = None) -> None:
+        super().__init__()
+        self.params = params
+        self.refs = refs
 
 
 class DrillDown(Message):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.state import FleetSnapshot, ServiceState
 
 # the order states are listed in, with the mark the services pane uses for them
-STATE_MARKS = (
+STATE_MARKS: tuple[tuple[ServiceState, str], ...] = (
     ("ready", "●"),
     ("starting", "◌"),
     ("unhealthy", "▲"),

@@ -9,8 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.loadrun import LoadRun
+from ddtree_tui.bench.models import BenchRun
+from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import display_mode
 from ddtree_tui.state import FleetSnapshot, GpuSample, HostView, ServiceStatus
+from ddtree_tui.todo import TodoView
 from ddtree_tui.ui import fmt
 
 Badge = Literal["ok", "warn", "bad", "dim", "sim", "replay", "accent"]
@@ -94,6 +99,25 @@ class LogsView:
     search: str = ""
     lines: tuple[str, ...] = ()
     reset: bool = True
+
+
+@dataclass(frozen=True)
+class TodosView:
+    """The checklist as the fleet has it now (items, evidence, a load error) and the pane's `/` filter."""
+
+    todos: TodoView
+    filter: str = ""
+
+
+# a run in the bench history: what Fleet.bench_history gives, oldest first
+HistoryRun = BenchRun | LoadRun | SoakRun | AgenticRun
+
+
+@dataclass(frozen=True)
+class BenchView:
+    """The bench pane's past runs (the live run is folded from events into the pane's BenchLive)."""
+
+    history: tuple[HistoryRun, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,15 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
+from ddtree_tui.bench.models import ServiceSummary
 from ddtree_tui.events import LogLine, Notice, ServiceStateChanged, TodoChanged
-from ddtree_tui.ui.backend import StaticFleet
+from ddtree_tui.ui.backend import StaticFleet, StaticTodo
 from ddtree_tui.ui.controller import Controller
-from tests.app.snapdata import T0, static_fleet
+from ddtree_tui.ui.screens.messages import MessageRecord, bar_line
+from ddtree_tui.ui.widgets.bench import _mode as bench_mode
+from ddtree_tui.ui.widgets.bench import short_mode
+from tests.app.snapdata import T0, snapshot, static_fleet
+from tests.bench_runs import bench_run
 
 
 class Host:
@@ -91,3 +96,36 @@ def test_doctor_host_follows_the_selection() -> None:
     assert ctl.doctor_host() == "ct200"
     view = ctl.gpus_view(200)
     assert [r.key for r in view.table.rows] == ["ct200:1"]
+
+
+def test_todos_and_bench_panes_get_typed_views_with_their_own_filter() -> None:
+    run = bench_run("seed3", [("local/dflash", None)])
+    fleet = StaticFleet(snapshot(), todos=[StaticTodo(content="ship it"), StaticTodo(content="bench")])
+    ctl, _ = controller(fleet)
+    ctl.filter_text, ctl.filter_pane = "ship", 3  # the filter of another pane
+    view = ctl.todos_view()
+    assert view.filter == "" and [it.content for it in view.todos.items] == ["ship it", "bench"]
+    ctl.filter_pane = 4
+    assert ctl.todos_view().filter == "ship"
+    ctl.bench_history = [run]
+    assert ctl.bench_view().history == (run,)
+
+
+def test_bench_mode_is_the_one_display_mode_answer() -> None:
+    def summary(algorithm: str, mode: str | None) -> ServiceSummary:
+        return ServiceSummary(service="h/s", algorithm=algorithm, mode=mode)
+
+    assert bench_mode(summary("dflash", None)) == "dflash linear"
+    assert bench_mode(summary("ddtree", None)) == "ddtree shadow-linear"
+    assert bench_mode(summary("ddtree", "tree")) == "ddtree tree"
+    assert bench_mode(summary("baseline", "-")) == "baseline"
+    assert short_mode(bench_mode(summary("dflash", None))) == "dflash"
+
+
+def test_message_bar_holds_the_latest_message_then_shows_the_count() -> None:
+    msgs = [MessageRecord(T0, "information", "one"), MessageRecord(T0, "error", "two")]
+    text, severity = bar_line(msgs, shown_until=10.0, now=5.0)
+    assert severity == "error" and text.plain.endswith("two  (H: 2 messages)")
+    text, severity = bar_line(msgs, shown_until=10.0, now=11.0)
+    assert severity is None and text.plain == "H: 2 messages"
+    assert bar_line([], 0.0, 1.0)[0].plain == "H: message history"

@@ -18,6 +18,7 @@ from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from ddtree_tui.bench.load import LoadError, shape_params
 from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.ui.screens.form import form_buttons, steady_inputs
 
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
 
@@ -96,13 +97,10 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
                 ("think time", Input("", placeholder="0s", id="think-time")),
             )
             yield Label("", id="load-error")
-            with Horizontal(id="buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Run", id="run", variant="primary")
+            yield from form_buttons("Run", "run")
 
     def on_mount(self) -> None:
-        for inp in self.query(Input):
-            inp.cursor_blink = False
+        steady_inputs(self)
         self.query_one(SelectionList).focus()
 
     def action_run(self) -> None:

@@ -26,6 +26,16 @@ class MessageRecord:
         return f"{time.strftime('%H:%M:%S', time.localtime(self.ts))} {self.severity[:4]} {self.text}"
 
 
+def bar_line(messages: list[MessageRecord], shown_until: float, now: float) -> tuple[Text, str | None]:
+    """The one line above the footer: the latest message while it is held (with the count), else the count;
+    and the shown message's severity (the bar's colour)."""
+    last = messages[-1] if messages else None
+    shown = last if last is not None and now < shown_until else None
+    count = f"  (H: {len(messages)} messages)" if messages else ""
+    text = shown.line() + count if shown else (count.strip(" ()") or "H: message history")
+    return Text(text, no_wrap=True, overflow="ellipsis"), shown.severity if shown else None
+
+
 class MessagesScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     MessagesScreen { align: center middle; }

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pydantic import BaseModel
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
 from ddtree_tui.todo import Priority
+from ddtree_tui.ui.screens.form import form_buttons, steady_inputs
 
 
 class TodoDraft(BaseModel):
@@ -53,13 +54,10 @@ class TodoEditScreen(ModalScreen[TodoDraft | None]):
             yield Input(
                 self.check, placeholder="evidence, e.g. service local/dflash ready (optional)", id="check"
             )
-            with Horizontal(id="buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Save", id="save", variant="primary")
+            yield from form_buttons("Save", "save")
 
     def on_mount(self) -> None:
-        for inp in self.query(Input):
-            inp.cursor_blink = False
+        steady_inputs(self)
         self.query_one("#content", Input).focus()
 
     def _result(self) -> TodoDraft:

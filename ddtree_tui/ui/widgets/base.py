@@ -1,11 +1,10 @@
 """The common shape of a pane: a bordered container with the theme's badge styles, and the in-place DataTable
-update (sync_table) every table uses, so repaints are cheap and keep the cursor. The table panes paint typed
-views (ui/views.py, widgets/table.py); the todos and bench panes still read a View."""
+update (sync_table) every table uses, so repaints are cheap and keep the cursor. Every pane paints a typed
+view (ui/views.py) through its own `show_view`; none reads the fleet while painting."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.style import Style
@@ -13,23 +12,11 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import DataTable
 
-from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.views import BADGES
 from ddtree_tui.ui.views import matches as matches_text
 
-
-@dataclass
-class View:
-    """What the todos and bench panes read while they render (built once per repaint by the controller);
-    the hosts, services, GPU and log panes paint typed views instead (ui/views.py)."""
-
-    snap: FleetSnapshot
-    now: float
-    fleet: Any
-    selected_host: str | None = None
-    selected_service: str | None = None
-    filter: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+# what a table cell holds as the panes paint it: plain text or Rich Text in a badge's style
+CellText = str | Text
 
 
 class Pane(Vertical, can_focus=False):
@@ -78,17 +65,10 @@ class Pane(Vertical, can_focus=False):
         return self.planned_width or self.size.width or self.app.size.width or 80
 
     def pick(
-        self, cells: dict[str, Any], wide: Sequence[str], narrow: Sequence[str]
-    ) -> tuple[list[str], list[Any]]:
+        self, cells: dict[str, CellText], wide: Sequence[str], narrow: Sequence[str]
+    ) -> tuple[list[str], list[CellText]]:
         cols = list(narrow if self.is_narrow() else wide)
         return cols, [cells.get(c, "") for c in cols]
-
-    def active_filter(self, view: View) -> str:
-        """The `/` filter text when it targets this pane."""
-        return view.filter if view.extra.get("filter_pane") == self.pane_number else ""
-
-    def render_view(self, view: View) -> None:
-        """Redraw from the view; subclasses override."""
 
     def focus_main(self) -> None:
         """Give focus to the pane's main widget (its table)."""
@@ -100,7 +80,7 @@ class Pane(Vertical, can_focus=False):
 
 
 # a rendered row: its key and the cells as the DataTable takes them
-PaintedRow = tuple[str, Sequence[Any]]
+PaintedRow = tuple[str, Sequence[CellText]]
 
 
 def sync_table(
@@ -156,12 +136,10 @@ def drop_stale_renders(table: DataTable[Any]) -> None:
     table with few rows takes many minutes to reach that bound, which showed as RSS growing with uptime
     (benchmarks/ui.py). Entries of an older count can never be hit again, so dropping them costs nothing.
     """
-    clear = getattr(table, "_clear_caches", None)
-    if callable(clear):
-        clear()
+    table._clear_caches()  # private, but there in every Textual the project allows (>=8.2,<9)
 
 
-def sort_key(cell: Any) -> tuple[int, float, str]:
+def sort_key(cell: object) -> tuple[int, float, str]:
     """Numbers (`12%`, `3.41`, `2m05s` is text) sort numerically before text; `-` and blanks sort last."""
     text = str(cell.plain if isinstance(cell, Text) else cell).strip()
     if text in ("", "-"):
@@ -173,13 +151,13 @@ def sort_key(cell: Any) -> tuple[int, float, str]:
         return (1, 0.0, text.lower())
 
 
-def _differs(a: Any, b: Any) -> bool:
+def _differs(a: object, b: object) -> bool:
     if isinstance(a, Text) and isinstance(b, Text):
         return a.plain != b.plain or a.style != b.style or a.spans != b.spans
     return bool(a != b)
 
 
-def matches(filter_text: str, *fields: Any) -> bool:
+def matches(filter_text: str, *fields: CellText | None) -> bool:
     """Case-insensitive substring filter over the visible text of a row."""
     return matches_text(
         filter_text, *(None if x is None else str(x.plain if isinstance(x, Text) else x) for x in fields)

@@ -1,13 +1,14 @@
 """Benchmark pane: per-prompt tok/s growing live while tokens stream, a progress bar, then the comparison
 table (tok/s, TTFT, accept length, delta vs baseline, each service's mode) and past runs from history.
 
-Engine events are matched on their models (isinstance); past runs are read by field name, since a follower
-(collector attach) may hand them over as plain JSON."""
+Engine events are matched on their models (isinstance), and so are past runs (BenchRun, LoadRun, SoakRun,
+AgenticRun: what Fleet.bench_history gives); the pane paints a BenchView (ui/views.py) and never calls the fleet
+while painting."""
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypedDict
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,48 +19,69 @@ from ddtree_tui.bench.agentic import AgenticRun, TurnResult
 from ddtree_tui.bench.load import ShapeParams
 from ddtree_tui.bench.loadrun import LevelFinished, LevelService, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.models import (
+    BenchRun,
     PromptFinished,
     PromptStarted,
     RequestResult,
     RunFinished,
     RunStarted,
+    ServiceSummary,
     TokensReceived,
 )
 from ddtree_tui.bench.soak import SoakRun, SoakWindow
+from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
-from ddtree_tui.ui.widgets.base import Pane, View, sync_table
+from ddtree_tui.ui.messages import ShapeIntent
+from ddtree_tui.ui.views import BenchView, HistoryRun
+from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sync_table
 
-SHAPE_RUNS = (LoadRun, SoakRun, AgenticRun)
+
+class LiveRow(TypedDict, total=False):
+    """One request of the run streaming now, as the live list shows it."""
+
+    ref: str
+    prompt: str
+    tokens: int
+    tok_s: float | None
+    ttft: float | None
+    accept: float | None
+    state: str
 
 
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    for n in names:
-        if isinstance(obj, dict) and n in obj:
-            return obj[n]
-        v = getattr(obj, n, None)
-        if v is not None:
-            return v
-    return default
+class LevelRow(TypedDict):
+    """One load level (or soak window) × service in the per-level table."""
+
+    label: str
+    ref: str
+    n: int
+    failed: int
+    thr: float | None
+    rps: float | None
+    ttft: float | None
+    ttft99: float | None
+    tpot: float | None
+    goodput: float | None
+    sat: bool
 
 
 class BenchLive:
     """What the live part of the pane shows; fed by bench events, read at repaint time."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, LiveRow] = {}
         self.total = 0
         self.done = 0
         self.status = "no run in this session: press b to benchmark the selected services"
-        self.run: Any = None
+        self.run: BenchRun | None = None
         self.running = False
         self.current: str | None = None  # the row of the request streaming now (the live list follows it)
         # load shapes / soak / agentic (bench/loadrun.py, soak.py, agentic.py)
         self.phase = ""  # "level 3/6 c=4" or "soak window 7"
         self.series_thr: list[float] = []  # output tok/s over time: per finished level or soak window
         self.series_ttft: list[float] = []  # TTFT p50 ms, same points
-        self.levels: list[dict[str, Any]] = []  # one row a level × service (or soak window × service)
+        self.levels: list[LevelRow] = []  # one row a level × service (or soak window × service)
         self.verdicts: list[str] = []
-        self.load_run: Any = None
+        self.load_run: LoadRun | None = None
 
     def reset(self, total: int, status: str) -> None:
         self.rows.clear()
@@ -181,42 +203,29 @@ class BenchLive:
                 self.status = f"{self.phase} · {self.done} requests"
 
 
-def run_summaries(run: Any) -> list[Any]:
-    return list(_get(run, "summary", "summaries", default=[]) or [])
+def _mode(s: ServiceSummary) -> str:
+    """`ddtree tree`, `dflash linear`, `baseline`: config.display_mode's answer, the one every screen uses."""
+    algo = s.algorithm
+    mode = display_mode(algo, s.mode)
+    return algo if mode == "-" else f"{algo} {mode}"
 
 
-def _mode(s: Any) -> str:
-    algo = str(_get(s, "algorithm", default="-"))
-    mode = _get(s, "mode")
-    return f"{algo} {mode}" if mode and mode != "-" else algo
-
-
-def summary_tok_s(s: Any) -> float | None:
+def summary_tok_s(s: ServiceSummary) -> float | None:
     """The one statistic the summary's tok/s column and its Δ both use: the mean of the per-prompt medians
     (what the engine's Δ is computed on, and the headless table's first tok/s column)."""
-    return _get(s, "tok_s_mean_of_prompts", "tok_s_median", "tok_s")
+    return s.tok_s_mean_of_prompts if s.tok_s_mean_of_prompts is not None else s.tok_s_median
 
 
-def run_when(run: Any) -> str:
-    started = _get(run, "started_at", "ts", "finished_at")
-    if isinstance(started, dt.datetime):
-        return started.astimezone().strftime("%m-%d %H:%M")
-    if isinstance(started, int | float):
-        return dt.datetime.fromtimestamp(float(started)).strftime("%m-%d %H:%M")
-    if isinstance(started, str):
-        try:
-            return dt.datetime.fromisoformat(started).astimezone().strftime("%m-%d %H:%M")
-        except ValueError:
-            return started[:16]
-    return "-"
+def run_when(run: HistoryRun) -> str:
+    return run.started_at.astimezone().strftime("%m-%d %H:%M")
 
 
-def results_title(run: Any, running: bool, from_session: bool) -> tuple[str, str]:
+def results_title(run: BenchRun | None, running: bool, from_session: bool) -> tuple[str, str]:
     """(label over the results, badge): which run the tables show, so an old one is never read as new."""
     if run is None:
         return ("no results yet" if running else "no bench run yet: press b", "dim")
-    status = str(_get(run, "status", default="complete"))
-    what = f"{_get(run, 'prompt_set', default='-')} · {run_when(run)}"
+    status = run.status
+    what = f"{run.prompt_set} · {run_when(run)}"
     mark = " · ⚠ INTERRUPTED: some prompts never ran" if status == "interrupted" else ""
     if running:
         return (f"previous run ({what}){mark}: the new run's results come when it ends", "warn")
@@ -305,14 +314,14 @@ class BenchPane(Pane):
         hist.add_columns("When", "Status", "Prompts", "Services", "Best tok/s", "Baseline")
         yield hist
 
-    def render_view(self, view: View) -> None:
+    def show_view(self, view: BenchView) -> None:
         live = self.live
         self.query_one("#bench-status", Static).update(live.status)
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
         bar.display = bool(live.total) or live.running  # no pulsing bar when nothing runs
-        rows = []
+        rows: list[PaintedRow] = []
         for key, r in live.rows.items():
             rows.append(
                 (
@@ -338,16 +347,16 @@ class BenchPane(Pane):
             except Exception:
                 pass
         self._render_load()
-        history = view.extra.get("bench_history")
+        history = view.history
         run = live.run if not live.running else None
         from_session = run is not None
         if run is None:  # the last plain run (load, soak and agentic runs are in the history list only)
-            run = next((r for r in reversed(history or []) if not isinstance(r, SHAPE_RUNS)), None)
+            run = next((r for r in reversed(history) if isinstance(r, BenchRun)), None)
         title, badge = results_title(run, live.running, from_session)
         self.query_one("#bench-results-title", Static).update(self.t(title, badge))
         self._render_results(run)
         self._render_prompts(run)
-        self._render_history(history or [])
+        self._render_history(history)
 
     def _render_load(self) -> None:
         live = self.live
@@ -365,7 +374,7 @@ class BenchPane(Pane):
         else:
             labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
         self.query_one("#bench-load-labels", Static).update(labels)
-        rows = []
+        rows: list[PaintedRow] = []
         for i, r in enumerate(live.levels[-40:]):
             rows.append(
                 (
@@ -387,45 +396,17 @@ class BenchPane(Pane):
         sync_table(self.query_one("#bench-levels", DataTable), rows)
         self.query_one("#bench-verdicts", Static).update("\n".join(live.verdicts[:4]))
 
-    def _ready_refs(self) -> list[str]:
-        snap = self.app.fleet.snapshot()  # type: ignore[attr-defined]
-        return [f"{h.name}/{s.name}" for h in snap.hosts for s in h.services if s.state == "ready"]
-
-    def start_shape(self, refs: list[str], params: ShapeParams) -> None:
-        """Run a load shape, soak or agentic sessions (from the bench dialog or a key) through
-        Fleet.run_load_shape, the engine headless mode uses; the pane follows its events."""
-        if not refs:
-            self.app.notify("no ready service to load: launch one first", severity="warning")
-            return
-        self.live.reset_load(f"starting {params.what} on {', '.join(refs)}")
-        self.run_worker(self._do(refs, params), group="bench", exclusive=True, name="load")
-
-    async def _do(self, refs: list[str], params: ShapeParams) -> None:
-        try:
-            run = await self.app.fleet.run_load_shape(refs, **params.model_dump())  # type: ignore[attr-defined]
-        except Exception as e:
-            self.live.running = False
-            self.live.status = f"failed: {e}"
-            self.app.notify(f"load run failed: {e}", severity="error", timeout=10)
-            return
-        self.live.running = False
-        if getattr(run, "kind", None) == "soak":
-            drift = "; ".join(f"{d.service} {d.kind} from window {d.window}" for d in run.drift)
-            self.live.status = f"soak finished ({run.status}) · {drift or 'no drift'}"
-        elif getattr(run, "kind", None) == "agentic":
-            self.live.status = f"agentic finished · {len(run.session_results)} sessions · {run.failed} failed"
-
     def action_load_ladder(self) -> None:
-        self.start_shape(self._ready_refs(), ShapeParams(load=self.load_text, max_new_tokens=64))
+        self.post_message(ShapeIntent(ShapeParams(load=self.load_text, max_new_tokens=64)))
 
     def action_soak(self) -> None:
         p = ShapeParams(soak=True, duration_s=self.soak_s, window_s=self.soak_window_s, max_new_tokens=64)
-        self.start_shape(self._ready_refs(), p)
+        self.post_message(ShapeIntent(p))
 
     def action_agentic(self) -> None:
-        self.start_shape(self._ready_refs(), ShapeParams(sessions=4, turns=4, max_new_tokens=64))
+        self.post_message(ShapeIntent(ShapeParams(sessions=4, turns=4, max_new_tokens=64)))
 
-    def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[Any]:
+    def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[CellText]:
         """A load, soak or agentic run in the history list: what it was, its services, its best out tok/s."""
         best: float | None = None
         baseline = "-"
@@ -445,84 +426,78 @@ class BenchPane(Pane):
         status = self.t("⚠ interrupted", "bad") if st == "interrupted" else self.t(st, "dim")
         return [run_when(run), status, what, ", ".join(refs), fmt.num(best, "{:.1f}"), baseline]
 
-    def _render_results(self, run: Any) -> None:
-        rows = []
+    def _render_results(self, run: BenchRun | None) -> None:
+        rows: list[PaintedRow] = []
         if run is not None:
-            baseline = _get(run, "baseline")
-            sums = run_summaries(run)
-            base_tps = next((summary_tok_s(s) for s in sums if _get(s, "service", "ref") == baseline), None)
+            baseline = run.baseline
+            sums = run.summary
+            base_tps = next((summary_tok_s(s) for s in sums if s.service == baseline), None)
             for s in sums:
-                ref = str(_get(s, "service", "ref", default="?"))
+                ref = s.service
                 tps = summary_tok_s(s)
-                text, badge = delta_cell(
-                    _get(s, "delta_tok_s_pct", "delta_pct"), tps, base_tps, ref == baseline
-                )
-                cells = {
+                text, badge = delta_cell(s.delta_tok_s_pct, tps, base_tps, ref == baseline)
+                cells: dict[str, CellText] = {
                     "Service": self.t(ref, "accent"),
                     "Mode": short_mode(_mode(s)) if self.is_narrow() else _mode(s),
                     "tok/s (mean)": fmt.num(tps, "{:.1f}"),
                     "tok/s": fmt.num(tps, "{:.1f}"),
                     "Δ vs base": self.t(text, badge),
-                    "median": fmt.num(_get(s, "tok_s_median"), "{:.1f}"),
-                    "Accept": fmt.num(_get(s, "accept_length_mean", "accept_length"), "{:.2f}"),
-                    "TTFT ms": fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}"),
-                    "TTFT": fmt.num(_get(s, "ttft_ms_median", "ttft_ms"), "{:.0f}", "ms"),
-                    "Errors": str(_get(s, "failed", "errors", default=0)),
-                    "Err": str(_get(s, "failed", "errors", default=0)),
+                    "median": fmt.num(s.tok_s_median, "{:.1f}"),
+                    "Accept": fmt.num(s.accept_length_mean, "{:.2f}"),
+                    "TTFT ms": fmt.num(s.ttft_ms_median, "{:.0f}"),
+                    "TTFT": fmt.num(s.ttft_ms_median, "{:.0f}", "ms"),
+                    "Errors": str(s.failed),
+                    "Err": str(s.failed),
                 }
                 rows.append((ref, self.pick(cells, RES_WIDE, RES_NARROW)[1]))
         cols = self.pick({}, RES_WIDE, RES_NARROW)[0]
         sync_table(self.query_one("#bench-results", DataTable), rows, columns=cols)
 
-    def _render_prompts(self, run: Any) -> None:
+    def _render_prompts(self, run: BenchRun | None) -> None:
         """Per prompt × service, like the headless table: median tok/s [min-max], TTFT, accept, Δ."""
-        rows = []
+        rows: list[PaintedRow] = []
         if run is not None:
-            baseline = _get(run, "baseline")
-            for r in list(_get(run, "rows", default=[]) or []):
-                ref = str(_get(r, "service", default="?"))
-                lo, hi = _get(r, "tok_s_min"), _get(r, "tok_s_max")
+            baseline = run.baseline
+            for r in run.rows:
+                ref = r.service
+                lo, hi = r.tok_s_min, r.tok_s_max
                 rng = "-" if lo is None or hi is None else f"[{lo:.1f}-{hi:.1f}]"
-                text, badge = delta_cell(_get(r, "delta_tok_s_pct"), None, None, ref == baseline)
-                failed = int(_get(r, "failed", default=0) or 0)
-                n = f"{_get(r, 'n', default=0)}" + (f" ({failed} failed)" if failed else "")
-                ttft = _get(r, "ttft_ms_median")
-                cells = {
+                text, badge = delta_cell(r.delta_tok_s_pct, None, None, ref == baseline)
+                n = f"{r.n}" + (f" ({r.failed} failed)" if r.failed else "")
+                cells: dict[str, CellText] = {
                     "Service": self.t(ref, "accent"),
-                    "Prompt": str(_get(r, "prompt_id", default="?")),
-                    "n": self.t(n, "bad") if failed else n,
-                    "tok/s": fmt.num(_get(r, "tok_s_median"), "{:.1f}"),
+                    "Prompt": r.prompt_id,
+                    "n": self.t(n, "bad") if r.failed else n,
+                    "tok/s": fmt.num(r.tok_s_median, "{:.1f}"),
                     "range": rng,
-                    "TTFT ms": fmt.num(ttft, "{:.0f}"),
-                    "TTFT": fmt.num(ttft, "{:.0f}", "ms"),
-                    "Accept": fmt.num(_get(r, "accept_length_median"), "{:.2f}"),
+                    "TTFT ms": fmt.num(r.ttft_ms_median, "{:.0f}"),
+                    "TTFT": fmt.num(r.ttft_ms_median, "{:.0f}", "ms"),
+                    "Accept": fmt.num(r.accept_length_median, "{:.2f}"),
                     "Δ tok/s": self.t(text, badge),
                     "Δ": self.t("base" if text == "baseline" else text, badge),
                 }
-                key = f"{ref}|{_get(r, 'prompt_id', default='?')}"
-                rows.append((key, self.pick(cells, PER_WIDE, PER_NARROW)[1]))
+                rows.append((f"{ref}|{r.prompt_id}", self.pick(cells, PER_WIDE, PER_NARROW)[1]))
         cols = self.pick({}, PER_WIDE, PER_NARROW)[0]
         sync_table(self.query_one("#bench-prompts", DataTable), rows, columns=cols)
 
-    def _render_history(self, history: list[Any]) -> None:
-        rows = []
+    def _render_history(self, history: Sequence[HistoryRun]) -> None:
+        rows: list[PaintedRow] = []
         for i, run in enumerate(reversed(history[-20:])):
-            if isinstance(run, SHAPE_RUNS):
+            if not isinstance(run, BenchRun):
                 rows.append((f"{run.id}#{i}", self._shape_row(run)))
                 continue
-            sums = run_summaries(run)
-            best = max((summary_tok_s(s) or 0 for s in sums), default=None)
-            status = str(_get(run, "status", default="complete"))
+            best = max((summary_tok_s(s) or 0 for s in run.summary), default=None)
+            status = run.status
             rows.append(
                 (
-                    f"{_get(run, 'id', 'run_id', default='')}#{i}",
+                    f"{run.id}#{i}",
                     [
                         run_when(run),
                         self.t("⚠ interrupted", "bad") if status == "interrupted" else self.t(status, "dim"),
-                        str(_get(run, "prompt_set", "prompts", default="-")),
-                        ", ".join(str(_get(s, "service", "ref", default="?")) for s in sums),
+                        run.prompt_set,
+                        ", ".join(s.service for s in run.summary),
                         fmt.num(best, "{:.1f}"),
-                        str(_get(run, "baseline", default="-")),
+                        run.baseline or "-",
                     ],
                 )
             )

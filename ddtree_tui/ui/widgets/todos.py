@@ -1,5 +1,6 @@
-"""Todo checklist pane: status, priority, text and the evidence flag (verified / failing / mismatch), read
-from the fleet's snapshot (`todos`). Keys post TodoIntents; the App hands them to the fleet as TodoEdits."""
+"""Todo checklist pane: status, priority, text and the evidence flag (verified / failing / mismatch), painted
+from a TodosView (the fleet's `todos`, built by the controller). Keys post TodoIntents; the App hands them to
+the fleet as TodoEdits."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from textual.widgets import DataTable, Static
 
 from ddtree_tui.todo import ItemEvidence, TodoItem
 from ddtree_tui.ui.messages import TodoIntent
-from ddtree_tui.ui.widgets.base import Pane, View, matches, sync_table
+from ddtree_tui.ui.views import TodosView
+from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, matches, sync_table
 
 STATUS_MARK = {
     "pending": ("[ ]", "dim"),
@@ -79,15 +81,15 @@ class TodosPane(Pane):
         except Exception:
             pass
 
-    def render_view(self, view: View) -> None:
-        todos = view.fleet.snapshot().todos  # fresh: the App repaints this pane alone on TodoChanged
+    def show_view(self, view: TodosView) -> None:
+        todos = view.todos
         evidence = {e.index: e for e in todos.evidence}
         err = self.query_one("#todos-error", Static)
         problem = todos.error
         msg = (f"read-only: {problem}" if todos.read_only else problem) or ""
         err.update(self.t(msg, "bad") if msg else "")
         err.display = bool(msg)
-        rows = []
+        rows: list[PaintedRow] = []
         for i, it in enumerate(todos.items):
             mark, badge = STATUS_MARK.get(it.status, (it.status, "dim"))
             ev = evidence.get(i)
@@ -98,18 +100,18 @@ class TodosPane(Pane):
                 evtext = self.t(f"{label} {ev.detail}".strip() if ev.state != "none" else "", eb)
             else:
                 evtext = self.t(it.check or "", "dim")
-            cells = [
+            cells: list[CellText] = [
                 str(i + 1),
                 self.t(mark, badge),
                 self.t(it.priority, PRIORITY_BADGE.get(it.priority, "dim")),
                 self.t(it.content, "dim" if it.status in ("completed", "cancelled") else None),
                 evtext,
             ]
-            if matches(self.active_filter(view), it.content, it.status, it.priority, it.check):
+            if matches(view.filter, it.content, it.status, it.priority, it.check):
                 rows.append((str(i), cells))
         n = len(todos.items)
         done = sum(1 for it in todos.items if it.status == "completed")
-        f = self.active_filter(view)
+        f = view.filter
         self.border_title = f"{self.pane_number} Todos · {done}/{n} done" + (f" · filter /{f}" if f else "")
         if not n and not msg:
             err.update(
