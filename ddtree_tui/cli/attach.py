@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 
 from ddtree_tui.cli.common import UsageError, err, profiles_of
-from ddtree_tui.cli.tui import theme_of, todos_of
+from ddtree_tui.cli.tui import run_and_stop, theme_of, todos_of
 from ddtree_tui.collector.attach import AttachedFleet, read_token
 from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.fleet import Fleet
@@ -61,6 +61,5 @@ def record_main(ns: argparse.Namespace) -> int:
         err(str(e))
         return 2
     app = DDTreeApp(fleet, theme_name=getattr(ns, "theme", None) or "dark", demo=bool(ns.demo))
-    rc = app.run()
-    app.stop_fleet_after_exit()  # left without `q`: still close the recording
+    rc = run_and_stop(app)  # left without `q` too: the recording is closed
     return int(rc or 0)

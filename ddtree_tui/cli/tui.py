@@ -4,12 +4,14 @@ ddtree_tui/ui/app.py); a first run without profiles says how to write one and of
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
 from ddtree_tui.cli.common import UsageError, err, profiles_of
 from ddtree_tui.config import resolve_profiles
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.ui.app import DDTreeApp, exit_code
 from ddtree_tui.ui.skins import discover_themes
 
@@ -41,7 +43,20 @@ def theme_of(ns: argparse.Namespace) -> str:
 
 
 def todos_of(ns: argparse.Namespace) -> Path:
-    return Path(ns.todos) if getattr(ns, "todos", None) else Path(".ddtree/todos.json")
+    return Path(ns.todos) if getattr(ns, "todos", None) else DEFAULT_TODOS
+
+
+def run_and_stop(app: DDTreeApp) -> int | None:
+    """Run the app and, however it ends (`q`, a crash, a signal), stop what the fleet started on the same
+    event loop, bounded in time (never a second loop after the app's has closed)."""
+
+    async def main() -> int | None:
+        try:
+            return await app.run_async()
+        finally:
+            await app.shutdown_fleet(running=False)
+
+    return asyncio.run(main())
 
 
 def cli_main(ns: argparse.Namespace) -> int:
@@ -65,6 +80,5 @@ def cli_main(ns: argparse.Namespace) -> int:
     todos = todos_of(ns)
     fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo))
     app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo), crash_dir=todos.parent)
-    rc = app.run()
-    app.stop_fleet_after_exit()
+    rc = run_and_stop(app)
     return exit_code(app, rc)

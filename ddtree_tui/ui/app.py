@@ -580,12 +580,8 @@ class DDTreeApp(App[int]):
         await self.shutdown_fleet()
         self.exit(0)
 
-    async def shutdown_fleet(self) -> None:
-        await self.ctl.shutdown()
-
-    def stop_fleet_after_exit(self) -> None:
-        """After `run()`: left without `q` (a crash), still stop what the fleet started, bounded in time."""
-        self.ctl.stop_after_exit()
+    async def shutdown_fleet(self, *, running: bool = True) -> None:
+        await self.ctl.shutdown(running=running)
 
 
 def exit_code(app: DDTreeApp, rc: int | None) -> int:

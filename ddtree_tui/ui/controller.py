@@ -6,7 +6,6 @@ paint and hands it the user's actions, so panes never reach into the fleet while
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 import time
 from collections.abc import Coroutine
@@ -323,19 +322,15 @@ class Controller:
             await self.load_bench_history()
 
     # --- stopping ----------------------------------------------------------------------------------------
-    async def shutdown(self) -> None:
-        """Stop watchers and, in the demo, the simulated services we launched; bounded in time."""
+    async def shutdown(self, *, running: bool = True) -> None:
+        """Stop watchers and, in the demo, the simulated services we launched; bounded in time. `running`:
+        the app is still on screen to say so (False after it left)."""
         if self.fleet_started and not self.fleet_stopped:
             self.fleet_stopped = True
-            self.host.notify("stopping…", timeout=2)
+            if running:
+                self.host.notify("stopping…", timeout=2)
             try:
                 async with asyncio.timeout(self.stop_timeout):
                     await self.fleet.stop()
             except Exception as e:
                 print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)
-
-    def stop_after_exit(self) -> None:
-        """After the app left without `q` (a crash): still stop what the fleet started, bounded in time."""
-        if self.fleet_started and not self.fleet_stopped:
-            with contextlib.suppress(Exception):
-                asyncio.run(asyncio.wait_for(self.fleet.stop(), 15))
