@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ddtree_tui.alerts import run_alerts
 from ddtree_tui.bench.history import DEFAULT_HISTORY
@@ -91,6 +91,18 @@ class _Host:
         self.extra_specs: dict[str, ServiceSpec] = {}  # services moved here from another host
         self.tasks: list[asyncio.Task[None]] = []
         self.sampled = asyncio.Event()
+
+
+class FleetOptions(TypedDict, total=False):
+    """How a fleet runs, for `Fleet(...)` and `Fleet.open(...)` alike (the constructor's defaults apply)."""
+
+    todos_path: Path | None
+    history_path: Path | None
+    demo: bool
+    telemetry: bool
+    probe_interval: float
+    auto_complete_todos: bool | None
+    watch: bool
 
 
 class Fleet(PubSub[FleetEvent]):
@@ -244,31 +256,13 @@ class Fleet(PubSub[FleetEvent]):
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls,
-        profiles: Sequence[HostProfile],
-        *,
-        todos_path: Path | None = None,
-        history_path: Path | None = None,
-        demo: bool = False,
-        telemetry: bool = True,
-        probe_interval: float = 2.0,
-        auto_complete_todos: bool | None = None,
-        watch: bool = True,
+        cls, profiles: Sequence[HostProfile], **options: Unpack[FleetOptions]
     ) -> AsyncIterator[Fleet]:
         """The fleet's whole lifetime in one block: `async with Fleet.open(profiles) as fleet:` starts every
         host's watchers and always stops them (and, in the demo, kills what this session launched), even
         when the block raises or is cancelled. `watch=False` (one-shot headless modes) starts no service
         watcher, log follower or health prober: a wait polls, a log follow opens its own tail."""
-        fleet = cls(
-            profiles,
-            todos_path=todos_path,
-            history_path=history_path,
-            demo=demo,
-            telemetry=telemetry,
-            probe_interval=probe_interval,
-            auto_complete_todos=auto_complete_todos,
-            watch=watch,
-        )
+        fleet = cls(profiles, **options)
         try:
             await fleet.start()
             yield fleet
