@@ -160,7 +160,7 @@ def header(runs: Sequence[LoadedRun]) -> str:
         )
     bad = [lr for lr in runs if lr.run.status != "complete" or lr.run.failed]
     for lr in bad:
-        what = [lr.run.status] if lr.run.status != "complete" else []
+        what: list[str] = [lr.run.status] if lr.run.status != "complete" else []
         if lr.run.failed:
             what.append(f"{lr.run.failed} failed request(s)")
         out.append(f'<div class="banner bad">{e(lr.label)} ({e(lr.name)}): {e(", ".join(what))}.</div>')

@@ -101,12 +101,12 @@ class DcgmFrames:
         driver: str | None = None
         for gpu, labels in (info or {}).items():
             with contextlib.suppress(ValueError):
-                d = per_gpu.setdefault(int(gpu), {"index": int(gpu)})
-                d.update(
+                ident = per_gpu.setdefault(int(gpu), {"index": int(gpu)})
+                ident.update(
                     uuid=labels.get("UUID"), name=labels.get("modelName"), pci_bus_id=labels.get("pci_bus_id")
                 )
                 if labels.get("_total_mib"):
-                    d["mem_total_mb"] = int(labels["_total_mib"])
+                    ident["mem_total_mb"] = int(labels["_total_mib"])
                 driver = driver or labels.get("DCGM_FI_DRIVER_VERSION")
         have_data: set[int] = set()
         fields, ints = FIELDS, _INT_FIELDS
