@@ -524,7 +524,12 @@ def render(runs: Sequence[LoadedRun]) -> str:
     if fail:
         body.append(fail)
     body.append(footer(runs, missing))
-    title = "ddtree-tui report: " + " vs ".join(lr.run.id for lr in runs)
+    return document("ddtree-tui report: " + " vs ".join(lr.run.id for lr in runs), body, len(charts))
+
+
+def document(title: str, body: Sequence[str], n_charts: int) -> str:
+    """The page around the sections, the same for a run report and a sweep report: the CSP, the CSS, and
+    the chart count the page check reads (`data-charts`)."""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">\n'
@@ -532,5 +537,5 @@ def render(runs: Sequence[LoadedRun]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="generator" content="ddtree-tui">\n'
         f"<title>{e(title)}</title>\n<style>{CSS}</style></head>\n"
-        f'<body data-charts="{len(charts)}">\n' + "\n".join(body) + "\n</body></html>\n"
+        f'<body data-charts="{n_charts}">\n' + "\n".join(body) + "\n</body></html>\n"
     )

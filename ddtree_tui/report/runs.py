@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ddtree_tui.bench.models import BENCH_SCHEMA, BenchRun
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ReportInputError(Exception):
@@ -60,17 +62,25 @@ def parse_run(text: str, path: str) -> tuple[BenchRun, dict[str, Any]]:
             f"{path}: not a bench run (expected the object --run-bench --json writes, "
             'with "schema" and "results"; or a sweep\'s results.json, with "sweep_id" and "points")'
         )
-    if obj["schema"] != BENCH_SCHEMA:
+    run = validated(BenchRun, obj, path, schema=BENCH_SCHEMA, kind="bench", invalid="not a valid bench run")
+    return run, obj
+
+
+def validated(
+    model: type[M], obj: dict[str, Any], path: str, *, schema: object, kind: str, invalid: str
+) -> M:
+    """`obj` as `model` when its "schema" is the one this version reads; else ReportInputError with the file,
+    the first bad field and why (a run and a sweep's results are checked the same way)."""
+    if obj.get("schema") != schema:
         raise ReportInputError(
-            f"{path}: bench schema {obj['schema']!r}; this ddtree-tui reads schema {BENCH_SCHEMA}"
+            f"{path}: {kind} schema {obj.get('schema')!r}; this ddtree-tui reads schema {schema}"
         )
     try:
-        run = BenchRun.model_validate(obj)
+        return model.model_validate(obj)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        raise ReportInputError(f"{path}: not a valid bench run: {where}: {err['msg']}") from None
-    return run, obj
+        raise ReportInputError(f"{path}: {invalid}: {where}: {err['msg']}") from None
 
 
 def load_runs(paths: list[str]) -> list[LoadedRun]:
