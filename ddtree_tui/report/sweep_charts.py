@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.sweep_input import LoadedSweep, objective_unit, varying
@@ -17,18 +17,18 @@ MAX_FACETS = 6
 FAILED_GREY = "#bdbdbd"
 
 
-def _baseline_point(ls: LoadedSweep) -> tuple[float | None, float | None, float | None, float | None]:
-    """(tok/s, TTFT p90, accept length, step ms) of the baseline, averaged over its measurements."""
+def _baseline(ls: LoadedSweep) -> dict[str, float | None]:
+    """The baseline's tok/s, TTFT p90, accept length and step ms, averaged over its measurements."""
     if ls.state is None:
         vals = [v for v in ls.results.baseline_tok_s.values() if v is not None]
-        return (sum(vals) / len(vals) if vals else None), None, None, None
+        return {"tok_s": sum(vals) / len(vals) if vals else None}
     ms = [b.measurement.metrics for b in ls.state.baselines if b.ok and b.measurement.metrics]
 
     def avg(name: str) -> float | None:
         xs = [getattr(m, name) for m in ms if getattr(m, name) is not None]
         return sum(xs) / len(xs) if xs else None
 
-    return avg("tok_s"), avg("ttft_p90"), avg("accept_length"), avg("step_ms")
+    return {name: avg(name) for name in ("tok_s", "ttft_p90", "accept_length", "step_ms")}
 
 
 def _not_drawn_note(ax: Any, pts: Sequence[RankedPoint]) -> None:
@@ -39,10 +39,48 @@ def _not_drawn_note(ax: Any, pts: Sequence[RankedPoint]) -> None:
         ax.text(0.01, 0.01, text, transform=ax.transAxes, fontsize=7, color="#9b1c1c", va="bottom")
 
 
-def _front_chart(
-    ls: LoadedSweep, chart_id: str, title: str, caption: str, x: str, y: str, flag: str,
-    xlabel: str, ylabel: str, base_xy: tuple[float | None, float | None],
-) -> ch.Chart | None:  # fmt: skip
+class _Front(NamedTuple):
+    """One Pareto chart: the point fields on its axes, the flag that marks the front, and its words."""
+
+    chart_id: str
+    title: str
+    caption: str
+    x: str
+    y: str
+    flag: str
+    xlabel: str
+    ylabel: str
+
+
+_LATENCY_FRONT = _Front(
+    chart_id="chart-sweep-pareto",
+    title="Pareto front: throughput vs latency",
+    caption="Each measured point: mean per-request tok/s against TTFT p90. The front (diamonds, joined) holds "
+    "the points no other point beats on both; the star is the baseline, the ring the best point under the "
+    "objective. Up and to the left is better.",
+    x="ttft_p90",
+    y="tok_s",
+    flag="pareto_latency",
+    xlabel="TTFT p90 (ms, lower is better)",
+    ylabel="tok/s (higher is better)",
+)
+_ACCEPT_FRONT = _Front(
+    chart_id="chart-sweep-accept",
+    title="Accept length vs step time",
+    caption="Each measured point: the accept length the server reports (tokens per verify pass) against the "
+    "time of one verify pass (≈ ITL × tokens per chunk). A bigger tree accepts more but each step costs more; "
+    "the front shows where that trade pays.",
+    x="step_ms",
+    y="accept_length",
+    flag="pareto_accept",
+    xlabel="step time (ms, lower is better)",
+    ylabel="accept length (higher is better)",
+)
+
+
+def _front_chart(ls: LoadedSweep, spec: _Front) -> ch.Chart | None:
+    x, y, flag = spec.x, spec.y, spec.flag
+    base = _baseline(ls)
     res = ls.results
     pts = [p for p in res.points if getattr(p, x) is not None and getattr(p, y) is not None]
     if not pts:
@@ -67,7 +105,7 @@ def _front_chart(
         for p in pts:
             ax.annotate(f"#{p.index}", (getattr(p, x), getattr(p, y)), textcoords="offset points",
                         xytext=(4, 3), fontsize=7, color="#333333")  # fmt: skip
-        bx, by = base_xy
+        bx, by = base.get(x), base.get(y)
         if bx is not None and by is not None:
             ax.plot(
                 [bx], [by], linestyle="none", marker="*", color="#000000", markersize=11, label="baseline"
@@ -81,35 +119,19 @@ def _front_chart(
                         markerfacecolor="none", markeredgecolor=ch.PALETTE[2], markeredgewidth=2.0,
                         label=f"best (#{b.index})")  # fmt: skip
         _not_drawn_note(ax, res.points)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
+        ax.set_xlabel(spec.xlabel)
+        ax.set_ylabel(spec.ylabel)
         ax.legend(loc="best", fontsize=8)
 
-    return ch._render(chart_id, title, caption, draw)
+    return ch._render(spec.chart_id, spec.title, spec.caption, draw)
 
 
 def pareto_latency(ls: LoadedSweep) -> ch.Chart | None:
-    b = _baseline_point(ls)
-    return _front_chart(
-        ls, "chart-sweep-pareto", "Pareto front: throughput vs latency",
-        "Each measured point: mean per-request tok/s against TTFT p90. The front (diamonds, joined) holds the "
-        "points no other point beats on both; the star is the baseline, the ring the best point under the "
-        "objective. Up and to the left is better.",
-        "ttft_p90", "tok_s", "pareto_latency", "TTFT p90 (ms, lower is better)", "tok/s (higher is better)",
-        (b[1], b[0]),
-    )  # fmt: skip
+    return _front_chart(ls, _LATENCY_FRONT)
 
 
 def pareto_accept(ls: LoadedSweep) -> ch.Chart | None:
-    b = _baseline_point(ls)
-    return _front_chart(
-        ls, "chart-sweep-accept", "Accept length vs step time",
-        "Each measured point: the accept length the server reports (tokens per verify pass) against the time "
-        "of one verify pass (≈ ITL × tokens per chunk). A bigger tree accepts more but each step costs more; "
-        "the front shows where that trade pays.",
-        "step_ms", "accept_length", "pareto_accept", "step time (ms, lower is better)",
-        "accept length (higher is better)", (b[3], b[2]),
-    )  # fmt: skip
+    return _front_chart(ls, _ACCEPT_FRONT)
 
 
 def _cell_status(p: RankedPoint | None) -> str:

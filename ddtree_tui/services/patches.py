@@ -328,6 +328,17 @@ async def _read(t: Transport, profile: HostProfile, paths: list[str]) -> dict[st
     return await _host_json(t, profile, [_READ], json.dumps(paths))
 
 
+def _refused(
+    ps: PatchSet, profile: HostProfile, loc: _Located, files: list[FileReport], what: str
+) -> PatchReport | None:
+    """All or nothing: one conflicting or missing file refuses the whole set, naming every such file."""
+    bad = [f for f in files if f.state in ("conflict", "missing")]
+    if not bad:
+        return None
+    detail = ", ".join(f"{f.path} {f.state}" for f in bad)
+    return _report(ps, profile, loc, False, f"{what}: {detail}; nothing was written", files)
+
+
 def _report(
     ps: PatchSet, profile: HostProfile, loc: _Located, ok: bool, msg: str, files: list[FileReport]
 ) -> PatchReport:
@@ -382,11 +393,9 @@ async def apply_patch(t: Transport, profile: HostProfile, ps: PatchSet, force: b
             files.append(FileReport(path=d.path, state="patched"))
         else:
             files.append(FileReport(path=d.path, state=st))
-    bad = [f for f in files if f.state in ("conflict", "missing")]
-    if bad:
-        return _report(ps, profile, loc, False,
-                       f"{ps.name} does not apply on {profile.name}: " + ", ".join(f"{f.path} {f.state}" for f in bad)
-                       + "; nothing was written", files)  # fmt: skip
+    refused = _refused(ps, profile, loc, files, f"{ps.name} does not apply on {profile.name}")
+    if refused is not None:
+        return refused
     if not writes:
         return _report(ps, profile, loc, True, f"{ps.name} is already applied on {profile.name}", files)
     state_path = posixpath.join(loc.state_dir, "state.json")
@@ -438,11 +447,9 @@ async def revert_patch(t: Transport, profile: HostProfile, ps: PatchSet) -> Patc
             )
         else:
             files.append(FileReport(path=d.path, state=st))
-    bad = [f for f in files if f.state in ("conflict", "missing")]
-    if bad:
-        return _report(ps, profile, loc, False,
-                       f"cannot revert {ps.name} on {profile.name}: " + ", ".join(f"{f.path} {f.state}" for f in bad)
-                       + "; nothing was written", files)  # fmt: skip
+    refused = _refused(ps, profile, loc, files, f"cannot revert {ps.name} on {profile.name}")
+    if refused is not None:
+        return refused
     if not writes:
         return _report(ps, profile, loc, True, f"{ps.name} is not applied on {profile.name}", files)
     await _host_json(

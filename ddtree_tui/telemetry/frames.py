@@ -171,16 +171,7 @@ class FrameBuilder:
             driver = smi_driver or driver
         if fault and not gpus and self.gpus:
             # the whole GPU source failed (no devices, driver gone): keep the GPUs on screen, as faults
-            gpus = [
-                g.model_copy(
-                    update={
-                        "health": "fault",
-                        "fault": fault,
-                        "fault_at": self._since(f"gpu{g.index}", fault, ts),
-                    }
-                )
-                for g in self.gpus
-            ]
+            gpus = self._all_faulted(fault, ts)
         note = self.note or (str(line["note"]) if line.get("note") else None)
         status = TelemetryStatus(
             source=source,
@@ -202,7 +193,14 @@ class FrameBuilder:
         """The sampler stopped answering or died: everything we show is stale, and says so."""
         now = time.time() if now is None else now
         at = self._since("host", message, now)
-        gpus = [
+        gpus = self._all_faulted(message, now)
+        self.status = self.status.model_copy(update={"fault": message, "fault_at": at})
+        self.gpus = gpus
+        return self.host, gpus, self.status
+
+    def _all_faulted(self, message: str, now: float) -> list[GpuSample]:
+        """The last GPUs, each marked with `message` as its fault (since when it first said so)."""
+        return [
             g.model_copy(
                 update={
                     "health": "fault",
@@ -212,9 +210,6 @@ class FrameBuilder:
             )
             for g in self.gpus
         ]
-        self.status = self.status.model_copy(update={"fault": message, "fault_at": at})
-        self.gpus = gpus
-        return self.host, gpus, self.status
 
     def set_service_pids(self, pids: Mapping[int, str]) -> None:
         self.service_pids = dict(pids)

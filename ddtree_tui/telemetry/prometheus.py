@@ -42,6 +42,10 @@ _INT_FIELDS = {"util_gpu", "util_mem", "mem_used_mb", "temp_c", "sm_clock_mhz", 
 NOTE = "DCGM exporter via Prometheus"
 
 
+GONE = "no longer reported by DCGM exporter (fell off the bus?)"
+_IDENTITY = {"index", "uuid", "name", "pci_bus_id", "mem_total_mb"}  # what a GPU that went away still shows
+
+
 class PrometheusError(Exception):
     """Prometheus could not be asked, or answered something that is not a query result."""
 
@@ -141,19 +145,8 @@ class DcgmFrames:
             if d is None:  # seen before, gone now
                 since = self._fault_since.setdefault(idx, now)
                 old = self.known[idx]
-                gpus.append(
-                    GpuSample(
-                        index=idx,
-                        uuid=old.uuid,
-                        name=old.name,
-                        pci_bus_id=old.pci_bus_id,
-                        mem_total_mb=old.mem_total_mb,
-                        health="fault",
-                        fault="no longer reported by DCGM exporter (fell off the bus?)",
-                        fault_at=since,
-                        ts=now,
-                    )
-                )
+                gone = {"health": "fault", "fault": GONE, "fault_at": since, "ts": now}
+                gpus.append(GpuSample.model_validate({**old.model_dump(include=_IDENTITY), **gone}))
                 continue
             free = d.pop("_fb_free", None)
             xid = d.pop("_xid", None)
