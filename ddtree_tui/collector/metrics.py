@@ -8,7 +8,7 @@ a small closed set of `state` values; never a pid, a uuid on a value series, or 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TypeVar, get_args
 
@@ -91,6 +91,16 @@ def _add_values(
         v = value(obj)
         if v is not None:
             fam.add_metric(lab, v)
+
+
+F = TypeVar("F", GaugeMetricFamily, CounterMetricFamily)
+
+
+def _labelled(fam: F, samples: Iterable[tuple[list[str], float]]) -> F:
+    """`fam` with one sample per (label values, value)."""
+    for labels, v in samples:
+        fam.add_metric(labels, float(v))
+    return fam
 
 
 class FleetMetrics(Collector):
@@ -207,24 +217,24 @@ class FleetMetrics(Collector):
         cl = GaugeMetricFamily("ddtree_collector_event_clients", "Event streams (/events) open now")
         cl.add_metric([], float(c.event_clients))
         yield cl
-        ev = CounterMetricFamily(
-            "ddtree_collector_events", "Fleet events seen by the collector", labels=["kind"]
+        yield _labelled(
+            CounterMetricFamily(
+                "ddtree_collector_events", "Fleet events seen by the collector", labels=["kind"]
+            ),
+            (([kind], n) for kind, n in sorted(c.events.items())),
         )
-        for kind, n in sorted(c.events.items()):
-            ev.add_metric([kind], float(n))
-        yield ev
-        al = GaugeMetricFamily(
-            "ddtree_alert_active", "1 while an alert holds", labels=["alert", "host", "subject"]
+        yield _labelled(
+            GaugeMetricFamily(
+                "ddtree_alert_active", "1 while an alert holds", labels=["alert", "host", "subject"]
+            ),
+            ((list(key), v) for key, v in sorted(c.alerts_active.items())),
         )
-        for (kind, host, subject), v in sorted(c.alerts_active.items()):
-            al.add_metric([kind, host, subject], float(v))
-        yield al
-        af = CounterMetricFamily(
-            "ddtree_alerts_fired", "Alerts raised since the collector started", labels=["alert"]
+        yield _labelled(
+            CounterMetricFamily(
+                "ddtree_alerts_fired", "Alerts raised since the collector started", labels=["alert"]
+            ),
+            (([kind], n) for kind, n in sorted(c.alerts_fired.items())),
         )
-        for kind, n in sorted(c.alerts_fired.items()):
-            af.add_metric([kind], float(n))
-        yield af
 
 
 def make_registry(snapshot: Callable[[], FleetSnapshot], counters: CollectorCounters) -> CollectorRegistry:

@@ -83,21 +83,25 @@ def validated(
         raise ReportInputError(f"{path}: {invalid}: {where}: {err['msg']}") from None
 
 
+def read_input(path: str, what: str) -> str:
+    """The text of an input file; ReportInputError says why it cannot be read (`what` it should have been)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ReportInputError(f"{path}: is a directory, not {what}") from None
+    except UnicodeDecodeError:
+        raise ReportInputError(f"{path}: not a text file (not UTF-8)") from None
+    except OSError as e:
+        raise ReportInputError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
 def load_runs(paths: list[str]) -> list[LoadedRun]:
     """Every file in order, labelled A, B, C, …; the first problem raises ReportInputError."""
     out: list[LoadedRun] = []
     for i, p in enumerate(paths):
-        path = Path(p)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ReportInputError(f"{p}: no such file") from None
-        except IsADirectoryError:
-            raise ReportInputError(f"{p}: is a directory, not a run JSON file") from None
-        except UnicodeDecodeError:
-            raise ReportInputError(f"{p}: not a text file (not UTF-8)") from None
-        except OSError as e:
-            raise ReportInputError(f"{p}: cannot read: {e.strerror or e}") from None
+        text = read_input(p, "a run JSON file")
         run, raw = parse_run(text, p)
         out.append(LoadedRun(path=p, label=run_label(i), run=run, raw=raw))
     return out

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ddtree_tui.report.runs import ReportInputError, validated
+from ddtree_tui.report.runs import ReportInputError, read_input, validated
 from ddtree_tui.sweep.results import RESULTS_SCHEMA, SweepResults
 from ddtree_tui.sweep.state import SweepState
 
@@ -62,21 +62,13 @@ def parse_sweep(obj: dict[str, Any], path: str) -> LoadedSweep:
 
 def load_sweep(path: str) -> LoadedSweep:
     """Read `path` (a results.json) as a sweep; ReportInputError names the file."""
+    text = read_input(path, "a results.json file")
     try:
-        text = Path(path).read_text(encoding="utf-8")
         obj = json.loads(text)
-    except FileNotFoundError:
-        raise ReportInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ReportInputError(f"{path}: is a directory, not a results.json file") from None
-    except UnicodeDecodeError:
-        raise ReportInputError(f"{path}: not a text file (not UTF-8)") from None
     except json.JSONDecodeError as err:
         raise ReportInputError(
             f"{path}: not JSON (line {err.lineno}, column {err.colno}: {err.msg})"
         ) from None
-    except OSError as err:
-        raise ReportInputError(f"{path}: cannot read: {err.strerror or err}") from None
     if not is_sweep_results(obj):
         raise ReportInputError(f'{path}: not sweep results (expected "sweep_id" and "points")')
     return parse_sweep(obj, path)
