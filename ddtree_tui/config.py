@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ddtree_tui.config_errors import explain, field_name, grep_key, locate_line
+
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 # names that look like they hold a secret: environment variables (WANDB_KEY, PRIVATE_KEY, AWS_ACCESS_KEY_ID,
 # HF_TOKEN, ...) and command-line flags (--api-key, --hf-token, --admin-api-key, ...)
@@ -339,99 +341,6 @@ def redact_text(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-# --- locating a field in the TOML text -------------------------------------------------------------------
-
-_TABLE_RE = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
-_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=")
-
-
-def _key_path(raw: str) -> list[str]:
-    """`a.b = 1` (a dotted key) is the path [a, b]."""
-    return [part.strip().strip("\"'") for part in raw.split(".")]
-
-
-def _grep_key(text: str, loc: Sequence[Any]) -> int | None:
-    """Last resort for keys inside inline tables (`service = [{...}]`): the first line that sets the key."""
-    key = next((k for k in reversed(loc) if isinstance(k, str)), None)
-    if not key:
-        return None
-    pat = re.compile(rf"(^|[\s{{,.]){re.escape(key)}\s*=")
-    return next((n for n, line in enumerate(text.splitlines(), start=1) if pat.search(line)), None)
-
-
-def _locate(text: str, loc: Sequence[Any]) -> int | None:
-    """Best line for a pydantic error location like ('service', 1, 'port') in TOML text."""
-    lines = text.splitlines()
-    keys = [k for k in loc if isinstance(k, str)]
-    index = next((k for k in loc if isinstance(k, int)), None)
-    table: str = ""
-    array_count: dict[str, int] = {}
-    best: int | None = None
-    target_table = keys[0] if index is not None and keys else None
-    for n, line in enumerate(lines, start=1):
-        m = _TABLE_RE.match(line)
-        if m:
-            table = m.group(2).replace('"', "").replace("'", "").strip()
-            if m.group(1) == "[[":
-                array_count[table] = array_count.get(table, -1) + 1
-            if target_table and table == target_table and array_count.get(table) == index:
-                best = best or n
-                inner = keys[1:]
-                if not inner:
-                    return n
-            elif (
-                target_table
-                and table.split(".")[0] == target_table
-                and array_count.get(target_table) == index
-                and table.split(".")[1:] == keys[1:]
-            ):
-                return n  # [service.env] for ('service', 0, 'env')
-            elif not target_table and keys and table in (".".join(keys[:-1]), ".".join(keys)):
-                best = best or n
-            continue
-        km = _KEY_RE.match(line)
-        if not km:
-            continue
-        kpath = _key_path(km.group(1))
-        if target_table:
-            in_target = table.split(".")[0] == target_table and array_count.get(target_table) == index
-            inner = keys[1:]
-            if in_target and inner:
-                sub = table.split(".")[1:]
-                full = sub + kpath
-                if full == inner[: len(full)] or (not sub and kpath[0] == inner[0]):
-                    return n
-        else:
-            path = ([*table.split(".")] if table else []) + kpath
-            if keys and path == keys[: len(path)]:
-                return n
-    return best
-
-
-def _field_name(loc: Sequence[Any]) -> str:
-    out = ""
-    for k in loc:
-        if isinstance(k, int):
-            out += f"[{k}]"
-        else:
-            out += ("." if out else "") + str(k)
-    return out
-
-
-def _explain(err: dict[str, Any]) -> str:
-    typ = err.get("type", "")
-    if typ == "extra_forbidden":
-        return "unknown key (check the spelling; see hostprofiles/README.md for the fields)"
-    if typ == "missing":
-        return "is required but missing"
-    msg = str(err.get("msg", "invalid value"))
-    msg = msg.removeprefix("Value error, ")
-    inp = err.get("input")
-    if typ not in ("model_type",) and not isinstance(inp, dict | list):
-        msg += f" (got {inp!r})"
-    return msg
-
-
 def parse_profile(text: str, path: Path | str = "<profile>") -> HostProfile:
     """Parse one profile's TOML text; raise ProfileError naming file, line, field and expectation."""
     try:
@@ -444,7 +353,7 @@ def parse_profile(text: str, path: Path | str = "<profile>") -> HostProfile:
     try:
         return HostProfile.model_validate({**data, "source": str(path)} if "source" not in data else data)
     except _LocatedError as e:
-        raise ProfileError(path, _locate(text, e.loc), _field_name(e.loc), str(e)) from None
+        raise ProfileError(path, locate_line(text, e.loc), field_name(e.loc), str(e)) from None
     except RecursionError:
         raise ProfileError(path, None, None, "values nested too deeply") from None
     except ValidationError as e:
@@ -493,7 +402,7 @@ def _profile_error(text: str, path: Path | str, e: ValidationError) -> ProfileEr
     errors = sorted(e.errors(), key=lambda x: 0 if x.get("type") == "extra_forbidden" else 1)
     for err in errors:
         loc = tuple(err.get("loc", ()))
-        message = _explain(err)
+        message = explain(err)
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, _LocatedError):
             # a model-level check that knows its field: the model's loc + the field inside it
@@ -502,12 +411,12 @@ def _profile_error(text: str, path: Path | str, e: ValidationError) -> ProfileEr
             hint = did_you_mean(loc)
             if hint:
                 message = f"unknown key (did you mean '{hint}'?)"
-        line = _locate(text, loc) if loc else None
+        line = locate_line(text, loc) if loc else None
         if line is None and loc and err.get("type") != "missing":
-            line = _grep_key(text, loc)
+            line = grep_key(text, loc)
         if line is None and len(loc) > 1:
-            line = _locate(text, loc[:-1])  # at least the table it belongs to
-        located.append((line, _field_name(loc) or None, message))
+            line = locate_line(text, loc[:-1])  # at least the table it belongs to
+        located.append((line, field_name(loc) or None, message))
     line, field, message = located[0]
     for ln, fld, msg in located[1:]:
         where = f"{path}:{ln}" if ln else str(path)
@@ -541,7 +450,7 @@ def load_profiles(paths: Iterable[Path | str]) -> list[HostProfile]:
             text = Path(p).read_text(encoding="utf-8")
             raise ProfileError(
                 p,
-                _locate(text, ("name",)),
+                locate_line(text, ("name",)),
                 "name",
                 f"host name '{prof.name}' is also used by {seen[prof.name]}",
             )

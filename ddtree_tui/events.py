@@ -10,50 +10,53 @@ from pydantic import BaseModel, ConfigDict, Field
 from ddtree_tui.state import Alert, ConnStatus, GpuSample, HostSample, ServiceStatus, TelemetryStatus
 
 
-class _Event(BaseModel):
+class Event(BaseModel):
+    """Every fleet event: when, and which kind (each subclass pins `kind` to its own literal)."""
+
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
     ts: float = Field(default_factory=time.time)
+    kind: str
 
 
-class HostStateChanged(_Event):
-    kind: Literal["host"] = "host"
+class _HostEvent(Event):
     host: str
+
+
+class HostStateChanged(_HostEvent):
+    kind: Literal["host"] = "host"
     status: ConnStatus
 
 
-class GpuSampleEvent(_Event):
+class GpuSampleEvent(_HostEvent):
     kind: Literal["gpu"] = "gpu"
-    host: str
     host_sample: HostSample | None
     gpus: list[GpuSample]
     telemetry: TelemetryStatus
 
 
-class ServiceStateChanged(_Event):
+class ServiceStateChanged(_HostEvent):
     kind: Literal["service"] = "service"
-    host: str
     status: ServiceStatus
 
 
-class LogLine(_Event):
+class LogLine(_HostEvent):
     kind: Literal["log"] = "log"
-    host: str
     service: str
     line: str
 
 
-class BenchEventWrap(_Event):
+class BenchEventWrap(Event):
     """A benchmark engine event (ddtree_tui.bench) as the fleet forwards it."""
 
     kind: Literal["bench"] = "bench"
     event: Any
 
 
-class TodoChanged(_Event):
+class TodoChanged(Event):
     kind: Literal["todo"] = "todo"
 
 
-class Notice(_Event):
+class Notice(Event):
     """A message for the user: an action's result or an error, with a severity."""
 
     kind: Literal["notice"] = "notice"
@@ -61,7 +64,7 @@ class Notice(_Event):
     text: str
 
 
-class AlertChanged(_Event):
+class AlertChanged(Event):
     """An alert was raised or cleared (ddtree_tui.alerts)."""
 
     kind: Literal["alert"] = "alert"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -159,13 +160,13 @@ class Fleet(PubSub[FleetEvent]):
         transport = make_transport(prof)
         h = _Host(prof, transport)
         self._hosts[prof.name] = h
-        transport.add_listener(lambda st, name=prof.name: self._on_conn(name, st))
+        transport.add_listener(functools.partial(self._on_conn, prof.name))
         await transport.start()
         h.services = ServiceManager(
             transport,
             prof,
-            on_status=lambda st, name=prof.name: self._on_service(name, st),
-            on_log=lambda svc, line, name=prof.name: self._on_log(name, svc, line),
+            on_status=functools.partial(self._on_service, prof.name),
+            on_log=functools.partial(self._on_log, prof.name),
             probe_interval=self._probe_interval,
         )
         for st in h.services.statuses():
@@ -176,7 +177,7 @@ class Fleet(PubSub[FleetEvent]):
             h.telemetry = HostTelemetry(
                 transport,
                 prof,
-                on_update=lambda hs, gpus, ts, name=prof.name: self._on_sample(name, hs, gpus, ts),
+                on_update=functools.partial(self._on_sample, prof.name),
             )
             h.tasks.append(asyncio.create_task(self._guard(h.telemetry.run, f"telemetry {prof.name}")))
 

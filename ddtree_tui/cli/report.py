@@ -17,8 +17,8 @@ from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err
 from ddtree_tui.report.loadhtml import shape_runs_in, shape_text, write_load_html
 from ddtree_tui.report.output import terminal_text, write_html
 from ddtree_tui.report.runs import ReportInputError, load_runs
-from ddtree_tui.report.sweep import is_sweep_results, load_sweep
 from ddtree_tui.report.sweep import write_html as write_sweep_html
+from ddtree_tui.report.sweep_input import is_sweep_results, load_sweep
 from ddtree_tui.sweep.results import table
 
 

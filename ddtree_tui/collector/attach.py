@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from ddtree_tui.bench.models import BenchEvent
 from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 LOG_LINES_KEPT = 500
 HISTORY_KEPT = 600
 _EVENT = TypeAdapter(FleetEvent)
+_BENCH_EVENT: TypeAdapter[BenchEvent] = TypeAdapter(BenchEvent)
 
 
 class AttachResult(BaseModel):
@@ -102,9 +104,7 @@ def decode_event(data: str) -> FleetEvent | None:
         return None
     if isinstance(ev, BenchEventWrap) and isinstance(ev.event, dict):
         with contextlib.suppress(Exception):
-            from ddtree_tui.bench.models import BenchEvent
-
-            ev = ev.model_copy(update={"event": TypeAdapter(BenchEvent).validate_python(ev.event)})
+            ev = ev.model_copy(update={"event": _BENCH_EVENT.validate_python(ev.event)})
     return ev
 
 

@@ -8,15 +8,15 @@ a small closed set of `state` values; never a pid, a uuid on a value series, or 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import get_args
+from typing import TypeVar, get_args
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ddtree_tui import __version__
-from ddtree_tui.state import FleetSnapshot, HostConnState, ServiceState
+from ddtree_tui.state import FleetSnapshot, GpuSample, HostConnState, ServiceState, ServiceStatus
 
 MIB = 1024 * 1024
 HOST_STATES: tuple[str, ...] = get_args(HostConnState)
@@ -47,6 +47,60 @@ class CollectorCounters:
             alerts_active=dict(self.alerts_active),
             alerts_fired=dict(self.alerts_fired),
         )
+
+
+def _div(v: float | None, d: float) -> float | None:
+    return None if v is None else v / d
+
+
+def _mul(v: int | None, k: int) -> float | None:
+    return None if v is None else float(v * k)
+
+
+T = TypeVar("T")
+# A value series of a GPU or a service: name, help, and the value (None: no sample, the series is left out).
+_Values = tuple[tuple[str, str, Callable[[T], float | None]], ...]
+_GPU_VALUES: _Values[GpuSample] = (
+    ("ddtree_gpu_utilization_ratio", "GPU utilisation, 0..1", lambda g: _div(g.util_gpu, 100.0)),
+    ("ddtree_gpu_memory_used_bytes", "GPU memory in use", lambda g: _mul(g.mem_used_mb, MIB)),
+    ("ddtree_gpu_memory_total_bytes", "GPU memory size", lambda g: _mul(g.mem_total_mb, MIB)),
+    ("ddtree_gpu_power_watts", "GPU power draw", lambda g: g.power_w),
+    ("ddtree_gpu_power_limit_watts", "GPU power limit", lambda g: g.power_limit_w),
+    ("ddtree_gpu_temperature_celsius", "GPU temperature", lambda g: _mul(g.temp_c, 1)),
+)
+_SERVICE_VALUES: _Values[ServiceStatus] = (
+    ("ddtree_service_accept_length", "Mean accepted tokens per verify step", lambda s: s.accept_length),
+    (
+        "ddtree_service_generation_throughput_tokens_per_second",
+        "Generated tokens per second (the server's own number)",
+        lambda s: s.gen_throughput,
+    ),
+    (
+        "ddtree_service_health_latency_seconds",
+        "Latency of the last health probe",
+        lambda s: _div(s.health_latency_ms, 1000.0),
+    ),
+    ("ddtree_service_running_requests", "Requests running", lambda s: _mul(s.running_reqs, 1)),
+)
+
+
+def _add_values(
+    fams: list[tuple[GaugeMetricFamily, Callable[[T], float | None]]], lab: list[str], obj: T
+) -> None:
+    for fam, value in fams:
+        v = value(obj)
+        if v is not None:
+            fam.add_metric(lab, v)
+
+
+F = TypeVar("F", GaugeMetricFamily, CounterMetricFamily)
+
+
+def _labelled(fam: F, samples: Iterable[tuple[list[str], float]]) -> F:
+    """`fam` with one sample per (label values, value)."""
+    for labels, v in samples:
+        fam.add_metric(labels, float(v))
+    return fam
 
 
 class FleetMetrics(Collector):
@@ -80,16 +134,7 @@ class FleetMetrics(Collector):
         )
         host_cpu = GaugeMetricFamily("ddtree_host_cpu_ratio", "Host CPU use, 0..1", labels=["host"])
         host_mem = GaugeMetricFamily("ddtree_host_memory_used_bytes", "Host memory in use", labels=["host"])
-        g_util = GaugeMetricFamily(
-            "ddtree_gpu_utilization_ratio", "GPU utilisation, 0..1", labels=["host", "gpu"]
-        )
-        g_mem = GaugeMetricFamily("ddtree_gpu_memory_used_bytes", "GPU memory in use", labels=["host", "gpu"])
-        g_memt = GaugeMetricFamily("ddtree_gpu_memory_total_bytes", "GPU memory size", labels=["host", "gpu"])
-        g_pow = GaugeMetricFamily("ddtree_gpu_power_watts", "GPU power draw", labels=["host", "gpu"])
-        g_powl = GaugeMetricFamily("ddtree_gpu_power_limit_watts", "GPU power limit", labels=["host", "gpu"])
-        g_temp = GaugeMetricFamily(
-            "ddtree_gpu_temperature_celsius", "GPU temperature", labels=["host", "gpu"]
-        )
+        g_vals = [(GaugeMetricFamily(n, doc, labels=["host", "gpu"]), fn) for n, doc, fn in _GPU_VALUES]
         g_ok = GaugeMetricFamily(
             "ddtree_gpu_healthy", "1 when the GPU reports no fault", labels=["host", "gpu"]
         )
@@ -105,22 +150,9 @@ class FleetMetrics(Collector):
         s_state = GaugeMetricFamily(
             "ddtree_service_state", "1 for the service's current state", labels=["host", "service", "state"]
         )
-        s_acc = GaugeMetricFamily(
-            "ddtree_service_accept_length", "Mean accepted tokens per verify step", labels=["host", "service"]
-        )
-        s_tput = GaugeMetricFamily(
-            "ddtree_service_generation_throughput_tokens_per_second",
-            "Generated tokens per second (the server's own number)",
-            labels=["host", "service"],
-        )
-        s_lat = GaugeMetricFamily(
-            "ddtree_service_health_latency_seconds",
-            "Latency of the last health probe",
-            labels=["host", "service"],
-        )
-        s_run = GaugeMetricFamily(
-            "ddtree_service_running_requests", "Requests running", labels=["host", "service"]
-        )
+        s_vals = [
+            (GaugeMetricFamily(n, doc, labels=["host", "service"]), fn) for n, doc, fn in _SERVICE_VALUES
+        ]
         s_rst = CounterMetricFamily(
             "ddtree_service_restarts",
             "Times the service went back to starting after it had run (seen by this collector)",
@@ -138,18 +170,7 @@ class FleetMetrics(Collector):
                     host_mem.add_metric([h.name], float(h.host.mem_used_mb * MIB))
             for g in h.gpus:
                 lab = [h.name, str(g.index)]
-                if g.util_gpu is not None:
-                    g_util.add_metric(lab, g.util_gpu / 100.0)
-                if g.mem_used_mb is not None:
-                    g_mem.add_metric(lab, float(g.mem_used_mb * MIB))
-                if g.mem_total_mb is not None:
-                    g_memt.add_metric(lab, float(g.mem_total_mb * MIB))
-                if g.power_w is not None:
-                    g_pow.add_metric(lab, g.power_w)
-                if g.power_limit_w is not None:
-                    g_powl.add_metric(lab, g.power_limit_w)
-                if g.temp_c is not None:
-                    g_temp.add_metric(lab, float(g.temp_c))
+                _add_values(g_vals, lab, g)
                 g_ok.add_metric(lab, 1.0 if g.health == "ok" else 0.0)
                 g_info.add_metric(lab, {"model": g.name or "", "uuid": g.uuid or ""})
             for s in h.services:
@@ -168,18 +189,14 @@ class FleetMetrics(Collector):
                     g_svc.add_metric([h.name, str(gpu)], {"service": s.name})
                 for st in SERVICE_STATES:
                     s_state.add_metric([*lab, st], 1.0 if s.state == st else 0.0)
-                if s.accept_length is not None:
-                    s_acc.add_metric(lab, s.accept_length)
-                if s.gen_throughput is not None:
-                    s_tput.add_metric(lab, s.gen_throughput)
-                if s.health_latency_ms is not None:
-                    s_lat.add_metric(lab, s.health_latency_ms / 1000.0)
-                if s.running_reqs is not None:
-                    s_run.add_metric(lab, float(s.running_reqs))
+                _add_values(s_vals, lab, s)
                 s_rst.add_metric(lab, float(c.restarts.get((h.name, s.name), 0)))
         yield from (host_up, host_state, telemetry_ok, host_cpu, host_mem)
-        yield from (g_util, g_mem, g_memt, g_pow, g_powl, g_temp, g_ok, g_info, g_svc)
-        yield from (s_info, s_state, s_acc, s_tput, s_lat, s_run, s_rst)
+        yield from (fam for fam, _ in g_vals)
+        yield from (g_ok, g_info, g_svc)
+        yield from (s_info, s_state)
+        yield from (fam for fam, _ in s_vals)
+        yield s_rst
 
         b_run = GaugeMetricFamily("ddtree_bench_running", "1 while a benchmark runs")
         b_run.add_metric([], 1.0 if c.bench_running else 0.0)
@@ -200,24 +217,24 @@ class FleetMetrics(Collector):
         cl = GaugeMetricFamily("ddtree_collector_event_clients", "Event streams (/events) open now")
         cl.add_metric([], float(c.event_clients))
         yield cl
-        ev = CounterMetricFamily(
-            "ddtree_collector_events", "Fleet events seen by the collector", labels=["kind"]
+        yield _labelled(
+            CounterMetricFamily(
+                "ddtree_collector_events", "Fleet events seen by the collector", labels=["kind"]
+            ),
+            (([kind], n) for kind, n in sorted(c.events.items())),
         )
-        for kind, n in sorted(c.events.items()):
-            ev.add_metric([kind], float(n))
-        yield ev
-        al = GaugeMetricFamily(
-            "ddtree_alert_active", "1 while an alert holds", labels=["alert", "host", "subject"]
+        yield _labelled(
+            GaugeMetricFamily(
+                "ddtree_alert_active", "1 while an alert holds", labels=["alert", "host", "subject"]
+            ),
+            ((list(key), v) for key, v in sorted(c.alerts_active.items())),
         )
-        for (kind, host, subject), v in sorted(c.alerts_active.items()):
-            al.add_metric([kind, host, subject], float(v))
-        yield al
-        af = CounterMetricFamily(
-            "ddtree_alerts_fired", "Alerts raised since the collector started", labels=["alert"]
+        yield _labelled(
+            CounterMetricFamily(
+                "ddtree_alerts_fired", "Alerts raised since the collector started", labels=["alert"]
+            ),
+            (([kind], n) for kind, n in sorted(c.alerts_fired.items())),
         )
-        for kind, n in sorted(c.alerts_fired.items()):
-            af.add_metric([kind], float(n))
-        yield af
 
 
 def make_registry(snapshot: Callable[[], FleetSnapshot], counters: CollectorCounters) -> CollectorRegistry:

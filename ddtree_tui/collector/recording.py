@@ -14,6 +14,7 @@ FollowerFleet that plays a file back at `speed` times real time, labelled REPLAY
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import gzip
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.collector.attach import FollowerFleet, decode_event
 from ddtree_tui.events import Notice
@@ -265,18 +266,33 @@ class ReplayFleet(FollowerFleet):
         self._publish(Notice(severity="information", text=f"replay of {self.path.name} finished"))
 
 
-def session_fleet(ns: Any, live: Callable[[], Any]) -> Any:
+class SessionOptions(BaseModel):
+    """The recording options of a mode's command line; a mode without some of them leaves them None."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    replay: str | None = None
+    record: str | None = None
+    speed: float | None = None
+    record_max_mb: float | None = None
+
+    @classmethod
+    def of(cls, ns: argparse.Namespace) -> SessionOptions:
+        return cls.model_validate(vars(ns))
+
+
+def session_fleet(ns: argparse.Namespace, live: Callable[[], Any]) -> Any:
     """The fleet a mode runs on, from `--replay FILE [--speed X]` and `--record FILE [--record-max-mb N]`:
     a ReplayFleet, or `live()`; recorded when asked. Raises RecordingError / ValueError for bad input."""
-    replay = getattr(ns, "replay", None)
-    record = getattr(ns, "record", None)
+    opts = SessionOptions.of(ns)
+    replay, record = opts.replay, opts.record
     if replay and record:
         raise ValueError("--record and --replay do not go together")
     if replay:
-        return ReplayFleet(Path(replay), speed=float(getattr(ns, "speed", 1.0) or 1.0))
+        return ReplayFleet(Path(replay), speed=opts.speed or 1.0)
     fleet = live()
     if record:
-        mb = float(getattr(ns, "record_max_mb", 200.0) or 200.0)
+        mb = opts.record_max_mb or 200.0
         if mb <= 0:
             raise ValueError("--record-max-mb must be positive")
         fleet = RecordingFleet(fleet, Recorder(Path(record), max_bytes=int(mb * 1024 * 1024)))

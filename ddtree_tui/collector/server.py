@@ -27,16 +27,18 @@ import stat
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ddtree_tui.bench.models import PromptFinished, RunFinished, RunStarted
 from ddtree_tui.collector.intents import IntentRoutes
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
 from ddtree_tui.events import (
     AlertChanged,
     BenchEventWrap,
+    Event,
     FleetEvent,
     ServiceStateChanged,
 )
@@ -63,6 +65,13 @@ class FleetSource(Protocol):
     def subscribe(self) -> asyncio.Queue[Any]: ...
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
     def log_lines(self, ref: str) -> list[str]: ...
+
+
+@runtime_checkable
+class SettlingFleet(Protocol):
+    """A fleet that can say when every host has connected and sent a first sample (a live Fleet can)."""
+
+    async def wait_settled(self, timeout: float) -> None: ...
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -156,10 +165,9 @@ class Collector:
         self._queue = self.fleet.subscribe()
         self._pump_task = asyncio.create_task(self._pump(), name="collector-pump")
         await self.fleet.start()
-        waiter = getattr(self.fleet, "wait_settled", None)
-        if waiter is not None:
+        if isinstance(self.fleet, SettlingFleet):
             with contextlib.suppress(Exception):
-                await waiter(settle_timeout)
+                await self.fleet.wait_settled(settle_timeout)
         self.ready = True
 
     async def stop(self) -> None:
@@ -182,7 +190,7 @@ class Collector:
 
     def handle_event(self, ev: FleetEvent | Any) -> None:
         """Count one event, hand it to listeners, fan it out to every SSE client (bounded, drop oldest)."""
-        kind = str(getattr(ev, "kind", type(ev).__name__))
+        kind = ev.kind if isinstance(ev, Event) else type(ev).__name__
         c = self.counters
         c.events[kind] = c.events.get(kind, 0) + 1
         if isinstance(ev, ServiceStateChanged):
@@ -220,18 +228,20 @@ class Collector:
         for q in list(self._clients):
             self._offer(q, msg)
 
-    def _bench(self, bev: Any) -> None:
+    def _bench(self, bev: object) -> None:
+        """Bench progress for /metrics from the engine's event models; an event that reached us as a dict
+        (it did not parse) still counts by its kind."""
         c = self.counters
-        kind = getattr(bev, "kind", None) or (bev.get("kind") if isinstance(bev, dict) else None)
-        if kind == "run_started":
-            c.bench_running, c.bench_done, c.bench_total = True, 0, int(getattr(bev, "total", 0) or 0)
-        elif kind == "prompt_finished":
-            c.bench_done = int(getattr(bev, "done", c.bench_done))
-            c.bench_total = int(getattr(bev, "total", c.bench_total))
-            res = getattr(bev, "result", None)
-            if res is not None and getattr(res, "error", None):
+        kind = bev.get("kind") if isinstance(bev, dict) else None
+        if isinstance(bev, RunStarted):
+            c.bench_running, c.bench_done, c.bench_total = True, 0, bev.total
+        elif kind == "run_started":
+            c.bench_running, c.bench_done, c.bench_total = True, 0, 0
+        elif isinstance(bev, PromptFinished):
+            c.bench_done, c.bench_total = bev.done, bev.total
+            if bev.result.error:
                 c.bench_failed_requests += 1
-        elif kind == "run_finished":
+        elif isinstance(bev, RunFinished) or kind == "run_finished":
             c.bench_running = False
             c.bench_runs += 1
 
@@ -370,10 +380,8 @@ async def serve(
     try:
         await site.start()
         bound = port
-        server = getattr(site, "_server", None)
-        socks = getattr(server, "sockets", None) or []
-        if socks:
-            bound = int(socks[0].getsockname()[1])
+        if runner.addresses:  # port 0: the one the system chose
+            bound = int(runner.addresses[0][1])
         if on_listening is not None:
             on_listening(coll, bound)
         await coll.start()

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 DEFAULT_WEB_LISTEN = "127.0.0.1:8765"
 DEFAULT_COLLECTOR = "http://127.0.0.1:9464"
@@ -50,11 +51,7 @@ def make_server(command: str, host: str, port: int, token: str | None, title: st
     return GuardedServer(command, host=host, port=port, title=title)
 
 
-def _token_guard(
-    token: str,
-) -> Callable[
-    [web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]], Awaitable[web.StreamResponse]
-]:
+def _token_guard(token: str) -> Middleware:
     @web.middleware
     async def guard(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.doctor.model import Finding, FindingStatus, major_minor, needs_gpu, run_quiet, tail
-from ddtree_tui.remote.sampler import cuda_from_smi
+from ddtree_tui.remote.smi import cuda_from_smi
 from ddtree_tui.telemetry.nvsmi import detect_fault, is_missing, query_rows
 from ddtree_tui.transport.base import Transport
 

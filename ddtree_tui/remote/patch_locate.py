@@ -7,10 +7,11 @@ import importlib.util
 import json
 import os
 import sys
+from typing import Dict, Optional
 
 cfg = json.loads(sys.stdin.read())
 name, dist = cfg["package"], cfg["distribution"]
-out = {}
+out: Dict[str, Optional[str]] = {}
 try:
     spec = importlib.util.find_spec(name)
 except Exception as e:

@@ -2,8 +2,9 @@
 
 import json
 import sys
+from typing import Dict, Optional
 
-out = {}
+out: Dict[str, Optional[str]] = {}
 for p in json.loads(sys.stdin.read()):
     try:
         with open(p, "rb") as f:

@@ -8,19 +8,20 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import List, Optional
 
 from ddtree_tui.remote.atomicio import write_file
 
 cfg = json.loads(sys.stdin.read())
 
 
-def put(path, text, mode=None):
+def put(path: str, text: str, mode: Optional[int] = None) -> None:
     # the shared writer: atomic for regular files, a special file is written as it is, a directory refused
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_file(path, text, mode=mode, tmp_suffix=".ddtree-tmp")
 
 
-done = []
+done: List[str] = []
 for b in cfg.get("backups", []):
     if not os.path.exists(b["to"]):
         put(b["to"], b["text"])

@@ -13,22 +13,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from ddtree_tui.remote.trust import secure_dir
 
-req = json.loads(sys.stdin.read() or "{}")
-out = {"probe": 1, "python": sys.version.split()[0], "executable": sys.executable, "errors": []}
+req: Dict[str, Any] = json.loads(sys.stdin.read() or "{}")
+errors: List[str] = []
+out: Dict[str, Any] = {
+    "probe": 1,
+    "python": sys.version.split()[0],
+    "executable": sys.executable,
+    "errors": errors,
+}
 
 
-def safe(fn, *a):
+def safe(fn: Callable[..., Any], *a: Any) -> Any:
     try:
         return fn(*a)
     except BaseException as e:
-        out["errors"].append("%s: %s" % (type(e).__name__, e))
+        errors.append("%s: %s" % (type(e).__name__, e))
         return None
 
 
-def dist_version(names):
+def dist_version(names: List[str]) -> Optional[str]:
     try:
         from importlib import metadata
     except ImportError:
@@ -51,10 +58,10 @@ DISTS = {
 }
 
 
-def probe_packages():
-    pk = {}
+def probe_packages() -> Dict[str, Any]:
+    pk: Dict[str, Any] = {}
     for name in req.get("packages", []):
-        info = {"dist_version": dist_version(DISTS.get(name, [name]))}
+        info: Dict[str, Any] = {"dist_version": dist_version(DISTS.get(name, [name]))}
         t0 = time.time()
         try:
             mod = __import__(name)
@@ -79,21 +86,20 @@ def probe_packages():
     return pk
 
 
-def cudart_major(fname):
+def cudart_major(fname: str) -> Optional[int]:
     m = re.match(r"libcudart\.so\.(\d+)", fname)
     return int(m.group(1)) if m else None
 
 
-def probe_libs():
+def probe_libs() -> Dict[str, Any]:
     ld = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     entries = []
     for d in ld:
-        majors = sorted(
-            {cudart_major(os.path.basename(f)) for f in glob.glob(os.path.join(d, "libcudart.so.*"))} - {None}
-        )
+        found = (cudart_major(os.path.basename(f)) for f in glob.glob(os.path.join(d, "libcudart.so.*")))
+        majors = sorted({m for m in found if m is not None})
         entries.append({"dir": d, "exists": os.path.isdir(d), "cudart_majors": majors})
     wheels = []
-    seen = set()
+    seen: Set[str] = set()
     for sp in sys.path:
         nv = os.path.join(sp or ".", "nvidia")
         if not os.path.isdir(nv) or nv in seen:
@@ -104,7 +110,7 @@ def probe_libs():
     return {"ld_library_path": entries, "wheels": wheels}
 
 
-def loaded_libs():
+def loaded_libs() -> Optional[List[str]]:
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "/" in line}
@@ -114,8 +120,8 @@ def loaded_libs():
     return sorted(keep)
 
 
-def nvcc():
-    cands = []
+def nvcc() -> Optional[Dict[str, Any]]:
+    cands: List[str] = []
     for d in os.environ.get("PATH", "").split(":"):
         cands.append(os.path.join(d, "nvcc"))
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
@@ -134,9 +140,9 @@ def nvcc():
     return None
 
 
-def model_config(path):
+def model_config(path: str) -> Dict[str, Any]:
     p = os.path.expanduser(path)
-    r = {"path": path, "exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
+    r: Dict[str, Any] = {"path": path, "exists": os.path.exists(p), "is_dir": os.path.isdir(p)}
     cfg = os.path.join(p, "config.json")
     r["has_config"] = os.path.isfile(cfg)
     if r["has_config"]:
@@ -148,7 +154,7 @@ def model_config(path):
             ]
             r["model_type"] = c.get("model_type")
             r["architectures"] = c.get("architectures")
-            kinds = set()
+            kinds: Set[str] = set()
             for s in subs:
                 for key in ("layer_types", "layers_block_type", "layer_type"):
                     v = s.get(key)
@@ -164,8 +170,8 @@ def model_config(path):
     return r
 
 
-def port_holder(port):
-    inodes = set()
+def port_holder(port: int) -> Optional[Dict[str, Any]]:
+    inodes: Set[str] = set()
     for fn in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(fn) as f:
@@ -200,7 +206,7 @@ def port_holder(port):
     return {"pid": None, "name": None}
 
 
-def pid_alive(pid):
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
         return True
@@ -210,10 +216,10 @@ def pid_alive(pid):
         return True
 
 
-def probe_ports(workdir):
-    res = []
+def probe_ports(workdir: str) -> List[Dict[str, Any]]:
+    res: List[Dict[str, Any]] = []
     for s in req.get("services", []):
-        r = {"name": s["name"], "port": s["port"], "bind": s["bind"]}
+        r: Dict[str, Any] = {"name": s["name"], "port": s["port"], "bind": s["bind"]}
         sock = socket.socket(socket.AF_INET6 if ":" in s["bind"] else socket.AF_INET)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -239,8 +245,8 @@ def probe_ports(workdir):
     return res
 
 
-def probe_workdir(wd):
-    r = {"path": wd, "exists": os.path.isdir(wd)}
+def probe_workdir(wd: str) -> Dict[str, Any]:
+    r: Dict[str, Any] = {"path": wd, "exists": os.path.isdir(wd)}
     r["trust"] = secure_dir(wd, False)  # the launcher's own check: who else could write there
     d = wd
     while d and not os.path.exists(d):

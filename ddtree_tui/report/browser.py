@@ -231,26 +231,26 @@ async def _check(
         text_chars=int(info["text"]),
     )
     for ev in cdp.events:
-        m, p = ev.get("method"), ev.get("params", {})
-        if m == "Network.requestWillBeSent":
+        method, p = ev.get("method"), ev.get("params", {})
+        if method == "Network.requestWillBeSent":
             u = p["request"]["url"]
             check.requests.append(u)
             if u != url and not u.startswith("data:"):
                 check.outside.append(u)
-        elif m == "Network.loadingFailed" and p.get("blockedReason"):
+        elif method == "Network.loadingFailed" and p.get("blockedReason"):
             check.violations.append(f"blocked ({p['blockedReason']})")
-        elif m == "Log.entryAdded":
+        elif method == "Log.entryAdded":
             entry = p.get("entry", {})
             text = entry.get("text", "")
             if "Content Security Policy" in text or entry.get("source") == "security":
                 check.violations.append(text)
             elif entry.get("level") == "error":
                 check.console_errors.append(text)
-        elif m == "Runtime.consoleAPICalled" and p.get("type") == "error":
+        elif method == "Runtime.consoleAPICalled" and p.get("type") == "error":
             check.console_errors.append(" ".join(str(a.get("value", "")) for a in p.get("args", [])))
-        elif m == "Runtime.exceptionThrown":
+        elif method == "Runtime.exceptionThrown":
             check.console_errors.append(str(p.get("exceptionDetails", {}).get("text", "exception")))
-        elif m == "Audits.issueAdded":
+        elif method == "Audits.issueAdded":
             issue = p.get("issue", {})
             if issue.get("code") == "ContentSecurityPolicyIssue":
                 d = issue.get("details", {}).get("contentSecurityPolicyIssueDetails", {})

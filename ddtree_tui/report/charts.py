@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,13 +25,16 @@ from ddtree_tui.bench.models import BenchRun, RequestResult
 from ddtree_tui.bench.stats import Delta, ecdf, mean_ci, weighted_ecdf
 from ddtree_tui.report.runs import LoadedRun
 
+if TYPE_CHECKING:  # matplotlib itself loads on the first chart (it is slow to import)
+    from matplotlib.typing import RcKeyType
+
 # Okabe & Ito (2008), ordered so the first ones stay apart in greyscale too; the yellow is left out
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 1)))
 HATCHES = ("", "//", "\\\\", "xx", "--", "||", "++")  # lines only: a dot hatch is a large SVG pattern
 
-RC = {
+RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # text stays text: selectable, searchable, crisp in print
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans", "Helvetica", "Arial", "sans-serif"],

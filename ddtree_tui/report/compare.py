@@ -6,7 +6,7 @@ Pure: BenchRun in, models and text out (the HTML report and `ddtree-tui report A
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,20 +58,19 @@ def estimate(run: BenchRun, service: str, prompt: str | None = None, metric: Met
     return mean_ci(values(run, service, prompt, metric))
 
 
+def _declared_then_seen(declared: list[str], seen: Iterable[str]) -> list[str]:
+    """The run's declared names in order, then any that only its results name (first seen first)."""
+    out = list(declared)
+    out.extend(x for x in dict.fromkeys(seen) if x not in declared)
+    return out
+
+
 def services(run: BenchRun) -> list[str]:
-    seen = [t.ref for t in run.targets]
-    for r in run.results:
-        if r.service not in seen:
-            seen.append(r.service)
-    return seen
+    return _declared_then_seen([t.ref for t in run.targets], (r.service for r in run.results))
 
 
 def prompt_ids(run: BenchRun) -> list[str]:
-    seen = [p.id for p in run.prompts]
-    for r in run.results:
-        if r.prompt_id not in seen:
-            seen.append(r.prompt_id)
-    return seen
+    return _declared_then_seen([p.id for p in run.prompts], (r.prompt_id for r in run.results))
 
 
 def paired_vs_baseline(

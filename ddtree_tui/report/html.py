@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from ddtree_tui import __version__
+from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.bench.stats import Delta, Estimate, ci_text, verdict
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.compare import (
@@ -160,7 +161,7 @@ def header(runs: Sequence[LoadedRun]) -> str:
         )
     bad = [lr for lr in runs if lr.run.status != "complete" or lr.run.failed]
     for lr in bad:
-        what = [lr.run.status] if lr.run.status != "complete" else []
+        what: list[str] = [lr.run.status] if lr.run.status != "complete" else []
         if lr.run.failed:
             what.append(f"{lr.run.failed} failed request(s)")
         out.append(f'<div class="banner bad">{e(lr.label)} ({e(lr.name)}): {e(", ".join(what))}.</div>')
@@ -283,108 +284,110 @@ def manifest(runs: Sequence[LoadedRun]) -> str:
     return "\n".join(out)
 
 
-def service_tables(runs: Sequence[LoadedRun]) -> str:
-    out = ["<h2>Per service</h2>"]
+def _per_run(runs: Sequence[LoadedRun], heading: str, table_of: Callable[[BenchRun], str]) -> str:
+    """A section with one table per run, each under the run's label when there are several."""
+    out = [f"<h2>{heading}</h2>"]
     for lr in runs:
-        r = lr.run
         if len(runs) > 1:
             out.append(f"<h3>{e(lr.label)}: {e(lr.name)}</h3>")
-        rows = []
-        for s in r.summary:
-            d = paired_vs_baseline(r, s.service)
-            dt = paired_vs_baseline(r, s.service, None, ttft_ms)
-            rows.append(
-                [
-                    e(s.service),
-                    e(s.mode or "-"),
-                    str(s.n),
-                    str(s.failed),
-                    _est(estimate(r, s.service)),
-                    e(_num(s.tok_s_median)),
-                    e(_num(s.output_throughput)),
-                    _est(estimate(r, s.service, None, ttft_ms)),
-                    e(_num(s.accept_length_mean, "{:.2f}")),
-                    str(s.output_tokens),
-                    "base" if r.baseline == s.service else e(delta_text(d)),
-                    e(ci_text(d).removeprefix("95 % CI ")) if d else "",
-                    "base" if r.baseline == s.service else e(delta_text(dt)),
-                ]
-            )
-        out.append(
-            _table(
-                [
-                    "service",
-                    "mode",
-                    "ok",
-                    "failed",
-                    "tok/s mean ± CI",
-                    "median",
-                    "throughput",
-                    "TTFT ms ± CI",
-                    "accept",
-                    "tokens",
-                    "Δ tok/s",
-                    "95 % CI",
-                    "Δ TTFT",
-                ],
-                rows,
-                set(range(2, 13)),
-            )
-        )
+        out.append(table_of(lr.run))
     return "\n".join(out)
+
+
+def service_tables(runs: Sequence[LoadedRun]) -> str:
+    return _per_run(runs, "Per service", _service_table)
+
+
+def _service_table(r: BenchRun) -> str:
+    rows = []
+    for s in r.summary:
+        d = paired_vs_baseline(r, s.service)
+        dt = paired_vs_baseline(r, s.service, None, ttft_ms)
+        rows.append(
+            [
+                e(s.service),
+                e(s.mode or "-"),
+                str(s.n),
+                str(s.failed),
+                _est(estimate(r, s.service)),
+                e(_num(s.tok_s_median)),
+                e(_num(s.output_throughput)),
+                _est(estimate(r, s.service, None, ttft_ms)),
+                e(_num(s.accept_length_mean, "{:.2f}")),
+                str(s.output_tokens),
+                "base" if r.baseline == s.service else e(delta_text(d)),
+                e(ci_text(d).removeprefix("95 % CI ")) if d else "",
+                "base" if r.baseline == s.service else e(delta_text(dt)),
+            ]
+        )
+    return _table(
+        [
+            "service",
+            "mode",
+            "ok",
+            "failed",
+            "tok/s mean ± CI",
+            "median",
+            "throughput",
+            "TTFT ms ± CI",
+            "accept",
+            "tokens",
+            "Δ tok/s",
+            "95 % CI",
+            "Δ TTFT",
+        ],
+        rows,
+        set(range(2, 13)),
+    )
 
 
 def prompt_tables(runs: Sequence[LoadedRun]) -> str:
-    out = ["<h2>Per prompt</h2>"]
-    for lr in runs:
-        r = lr.run
-        if len(runs) > 1:
-            out.append(f"<h3>{e(lr.label)}: {e(lr.name)}</h3>")
-        rows = []
-        for row in r.rows:
-            d = paired_vs_baseline(r, row.service, row.prompt_id)
-            base = r.baseline == row.service
-            rows.append(
-                [
-                    e(row.prompt_id),
-                    e(row.service),
-                    e(row.mode or "-"),
-                    f"{row.n}" + (f" ({row.failed} failed)" if row.failed else ""),
-                    _est(estimate(r, row.service, row.prompt_id)),
-                    e(_num(row.tok_s_median)),
-                    e(_num(row.decode_tok_s_median)),
-                    e(_num(row.ttft_ms_median)),
-                    e(_num(row.itl_ms_median, "{:.2f}")),
-                    e(_num(row.accept_length_median, "{:.2f}")),
-                    e(_num(row.tokens_per_chunk_median, "{:.2f}")),
-                    "base" if base else e(delta_text(d)),
-                    "" if base or d is None else e(ci_text(d).removeprefix("95 % CI ")),
-                    "" if base or d is None else _verdict_html(short_verdict(d), d),
-                ]
-            )
-        out.append(
-            _table(
-                [
-                    "prompt",
-                    "service",
-                    "mode",
-                    "n",
-                    "tok/s mean ± CI",
-                    "median",
-                    "decode",
-                    "TTFT ms",
-                    "ITL ms",
-                    "accept",
-                    "tok/chunk",
-                    "Δ tok/s",
-                    "95 % CI",
-                    "paired",
-                ],
-                rows,
-                set(range(3, 13)),
-            )
+    return _per_run(runs, "Per prompt", _prompt_table)
+
+
+def _prompt_table(r: BenchRun) -> str:
+    rows = []
+    for row in r.rows:
+        d = paired_vs_baseline(r, row.service, row.prompt_id)
+        base = r.baseline == row.service
+        rows.append(
+            [
+                e(row.prompt_id),
+                e(row.service),
+                e(row.mode or "-"),
+                f"{row.n}" + (f" ({row.failed} failed)" if row.failed else ""),
+                _est(estimate(r, row.service, row.prompt_id)),
+                e(_num(row.tok_s_median)),
+                e(_num(row.decode_tok_s_median)),
+                e(_num(row.ttft_ms_median)),
+                e(_num(row.itl_ms_median, "{:.2f}")),
+                e(_num(row.accept_length_median, "{:.2f}")),
+                e(_num(row.tokens_per_chunk_median, "{:.2f}")),
+                "base" if base else e(delta_text(d)),
+                "" if base or d is None else e(ci_text(d).removeprefix("95 % CI ")),
+                "" if base or d is None else _verdict_html(short_verdict(d), d),
+            ]
         )
-    return "\n".join(out)
+    return _table(
+        [
+            "prompt",
+            "service",
+            "mode",
+            "n",
+            "tok/s mean ± CI",
+            "median",
+            "decode",
+            "TTFT ms",
+            "ITL ms",
+            "accept",
+            "tok/chunk",
+            "Δ tok/s",
+            "95 % CI",
+            "paired",
+        ],
+        rows,
+        set(range(3, 13)),
+    )
 
 
 def aligned_table(runs: Sequence[LoadedRun]) -> str | None:
@@ -524,7 +527,12 @@ def render(runs: Sequence[LoadedRun]) -> str:
     if fail:
         body.append(fail)
     body.append(footer(runs, missing))
-    title = "ddtree-tui report: " + " vs ".join(lr.run.id for lr in runs)
+    return document("ddtree-tui report: " + " vs ".join(lr.run.id for lr in runs), body, len(charts))
+
+
+def document(title: str, body: Sequence[str], n_charts: int) -> str:
+    """The page around the sections, the same for a run report and a sweep report: the CSP, the CSS, and
+    the chart count the page check reads (`data-charts`)."""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">\n'
@@ -532,5 +540,5 @@ def render(runs: Sequence[LoadedRun]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="generator" content="ddtree-tui">\n'
         f"<title>{e(title)}</title>\n<style>{CSS}</style></head>\n"
-        f'<body data-charts="{len(charts)}">\n' + "\n".join(body) + "\n</body></html>\n"
+        f'<body data-charts="{n_charts}">\n' + "\n".join(body) + "\n</body></html>\n"
     )

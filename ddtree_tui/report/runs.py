@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ddtree_tui.bench.models import BENCH_SCHEMA, BenchRun
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ReportInputError(Exception):
@@ -60,34 +62,46 @@ def parse_run(text: str, path: str) -> tuple[BenchRun, dict[str, Any]]:
             f"{path}: not a bench run (expected the object --run-bench --json writes, "
             'with "schema" and "results"; or a sweep\'s results.json, with "sweep_id" and "points")'
         )
-    if obj["schema"] != BENCH_SCHEMA:
+    run = validated(BenchRun, obj, path, schema=BENCH_SCHEMA, kind="bench", invalid="not a valid bench run")
+    return run, obj
+
+
+def validated(
+    model: type[M], obj: dict[str, Any], path: str, *, schema: object, kind: str, invalid: str
+) -> M:
+    """`obj` as `model` when its "schema" is the one this version reads; else ReportInputError with the file,
+    the first bad field and why (a run and a sweep's results are checked the same way)."""
+    if obj.get("schema") != schema:
         raise ReportInputError(
-            f"{path}: bench schema {obj['schema']!r}; this ddtree-tui reads schema {BENCH_SCHEMA}"
+            f"{path}: {kind} schema {obj.get('schema')!r}; this ddtree-tui reads schema {schema}"
         )
     try:
-        run = BenchRun.model_validate(obj)
+        return model.model_validate(obj)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        raise ReportInputError(f"{path}: not a valid bench run: {where}: {err['msg']}") from None
-    return run, obj
+        raise ReportInputError(f"{path}: {invalid}: {where}: {err['msg']}") from None
+
+
+def read_input(path: str, what: str) -> str:
+    """The text of an input file; ReportInputError says why it cannot be read (`what` it should have been)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ReportInputError(f"{path}: is a directory, not {what}") from None
+    except UnicodeDecodeError:
+        raise ReportInputError(f"{path}: not a text file (not UTF-8)") from None
+    except OSError as e:
+        raise ReportInputError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 def load_runs(paths: list[str]) -> list[LoadedRun]:
     """Every file in order, labelled A, B, C, …; the first problem raises ReportInputError."""
     out: list[LoadedRun] = []
     for i, p in enumerate(paths):
-        path = Path(p)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ReportInputError(f"{p}: no such file") from None
-        except IsADirectoryError:
-            raise ReportInputError(f"{p}: is a directory, not a run JSON file") from None
-        except UnicodeDecodeError:
-            raise ReportInputError(f"{p}: not a text file (not UTF-8)") from None
-        except OSError as e:
-            raise ReportInputError(f"{p}: cannot read: {e.strerror or e}") from None
+        text = read_input(p, "a run JSON file")
         run, raw = parse_run(text, p)
         out.append(LoadedRun(path=p, label=run_label(i), run=run, raw=raw))
     return out

@@ -328,6 +328,30 @@ async def _read(t: Transport, profile: HostProfile, paths: list[str]) -> dict[st
     return await _host_json(t, profile, [_READ], json.dumps(paths))
 
 
+def _nothing_to_write(
+    ps: PatchSet,
+    profile: HostProfile,
+    loc: _Located,
+    files: list[FileReport],
+    writes: bool,
+    *,
+    reverting: bool,
+) -> PatchReport | None:
+    """The report when nothing is to be written, else None. All or nothing: one conflicting or missing file
+    refuses the whole set, naming every such file; no file to change is success (applied / not applied)."""
+    bad = [f for f in files if f.state in ("conflict", "missing")]
+    if bad:
+        what = f"cannot revert {ps.name}" if reverting else f"{ps.name} does not apply"
+        detail = ", ".join(f"{f.path} {f.state}" for f in bad)
+        return _report(
+            ps, profile, loc, False, f"{what} on {profile.name}: {detail}; nothing was written", files
+        )
+    if writes:
+        return None
+    state = "not applied" if reverting else "already applied"
+    return _report(ps, profile, loc, True, f"{ps.name} is {state} on {profile.name}", files)
+
+
 def _report(
     ps: PatchSet, profile: HostProfile, loc: _Located, ok: bool, msg: str, files: list[FileReport]
 ) -> PatchReport:
@@ -382,13 +406,9 @@ async def apply_patch(t: Transport, profile: HostProfile, ps: PatchSet, force: b
             files.append(FileReport(path=d.path, state="patched"))
         else:
             files.append(FileReport(path=d.path, state=st))
-    bad = [f for f in files if f.state in ("conflict", "missing")]
-    if bad:
-        return _report(ps, profile, loc, False,
-                       f"{ps.name} does not apply on {profile.name}: " + ", ".join(f"{f.path} {f.state}" for f in bad)
-                       + "; nothing was written", files)  # fmt: skip
-    if not writes:
-        return _report(ps, profile, loc, True, f"{ps.name} is already applied on {profile.name}", files)
+    settled = _nothing_to_write(ps, profile, loc, files, bool(writes), reverting=False)
+    if settled is not None:
+        return settled
     state_path = posixpath.join(loc.state_dir, "state.json")
     old_state = (await _read(t, profile, [state_path])).get(state_path)
     prev = json.loads(old_state) if old_state else {}
@@ -438,13 +458,9 @@ async def revert_patch(t: Transport, profile: HostProfile, ps: PatchSet) -> Patc
             )
         else:
             files.append(FileReport(path=d.path, state=st))
-    bad = [f for f in files if f.state in ("conflict", "missing")]
-    if bad:
-        return _report(ps, profile, loc, False,
-                       f"cannot revert {ps.name} on {profile.name}: " + ", ".join(f"{f.path} {f.state}" for f in bad)
-                       + "; nothing was written", files)  # fmt: skip
-    if not writes:
-        return _report(ps, profile, loc, True, f"{ps.name} is not applied on {profile.name}", files)
+    settled = _nothing_to_write(ps, profile, loc, files, bool(writes), reverting=True)
+    if settled is not None:
+        return settled
     await _host_json(
         t, profile, [_WRITE], json.dumps({"writes": writes, "state_path": state_path, "state": None})
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ddtree_tui.state import GpuProcess, GpuSample, HostSample, TelemetryStatus
 from ddtree_tui.telemetry.nvsmi import bus_key, decode_throttle, parse_apps, parse_query
@@ -20,13 +20,14 @@ _GPU_KEYS = (
     "power_limit_w", "sm_clock_mhz", "pstate",
 )  # fmt: skip
 _HOST_KEYS = tuple(HostSample.model_fields) if hasattr(HostSample, "model_fields") else ()
-_SOURCES = {"nvml", "nvidia-smi", "nvidia-smi-oneshot", "replay", "none"}
+_Source = Literal["nvml", "nvidia-smi", "nvidia-smi-oneshot", "replay", "none"]
+_SOURCES: dict[str, _Source] = {s: s for s in ("nvml", "nvidia-smi", "nvidia-smi-oneshot", "replay", "none")}
 
 
 class FrameBuilder:
     """Stateful converter; one per host stream."""
 
-    def __init__(self, *, source_override: str | None = None, note: str | None = None) -> None:
+    def __init__(self, *, source_override: _Source | None = None, note: str | None = None) -> None:
         self.source_override = source_override
         self.note = note
         self.service_pids: dict[int, str] = {}
@@ -151,12 +152,13 @@ class FrameBuilder:
         """The models for one sampler line; a line that carries no GPU part keeps the last GPUs."""
         now = time.time() if now is None else now
         ts = now
-        anc = line.get("anc") if isinstance(line.get("anc"), Mapping) else {}
+        raw_anc = line.get("anc")
+        anc: Mapping[str, Any] = raw_anc if isinstance(raw_anc, Mapping) else {}
         host = self.host_from(line.get("host"), ts)
         if host is not None:
             self.host = host
         src = self.source_override or line.get("src")
-        source = src if src in _SOURCES else None
+        source = _SOURCES.get(src) if isinstance(src, str) else None
         fault: str | None = str(line["err"]) if line.get("err") else None
         driver = line.get("driver") if isinstance(line.get("driver"), str) else self.status.driver_version
         cuda = line.get("cuda") if isinstance(line.get("cuda"), str) else self.status.cuda_version
@@ -169,19 +171,10 @@ class FrameBuilder:
             driver = smi_driver or driver
         if fault and not gpus and self.gpus:
             # the whole GPU source failed (no devices, driver gone): keep the GPUs on screen, as faults
-            gpus = [
-                g.model_copy(
-                    update={
-                        "health": "fault",
-                        "fault": fault,
-                        "fault_at": self._since(f"gpu{g.index}", fault, ts),
-                    }
-                )
-                for g in self.gpus
-            ]
+            gpus = self._all_faulted(fault, ts)
         note = self.note or (str(line["note"]) if line.get("note") else None)
         status = TelemetryStatus(
-            source=source,  # type: ignore[arg-type]
+            source=source,
             note=note,
             fault=fault,
             fault_at=self._since("host", fault, ts) if fault else None,
@@ -200,7 +193,14 @@ class FrameBuilder:
         """The sampler stopped answering or died: everything we show is stale, and says so."""
         now = time.time() if now is None else now
         at = self._since("host", message, now)
-        gpus = [
+        gpus = self._all_faulted(message, now)
+        self.status = self.status.model_copy(update={"fault": message, "fault_at": at})
+        self.gpus = gpus
+        return self.host, gpus, self.status
+
+    def _all_faulted(self, message: str, now: float) -> list[GpuSample]:
+        """The last GPUs, each marked with `message` as its fault (since when it first said so)."""
+        return [
             g.model_copy(
                 update={
                     "health": "fault",
@@ -210,9 +210,6 @@ class FrameBuilder:
             )
             for g in self.gpus
         ]
-        self.status = self.status.model_copy(update={"fault": message, "fault_at": at})
-        self.gpus = gpus
-        return self.host, gpus, self.status
 
     def set_service_pids(self, pids: Mapping[int, str]) -> None:
         self.service_pids = dict(pids)

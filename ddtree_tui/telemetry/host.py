@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from ddtree_tui.remote.sampler import nearest_existing
+from ddtree_tui.remote.hoststats import nearest_existing
 from ddtree_tui.state import HostSample
 
 MIB = 1024 * 1024

@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ddtree_tui.remote.sampler import NvmlCollector, NvmlUnavailable, proc_ancestors
+from ddtree_tui.remote.hoststats import proc_ancestors
+from ddtree_tui.remote.sampler import NvmlCollector, NvmlUnavailable
 
 __all__ = ["NvmlCollector", "NvmlUnavailable", "nvml_line", "open_nvml"]
 

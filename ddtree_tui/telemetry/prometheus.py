@@ -42,6 +42,10 @@ _INT_FIELDS = {"util_gpu", "util_mem", "mem_used_mb", "temp_c", "sm_clock_mhz", 
 NOTE = "DCGM exporter via Prometheus"
 
 
+GONE = "no longer reported by DCGM exporter (fell off the bus?)"
+_IDENTITY = {"index", "uuid", "name", "pci_bus_id", "mem_total_mb"}  # what a GPU that went away still shows
+
+
 class PrometheusError(Exception):
     """Prometheus could not be asked, or answered something that is not a query result."""
 
@@ -101,12 +105,12 @@ class DcgmFrames:
         driver: str | None = None
         for gpu, labels in (info or {}).items():
             with contextlib.suppress(ValueError):
-                d = per_gpu.setdefault(int(gpu), {"index": int(gpu)})
-                d.update(
+                ident = per_gpu.setdefault(int(gpu), {"index": int(gpu)})
+                ident.update(
                     uuid=labels.get("UUID"), name=labels.get("modelName"), pci_bus_id=labels.get("pci_bus_id")
                 )
                 if labels.get("_total_mib"):
-                    d["mem_total_mb"] = int(labels["_total_mib"])
+                    ident["mem_total_mb"] = int(labels["_total_mib"])
                 driver = driver or labels.get("DCGM_FI_DRIVER_VERSION")
         have_data: set[int] = set()
         fields, ints = FIELDS, _INT_FIELDS
@@ -141,19 +145,8 @@ class DcgmFrames:
             if d is None:  # seen before, gone now
                 since = self._fault_since.setdefault(idx, now)
                 old = self.known[idx]
-                gpus.append(
-                    GpuSample(
-                        index=idx,
-                        uuid=old.uuid,
-                        name=old.name,
-                        pci_bus_id=old.pci_bus_id,
-                        mem_total_mb=old.mem_total_mb,
-                        health="fault",
-                        fault="no longer reported by DCGM exporter (fell off the bus?)",
-                        fault_at=since,
-                        ts=now,
-                    )
-                )
+                gone = {"health": "fault", "fault": GONE, "fault_at": since, "ts": now}
+                gpus.append(GpuSample.model_validate({**old.model_dump(include=_IDENTITY), **gone}))
                 continue
             free = d.pop("_fb_free", None)
             xid = d.pop("_xid", None)

@@ -10,14 +10,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ddtree_tui.remote.sampler import (
-    SMI_APPS,
+from ddtree_tui.remote.hoststats import (
     cpu_percent,
+    host_dict,
     parse_cpu_times,
     parse_loadavg,
     parse_meminfo,
     parse_uptime,
 )
+from ddtree_tui.remote.smi import SMI_APPS
 
 # $1 workdir, $2 field list, $3 seconds between ticks, $4 number of ticks (0 = forever)
 SHELL_SCRIPT = r"""W=$1; F=$2; S=$3; N=$4; i=0
@@ -85,17 +86,9 @@ class ShellParser:
                 dtotal, free = int(df[1]) // 1024, int(df[3]) // 1024
             except ValueError:
                 pass
-        host = {
-            "cpu_percent": pct,
-            "load1": l1,
-            "load5": l5,
-            "load15": l15,
-            "mem_used_mb": used,
-            "mem_total_mb": total,
-            "disk_free_mb": free,
-            "disk_total_mb": dtotal,
-            "uptime_s": parse_uptime(self._text("uptime")),
-        }
+        host = host_dict(
+            pct, (l1, l5, l15), (used, total), (free, dtotal), parse_uptime(self._text("uptime"))
+        )
         gpu_lines = [ln for ln in self.buf.get("gpu", []) if ln.strip()]
         line: dict[str, Any] = {"v": 1, "t": round(time.time(), 3), "src": "nvidia-smi-oneshot", "host": host}
         if any("nvidia-smi" in ln and "not found" in ln.lower() for ln in gpu_lines):

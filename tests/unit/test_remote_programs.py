@@ -59,8 +59,35 @@ def _run(name: str, payload: object, *argv: str) -> subprocess.CompletedProcess[
 
 
 def test_a_program_without_helpers_is_sent_exactly_as_its_file() -> None:
-    assert remote.source("sampler") == (REMOTE / "sampler.py").read_text(encoding="utf-8")
+    assert remote.source("patch_read") == (REMOTE / "patch_read.py").read_text(encoding="utf-8")
     assert remote.dependencies(remote.module_text("launch")) == ["atomicio", "trust", "hostlib"]
+
+
+def test_the_sampler_bundle_carries_its_helpers_and_runs_one_tick(tmp_path: Path) -> None:
+    # the sampler's /proc stats and nvidia-smi code live in helper modules: the bundle must bring them along
+    assert remote.dependencies(remote.module_text("sampler")) == ["hoststats", "smi"]
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            remote.source("sampler"),
+            "--mode",
+            "none",
+            "--count",
+            "1",
+            "--workdir",
+            "/",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert res.returncode == 0, res.stderr
+    line = json.loads(res.stdout.strip().splitlines()[-1])
+    assert line["src"] == "none" and line["note"] == "GPU telemetry off in the profile"
+    assert set(line["host"]) >= {"cpu_percent", "mem_total_mb", "disk_free_mb", "uptime_s"}
 
 
 def test_the_bundle_serves_helpers_from_memory_not_from_an_installed_package(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.remote.sampler import (
+from ddtree_tui.remote.hoststats import (
     cpu_percent,
     nearest_existing,
     parse_cpu_times,
@@ -290,7 +290,7 @@ def test_cpu_percent_is_measured_on_the_samplers_own_window(
 
 def test_cuda_version_texts() -> None:
     """Issue 19: the header shows the CUDA version; NVML gives 13000 for 13.0, nvidia-smi prints it."""
-    from ddtree_tui.remote.sampler import cuda_from_smi, cuda_text
+    from ddtree_tui.remote.smi import cuda_from_smi, cuda_text
 
     assert cuda_text(13000) == "13.0" and cuda_text(12040) == "12.4" and cuda_text(0) is None
     header = (Path(__file__).parents[1] / "fixtures" / "gpu" / "nvidia-smi.txt").read_text()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddtree_tui.remote.sampler import SMI_FIELDS, parse_help_fields, pick_fields
+from ddtree_tui.remote.smi import SMI_FIELDS, parse_help_fields, pick_fields
 from ddtree_tui.telemetry.nvsmi import (
     DEFAULT_FIELDS,
     CsvParseError,
