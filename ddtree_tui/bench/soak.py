@@ -6,7 +6,7 @@ compared interleaved, like every level of a load run: inside each window they ta
 order rotating window by window (A B, then B A, ...), so drift on one host or the hour of the day cannot bias
 the comparison; a service's window is measured over its own turn. Drift is detected per service.
 
-Each window, per service: the level metrics of loadrun.py (throughput, TTFT/TPOT/ITL/e2e percentiles, error
+Each window, per service: the level metrics of levels.py (throughput, TTFT/TPOT/ITL/e2e percentiles, error
 rate, accept length, goodput) plus a probe at the window's end: /health (status and latency), whether the
 server restarted (its /server_info's start stamp or pid changed, or /health failed then recovered), and its
 GPUs (`gpu_probe`: the host's telemetry snapshot for the service's GPUs; for the simulator its modelled GPU,
@@ -40,8 +40,8 @@ import orjson
 from pydantic import BaseModel, Field
 
 from ddtree_tui.bench.jsonl import append_line
+from ddtree_tui.bench.levels import LevelService, level_service
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.loadrun import LevelService, level_service
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
 from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
 from ddtree_tui.bench.stream import StreamClient

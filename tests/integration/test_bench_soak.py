@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from ddtree_tui.bench import history
+from ddtree_tui.bench.levels import LevelService, Pctl
 from ddtree_tui.bench.load import parse_load
-from ddtree_tui.bench.loadrun import LevelService, Pctl
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.bench.soak import (
     GpuWindow,
