@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -35,12 +35,24 @@ from ddtree_tui.bench.levels import LevelDelta, LevelResult, compare, level_delt
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
+from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.worker import Worker
 
 LOAD_SCHEMA = 2
 MAX_IN_FLIGHT = 512
+
+
+class LoadSettings(BaseModel):
+    """How long a ladder measures each level (`duration_s` or `requests` per service per level; neither: a
+    count from the level's width), the SLO of its goodput, and whether saturation stops it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    duration_s: float | None = None
+    requests: int | None = None
+    slo: Slo | None = None
+    stop_on_saturation: bool = True
 
 
 class LoadRun(BaseModel):
@@ -102,25 +114,16 @@ class LoadRunner:
         req: BenchRequest,
         targets: Sequence[BenchTarget],
         load: LoadSpec,
-        *,
-        duration_s: float | None = None,
-        requests: int | None = None,
-        slo: Slo | None = None,
-        stop_on_saturation: bool = True,
-        on_event: Callable[[Any], None] | None = None,
-        gates: Mapping[str, Gate] | None = None,
-        where: Mapping[str, str] | None = None,
+        settings: LoadSettings | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
-        if duration_s is not None and requests is not None:
+        self.settings = settings = settings or LoadSettings()
+        hooks = hooks or RunHooks()
+        if settings.duration_s is not None and settings.requests is not None:
             raise ValueError("give --duration or --requests, not both")
-        self.runner = BenchRunner(req, targets, on_event, gates=gates, where=where)
+        self.runner = hooks.runner(req, targets)
         self.req = req
         self.load = load
-        self.duration_s = duration_s
-        self.requests = requests
-        self.slo = slo
-        self.stop_on_saturation = stop_on_saturation
-        self.on_event = on_event
         self.rounds = 2 if len(targets) > 1 else 1
         self.levels: list[LevelResult] = []
         self.stopped: str | None = None
@@ -142,10 +145,10 @@ class LoadRunner:
 
     def _budget(self, level: float) -> int | None:
         """Counted requests per service per level (None: by duration)."""
-        if self.duration_s is not None:
+        if self.settings.duration_s is not None:
             return None
-        if self.requests is not None:
-            return self.requests
+        if self.settings.requests is not None:
+            return self.settings.requests
         return max(2 * int(level), 4) if self.load.closed_loop else max(8, int(4 * level))
 
     def _prompt(self) -> Prompt:
@@ -246,7 +249,9 @@ class LoadRunner:
                 if n_total is not None and rnd == self.rounds - 1:
                     n = max(1, n_total - (self.rounds - 1) * -(-n_total // self.rounds))
                 deadline = (
-                    time.monotonic() + self.duration_s / self.rounds if self.duration_s is not None else None
+                    time.monotonic() + self.settings.duration_s / self.rounds
+                    if self.settings.duration_s is not None
+                    else None
                 )
                 # every service of a round sees the same arrivals and the same prompts in the same order
                 self._rng = random.Random(hash((self.load.seed or 0, idx, rnd)))
@@ -272,7 +277,7 @@ class LoadRunner:
         for t in r.targets:
             rs = [x for x in r.results if x.level == level and x.service == t.ref]
             ls = level_service(
-                t, rs, busy.get(t.ref, 0.0), self.slo, None if self.load.closed_loop else level
+                t, rs, busy.get(t.ref, 0.0), self.settings.slo, None if self.load.closed_loop else level
             )
             ls = ls.model_copy(update={"segment_throughput": seg_thr.get(t.ref, [])})
             prev = (
@@ -319,7 +324,7 @@ class LoadRunner:
                 await r.prepare(client)
                 for idx, level in enumerate(self.load.levels):
                     res = await self._level(client, idx, level)
-                    if res.saturated and self.stop_on_saturation and idx < len(self.load.levels) - 1:
+                    if res.saturated and self.settings.stop_on_saturation and idx < len(self.load.levels) - 1:
                         self.stopped = f"saturated at {res.label}: " + "; ".join(
                             f"{s.service}: {s.saturation}" for s in res.services
                         )
@@ -351,11 +356,11 @@ class LoadRunner:
             wall_s=time.monotonic() - self._t0,
             load=self.load,
             load_text=self.load.text,
-            duration_s=self.duration_s,
-            requests=self.requests,
+            duration_s=self.settings.duration_s,
+            requests=self.settings.requests,
             rounds=self.rounds,
             warmup=self.req.warmup,
-            slo=self.slo,
+            slo=self.settings.slo,
             prompt_set=r.prompt_set,
             sampling=sp.model_dump(mode="json"),
             targets=[
@@ -376,34 +381,17 @@ async def run_load(
     req: BenchRequest,
     targets: Sequence[BenchTarget],
     load: LoadSpec,
-    *,
-    duration_s: float | None = None,
-    requests: int | None = None,
-    slo: Slo | None = None,
-    stop_on_saturation: bool = True,
-    on_event: Callable[[Any], None] | None = None,
-    stop: asyncio.Event | None = None,
-    gates: Mapping[str, Gate] | None = None,
-    where: Mapping[str, str] | None = None,
+    settings: LoadSettings | None = None,
+    hooks: RunHooks | None = None,
 ) -> LoadRun:
-    """Run the ladder; `stop` (or cancelling) ends it with status "interrupted" and every finished level."""
-    lr = LoadRunner(
-        req,
-        targets,
-        load,
-        duration_s=duration_s,
-        requests=requests,
-        slo=slo,
-        stop_on_saturation=stop_on_saturation,
-        on_event=on_event,
-        gates=gates,
-        where=where,
-    )
+    """Run the ladder; `hooks.stop` (or cancelling) ends it with status "interrupted" and every finished
+    level."""
+    lr = LoadRunner(req, targets, load, settings, hooks)
 
     def finished(run: LoadRun) -> None:
         lr._emit(LoadFinished(run=run))
 
-    run = await until_stopped(lr.run(), stop, lambda: lr.build("interrupted"), finished)
+    run = await until_stopped(lr.run(), (hooks or RunHooks()).stop, lambda: lr.build("interrupted"), finished)
     finished(run)
     return run
 

@@ -23,8 +23,9 @@ import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ddtree_tui.bench.client import measure_request, served_model, server_info
 from ddtree_tui.bench.loadmon import LoopMonitor, verdict
@@ -86,6 +87,22 @@ def plan(
 # For a service behind an SSH port forward: waits (bounded) until its host is connected again; None when it
 # is, else why not. A request that fails on the connection is retried once after the gate lets it through.
 Gate = Callable[[], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """What a load ladder or a soak talks to while it runs (not what it measures): where its events go, the
+    gates that wait out an SSH drop, where each service runs, and the event that stops it early. One value,
+    so the runners and their callers do not each repeat the list."""
+
+    on_event: Callable[[Any], None] | None = None
+    gates: Mapping[str, Gate] | None = None
+    where: Mapping[str, str] | None = None
+    stop: asyncio.Event | None = None
+
+    def runner(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> BenchRunner:
+        """The per-request machinery for `targets`, reporting through these hooks."""
+        return BenchRunner(req, targets, self.on_event, gates=self.gates, where=self.where)
 
 
 def _connection_error(err: str | None) -> bool:

@@ -31,19 +31,19 @@ import contextlib
 import itertools
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.jsonl import append_line
 from ddtree_tui.bench.levels import LevelService, level_service
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
-from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
+from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.state import GpuSample
 
@@ -120,6 +120,20 @@ class SoakRun(BaseModel):
 
 
 GpuProbe = Callable[[BenchTarget], Awaitable[tuple[list[GpuWindow], str | None]]]
+
+
+class SoakSettings(BaseModel):
+    """How a soak runs: how long, in windows of how long, the SLO of its goodput, where its windows are
+    appended as they come (the window log and the bench history), and how a window probes a service's GPUs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    duration_s: float
+    window_s: float = DEFAULT_WINDOW_S
+    slo: Slo | None = None
+    log_path: Path | None = None
+    history_path: Path | None = None  # the bench history: start line and windows as they come
+    gpu_probe: GpuProbe | None = None
 
 
 def _gpu_values(w: SoakWindow) -> float | None:
@@ -299,32 +313,16 @@ class SoakRunner:
         req: BenchRequest,
         targets: Sequence[BenchTarget],
         load: LoadSpec,
-        *,
-        duration_s: float,
-        window_s: float = DEFAULT_WINDOW_S,
-        slo: Slo | None = None,
-        log_path: Path | None = None,
-        gpu_probe: GpuProbe | None = None,
-        on_event: Callable[[Any], None] | None = None,
-        gates: Mapping[str, Gate] | None = None,
-        where: Mapping[str, str] | None = None,
-        history_path: Path | None = None,
+        settings: SoakSettings,
+        hooks: RunHooks | None = None,
     ) -> None:
-        if window_s <= 0 or duration_s <= 0:
+        if settings.window_s <= 0 or settings.duration_s <= 0:
             raise ValueError("--duration and --window must be above zero")
-        self.runner = BenchRunner(
-            req.model_copy(update={"warmup": 0}), targets, on_event, gates=gates, where=where
-        )
+        self.runner = (hooks or RunHooks()).runner(req.model_copy(update={"warmup": 0}), targets)
         self.req = req
         self.load = load
         self.concurrency = max(1, int(load.levels[0])) if load.closed_loop else 1
-        self.duration_s = duration_s
-        self.window_s = window_s
-        self.slo = slo
-        self.log_path = log_path
-        self.history_path = history_path  # the bench history: start line and windows as they come
-        self.gpu_probe = gpu_probe
-        self.on_event = on_event
+        self.settings = settings
         self.windows: list[SoakWindow] = []
         self.started_at = datetime.now(UTC)
         self.id = self.runner.run_id
@@ -353,7 +351,7 @@ class SoakRunner:
         pr = ServiceProbe()
         t0 = time.monotonic()
         try:
-            status, _ = await get_json(client, t.base_url + "/health", min(10.0, self.window_s))
+            status, _ = await get_json(client, t.base_url + "/health", min(10.0, self.settings.window_s))
             pr.health_status = status
             pr.healthy = status == 200
         except Exception as e:
@@ -373,9 +371,9 @@ class SoakRunner:
             pr.restarted = True
             pr.note = pr.note or "/health failed, then answered again"
         self._was_down[t.ref] = pr.healthy is False
-        if self.gpu_probe is not None:
+        if self.settings.gpu_probe is not None:
             with contextlib.suppress(Exception):
-                pr.gpus, pr.gpu_source = await self.gpu_probe(t)
+                pr.gpus, pr.gpu_source = await self.settings.gpu_probe(t)
         return pr
 
     async def _slot(
@@ -398,15 +396,15 @@ class SoakRunner:
         idx = 0
         while True:
             w_lo = time.monotonic()
-            w_hi = min(t0 + (idx + 1) * self.window_s, end)
+            w_hi = min(t0 + (idx + 1) * self.settings.window_s, end)
             k = idx % n
             order = list(r.targets[k:]) + list(r.targets[:k])
             for j, t in enumerate(order):
                 now = time.monotonic()
                 # what is left of the window, shared by the services still to run; never a turn of nothing
-                until = max(now + (w_hi - now) / (n - j), now + 0.25 * self.window_s / n)
+                until = max(now + (w_hi - now) / (n - j), now + 0.25 * self.settings.window_s / n)
                 rs, ran_s = await self._slot(client, t, until)
-                m = level_service(t, rs, max(ran_s, 1e-9), self.slo, None)
+                m = level_service(t, rs, max(ran_s, 1e-9), self.settings.slo, None)
                 probe = await self._probe(client, t)
                 w = SoakWindow(
                     run_id=self.id,
@@ -426,7 +424,7 @@ class SoakRunner:
 
     def _log(self, obj: dict[str, Any]) -> None:
         """A line to the window log and the history, each appended at once (a crash loses no line)."""
-        for path in (self.log_path, self.history_path):
+        for path in (self.settings.log_path, self.settings.history_path):
             if path is not None:
                 append_line(obj, path)
 
@@ -434,15 +432,15 @@ class SoakRunner:
         r = self.runner
         async with StreamClient() as client:
             await r.prepare(client)
-            if self.log_path is not None:
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            if self.settings.log_path is not None:
+                self.settings.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log(
                 {
                     "kind": "soak_started",
                     "run_id": self.id,
                     "started_at": self.started_at.isoformat(),
-                    "window_s": self.window_s,
-                    "duration_s": self.duration_s,
+                    "window_s": self.settings.window_s,
+                    "duration_s": self.settings.duration_s,
                     "concurrency": self.concurrency,
                     "load_text": self.load.text,
                     "prompt_set": r.prompt_set,
@@ -450,7 +448,7 @@ class SoakRunner:
                 }
             )
             self._t0_measure = time.monotonic()
-            await self._windows(client, self._t0_measure + self.duration_s)
+            await self._windows(client, self._t0_measure + self.settings.duration_s)
         return self.build("complete")
 
     def build(self, status: str) -> SoakRun:
@@ -462,9 +460,9 @@ class SoakRunner:
             wall_s=time.monotonic() - self._t0,
             load_text=self.load.text,
             concurrency=self.concurrency,
-            duration_s=self.duration_s,
-            window_s=self.window_s,
-            slo=self.slo,
+            duration_s=self.settings.duration_s,
+            window_s=self.settings.window_s,
+            slo=self.settings.slo,
             prompt_set=r.prompt_set,
             targets=[
                 r.infos.get(t.ref)
@@ -474,7 +472,7 @@ class SoakRunner:
             windows=list(self.windows),
             drift=detect_drift(self.windows),
             failed=sum(1 for x in r.results if not x.ok),
-            log_path=str(self.log_path) if self.log_path else None,
+            log_path=str(self.settings.log_path) if self.settings.log_path else None,
         )
 
 
@@ -482,34 +480,12 @@ async def run_soak(
     req: BenchRequest,
     targets: Sequence[BenchTarget],
     load: LoadSpec,
-    *,
-    duration_s: float,
-    window_s: float = DEFAULT_WINDOW_S,
-    slo: Slo | None = None,
-    log_path: Path | None = None,
-    gpu_probe: GpuProbe | None = None,
-    on_event: Callable[[Any], None] | None = None,
-    stop: asyncio.Event | None = None,
-    gates: Mapping[str, Gate] | None = None,
-    where: Mapping[str, str] | None = None,
-    history_path: Path | None = None,
+    settings: SoakSettings,
+    hooks: RunHooks | None = None,
 ) -> SoakRun:
-    """Run the soak; `stop` ends it with status "interrupted", keeping every finished window."""
-    sr = SoakRunner(
-        req,
-        targets,
-        load,
-        duration_s=duration_s,
-        window_s=window_s,
-        slo=slo,
-        log_path=log_path,
-        gpu_probe=gpu_probe,
-        on_event=on_event,
-        gates=gates,
-        where=where,
-        history_path=history_path,
-    )
-    return await until_stopped(sr.run(), stop, lambda: sr.build("interrupted"))
+    """Run the soak; `hooks.stop` ends it with status "interrupted", keeping every finished window."""
+    sr = SoakRunner(req, targets, load, settings, hooks)
+    return await until_stopped(sr.run(), (hooks or RunHooks()).stop, lambda: sr.build("interrupted"))
 
 
 def soak_table(run: SoakRun) -> str:

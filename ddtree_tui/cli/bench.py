@@ -27,7 +27,7 @@ from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
 from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
-from ddtree_tui.bench.loadrun import run_load
+from ddtree_tui.bench.loadrun import LoadSettings, run_load
 from ddtree_tui.bench.loadrun import table as load_table
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
@@ -41,7 +41,7 @@ from ddtree_tui.bench.session import (
     url_ref,
     url_targets,
 )
-from ddtree_tui.bench.soak import run_soak, soak_table
+from ddtree_tui.bench.soak import SoakSettings, run_soak, soak_table
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.cli.common import UsageError, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec
@@ -297,21 +297,15 @@ async def _run_soak(
 
     log = la.soak_log or (ns.json_out + ".windows.jsonl" if ns.json_out else None)
     assert la.duration_s is not None
-    run = await run_soak(
-        req,
-        targets,
-        la.spec,
+    settings = SoakSettings(
         duration_s=la.duration_s,
         window_s=la.window_s,
         slo=la.slo,
         log_path=Path(log) if log else None,
         gpu_probe=probe,
-        on_event=SoakProgress(),
-        stop=stop,
-        gates=sess.gates,
-        where=sess.where,
         history_path=_history_path(ns),  # the start line and each window as they come
     )
+    run = await run_soak(req, targets, la.spec, settings, sess.hooks(SoakProgress(), stop))
     _emit_shape_run(ns, run, soak_table(run))
     _write_load_html(ns, run)
     if run.status == "interrupted":
@@ -327,19 +321,13 @@ async def _run_load(
     stop: asyncio.Event,
     sess: Session,
 ) -> int:
-    run = await run_load(
-        req,
-        targets,
-        la.spec,
+    settings = LoadSettings(
         duration_s=la.duration_s,
         requests=la.requests,
         slo=la.slo,
         stop_on_saturation=la.stop_on_saturation,
-        on_event=LoadProgress(),
-        stop=stop,
-        gates=sess.gates,
-        where=sess.where,
     )
+    run = await run_load(req, targets, la.spec, settings, sess.hooks(LoadProgress(), stop))
     _emit_shape_run(ns, run, load_table(run))
     _write_load_html(ns, run)
     if run.status == "interrupted":
