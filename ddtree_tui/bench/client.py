@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -31,6 +31,36 @@ from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient, StreamError
 
 TokensCallback = Callable[[int, float], None]  # (tokens so far, seconds since send)
+
+
+class MeasureOpts(TypedDict):
+    """How one request is measured besides what and where: the same whether the runner measures it on its
+    own loop (measure_request) or hands it to a worker process (Worker.measure)."""
+
+    seq: int
+    repeat: int
+    warmup: bool
+    timeout: float | None
+    tokens_interval: float
+
+
+class RequestKey(TypedDict):
+    """Which request a result is: the fields every RequestResult starts with, measured or failed."""
+
+    service: str
+    algorithm: str
+    mode: str | None
+    prompt_id: str
+    repeat: int
+    seq: int
+    warmup: bool
+
+
+def request_key(target: BenchTarget, prompt: Prompt, *, seq: int, repeat: int, warmup: bool) -> RequestKey:
+    return RequestKey(
+        service=target.ref, algorithm=target.algorithm, mode=target.mode, prompt_id=prompt.id, repeat=repeat,
+        seq=seq, warmup=warmup,
+    )  # fmt: skip
 
 
 @dataclass
@@ -497,13 +527,7 @@ def _result(
     rate = meta.get("spec_accept_rate")
     server_e2e = meta.get("e2e_latency")
     return RequestResult(
-        service=target.ref,
-        algorithm=target.algorithm,
-        mode=target.mode,
-        prompt_id=prompt.id,
-        repeat=repeat,
-        seq=seq,
-        warmup=warmup,
+        **request_key(target, prompt, seq=seq, repeat=repeat, warmup=warmup),
         started_at=started_at,
         ok=not acc.errors,
         error="; ".join(acc.errors) if acc.errors else None,

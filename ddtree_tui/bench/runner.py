@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from ddtree_tui.bench.client import measure_request, served_model, server_info
+from ddtree_tui.bench.client import MeasureOpts, measure_request, request_key, served_model, server_info
 from ddtree_tui.bench.loadmon import LoopMonitor, verdict
 from ddtree_tui.bench.metrics import summarize
 from ddtree_tui.bench.models import (
@@ -230,30 +230,18 @@ class BenchRunner:
     ) -> tuple[RequestResult, float, float]:
         """One request, in a worker process or on this loop: (result, send time, end time) on the one
         system-wide monotonic clock."""
+        opts = MeasureOpts(
+            seq=seq, repeat=rep, warmup=warmup, timeout=self.req.timeout,
+            tokens_interval=self.req.tokens_event_interval,
+        )  # fmt: skip
         if self.workers:
             w = self.workers[next(self._rr) % len(self.workers)]
             try:
-                return await w.measure(
-                    t,
-                    p,
-                    sp,
-                    seq=seq,
-                    repeat=rep,
-                    warmup=warmup,
-                    timeout=self.req.timeout,
-                    on_tokens=cb,
-                    tokens_interval=self.req.tokens_event_interval,
-                )
+                return await w.measure(t, p, sp, on_tokens=cb, **opts)
             except WorkerError as e:
                 now = time.monotonic()
                 res = RequestResult(
-                    service=t.ref,
-                    algorithm=t.algorithm,
-                    mode=t.mode,
-                    prompt_id=p.id,
-                    repeat=rep,
-                    seq=seq,
-                    warmup=warmup,
+                    **request_key(t, p, seq=seq, repeat=rep, warmup=warmup),
                     started_at=time.time(),
                     ok=False,
                     error=str(e),
@@ -261,18 +249,7 @@ class BenchRunner:
                 )
                 return res, now, now
         t_send = time.monotonic()
-        res = await measure_request(
-            client,
-            t,
-            p,
-            sp,
-            seq=seq,
-            repeat=rep,
-            warmup=warmup,
-            timeout=self.req.timeout,
-            on_tokens=cb,
-            tokens_interval=self.req.tokens_event_interval,
-        )
+        res = await measure_request(client, t, p, sp, on_tokens=cb, **opts)
         return res, t_send, _end(t_send, res)
 
     async def _batch(self, client: StreamClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
