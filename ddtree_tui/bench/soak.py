@@ -181,16 +181,16 @@ def _creep(svc: str, ws: Sequence[SoakWindow]) -> Drift | None:
             total += m - pm
             count += 1
             if count >= CREEP_WINDOWS and total >= CREEP_MIB:
-                return Drift(
-                    service=svc,
-                    kind="gpu_memory_creep",
-                    window=run_start.index,
-                    at_s=run_start.start_s,
-                    detail=f"GPU memory +{total:.0f} MiB over {count} windows and rising",
-                )
+                detail = f"GPU memory +{total:.0f} MiB over {count} windows and rising"
+                return _began(svc, "gpu_memory_creep", run_start, detail)
         else:
             run_start = None
     return None
+
+
+def _began(svc: str, kind: DriftKind, w: SoakWindow, detail: str) -> Drift:
+    """A drift of `svc` that began at window `w`."""
+    return Drift(service=svc, kind=kind, window=w.index, at_s=w.start_s, detail=detail)
 
 
 def _drift_one(svc: str, ws: Sequence[SoakWindow]) -> list[Drift]:
@@ -201,50 +201,20 @@ def _drift_one(svc: str, ws: Sequence[SoakWindow]) -> list[Drift]:
     thr0 = _med([w.metrics.output_throughput for w in base])
     ttft0 = _med([w.metrics.ttft_ms.p50 for w in base])
     if thr0 and (w := _two_running(rest, _decayed(thr0))):
-        out.append(
-            Drift(
-                service=svc,
-                kind="tok_s_decay",
-                window=w.index,
-                at_s=w.start_s,
-                detail=f"output {w.metrics.output_throughput:.1f} tok/s against {thr0:.1f} at the start",
-            )
-        )
+        detail = f"output {w.metrics.output_throughput:.1f} tok/s against {thr0:.1f} at the start"
+        out.append(_began(svc, "tok_s_decay", w, detail))
     if ttft0 and (w := _two_running(rest, _grown(ttft0))):
-        out.append(
-            Drift(
-                service=svc,
-                kind="ttft_growth",
-                window=w.index,
-                at_s=w.start_s,
-                detail=f"TTFT p50 {w.metrics.ttft_ms.p50:.0f} ms against {ttft0:.0f} ms at the start",
-            )
-        )
+        detail = f"TTFT p50 {w.metrics.ttft_ms.p50:.0f} ms against {ttft0:.0f} ms at the start"
+        out.append(_began(svc, "ttft_growth", w, detail))
     if (c := _creep(svc, ws)) is not None:
         out.append(c)
     if all(w.metrics.failed == 0 for w in base) and (w := next((x for x in rest if x.metrics.failed), None)):
-        out.append(
-            Drift(
-                service=svc,
-                kind="error_onset",
-                window=w.index,
-                at_s=w.start_s,
-                detail=f"{w.metrics.failed} failed ({w.metrics.error_rate * 100:.0f} %)",
-            )
-        )
+        detail = f"{w.metrics.failed} failed ({w.metrics.error_rate * 100:.0f} %)"
+        out.append(_began(svc, "error_onset", w, detail))
     if w := next((x for x in ws if x.probe.restarted), None):
-        out.append(
-            Drift(
-                service=svc,
-                kind="restart",
-                window=w.index,
-                at_s=w.start_s,
-                detail=w.probe.note or "restarted",
-            )
-        )
+        out.append(_began(svc, "restart", w, w.probe.note or "restarted"))
     if w := next((x for x in ws if x.probe.healthy is False), None):
-        detail = f"/health {w.probe.health_status or 'unreachable'}"
-        out.append(Drift(service=svc, kind="unhealthy", window=w.index, at_s=w.start_s, detail=detail))
+        out.append(_began(svc, "unhealthy", w, f"/health {w.probe.health_status or 'unreachable'}"))
     return out
 
 
