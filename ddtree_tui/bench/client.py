@@ -219,7 +219,7 @@ class _Acc:
             self.acc_text = "".join(t for _, t in self.raw_texts)
 
 
-def _finish(fr: Any) -> str | None:
+def _finish(fr: object) -> str | None:
     if isinstance(fr, dict):
         return str(fr.get("type")) if fr.get("type") is not None else json.dumps(fr)
     return None if fr is None else str(fr)

@@ -34,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,7 +45,11 @@ from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.config import HostProfile
 from ddtree_tui.state import GpuSample
+
+if TYPE_CHECKING:
+    from ddtree_tui.transport.base import Transport
 
 SOAK_SCHEMA = 2
 DEFAULT_WINDOW_S = 10.0
@@ -227,7 +231,7 @@ def detect_drift(windows: Sequence[SoakWindow]) -> list[Drift]:
     return sorted(out, key=lambda d: (d.window, d.service, d.kind))
 
 
-async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, Any]:
+async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, object]:
     """(status, parsed JSON body or None); raises on a connection failure or the timeout."""
     async with asyncio.timeout(timeout):
         async with await client.get(url) as r:
@@ -249,7 +253,7 @@ async def sim_gpu_probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
     return [], None
 
 
-def host_gpu_probe(transport: Any, profile: Any, gpus: Sequence[int] | None) -> GpuProbe:
+def host_gpu_probe(transport: Transport, profile: HostProfile, gpus: Sequence[int] | None) -> GpuProbe:
     """A probe from the host's telemetry snapshot (nvml, nvidia-smi, replay, prometheus: the profile's
     source), keeping the service's GPUs (its CUDA_VISIBLE_DEVICES; all of them when it names none)."""
     from ddtree_tui.telemetry.sampler import snapshot_once
@@ -297,11 +301,11 @@ class SoakRunner:
         self.started_at = datetime.now(UTC)
         self.id = self.runner.run_id
         self._t0 = time.monotonic()
-        self._ident: dict[str, tuple[Any, Any]] = {}
+        self._ident: dict[str, tuple[object, object]] = {}  # (pid, start stamp) of /server_info
         self._was_down: dict[str, bool] = {}
 
-    def _emit(self, ev: Any) -> None:
-        self.runner._emit(ev)
+    def _emit(self, ev: SoakWindow) -> None:
+        self.runner._emit(ev)  # type: ignore[arg-type]  # the runner's listener takes the soak's events too
 
     async def _lanes(self, client: StreamClient, t: BenchTarget, end: float) -> None:
         r = self.runner
@@ -392,7 +396,7 @@ class SoakRunner:
             if time.monotonic() >= end - 1e-6:
                 return
 
-    def _log(self, obj: dict[str, Any]) -> None:
+    def _log(self, obj: dict[str, object]) -> None:
         """A line to the window log and the history, each appended at once (a crash loses no line)."""
         for path in (self.settings.log_path, self.settings.history_path):
             if path is not None:
