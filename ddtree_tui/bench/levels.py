@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 
 from ddtree_tui.bench import stats
 from ddtree_tui.bench.load import Slo
-from ddtree_tui.bench.metrics import percentile
-from ddtree_tui.bench.models import BenchTarget, RequestResult
+from ddtree_tui.bench.metrics import percentile, pooled_accept
+from ddtree_tui.bench.models import BenchTarget, RequestResult, ServiceCounts
 
 SAT_FLAT = 0.10
 SAT_CLIMB = 0.25
@@ -35,15 +35,9 @@ class Pctl(BaseModel):
     p99: float | None = None
 
 
-class LevelService(BaseModel):
-    """One service at one level."""
+class LevelService(ServiceCounts):
+    """One service at one level (n: its successful counted requests)."""
 
-    service: str
-    algorithm: str
-    mode: str | None
-    n: int = 0  # successful counted requests
-    failed: int = 0
-    aborted: int = 0
     error_rate: float = 0.0  # failed / sent
     busy_s: float = 0.0  # Σ over its segments of first send → last end
     request_throughput: float | None = None  # successful requests / busy_s
@@ -148,22 +142,14 @@ def level_service(
 ) -> LevelService:
     ok = [r for r in rs if r.ok]
     tokens = sum(r.output_tokens or 0 for r in ok)
-    spec = [r for r in ok if r.spec_verify_ct and r.output_tokens]
-    acc = (
-        sum(r.output_tokens or 0 for r in spec) / sum(r.spec_verify_ct or 0 for r in spec)
-        if spec
-        else (statistics.median(a) if (a := [r.accept_length for r in ok if r.accept_length]) else None)
-    )
+    acc = pooled_accept(ok)
+    if acc is None:
+        acc = statistics.median(a) if (a := [r.accept_length for r in ok if r.accept_length]) else None
     good = sum(1 for r in rs if meets_slo(r, slo))
     strata = tok_s_strata(ok)
     means = [statistics.fmean(v) for v in strata.values() if v]  # type: ignore[arg-type]
     return LevelService(
-        service=t.ref,
-        algorithm=t.algorithm,
-        mode=t.mode,
-        n=len(ok),
-        failed=len(rs) - len(ok),
-        aborted=sum(1 for r in rs if r.aborted),
+        **ServiceCounts.of(t, rs).model_dump(),
         error_rate=(len(rs) - len(ok)) / len(rs) if rs else 0.0,
         busy_s=busy,
         request_throughput=len(ok) / busy if busy > 0 else None,
