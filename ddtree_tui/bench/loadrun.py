@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ddtree_tui.bench import stats
 from ddtree_tui.bench.levels import LevelDelta, LevelResult, compare, level_delta, level_service, saturation
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, ShapeRunHead, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
@@ -55,16 +55,11 @@ class LoadSettings(BaseModel):
     stop_on_saturation: bool = True
 
 
-class LoadRun(BaseModel):
+class LoadRun(ShapeRunHead):
     """A `--load` run: schema 2 (a plain run stays schema 1). See README "Load shapes"."""
-
-    model_config = ConfigDict(populate_by_name=True)
 
     schema_version: int = Field(default=LOAD_SCHEMA, alias="schema")
     kind: Literal["load"] = "load"
-    id: str
-    status: Literal["complete", "interrupted"] = "complete"
-    started_at: datetime
     finished_at: datetime | None = None
     wall_s: float | None = None
     load: LoadSpec

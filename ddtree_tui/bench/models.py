@@ -282,6 +282,19 @@ class BenchRun(BaseModel):
     client_bound: bool = False  # the client, not the server, limited what was measured: see client.reason
 
 
+class ShapeRunHead(BaseModel):
+    """What a load-shape or soak run record starts with; a subclass names its `kind` and its schema, and
+    each keeps its place in the record."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_version: int = Field(alias="schema")
+    kind: str
+    id: str
+    status: Literal["complete", "interrupted"] = "complete"
+    started_at: datetime
+
+
 class RunStarted(BaseModel):
     kind: Literal["run_started"] = "run_started"
     run_id: str

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ddtree_tui.bench.jsonl import append_line
 from ddtree_tui.bench.levels import LevelService, level_service
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, ShapeRunHead, TargetInfo
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile
@@ -101,12 +101,9 @@ class Drift(BaseModel):
     detail: str
 
 
-class SoakRun(BaseModel):
+class SoakRun(ShapeRunHead):
     schema_version: int = Field(default=SOAK_SCHEMA, alias="schema")
     kind: Literal["soak"] = "soak"
-    id: str
-    status: Literal["complete", "interrupted"] = "complete"
-    started_at: datetime
     wall_s: float | None = None
     load_text: str
     concurrency: int
@@ -119,8 +116,6 @@ class SoakRun(BaseModel):
     drift: list[Drift] = Field(default_factory=list)
     failed: int = 0
     log_path: str | None = None
-
-    model_config = {"populate_by_name": True}
 
 
 GpuProbe = Callable[[BenchTarget], Awaitable[tuple[list[GpuWindow], str | None]]]
