@@ -80,19 +80,23 @@ class LoadRun(ShapeRunHead):
     results: list[RequestResult] = Field(default_factory=list)
 
 
-class LevelStarted(BaseModel):
-    kind: Literal["level_started"] = "level_started"
+class _LevelEvent(BaseModel):
+    """An event about level `index` of run `run_id` (a subclass names its `kind`, which keeps its place)."""
+
+    kind: str
     run_id: str
     index: int
+
+
+class LevelStarted(_LevelEvent):
+    kind: Literal["level_started"] = "level_started"
     count: int
     level: float
     label: str
 
 
-class LevelFinished(BaseModel):
+class LevelFinished(_LevelEvent):
     kind: Literal["level_finished"] = "level_finished"
-    run_id: str
-    index: int
     result: LevelResult
 
 

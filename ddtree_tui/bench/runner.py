@@ -355,16 +355,7 @@ class BenchRunner:
             finished_at=datetime.now(UTC),
             wall_s=time.monotonic() - self._t0,
             prompt_set=self.prompt_set,
-            prompts=[
-                PromptInfo(
-                    id=p.id,
-                    title=p.title,
-                    approx_tokens=p.approx_tokens,
-                    turns=p.turns,
-                    max_new_tokens=p.max_new_tokens,
-                )
-                for p in self.prompts
-            ],
+            prompts=[PromptInfo.model_validate(p, from_attributes=True) for p in self.prompts],
             sampling=sp,
             repeats=self.req.repeats,
             warmup=self.req.warmup,
