@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 import orjson
 
 from ddtree_tui.bench.metrics import Timeline, timeline_metrics
-from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
+from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient, StreamError
 
@@ -42,25 +42,6 @@ class MeasureOpts(TypedDict):
     warmup: bool
     timeout: float | None
     tokens_interval: float
-
-
-class RequestKey(TypedDict):
-    """Which request a result is: the fields every RequestResult starts with, measured or failed."""
-
-    service: str
-    algorithm: str
-    mode: str | None
-    prompt_id: str
-    repeat: int
-    seq: int
-    warmup: bool
-
-
-def request_key(target: BenchTarget, prompt: Prompt, *, seq: int, repeat: int, warmup: bool) -> RequestKey:
-    return RequestKey(
-        service=target.ref, algorithm=target.algorithm, mode=target.mode, prompt_id=prompt.id, repeat=repeat,
-        seq=seq, warmup=warmup,
-    )  # fmt: skip
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -94,6 +94,25 @@ class BenchRequest(BaseModel):
             api=self.api,
             model=self.model,
         )
+
+
+class RequestKey(TypedDict):
+    """Which request a result is: the fields every RequestResult starts with, measured or failed."""
+
+    service: str
+    algorithm: str
+    mode: str | None
+    prompt_id: str
+    repeat: int
+    seq: int
+    warmup: bool
+
+
+def request_key(target: BenchTarget, prompt: Prompt, *, seq: int, repeat: int, warmup: bool) -> RequestKey:
+    return RequestKey(
+        service=target.ref, algorithm=target.algorithm, mode=target.mode, prompt_id=prompt.id, repeat=repeat,
+        seq=seq, warmup=warmup,
+    )  # fmt: skip
 
 
 class RequestResult(BaseModel):

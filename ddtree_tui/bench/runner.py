@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from ddtree_tui.bench.client import MeasureOpts, measure_request, request_key, served_model, server_info
+from ddtree_tui.bench.client import MeasureOpts, measure_request, served_model, server_info
 from ddtree_tui.bench.loadmon import LoopMonitor, verdict
 from ddtree_tui.bench.metrics import summarize
 from ddtree_tui.bench.models import (
@@ -45,6 +45,7 @@ from ddtree_tui.bench.models import (
     SamplingParams,
     TargetInfo,
     TokensReceived,
+    request_key,
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
 from ddtree_tui.bench.stream import StreamClient
