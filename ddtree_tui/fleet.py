@@ -698,9 +698,9 @@ class Fleet(PubSub[FleetEvent]):
         from ddtree_tui.bench import history
         from ddtree_tui.bench.agentic import run_agentic
         from ddtree_tui.bench.load import parse_load, parse_slo
-        from ddtree_tui.bench.loadrun import run_load
-        from ddtree_tui.bench.runner import BenchRequest
-        from ddtree_tui.bench.soak import run_soak, sim_gpu_probe
+        from ddtree_tui.bench.loadrun import LoadSettings, run_load
+        from ddtree_tui.bench.runner import BenchRequest, RunHooks
+        from ddtree_tui.bench.soak import SoakSettings, run_soak, sim_gpu_probe
 
         spec = parse_load(load)
         slo_m = parse_slo(slo) if slo else None
@@ -729,27 +729,17 @@ class Fleet(PubSub[FleetEvent]):
                         on_turn=publish,
                     )
                 elif soak:
-                    run = await run_soak(
-                        req,
-                        targets,
-                        spec,
+                    soak_settings = SoakSettings(
                         duration_s=duration_s or 60.0,
                         window_s=window_s,
                         slo=slo_m,
                         gpu_probe=self._soak_gpu_probe(sim_gpu_probe),
-                        on_event=publish,
                         history_path=self.history_path,  # windows appended as they come
                     )
+                    run = await run_soak(req, targets, spec, soak_settings, RunHooks(on_event=publish))
                 else:
-                    run = await run_load(
-                        req,
-                        targets,
-                        spec,
-                        requests=requests,
-                        duration_s=duration_s,
-                        slo=slo_m,
-                        on_event=publish,
-                    )
+                    load_settings = LoadSettings(requests=requests, duration_s=duration_s, slo=slo_m)
+                    run = await run_load(req, targets, spec, load_settings, RunHooks(on_event=publish))
                 try:
                     history.append_shape(run, self.history_path)
                 except OSError as e:

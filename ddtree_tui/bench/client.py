@@ -21,16 +21,27 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
 from ddtree_tui.bench.metrics import Timeline, timeline_metrics
-from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
+from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient, StreamError
 
 TokensCallback = Callable[[int, float], None]  # (tokens so far, seconds since send)
+
+
+class MeasureOpts(TypedDict):
+    """How one request is measured besides what and where: the same whether the runner measures it on its
+    own loop (measure_request) or hands it to a worker process (Worker.measure)."""
+
+    seq: int
+    repeat: int
+    warmup: bool
+    timeout: float | None
+    tokens_interval: float
 
 
 @dataclass
@@ -189,7 +200,7 @@ class _Acc:
             self.acc_text = "".join(t for _, t in self.raw_texts)
 
 
-def _finish(fr: Any) -> str | None:
+def _finish(fr: object) -> str | None:
     if isinstance(fr, dict):
         return str(fr.get("type")) if fr.get("type") is not None else json.dumps(fr)
     return None if fr is None else str(fr)
@@ -497,13 +508,7 @@ def _result(
     rate = meta.get("spec_accept_rate")
     server_e2e = meta.get("e2e_latency")
     return RequestResult(
-        service=target.ref,
-        algorithm=target.algorithm,
-        mode=target.mode,
-        prompt_id=prompt.id,
-        repeat=repeat,
-        seq=seq,
-        warmup=warmup,
+        **request_key(target, prompt, seq=seq, repeat=repeat, warmup=warmup),
         started_at=started_at,
         ok=not acc.errors,
         error="; ".join(acc.errors) if acc.errors else None,

@@ -10,10 +10,7 @@ one service), so a drift in the machine hits them alike. A segment is either
 and lasts `--requests N` counted requests or `--duration S` seconds per service per level (split over the
 rounds). Before each level each service gets `warmup` uncounted requests at that level's width.
 
-Saturation (the stop of a ladder, and the knee): a service is saturated at a level when, against the
-previous level, its output throughput grew by less than SAT_FLAT (10 %) while its median end-to-end latency
-(closed loop) or median TTFT (open loop) grew by more than SAT_CLIMB (25 %); an open-loop level whose
-achieved request rate is under RATE_MISS (90 %) of the offered rate while latency climbs is saturated too.
+Saturation (the stop of a ladder, and the knee) is defined in levels.py, with the level statistics.
 When every service is saturated at a level the ladder stops there (unless `stop_on_saturation` is off);
 a service's knee is the last level before its first saturated one.
 
@@ -26,99 +23,43 @@ from __future__ import annotations
 
 import asyncio
 import random
-import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench import stats
+from ddtree_tui.bench.levels import LevelDelta, LevelResult, compare, level_delta, level_service, saturation
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.metrics import percentile
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, ShapeRunHead, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
+from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.worker import Worker
 
 LOAD_SCHEMA = 2
-SAT_FLAT = 0.10
-SAT_CLIMB = 0.25
-RATE_MISS = 0.90
 MAX_IN_FLIGHT = 512
 
 
-class Pctl(BaseModel):
-    """p50 / p90 / p99 of one metric (milliseconds)."""
+class LoadSettings(BaseModel):
+    """How long a ladder measures each level (`duration_s` or `requests` per service per level; neither: a
+    count from the level's width), the SLO of its goodput, and whether saturation stops it."""
 
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
+    model_config = ConfigDict(frozen=True)
 
-
-class LevelService(BaseModel):
-    """One service at one level."""
-
-    service: str
-    algorithm: str
-    mode: str | None
-    n: int = 0  # successful counted requests
-    failed: int = 0
-    aborted: int = 0
-    error_rate: float = 0.0  # failed / sent
-    busy_s: float = 0.0  # Σ over its segments of first send → last end
-    request_throughput: float | None = None  # successful requests / busy_s
-    output_throughput: float | None = None  # output tokens of successful requests / busy_s
-    tok_s_mean: float | None = None  # mean over prompts of the per-prompt mean per-request tok/s
-    ttft_ms: Pctl = Field(default_factory=Pctl)
-    tpot_ms: Pctl = Field(default_factory=Pctl)
-    itl_ms: Pctl = Field(default_factory=Pctl)
-    e2e_ms: Pctl = Field(default_factory=Pctl)
-    accept_length: float | None = None  # Σ output tokens / Σ verify passes
-    cached_tokens: int = 0
-    goodput_rps: float | None = None  # requests meeting every SLO / busy_s
-    goodput_pct: float | None = None  # requests meeting every SLO / sent, %
-    offered_rate: float | None = None  # open loop: the requests/s asked for
-    segment_throughput: list[float] = Field(default_factory=list)  # output tok/s of each round
-    saturated: bool = False
-    saturation: str | None = None  # why, in words
+    duration_s: float | None = None
+    requests: int | None = None
+    slo: Slo | None = None
+    stop_on_saturation: bool = True
 
 
-class LevelDelta(BaseModel):
-    """A service against the baseline at one level, with the interval and the sentence."""
-
-    service: str
-    metric: str  # "tok/s per request" or "output throughput"
-    pct: float | None
-    lo_pct: float | None = None
-    hi_pct: float | None = None
-    n: int = 0
-    method: str = "none"
-    verdict: str
-
-
-class LevelResult(BaseModel):
-    level: float
-    label: str
-    started_at: datetime
-    wall_s: float = 0.0
-    services: list[LevelService] = Field(default_factory=list)
-    deltas: list[LevelDelta] = Field(default_factory=list)
-    saturated: bool = False  # every service saturated here
-
-
-class LoadRun(BaseModel):
+class LoadRun(ShapeRunHead):
     """A `--load` run: schema 2 (a plain run stays schema 1). See README "Load shapes"."""
-
-    model_config = ConfigDict(populate_by_name=True)
 
     schema_version: int = Field(default=LOAD_SCHEMA, alias="schema")
     kind: Literal["load"] = "load"
-    id: str
-    status: Literal["complete", "interrupted"] = "complete"
-    started_at: datetime
     finished_at: datetime | None = None
     wall_s: float | None = None
     load: LoadSpec
@@ -139,169 +80,29 @@ class LoadRun(BaseModel):
     results: list[RequestResult] = Field(default_factory=list)
 
 
-class LevelStarted(BaseModel):
-    kind: Literal["level_started"] = "level_started"
+class _LevelEvent(BaseModel):
+    """An event about level `index` of run `run_id` (a subclass names its `kind`, which keeps its place)."""
+
+    kind: str
     run_id: str
     index: int
+
+
+class LevelStarted(_LevelEvent):
+    kind: Literal["level_started"] = "level_started"
     count: int
     level: float
     label: str
 
 
-class LevelFinished(BaseModel):
+class LevelFinished(_LevelEvent):
     kind: Literal["level_finished"] = "level_finished"
-    run_id: str
-    index: int
     result: LevelResult
 
 
 class LoadFinished(BaseModel):
     kind: Literal["load_finished"] = "load_finished"
     run: LoadRun
-
-
-def _ms(x: float | None) -> float | None:
-    return None if x is None else x * 1000.0
-
-
-def _pctl(xs: Sequence[float | None]) -> Pctl:
-    v = [float(x) for x in xs if x is not None]
-    return Pctl(p50=percentile(v, 50), p90=percentile(v, 90), p99=percentile(v, 99))
-
-
-def tpot_s(r: RequestResult) -> float | None:
-    """Time per output token after the first: (e2e − TTFT) / (output tokens − 1)."""
-    if r.e2e_s is None or r.ttft_s is None or not r.output_tokens or r.output_tokens < 2:
-        return None
-    return max(0.0, r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
-
-
-def meets_slo(r: RequestResult, slo: Slo | None) -> bool:
-    """Succeeded and met every SLO that is set (a metric that cannot be measured fails its SLO)."""
-    if not r.ok:
-        return False
-    if slo is None:
-        return True
-    checks = (
-        (slo.ttft_ms, _ms(r.ttft_s)),
-        (slo.tpot_ms, _ms(tpot_s(r))),
-        (slo.itl_ms, r.itl_p99_ms),
-        (slo.e2e_ms, _ms(r.e2e_s)),
-    )
-    return all(v is not None and v <= lim for lim, v in checks if lim is not None)
-
-
-def _pooled_itl(ok: Sequence[RequestResult]) -> Pctl:
-    """ITL over all tokens of the level: each request's 21 ITL quantiles weighted by its tokens / 21."""
-    pts: list[tuple[float, float]] = []
-    for r in ok:
-        q = r.itl_quantiles_ms or []
-        if q and r.output_tokens:
-            w = r.output_tokens / len(q)
-            pts += [(x, w) for x in q]
-    xs, ys = stats.weighted_ecdf(pts)
-    if not xs:
-        return _pctl([r.itl_p50_ms for r in ok])
-
-    def at(p: float) -> float:
-        return next(x for x, y in zip(xs, ys, strict=True) if y >= p - 1e-12)
-
-    return Pctl(p50=at(0.5), p90=at(0.9), p99=at(0.99))
-
-
-def tok_s_strata(rs: Sequence[RequestResult]) -> dict[str, list[float | None]]:
-    out: dict[str, list[float | None]] = {}
-    for r in rs:
-        if r.ok and r.tok_s is not None:
-            out.setdefault(r.prompt_id, []).append(r.tok_s)
-    return out
-
-
-def level_service(
-    t: BenchTarget, rs: Sequence[RequestResult], busy: float, slo: Slo | None, offered: float | None
-) -> LevelService:
-    ok = [r for r in rs if r.ok]
-    tokens = sum(r.output_tokens or 0 for r in ok)
-    spec = [r for r in ok if r.spec_verify_ct and r.output_tokens]
-    acc = (
-        sum(r.output_tokens or 0 for r in spec) / sum(r.spec_verify_ct or 0 for r in spec)
-        if spec
-        else (statistics.median(a) if (a := [r.accept_length for r in ok if r.accept_length]) else None)
-    )
-    good = sum(1 for r in rs if meets_slo(r, slo))
-    strata = tok_s_strata(ok)
-    means = [statistics.fmean(v) for v in strata.values() if v]  # type: ignore[arg-type]
-    return LevelService(
-        service=t.ref,
-        algorithm=t.algorithm,
-        mode=t.mode,
-        n=len(ok),
-        failed=len(rs) - len(ok),
-        aborted=sum(1 for r in rs if r.aborted),
-        error_rate=(len(rs) - len(ok)) / len(rs) if rs else 0.0,
-        busy_s=busy,
-        request_throughput=len(ok) / busy if busy > 0 else None,
-        output_throughput=tokens / busy if busy > 0 else None,
-        tok_s_mean=statistics.fmean(means) if means else None,
-        ttft_ms=_pctl([_ms(r.ttft_s) for r in ok]),
-        tpot_ms=_pctl([_ms(tpot_s(r)) for r in ok]),
-        itl_ms=_pooled_itl(ok),
-        e2e_ms=_pctl([_ms(r.e2e_s) for r in ok]),
-        accept_length=acc,
-        cached_tokens=sum(r.cached_tokens or 0 for r in ok),
-        goodput_rps=good / busy if busy > 0 else None,
-        goodput_pct=good / len(rs) * 100.0 if rs else None,
-        offered_rate=offered,
-    )
-
-
-def saturation(prev: LevelService | None, cur: LevelService, closed_loop: bool) -> str | None:
-    """Why `cur` is saturated against the previous level, or None (definition in the module docstring)."""
-    if prev is None or not prev.output_throughput or cur.output_throughput is None:
-        return None
-    gain = cur.output_throughput / prev.output_throughput - 1
-    a, b = (prev.e2e_ms.p50, cur.e2e_ms.p50) if closed_loop else (prev.ttft_ms.p50, cur.ttft_ms.p50)
-    if not a or b is None:
-        return None
-    climb = b / a - 1
-    what = "median e2e" if closed_loop else "median TTFT"
-    if climb > SAT_CLIMB and gain < SAT_FLAT:
-        return (
-            f"output throughput {stats.fmt_pct(gain * 100)} % while {what} {stats.fmt_pct(climb * 100)} % "
-            "against the previous level"
-        )
-    if (
-        not closed_loop
-        and cur.offered_rate
-        and cur.request_throughput is not None
-        and cur.request_throughput < RATE_MISS * cur.offered_rate
-        and climb > SAT_CLIMB
-    ):
-        return (
-            f"served {cur.request_throughput:.2f} of {cur.offered_rate:g} req/s offered while {what} "
-            f"{stats.fmt_pct(climb * 100)} %"
-        )
-    return None
-
-
-def compare(base: Sequence[RequestResult], other: Sequence[RequestResult]) -> stats.Delta:
-    """Per-request tok/s of `other` vs `base` on the prompts both ran: the statistic of `tok_s_mean` (mean
-    over prompts of the per-prompt mean), with its interval (stats.delta_of_means)."""
-    a, b = tok_s_strata(base), tok_s_strata(other)
-    return stats.delta_of_means({k: (a[k], b[k]) for k in sorted(set(a) & set(b))})
-
-
-def _delta(service: str, metric: str, d: stats.Delta, subject: str) -> LevelDelta:
-    return LevelDelta(
-        service=service,
-        metric=metric,
-        pct=d.pct,
-        lo_pct=d.lo_pct,
-        hi_pct=d.hi_pct,
-        n=d.n,
-        method=d.method,
-        verdict=stats.verdict(d, subject=subject),
-    )
 
 
 class LoadRunner:
@@ -312,25 +113,16 @@ class LoadRunner:
         req: BenchRequest,
         targets: Sequence[BenchTarget],
         load: LoadSpec,
-        *,
-        duration_s: float | None = None,
-        requests: int | None = None,
-        slo: Slo | None = None,
-        stop_on_saturation: bool = True,
-        on_event: Callable[[Any], None] | None = None,
-        gates: Mapping[str, Gate] | None = None,
-        where: Mapping[str, str] | None = None,
+        settings: LoadSettings | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
-        if duration_s is not None and requests is not None:
+        self.settings = settings = settings or LoadSettings()
+        hooks = hooks or RunHooks()
+        if settings.duration_s is not None and settings.requests is not None:
             raise ValueError("give --duration or --requests, not both")
-        self.runner = BenchRunner(req, targets, on_event, gates=gates, where=where)
+        self.runner = hooks.runner(req, targets)
         self.req = req
         self.load = load
-        self.duration_s = duration_s
-        self.requests = requests
-        self.slo = slo
-        self.stop_on_saturation = stop_on_saturation
-        self.on_event = on_event
         self.rounds = 2 if len(targets) > 1 else 1
         self.levels: list[LevelResult] = []
         self.stopped: str | None = None
@@ -352,10 +144,10 @@ class LoadRunner:
 
     def _budget(self, level: float) -> int | None:
         """Counted requests per service per level (None: by duration)."""
-        if self.duration_s is not None:
+        if self.settings.duration_s is not None:
             return None
-        if self.requests is not None:
-            return self.requests
+        if self.settings.requests is not None:
+            return self.settings.requests
         return max(2 * int(level), 4) if self.load.closed_loop else max(8, int(4 * level))
 
     def _prompt(self) -> Prompt:
@@ -456,7 +248,9 @@ class LoadRunner:
                 if n_total is not None and rnd == self.rounds - 1:
                     n = max(1, n_total - (self.rounds - 1) * -(-n_total // self.rounds))
                 deadline = (
-                    time.monotonic() + self.duration_s / self.rounds if self.duration_s is not None else None
+                    time.monotonic() + self.settings.duration_s / self.rounds
+                    if self.settings.duration_s is not None
+                    else None
                 )
                 # every service of a round sees the same arrivals and the same prompts in the same order
                 self._rng = random.Random(hash((self.load.seed or 0, idx, rnd)))
@@ -482,7 +276,7 @@ class LoadRunner:
         for t in r.targets:
             rs = [x for x in r.results if x.level == level and x.service == t.ref]
             ls = level_service(
-                t, rs, busy.get(t.ref, 0.0), self.slo, None if self.load.closed_loop else level
+                t, rs, busy.get(t.ref, 0.0), self.settings.slo, None if self.load.closed_loop else level
             )
             ls = ls.model_copy(update={"segment_throughput": seg_thr.get(t.ref, [])})
             prev = (
@@ -501,10 +295,10 @@ class LoadRunner:
                 if t.ref == base:
                     continue
                 rs = [x for x in r.results if x.level == level and x.service == t.ref]
-                deltas.append(_delta(t.ref, "tok/s per request", compare(base_rs, rs), t.ref))
+                deltas.append(level_delta(t.ref, "tok/s per request", compare(base_rs, rs), t.ref))
                 other = next((s.segment_throughput for s in services if s.service == t.ref), [])
                 pairs = list(zip(base_seg, other, strict=False))
-                deltas.append(_delta(t.ref, "output throughput", stats.paired_delta(pairs), t.ref))
+                deltas.append(level_delta(t.ref, "output throughput", stats.paired_delta(pairs), t.ref))
         res = LevelResult(
             level=level,
             label=label,
@@ -529,7 +323,7 @@ class LoadRunner:
                 await r.prepare(client)
                 for idx, level in enumerate(self.load.levels):
                     res = await self._level(client, idx, level)
-                    if res.saturated and self.stop_on_saturation and idx < len(self.load.levels) - 1:
+                    if res.saturated and self.settings.stop_on_saturation and idx < len(self.load.levels) - 1:
                         self.stopped = f"saturated at {res.label}: " + "; ".join(
                             f"{s.service}: {s.saturation}" for s in res.services
                         )
@@ -561,11 +355,11 @@ class LoadRunner:
             wall_s=time.monotonic() - self._t0,
             load=self.load,
             load_text=self.load.text,
-            duration_s=self.duration_s,
-            requests=self.requests,
+            duration_s=self.settings.duration_s,
+            requests=self.settings.requests,
             rounds=self.rounds,
             warmup=self.req.warmup,
-            slo=self.slo,
+            slo=self.settings.slo,
             prompt_set=r.prompt_set,
             sampling=sp.model_dump(mode="json"),
             targets=[
@@ -586,34 +380,17 @@ async def run_load(
     req: BenchRequest,
     targets: Sequence[BenchTarget],
     load: LoadSpec,
-    *,
-    duration_s: float | None = None,
-    requests: int | None = None,
-    slo: Slo | None = None,
-    stop_on_saturation: bool = True,
-    on_event: Callable[[Any], None] | None = None,
-    stop: asyncio.Event | None = None,
-    gates: Mapping[str, Gate] | None = None,
-    where: Mapping[str, str] | None = None,
+    settings: LoadSettings | None = None,
+    hooks: RunHooks | None = None,
 ) -> LoadRun:
-    """Run the ladder; `stop` (or cancelling) ends it with status "interrupted" and every finished level."""
-    lr = LoadRunner(
-        req,
-        targets,
-        load,
-        duration_s=duration_s,
-        requests=requests,
-        slo=slo,
-        stop_on_saturation=stop_on_saturation,
-        on_event=on_event,
-        gates=gates,
-        where=where,
-    )
+    """Run the ladder; `hooks.stop` (or cancelling) ends it with status "interrupted" and every finished
+    level."""
+    lr = LoadRunner(req, targets, load, settings, hooks)
 
     def finished(run: LoadRun) -> None:
         lr._emit(LoadFinished(run=run))
 
-    run = await until_stopped(lr.run(), stop, lambda: lr.build("interrupted"), finished)
+    run = await until_stopped(lr.run(), (hooks or RunHooks()).stop, lambda: lr.build("interrupted"), finished)
     finished(run)
     return run
 

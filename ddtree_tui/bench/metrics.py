@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddtree_tui.bench.models import BenchTarget, PromptRow, RequestResult, ServiceSummary
+from ddtree_tui.bench.models import BenchTarget, PromptRow, RequestResult, ServiceCounts, ServiceSummary
 
 
 @dataclass
@@ -157,6 +157,15 @@ def delta_pct(value: float | None, base: float | None) -> float | None:
     return (value - base) / base * 100.0
 
 
+def pooled_accept(ok: Sequence[RequestResult]) -> float | None:
+    """Accept length over the requests that report verify passes: Σ output tokens / Σ verify passes (None
+    when none does; each caller has its own fallback)."""
+    spec = [r for r in ok if r.spec_verify_ct and r.output_tokens]
+    if not spec:
+        return None
+    return sum(r.output_tokens or 0 for r in spec) / sum(r.spec_verify_ct or 0 for r in spec)
+
+
 def summarize(
     results: Sequence[RequestResult],
     targets: Sequence[BenchTarget],
@@ -213,12 +222,8 @@ def summarize(
         ok = [r for r in rs if r.ok]
         prompt_meds = [r.tok_s_median for r in rows if r.service == t.ref and r.tok_s_median is not None]
         tokens = sum(r.output_tokens or 0 for r in ok)
-        spec = [r for r in ok if r.spec_verify_ct and r.output_tokens]
-        acc = (
-            sum(r.output_tokens or 0 for r in spec) / sum(r.spec_verify_ct or 0 for r in spec)
-            if spec
-            else _med([r.accept_length for r in ok])
-        )
+        acc = pooled_accept(ok)
+        acc = _med([r.accept_length for r in ok]) if acc is None else acc
         busy = (busy_s or {}).get(t.ref)
         by_prompt: dict[str, list[float]] = {}
         for r in ok:
@@ -227,12 +232,7 @@ def summarize(
         pmeans = [statistics.fmean(v) for v in by_prompt.values()]
         summary.append(
             ServiceSummary(
-                service=t.ref,
-                algorithm=t.algorithm,
-                mode=t.mode,
-                n=len(ok),
-                failed=len(rs) - len(ok),
-                aborted=sum(1 for r in rs if r.aborted),
+                **ServiceCounts.of(t, rs).model_dump(),
                 tok_s_median=_med([r.tok_s for r in ok]),
                 tok_s_mean_of_prompts=sum(prompt_meds) / len(prompt_meds) if prompt_meds else None,
                 decode_tok_s_median=_med([r.decode_tok_s for r in ok]),

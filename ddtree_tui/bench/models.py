@@ -7,8 +7,9 @@ versioned JSON. The schema is documented in report.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,6 +96,25 @@ class BenchRequest(BaseModel):
         )
 
 
+class RequestKey(TypedDict):
+    """Which request a result is: the fields every RequestResult starts with, measured or failed."""
+
+    service: str
+    algorithm: str
+    mode: str | None
+    prompt_id: str
+    repeat: int
+    seq: int
+    warmup: bool
+
+
+def request_key(target: BenchTarget, prompt: Prompt, *, seq: int, repeat: int, warmup: bool) -> RequestKey:
+    return RequestKey(
+        service=target.ref, algorithm=target.algorithm, mode=target.mode, prompt_id=prompt.id, repeat=repeat,
+        seq=seq, warmup=warmup,
+    )  # fmt: skip
+
+
 class RequestResult(BaseModel):
     """One request, measured. Times in seconds, ITL in milliseconds; None where not measurable."""
 
@@ -166,13 +186,27 @@ class PromptRow(BaseModel):
     delta_ttft_pct: float | None = None
 
 
-class ServiceSummary(BaseModel):
+class ServiceCounts(BaseModel):
+    """A service's counted requests: which service, how many succeeded, failed, were aborted. The head of a
+    plain run's summary row and of a load level's row, counted alike (`of`)."""
+
     service: str
     algorithm: str
     mode: str | None
     n: int = 0
     failed: int = 0
     aborted: int = 0  # of the failed: ended by the server with an abort finish_reason
+
+    @classmethod
+    def of(cls, t: BenchTarget, rs: Sequence[RequestResult]) -> ServiceCounts:
+        ok = sum(1 for r in rs if r.ok)
+        return ServiceCounts(
+            service=t.ref, algorithm=t.algorithm, mode=t.mode, n=ok, failed=len(rs) - ok,
+            aborted=sum(1 for r in rs if r.aborted),
+        )  # fmt: skip
+
+
+class ServiceSummary(ServiceCounts):
     tok_s_median: float | None = None  # median over all successful requests
     tok_s_mean_of_prompts: float | None = None  # mean of the per-prompt medians
     decode_tok_s_median: float | None = None
@@ -267,6 +301,19 @@ class BenchRun(BaseModel):
     client_bound: bool = False  # the client, not the server, limited what was measured: see client.reason
 
 
+class ShapeRunHead(BaseModel):
+    """What a load-shape or soak run record starts with; a subclass names its `kind` and its schema, and
+    each keeps its place in the record."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_version: int = Field(alias="schema")
+    kind: str
+    id: str
+    status: Literal["complete", "interrupted"] = "complete"
+    started_at: datetime
+
+
 class RunStarted(BaseModel):
     kind: Literal["run_started"] = "run_started"
     run_id: str
@@ -278,24 +325,25 @@ class RunStarted(BaseModel):
     prompts_cycled: bool = False
 
 
-class PromptStarted(BaseModel):
+class _RequestEvent(BaseModel):
+    """An event about one request: which run, service, prompt, repeat and dispatch slot (a subclass names
+    its `kind`, which keeps its place first)."""
+
+    kind: str
+    run_id: str
+    service: str
+    prompt_id: str
+    repeat: int
+    seq: int
+    warmup: bool = False
+
+
+class PromptStarted(_RequestEvent):
     kind: Literal["prompt_started"] = "prompt_started"
-    run_id: str
-    service: str
-    prompt_id: str
-    repeat: int
-    seq: int
-    warmup: bool = False
 
 
-class TokensReceived(BaseModel):
+class TokensReceived(_RequestEvent):
     kind: Literal["tokens_received"] = "tokens_received"
-    run_id: str
-    service: str
-    prompt_id: str
-    repeat: int
-    seq: int
-    warmup: bool = False
     tokens: int  # running count, from the server's numbers
     elapsed_s: float
     tok_s: float | None  # tokens so far / elapsed since the request was sent

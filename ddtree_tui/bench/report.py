@@ -146,7 +146,9 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1f}%"
 
 
-def _render(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+def render_table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """Aligned columns (those in `right` right-aligned) under a dashed rule: the terminal tables of a run and
+    of a comparison of runs (report/compare.py) look alike."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
@@ -220,7 +222,7 @@ def table(run: BenchRun) -> str:
                 "base" if run.baseline == r.service else _pct(r.delta_tok_s_pct),
             ]
         )
-    lines += _render(headers, body, right={4, 5, 6, 7, 8, 9, 10, 11})
+    lines += render_table(headers, body, right={4, 5, 6, 7, 8, 9, 10, 11})
     lines.append("")
     headers = [
         "service",
@@ -256,7 +258,7 @@ def table(run: BenchRun) -> str:
                 "base" if run.baseline == s.service else _pct(s.delta_tok_s_pct),
             ]
         )
-    lines += _render(headers, body, right={3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+    lines += render_table(headers, body, right={3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
     verdicts = [s for s in run.summary if s.delta_verdict and s.service != run.baseline]
     if verdicts:
         lines.append(

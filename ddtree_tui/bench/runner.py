@@ -23,10 +23,11 @@ import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from ddtree_tui.bench.client import measure_request, served_model, server_info
+from ddtree_tui.bench.client import MeasureOpts, measure_request, served_model, server_info
 from ddtree_tui.bench.loadmon import LoopMonitor, verdict
 from ddtree_tui.bench.metrics import summarize
 from ddtree_tui.bench.models import (
@@ -44,6 +45,7 @@ from ddtree_tui.bench.models import (
     SamplingParams,
     TargetInfo,
     TokensReceived,
+    request_key,
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
 from ddtree_tui.bench.stream import StreamClient
@@ -86,6 +88,22 @@ def plan(
 # For a service behind an SSH port forward: waits (bounded) until its host is connected again; None when it
 # is, else why not. A request that fails on the connection is retried once after the gate lets it through.
 Gate = Callable[[], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """What a load ladder or a soak talks to while it runs (not what it measures): where its events go, the
+    gates that wait out an SSH drop, where each service runs, and the event that stops it early. One value,
+    so the runners and their callers do not each repeat the list."""
+
+    on_event: Callable[[Any], None] | None = None
+    gates: Mapping[str, Gate] | None = None
+    where: Mapping[str, str] | None = None
+    stop: asyncio.Event | None = None
+
+    def runner(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> BenchRunner:
+        """The per-request machinery for `targets`, reporting through these hooks."""
+        return BenchRunner(req, targets, self.on_event, gates=self.gates, where=self.where)
 
 
 def _connection_error(err: str | None) -> bool:
@@ -213,30 +231,18 @@ class BenchRunner:
     ) -> tuple[RequestResult, float, float]:
         """One request, in a worker process or on this loop: (result, send time, end time) on the one
         system-wide monotonic clock."""
+        opts = MeasureOpts(
+            seq=seq, repeat=rep, warmup=warmup, timeout=self.req.timeout,
+            tokens_interval=self.req.tokens_event_interval,
+        )  # fmt: skip
         if self.workers:
             w = self.workers[next(self._rr) % len(self.workers)]
             try:
-                return await w.measure(
-                    t,
-                    p,
-                    sp,
-                    seq=seq,
-                    repeat=rep,
-                    warmup=warmup,
-                    timeout=self.req.timeout,
-                    on_tokens=cb,
-                    tokens_interval=self.req.tokens_event_interval,
-                )
+                return await w.measure(t, p, sp, on_tokens=cb, **opts)
             except WorkerError as e:
                 now = time.monotonic()
                 res = RequestResult(
-                    service=t.ref,
-                    algorithm=t.algorithm,
-                    mode=t.mode,
-                    prompt_id=p.id,
-                    repeat=rep,
-                    seq=seq,
-                    warmup=warmup,
+                    **request_key(t, p, seq=seq, repeat=rep, warmup=warmup),
                     started_at=time.time(),
                     ok=False,
                     error=str(e),
@@ -244,18 +250,7 @@ class BenchRunner:
                 )
                 return res, now, now
         t_send = time.monotonic()
-        res = await measure_request(
-            client,
-            t,
-            p,
-            sp,
-            seq=seq,
-            repeat=rep,
-            warmup=warmup,
-            timeout=self.req.timeout,
-            on_tokens=cb,
-            tokens_interval=self.req.tokens_event_interval,
-        )
+        res = await measure_request(client, t, p, sp, on_tokens=cb, **opts)
         return res, t_send, _end(t_send, res)
 
     async def _batch(self, client: StreamClient, batch: list[tuple[BenchTarget, Prompt, int]]) -> None:
@@ -361,16 +356,7 @@ class BenchRunner:
             finished_at=datetime.now(UTC),
             wall_s=time.monotonic() - self._t0,
             prompt_set=self.prompt_set,
-            prompts=[
-                PromptInfo(
-                    id=p.id,
-                    title=p.title,
-                    approx_tokens=p.approx_tokens,
-                    turns=p.turns,
-                    max_new_tokens=p.max_new_tokens,
-                )
-                for p in self.prompts
-            ],
+            prompts=[PromptInfo.model_validate(p, from_attributes=True) for p in self.prompts],
             sampling=sp,
             repeats=self.req.repeats,
             warmup=self.req.warmup,

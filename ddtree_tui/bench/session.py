@@ -21,7 +21,7 @@ import httpx
 
 from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.models import BenchTarget
-from ddtree_tui.bench.runner import Gate
+from ddtree_tui.bench.runner import Gate, RunHooks
 from ddtree_tui.bench.soak import GpuProbe, host_gpu_probe, sim_gpu_probe
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
@@ -87,6 +87,10 @@ class Session:
     transports: list[Any] = field(default_factory=list)
     gates: dict[str, Gate] = field(default_factory=dict)  # by ref: services behind an SSH forward
     where: dict[str, str] = field(default_factory=dict)  # by ref: the route, for connection errors
+
+    def hooks(self, on_event: Callable[[Any], None], stop: asyncio.Event) -> RunHooks:
+        """A shape run's hooks through this session's gates and routes."""
+        return RunHooks(on_event=on_event, gates=self.gates, where=self.where, stop=stop)
 
     def stop_sims(self, grace: float = 5.0) -> None:
         for c in self.sims:

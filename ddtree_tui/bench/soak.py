@@ -6,7 +6,7 @@ compared interleaved, like every level of a load run: inside each window they ta
 order rotating window by window (A B, then B A, ...), so drift on one host or the hour of the day cannot bias
 the comparison; a service's window is measured over its own turn. Drift is detected per service.
 
-Each window, per service: the level metrics of loadrun.py (throughput, TTFT/TPOT/ITL/e2e percentiles, error
+Each window, per service: the level metrics of levels.py (throughput, TTFT/TPOT/ITL/e2e percentiles, error
 rate, accept length, goodput) plus a probe at the window's end: /health (status and latency), whether the
 server restarted (its /server_info's start stamp or pid changed, or /health failed then recovered), and its
 GPUs (`gpu_probe`: the host's telemetry snapshot for the service's GPUs; for the simulator its modelled GPU,
@@ -31,21 +31,25 @@ import contextlib
 import itertools
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.jsonl import append_line
+from ddtree_tui.bench.levels import LevelService, level_service
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.loadrun import LevelService, level_service
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
-from ddtree_tui.bench.runner import BenchRunner, Gate, until_stopped
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, ShapeRunHead, TargetInfo
+from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.config import HostProfile
 from ddtree_tui.state import GpuSample
+
+if TYPE_CHECKING:
+    from ddtree_tui.transport.base import Transport
 
 SOAK_SCHEMA = 2
 DEFAULT_WINDOW_S = 10.0
@@ -97,12 +101,9 @@ class Drift(BaseModel):
     detail: str
 
 
-class SoakRun(BaseModel):
+class SoakRun(ShapeRunHead):
     schema_version: int = Field(default=SOAK_SCHEMA, alias="schema")
     kind: Literal["soak"] = "soak"
-    id: str
-    status: Literal["complete", "interrupted"] = "complete"
-    started_at: datetime
     wall_s: float | None = None
     load_text: str
     concurrency: int
@@ -116,10 +117,22 @@ class SoakRun(BaseModel):
     failed: int = 0
     log_path: str | None = None
 
-    model_config = {"populate_by_name": True}
-
 
 GpuProbe = Callable[[BenchTarget], Awaitable[tuple[list[GpuWindow], str | None]]]
+
+
+class SoakSettings(BaseModel):
+    """How a soak runs: how long, in windows of how long, the SLO of its goodput, where its windows are
+    appended as they come (the window log and the bench history), and how a window probes a service's GPUs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    duration_s: float
+    window_s: float = DEFAULT_WINDOW_S
+    slo: Slo | None = None
+    log_path: Path | None = None
+    history_path: Path | None = None  # the bench history: start line and windows as they come
+    gpu_probe: GpuProbe | None = None
 
 
 def _gpu_values(w: SoakWindow) -> float | None:
@@ -167,16 +180,16 @@ def _creep(svc: str, ws: Sequence[SoakWindow]) -> Drift | None:
             total += m - pm
             count += 1
             if count >= CREEP_WINDOWS and total >= CREEP_MIB:
-                return Drift(
-                    service=svc,
-                    kind="gpu_memory_creep",
-                    window=run_start.index,
-                    at_s=run_start.start_s,
-                    detail=f"GPU memory +{total:.0f} MiB over {count} windows and rising",
-                )
+                detail = f"GPU memory +{total:.0f} MiB over {count} windows and rising"
+                return _began(svc, "gpu_memory_creep", run_start, detail)
         else:
             run_start = None
     return None
+
+
+def _began(svc: str, kind: DriftKind, w: SoakWindow, detail: str) -> Drift:
+    """A drift of `svc` that began at window `w`."""
+    return Drift(service=svc, kind=kind, window=w.index, at_s=w.start_s, detail=detail)
 
 
 def _drift_one(svc: str, ws: Sequence[SoakWindow]) -> list[Drift]:
@@ -187,50 +200,20 @@ def _drift_one(svc: str, ws: Sequence[SoakWindow]) -> list[Drift]:
     thr0 = _med([w.metrics.output_throughput for w in base])
     ttft0 = _med([w.metrics.ttft_ms.p50 for w in base])
     if thr0 and (w := _two_running(rest, _decayed(thr0))):
-        out.append(
-            Drift(
-                service=svc,
-                kind="tok_s_decay",
-                window=w.index,
-                at_s=w.start_s,
-                detail=f"output {w.metrics.output_throughput:.1f} tok/s against {thr0:.1f} at the start",
-            )
-        )
+        detail = f"output {w.metrics.output_throughput:.1f} tok/s against {thr0:.1f} at the start"
+        out.append(_began(svc, "tok_s_decay", w, detail))
     if ttft0 and (w := _two_running(rest, _grown(ttft0))):
-        out.append(
-            Drift(
-                service=svc,
-                kind="ttft_growth",
-                window=w.index,
-                at_s=w.start_s,
-                detail=f"TTFT p50 {w.metrics.ttft_ms.p50:.0f} ms against {ttft0:.0f} ms at the start",
-            )
-        )
+        detail = f"TTFT p50 {w.metrics.ttft_ms.p50:.0f} ms against {ttft0:.0f} ms at the start"
+        out.append(_began(svc, "ttft_growth", w, detail))
     if (c := _creep(svc, ws)) is not None:
         out.append(c)
     if all(w.metrics.failed == 0 for w in base) and (w := next((x for x in rest if x.metrics.failed), None)):
-        out.append(
-            Drift(
-                service=svc,
-                kind="error_onset",
-                window=w.index,
-                at_s=w.start_s,
-                detail=f"{w.metrics.failed} failed ({w.metrics.error_rate * 100:.0f} %)",
-            )
-        )
+        detail = f"{w.metrics.failed} failed ({w.metrics.error_rate * 100:.0f} %)"
+        out.append(_began(svc, "error_onset", w, detail))
     if w := next((x for x in ws if x.probe.restarted), None):
-        out.append(
-            Drift(
-                service=svc,
-                kind="restart",
-                window=w.index,
-                at_s=w.start_s,
-                detail=w.probe.note or "restarted",
-            )
-        )
+        out.append(_began(svc, "restart", w, w.probe.note or "restarted"))
     if w := next((x for x in ws if x.probe.healthy is False), None):
-        detail = f"/health {w.probe.health_status or 'unreachable'}"
-        out.append(Drift(service=svc, kind="unhealthy", window=w.index, at_s=w.start_s, detail=detail))
+        out.append(_began(svc, "unhealthy", w, f"/health {w.probe.health_status or 'unreachable'}"))
     return out
 
 
@@ -243,7 +226,7 @@ def detect_drift(windows: Sequence[SoakWindow]) -> list[Drift]:
     return sorted(out, key=lambda d: (d.window, d.service, d.kind))
 
 
-async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, Any]:
+async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, object]:
     """(status, parsed JSON body or None); raises on a connection failure or the timeout."""
     async with asyncio.timeout(timeout):
         async with await client.get(url) as r:
@@ -265,7 +248,7 @@ async def sim_gpu_probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
     return [], None
 
 
-def host_gpu_probe(transport: Any, profile: Any, gpus: Sequence[int] | None) -> GpuProbe:
+def host_gpu_probe(transport: Transport, profile: HostProfile, gpus: Sequence[int] | None) -> GpuProbe:
     """A probe from the host's telemetry snapshot (nvml, nvidia-smi, replay, prometheus: the profile's
     source), keeping the service's GPUs (its CUDA_VISIBLE_DEVICES; all of them when it names none)."""
     from ddtree_tui.telemetry.sampler import snapshot_once
@@ -299,41 +282,25 @@ class SoakRunner:
         req: BenchRequest,
         targets: Sequence[BenchTarget],
         load: LoadSpec,
-        *,
-        duration_s: float,
-        window_s: float = DEFAULT_WINDOW_S,
-        slo: Slo | None = None,
-        log_path: Path | None = None,
-        gpu_probe: GpuProbe | None = None,
-        on_event: Callable[[Any], None] | None = None,
-        gates: Mapping[str, Gate] | None = None,
-        where: Mapping[str, str] | None = None,
-        history_path: Path | None = None,
+        settings: SoakSettings,
+        hooks: RunHooks | None = None,
     ) -> None:
-        if window_s <= 0 or duration_s <= 0:
+        if settings.window_s <= 0 or settings.duration_s <= 0:
             raise ValueError("--duration and --window must be above zero")
-        self.runner = BenchRunner(
-            req.model_copy(update={"warmup": 0}), targets, on_event, gates=gates, where=where
-        )
+        self.runner = (hooks or RunHooks()).runner(req.model_copy(update={"warmup": 0}), targets)
         self.req = req
         self.load = load
         self.concurrency = max(1, int(load.levels[0])) if load.closed_loop else 1
-        self.duration_s = duration_s
-        self.window_s = window_s
-        self.slo = slo
-        self.log_path = log_path
-        self.history_path = history_path  # the bench history: start line and windows as they come
-        self.gpu_probe = gpu_probe
-        self.on_event = on_event
+        self.settings = settings
         self.windows: list[SoakWindow] = []
         self.started_at = datetime.now(UTC)
         self.id = self.runner.run_id
         self._t0 = time.monotonic()
-        self._ident: dict[str, tuple[Any, Any]] = {}
+        self._ident: dict[str, tuple[object, object]] = {}  # (pid, start stamp) of /server_info
         self._was_down: dict[str, bool] = {}
 
-    def _emit(self, ev: Any) -> None:
-        self.runner._emit(ev)
+    def _emit(self, ev: SoakWindow) -> None:
+        self.runner._emit(ev)  # type: ignore[arg-type]  # the runner's listener takes the soak's events too
 
     async def _lanes(self, client: StreamClient, t: BenchTarget, end: float) -> None:
         r = self.runner
@@ -353,7 +320,7 @@ class SoakRunner:
         pr = ServiceProbe()
         t0 = time.monotonic()
         try:
-            status, _ = await get_json(client, t.base_url + "/health", min(10.0, self.window_s))
+            status, _ = await get_json(client, t.base_url + "/health", min(10.0, self.settings.window_s))
             pr.health_status = status
             pr.healthy = status == 200
         except Exception as e:
@@ -373,9 +340,9 @@ class SoakRunner:
             pr.restarted = True
             pr.note = pr.note or "/health failed, then answered again"
         self._was_down[t.ref] = pr.healthy is False
-        if self.gpu_probe is not None:
+        if self.settings.gpu_probe is not None:
             with contextlib.suppress(Exception):
-                pr.gpus, pr.gpu_source = await self.gpu_probe(t)
+                pr.gpus, pr.gpu_source = await self.settings.gpu_probe(t)
         return pr
 
     async def _slot(
@@ -398,15 +365,15 @@ class SoakRunner:
         idx = 0
         while True:
             w_lo = time.monotonic()
-            w_hi = min(t0 + (idx + 1) * self.window_s, end)
+            w_hi = min(t0 + (idx + 1) * self.settings.window_s, end)
             k = idx % n
             order = list(r.targets[k:]) + list(r.targets[:k])
             for j, t in enumerate(order):
                 now = time.monotonic()
                 # what is left of the window, shared by the services still to run; never a turn of nothing
-                until = max(now + (w_hi - now) / (n - j), now + 0.25 * self.window_s / n)
+                until = max(now + (w_hi - now) / (n - j), now + 0.25 * self.settings.window_s / n)
                 rs, ran_s = await self._slot(client, t, until)
-                m = level_service(t, rs, max(ran_s, 1e-9), self.slo, None)
+                m = level_service(t, rs, max(ran_s, 1e-9), self.settings.slo, None)
                 probe = await self._probe(client, t)
                 w = SoakWindow(
                     run_id=self.id,
@@ -424,9 +391,9 @@ class SoakRunner:
             if time.monotonic() >= end - 1e-6:
                 return
 
-    def _log(self, obj: dict[str, Any]) -> None:
+    def _log(self, obj: dict[str, object]) -> None:
         """A line to the window log and the history, each appended at once (a crash loses no line)."""
-        for path in (self.log_path, self.history_path):
+        for path in (self.settings.log_path, self.settings.history_path):
             if path is not None:
                 append_line(obj, path)
 
@@ -434,15 +401,15 @@ class SoakRunner:
         r = self.runner
         async with StreamClient() as client:
             await r.prepare(client)
-            if self.log_path is not None:
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            if self.settings.log_path is not None:
+                self.settings.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log(
                 {
                     "kind": "soak_started",
                     "run_id": self.id,
                     "started_at": self.started_at.isoformat(),
-                    "window_s": self.window_s,
-                    "duration_s": self.duration_s,
+                    "window_s": self.settings.window_s,
+                    "duration_s": self.settings.duration_s,
                     "concurrency": self.concurrency,
                     "load_text": self.load.text,
                     "prompt_set": r.prompt_set,
@@ -450,7 +417,7 @@ class SoakRunner:
                 }
             )
             self._t0_measure = time.monotonic()
-            await self._windows(client, self._t0_measure + self.duration_s)
+            await self._windows(client, self._t0_measure + self.settings.duration_s)
         return self.build("complete")
 
     def build(self, status: str) -> SoakRun:
@@ -462,9 +429,9 @@ class SoakRunner:
             wall_s=time.monotonic() - self._t0,
             load_text=self.load.text,
             concurrency=self.concurrency,
-            duration_s=self.duration_s,
-            window_s=self.window_s,
-            slo=self.slo,
+            duration_s=self.settings.duration_s,
+            window_s=self.settings.window_s,
+            slo=self.settings.slo,
             prompt_set=r.prompt_set,
             targets=[
                 r.infos.get(t.ref)
@@ -474,7 +441,7 @@ class SoakRunner:
             windows=list(self.windows),
             drift=detect_drift(self.windows),
             failed=sum(1 for x in r.results if not x.ok),
-            log_path=str(self.log_path) if self.log_path else None,
+            log_path=str(self.settings.log_path) if self.settings.log_path else None,
         )
 
 
@@ -482,34 +449,12 @@ async def run_soak(
     req: BenchRequest,
     targets: Sequence[BenchTarget],
     load: LoadSpec,
-    *,
-    duration_s: float,
-    window_s: float = DEFAULT_WINDOW_S,
-    slo: Slo | None = None,
-    log_path: Path | None = None,
-    gpu_probe: GpuProbe | None = None,
-    on_event: Callable[[Any], None] | None = None,
-    stop: asyncio.Event | None = None,
-    gates: Mapping[str, Gate] | None = None,
-    where: Mapping[str, str] | None = None,
-    history_path: Path | None = None,
+    settings: SoakSettings,
+    hooks: RunHooks | None = None,
 ) -> SoakRun:
-    """Run the soak; `stop` ends it with status "interrupted", keeping every finished window."""
-    sr = SoakRunner(
-        req,
-        targets,
-        load,
-        duration_s=duration_s,
-        window_s=window_s,
-        slo=slo,
-        log_path=log_path,
-        gpu_probe=gpu_probe,
-        on_event=on_event,
-        gates=gates,
-        where=where,
-        history_path=history_path,
-    )
-    return await until_stopped(sr.run(), stop, lambda: sr.build("interrupted"))
+    """Run the soak; `hooks.stop` ends it with status "interrupted", keeping every finished window."""
+    sr = SoakRunner(req, targets, load, settings, hooks)
+    return await until_stopped(sr.run(), (hooks or RunHooks()).stop, lambda: sr.build("interrupted"))
 
 
 def soak_table(run: SoakRun) -> str:

@@ -18,11 +18,11 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import orjson
 
-from ddtree_tui.bench.client import TokensCallback, measure_request
+from ddtree_tui.bench.client import MeasureOpts, TokensCallback, measure_request
 from ddtree_tui.bench.loadmon import LoopMonitor
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
@@ -123,12 +123,8 @@ class Worker:
         prompt: Prompt,
         sp: SamplingParams,
         *,
-        seq: int,
-        repeat: int,
-        warmup: bool,
-        timeout: float | None,
         on_tokens: TokensCallback | None,
-        tokens_interval: float,
+        **opts: Unpack[MeasureOpts],
     ) -> tuple[RequestResult, float, float]:
         """One request in this worker: its result and its send and end times (system-wide monotonic)."""
         self._next += 1
@@ -144,12 +140,8 @@ class Worker:
                 "target": target.model_dump(),
                 "prompt": prompt.model_dump(),
                 "sp": sp.model_dump(),
-                "seq": seq,
-                "repeat": repeat,
-                "warmup": warmup,
-                "timeout": timeout,
+                **opts,
                 "tokens": on_tokens is not None,
-                "tokens_interval": tokens_interval,
             }
         )
         try:

@@ -27,7 +27,7 @@ from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
 from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
-from ddtree_tui.bench.loadrun import run_load
+from ddtree_tui.bench.loadrun import LoadRun, LoadSettings, run_load
 from ddtree_tui.bench.loadrun import table as load_table
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
@@ -41,7 +41,7 @@ from ddtree_tui.bench.session import (
     url_ref,
     url_targets,
 )
-from ddtree_tui.bench.soak import run_soak, soak_table
+from ddtree_tui.bench.soak import GpuWindow, SoakRun, SoakSettings, run_soak, soak_table
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.cli.common import UsageError, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec
@@ -168,6 +168,14 @@ class LoadArgs:
     window_s: float = 10.0
     soak_log: str | None = None
 
+    def load_settings(self) -> LoadSettings:
+        return LoadSettings(
+            duration_s=self.duration_s,
+            requests=self.requests,
+            slo=self.slo,
+            stop_on_saturation=self.stop_on_saturation,
+        )
+
 
 def load_args(ns: argparse.Namespace) -> LoadArgs | None:
     """The load shape asked for, or None for a plain run (--concurrency N alone stays the one-level run);
@@ -281,7 +289,33 @@ class SoakProgress(Progress):
             print(f"  {ev.result.service}: FAILED: {ev.result.error}", file=self.stream, flush=True)
 
 
-async def _run_soak(
+async def _soak_settings(
+    ns: argparse.Namespace,
+    la: LoadArgs,
+    sess: Session,
+    targets: list[BenchTarget],
+    chosen: list[tuple[HostProfile, ServiceSpec]],
+) -> SoakSettings:
+    """The soak's settings: each service's GPU probe, its window log (next to --json unless named) and the
+    history, where the start line and each window go as they come."""
+    probes = await soak_probes(sess, targets, chosen)
+
+    async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
+        return await probes[t.ref](t)
+
+    log = la.soak_log or (ns.json_out + ".windows.jsonl" if ns.json_out else None)
+    assert la.duration_s is not None
+    return SoakSettings(
+        duration_s=la.duration_s,
+        window_s=la.window_s,
+        slo=la.slo,
+        log_path=Path(log) if log else None,
+        gpu_probe=probe,
+        history_path=_history_path(ns),
+    )
+
+
+async def _run_shape(
     ns: argparse.Namespace,
     req: BenchRequest,
     targets: list[BenchTarget],
@@ -290,61 +324,21 @@ async def _run_soak(
     sess: Session,
     chosen: list[tuple[HostProfile, ServiceSpec]],
 ) -> int:
-    probes = await soak_probes(sess, targets, chosen)
-
-    async def probe(t: BenchTarget) -> Any:
-        return await probes[t.ref](t)
-
-    log = la.soak_log or (ns.json_out + ".windows.jsonl" if ns.json_out else None)
-    assert la.duration_s is not None
-    run = await run_soak(
-        req,
-        targets,
-        la.spec,
-        duration_s=la.duration_s,
-        window_s=la.window_s,
-        slo=la.slo,
-        log_path=Path(log) if log else None,
-        gpu_probe=probe,
-        on_event=SoakProgress(),
-        stop=stop,
-        gates=sess.gates,
-        where=sess.where,
-        history_path=_history_path(ns),  # the start line and each window as they come
-    )
-    _emit_shape_run(ns, run, soak_table(run))
+    """A load ladder or a soak, reported alike (table, --json, history, --html); a soak that drifted fails
+    like a ladder with failed requests."""
+    run: LoadRun | SoakRun
+    if la.soak:
+        settings = await _soak_settings(ns, la, sess, targets, chosen)
+        run = await run_soak(req, targets, la.spec, settings, sess.hooks(SoakProgress(), stop))
+        table, bad = soak_table(run), bool(run.failed or run.drift)
+    else:
+        run = await run_load(req, targets, la.spec, la.load_settings(), sess.hooks(LoadProgress(), stop))
+        table, bad = load_table(run), bool(run.failed)
+    _emit_shape_run(ns, run, table)
     _write_load_html(ns, run)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
-    return EXIT_FAIL if run.failed or run.drift else EXIT_OK
-
-
-async def _run_load(
-    ns: argparse.Namespace,
-    req: BenchRequest,
-    targets: list[BenchTarget],
-    la: LoadArgs,
-    stop: asyncio.Event,
-    sess: Session,
-) -> int:
-    run = await run_load(
-        req,
-        targets,
-        la.spec,
-        duration_s=la.duration_s,
-        requests=la.requests,
-        slo=la.slo,
-        stop_on_saturation=la.stop_on_saturation,
-        on_event=LoadProgress(),
-        stop=stop,
-        gates=sess.gates,
-        where=sess.where,
-    )
-    _emit_shape_run(ns, run, load_table(run))
-    _write_load_html(ns, run)
-    if run.status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_FAIL if run.failed else EXIT_OK
+    return EXIT_FAIL if bad else EXIT_OK
 
 
 def _history_path(ns: argparse.Namespace) -> Path:
@@ -369,7 +363,7 @@ def _emit_shape_run(ns: argparse.Namespace, run: history.ShapeRun, table: str) -
         _err(f"cannot append to history {hist}: {e.strerror or e}")
 
 
-def _write_load_html(ns: argparse.Namespace, run: Any) -> None:
+def _write_load_html(ns: argparse.Namespace, run: LoadRun | SoakRun) -> None:
     path = getattr(ns, "html_out", None)
     if not path:
         return
@@ -422,10 +416,8 @@ async def _main(
         try:
             if agentic:
                 return await _run_agentic(ns, req, targets)
-            if load is not None and load.soak:
-                return await _run_soak(ns, req, targets, load, stop, sess, chosen)
             if load is not None:
-                return await _run_load(ns, req, targets, load, stop, sess)
+                return await _run_shape(ns, req, targets, load, stop, sess, chosen)
             run = await run_bench(
                 req, targets, on_event=Progress(), stop=stop, gates=sess.gates, where=sess.where
             )

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from ddtree_tui.bench.load import parse_load
-from ddtree_tui.bench.loadrun import run_load
+from ddtree_tui.bench.loadrun import LoadSettings, run_load
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
+from ddtree_tui.bench.runner import RunHooks
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from tests.util import free_port
@@ -34,8 +35,8 @@ def test_concurrency_ladder_rises_flattens_and_stops_at_saturation() -> None:
                 req,
                 [t],
                 parse_load("concurrency:1,2,4,8,16,32"),
-                requests=2 * CAP,
-                on_event=lambda ev: events.append(ev.kind),
+                LoadSettings(requests=2 * CAP),
+                RunHooks(on_event=lambda ev: events.append(ev.kind)),
             )
         )
     assert run.status == "complete" and run.failed == 0 and run.schema_version == 2

@@ -9,13 +9,15 @@ import json
 from pathlib import Path
 
 from ddtree_tui.bench import history
+from ddtree_tui.bench.levels import LevelService, Pctl
 from ddtree_tui.bench.load import parse_load
-from ddtree_tui.bench.loadrun import LevelService, Pctl
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
+from ddtree_tui.bench.runner import RunHooks
 from ddtree_tui.bench.soak import (
     GpuWindow,
     ServiceProbe,
     SoakRun,
+    SoakSettings,
     SoakWindow,
     detect_drift,
     run_soak,
@@ -54,12 +56,14 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
                 req,
                 [t],
                 parse_load("concurrency:2"),
-                duration_s=8 * WINDOW,
-                window_s=WINDOW,
-                log_path=log,
-                gpu_probe=sim_gpu_probe,
-                on_event=on_event,
-                history_path=tmp_path / "history.jsonl",
+                SoakSettings(
+                    duration_s=8 * WINDOW,
+                    window_s=WINDOW,
+                    log_path=log,
+                    gpu_probe=sim_gpu_probe,
+                    history_path=tmp_path / "history.jsonl",
+                ),
+                RunHooks(on_event=on_event),
             )
         )
     assert run.status == "complete" and run.failed == 0 and run.concurrency == 2
@@ -141,7 +145,9 @@ def test_soak_interleaves_services_and_flags_drift_on_the_one_that_drifts() -> N
             BenchTarget(ref="h/steady", base_url=b.base_url, algorithm="dflash", mode="linear"),
         ]
         req = BenchRequest(prompts="seed3", max_new_tokens=16, ignore_eos=True)
-        run = asyncio.run(run_soak(req, targets, parse_load("sync"), duration_s=6 * 2.0, window_s=2.0))
+        run = asyncio.run(
+            run_soak(req, targets, parse_load("sync"), SoakSettings(duration_s=6 * 2.0, window_s=2.0))
+        )
     assert run.status == "complete" and run.failed == 0
     by_window: dict[int, list[str]] = {}
     for w in run.windows:

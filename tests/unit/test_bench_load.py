@@ -6,6 +6,15 @@ from __future__ import annotations
 import pytest
 
 from ddtree_tui.bench import stats
+from ddtree_tui.bench.levels import (
+    LevelService,
+    Pctl,
+    compare,
+    level_service,
+    meets_slo,
+    saturation,
+    tpot_s,
+)
 from ddtree_tui.bench.load import (
     LoadError,
     Slo,
@@ -14,15 +23,6 @@ from ddtree_tui.bench.load import (
     parse_slo,
     shape_params,
     sweep_levels,
-)
-from ddtree_tui.bench.loadrun import (
-    LevelService,
-    Pctl,
-    compare,
-    level_service,
-    meets_slo,
-    saturation,
-    tpot_s,
 )
 from ddtree_tui.bench.models import BenchTarget, RequestResult
 

@@ -16,8 +16,9 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
 from ddtree_tui.bench.agentic import AgenticRun, TurnResult
+from ddtree_tui.bench.levels import LevelService
 from ddtree_tui.bench.load import ShapeParams
-from ddtree_tui.bench.loadrun import LevelFinished, LevelService, LevelStarted, LoadFinished, LoadRun
+from ddtree_tui.bench.loadrun import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.models import (
     BenchRun,
     PromptFinished,
