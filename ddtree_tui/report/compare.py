@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.bench.models import BenchRun, RequestResult
+from ddtree_tui.bench.report import render_table
 from ddtree_tui.bench.stats import (
     Delta,
     Estimate,
@@ -220,18 +221,6 @@ def within_run_verdicts(lr: LoadedRun) -> list[str]:
     return out
 
 
-def _render(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
 def comparison_table(runs: Sequence[LoadedRun]) -> str:
     """The aligned terminal table of several runs (tok/s, mean ± 95 % CI half-width, Δ vs the first run)."""
     lines = [run_line(lr) for lr in runs]
@@ -257,7 +246,7 @@ def comparison_table(runs: Sequence[LoadedRun]) -> str:
     right = (
         set(range(2, 2 + n)) | {2 + n + 3 * i for i in range(n - 1)} | {3 + n + 3 * i for i in range(n - 1)}
     )
-    lines += _render(headers, body, right)
+    lines += render_table(headers, body, right)
     verdicts = [v for lr in runs for v in within_run_verdicts(lr)]
     if verdicts:
         lines.append("")
