@@ -66,8 +66,7 @@ from ddtree_tui.transport import Transport, make_transport
 if TYPE_CHECKING:
     from ddtree_tui.bench.agentic import AgenticRun
     from ddtree_tui.bench.loadrun import LoadRun
-    from ddtree_tui.bench.models import BenchRun
-    from ddtree_tui.bench.runner import BenchTarget
+    from ddtree_tui.bench.models import BenchRun, BenchTarget
     from ddtree_tui.bench.soak import GpuProbe, GpuWindow, SoakRun
 
 log = logging.getLogger(__name__)
@@ -629,7 +628,7 @@ class Fleet(PubSub[FleetEvent]):
         return res
 
     async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
-        from ddtree_tui.bench.runner import BenchTarget
+        from ddtree_tui.bench.models import BenchTarget
 
         targets = []
         for ref in refs:
@@ -652,7 +651,8 @@ class Fleet(PubSub[FleetEvent]):
         **request: object,
     ) -> BenchRun:
         from ddtree_tui.bench import history
-        from ddtree_tui.bench.runner import BenchRequest, run_bench
+        from ddtree_tui.bench.models import BenchRequest
+        from ddtree_tui.bench.runner import run_bench
 
         async with self._bench_lock:
             self.bench_running = True
@@ -699,7 +699,8 @@ class Fleet(PubSub[FleetEvent]):
         from ddtree_tui.bench.agentic import run_agentic
         from ddtree_tui.bench.load import parse_load, parse_slo
         from ddtree_tui.bench.loadrun import LoadSettings, run_load
-        from ddtree_tui.bench.runner import BenchRequest, RunHooks
+        from ddtree_tui.bench.models import BenchRequest
+        from ddtree_tui.bench.runner import RunHooks
         from ddtree_tui.bench.soak import SoakSettings, run_soak, sim_gpu_probe
 
         spec = parse_load(load)

@@ -548,7 +548,7 @@ async def served_model(client: StreamClient, base_url: str, timeout: float = 5.0
     if isinstance(items, list):
         for it in items:
             if isinstance(it, dict) and isinstance(it.get("id"), str) and it["id"]:
-                return it["id"]
+                return str(it["id"])
     return None
 
 

@@ -390,7 +390,7 @@ async def _with_model(client: StreamClient, t: BenchTarget, model: str | None) -
     return t.model_copy(update={"model": name}) if name else t
 
 
-def _target_info(t: BenchTarget, info: dict | None) -> TargetInfo:
+def _target_info(t: BenchTarget, info: dict[str, Any] | None) -> TargetInfo:
     info = info or {}
     return TargetInfo(
         ref=t.ref,
@@ -430,7 +430,7 @@ SERVER_ARG_KEYS = (
 )
 
 
-def _server_args(info: dict) -> dict | None:
+def _server_args(info: dict[str, Any]) -> dict[str, Any] | None:
     out = {
         k: v
         for k, v in info.items()

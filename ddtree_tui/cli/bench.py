@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -105,7 +106,11 @@ class Progress:
 def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
     """Write --json, --csv and the history line; returns the problems (never raises for I/O)."""
     problems: list[str] = []
-    for path, text in ((ns.json_out, lambda: report.to_json(run)), (ns.csv_out, lambda: report.to_csv(run))):
+    outputs: list[tuple[str | None, Callable[[], str]]] = [
+        (ns.json_out, lambda: report.to_json(run)),
+        (ns.csv_out, lambda: report.to_csv(run)),
+    ]
+    for path, text in outputs:
         if not path:
             continue
         try:

@@ -23,7 +23,7 @@ import json
 import re
 import sys
 import traceback
-from typing import NoReturn
+from typing import Any, NoReturn
 
 PROTOCOL = 1
 
@@ -60,7 +60,7 @@ def _bad_flag(message: str) -> str | None:
     return m.group(1) if m else None
 
 
-def check(argv: list) -> dict:
+def check(argv: list[str]) -> dict[str, Any]:
     out = {
         "argcheck": PROTOCOL,
         "python": sys.version.split()[0],

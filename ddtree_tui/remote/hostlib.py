@@ -156,7 +156,8 @@ _GPU_CACHE = {"at": 0.0, "data": {}}  # type: Dict[str, Any]
 def gpu_usage() -> Dict[int, List[List[Any]]]:
     # pid -> [[gpu index, MiB], ...] from nvidia-smi, at most every 10 s; {} without nvidia-smi
     if time.time() - _GPU_CACHE["at"] < 10:
-        return _GPU_CACHE["data"]
+        cached = _GPU_CACHE["data"]  # type: Dict[int, List[List[Any]]]
+        return cached
     data = {}  # type: Dict[int, List[List[Any]]]
     try:
         import subprocess

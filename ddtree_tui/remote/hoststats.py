@@ -125,7 +125,7 @@ class ProcHost:
         self.workdir = workdir
         self.prev = parse_cpu_times(read_text("/proc/stat"))
 
-    def sample(self) -> dict:
+    def sample(self) -> dict[str, Any]:
         cur = parse_cpu_times(read_text("/proc/stat"))
         pct = cpu_percent(self.prev, cur)
         self.prev = cur or self.prev

@@ -76,8 +76,8 @@ class NvmlCollector:
             except Exception:
                 continue
         self.count = int(nv.nvmlDeviceGetCount())
-        self.handles: list = [None] * self.count
-        self.static: list[dict] = [{} for _ in range(self.count)]
+        self.handles: list[Any] = [None] * self.count
+        self.static: list[dict[str, Any]] = [{} for _ in range(self.count)]
         self.handle_err: list[str | None] = [None] * self.count
         self.v2 = hasattr(nv, "nvmlMemory_v2")
         self.ticks = 0
@@ -91,7 +91,7 @@ class NvmlCollector:
         except Exception as e:
             self.handle_err[i] = f"Unable to determine the device handle for GPU {i}: {e}"
             return
-        st: dict = {}
+        st: dict[str, Any] = {}
         for key, fn in (("uuid", "nvmlDeviceGetUUID"), ("name", "nvmlDeviceGetName")):
             try:
                 st[key] = _s(getattr(nv, fn)(h))
@@ -124,7 +124,7 @@ class NvmlCollector:
                 self.v2 = False
         return nv.nvmlDeviceGetMemoryInfo(h)
 
-    def sample(self, with_processes: bool = True) -> list[dict]:
+    def sample(self, with_processes: bool = True) -> list[dict[str, Any]]:
         """One dict per GPU, keys as GpuSample's (plus throttle_mask); a broken GPU gets 'fault'."""
         self.ticks += 1
         out = []
@@ -132,7 +132,7 @@ class NvmlCollector:
             if self.handles[i] is None and self.ticks % 10 == 0:
                 self._get_handle(i)
             h = self.handles[i]
-            g: dict = {"index": i}
+            g: dict[str, Any] = {"index": i}
             g.update(self.static[i])
             if h is None:
                 g["fault"] = self.handle_err[i]
@@ -156,7 +156,7 @@ class NvmlCollector:
                 return None
             raise _GpuFault(str(e) or type(e).__name__) from None
 
-    def _sample_one(self, h: object, g: dict, with_processes: bool) -> None:
+    def _sample_one(self, h: object, g: dict[str, Any], with_processes: bool) -> None:
         nv = self.nv
         util = self._call("nvmlDeviceGetUtilizationRates", h)
         g["util_gpu"] = getattr(util, "gpu", None)
@@ -234,7 +234,7 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
 class Sampler:
     """Picks the GPU source once (NVML, else nvidia-smi, else none) and builds one line per tick."""
 
-    def __init__(self, opts: dict) -> None:
+    def __init__(self, opts: dict[str, Any]) -> None:
         self.opts = opts
         self.host = ProcHost(opts["workdir"])
         self.nvml: NvmlCollector | None = None
@@ -262,9 +262,9 @@ class Sampler:
             self.note = nvml_err
         self.ticks = 0
 
-    def tick(self) -> dict:
+    def tick(self) -> dict[str, Any]:
         self.ticks += 1
-        line: dict = {"v": PROTOCOL, "t": round(time.time(), 3), "host": self.host.sample()}
+        line: dict[str, Any] = {"v": PROTOCOL, "t": round(time.time(), 3), "host": self.host.sample()}
         if self.nvml is not None:
             line["src"] = "nvml"
             line["driver"] = self.nvml.driver

@@ -10,6 +10,7 @@ import re
 import subprocess
 import threading
 import time
+from typing import Any
 
 # What we ask nvidia-smi for; each entry lists accepted spellings, the first one the driver knows is used.
 SMI_FIELDS = [
@@ -33,7 +34,7 @@ SMI_MINIMAL = ["index", "uuid", "name", "memory.total", "memory.used", "utilizat
 SMI_APPS = "pid,process_name,used_memory,gpu_uuid,gpu_bus_id"
 
 
-def parse_help_fields(text: str) -> set:
+def parse_help_fields(text: str) -> set[str]:
     """Every field name `nvidia-smi --help-query-gpu` lists (lines like `"name" or "gpu_name"`)."""
     names = set()
     for line in text.splitlines():
@@ -42,7 +43,7 @@ def parse_help_fields(text: str) -> set:
     return names
 
 
-def pick_fields(valid: set | None) -> list[str]:
+def pick_fields(valid: set[str] | None) -> list[str]:
     """Our field list restricted to what this driver knows (one bad field fails the whole query)."""
     if not valid:
         return [alts[0] for alts in SMI_FIELDS]
@@ -124,7 +125,7 @@ class SmiStream:
         self.seq = 0
         self.rows_seen = 0
         self.output: list[str] = []
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.start_error: str | None = None
         try:
             self.proc = subprocess.Popen(
@@ -258,7 +259,7 @@ class SmiSource:
         )
         self.apps = [ln for ln in out.splitlines() if ln.strip()] if rc == 0 else []
 
-    def sample(self) -> dict:
+    def sample(self) -> dict[str, Any]:
         """{"fields", "rows", "errs", "apps"}; self.err says why there is nothing (or stale data)."""
         now = time.monotonic()
         if now < self.retry_at:
@@ -308,7 +309,7 @@ class SmiSource:
             self.stream = None
         return {"stale": True}
 
-    def _sample_oneshot(self, now: float) -> dict:
+    def _sample_oneshot(self, now: float) -> dict[str, Any]:
         assert self.fields is not None
         rc, out = run_smi(
             ["--query-gpu=" + ",".join(self.fields), "--format=csv,noheader,nounits"], self._timeout()

@@ -74,7 +74,7 @@ class Series(BaseModel):
         return MARKERS[self._style % len(MARKERS)]
 
     @property
-    def linestyle(self) -> str | tuple:
+    def linestyle(self) -> str | tuple[Any, ...]:
         return LINESTYLES[self._style % len(LINESTYLES)]
 
     @property

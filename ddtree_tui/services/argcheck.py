@@ -179,7 +179,8 @@ def flag_table(version: str) -> dict[str, Any]:
         raw = resources.files(_DATA).joinpath(f"sglang/flags-{version}.json").read_text(encoding="utf-8")
     except (FileNotFoundError, OSError):
         raise KeyError(f"no flag table for sglang {version} (have {', '.join(known_versions())})") from None
-    return json.loads(raw)
+    table: dict[str, Any] = json.loads(raw)
+    return table
 
 
 def nearest_version(version: str | None) -> str | None:

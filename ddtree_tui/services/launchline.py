@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.config import HostProfile, ServiceSpec, redact_argv, redact_env, secret_values
 from ddtree_tui.sim import process as simproc
-from ddtree_tui.sim.process import SimConfig, argword
+from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.process import argword
 
 _SIM_DEFAULT = SimConfig()
 

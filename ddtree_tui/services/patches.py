@@ -325,7 +325,8 @@ async def _locate(t: Transport, profile: HostProfile, ps: PatchSet) -> _Located 
 
 
 async def _read(t: Transport, profile: HostProfile, paths: list[str]) -> dict[str, str | None]:
-    return await _host_json(t, profile, [_READ], json.dumps(paths))
+    found: dict[str, str | None] = await _host_json(t, profile, [_READ], json.dumps(paths))
+    return found
 
 
 def _nothing_to_write(

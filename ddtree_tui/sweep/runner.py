@@ -573,7 +573,8 @@ class SweepRunner:
 
     def _current_spec(self) -> ServiceSpec | None:
         with contextlib.suppress(Exception):
-            return self.fleet.current_spec(self.s.ref)
+            spec: ServiceSpec = self.fleet.current_spec(self.s.ref)
+            return spec
         return None
 
 

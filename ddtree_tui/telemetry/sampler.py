@@ -463,6 +463,6 @@ async def _snapshot_program(transport: Transport, profile: HostProfile, mode: st
     return None, [], TelemetryStatus(fault=f"sampler failed: {tail}", fault_at=time.time())
 
 
-def _busy(frame: dict) -> bool:
+def _busy(frame: dict[str, Any]) -> bool:
     """A recorded frame where a GPU holds a model (more than 1 GB in use)."""
     return any((g.get("mem_used_mb") or 0) > 1000 for g in frame.get("gpus") or [] if isinstance(g, dict))

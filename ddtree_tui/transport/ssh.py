@@ -163,7 +163,7 @@ class SshTransport(Transport):
 
     def _delay(self, attempt: int) -> float:
         """Exponential backoff with equal jitter: half fixed, half random, capped."""
-        d = min(self.backoff_max, self.backoff_base * 2 ** max(0, attempt - 1))
+        d = min(self.backoff_max, self.backoff_base * 2.0 ** max(0, attempt - 1))
         return d / 2 + random.uniform(0, d / 2)
 
     async def _supervise(self) -> None:
