@@ -1,6 +1,11 @@
-"""Asking whether a process is still there, without racing its exit."""
+"""Asking whether a process is still there, without racing its exit, and which of ours are left behind."""
 
 from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
 
 import psutil
 
@@ -12,3 +17,25 @@ def alive(p: psutil.Process | int) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
+
+
+def leftovers(root: Path) -> list[str]:
+    """Live processes whose command line mentions this run's temp dir (wrappers, samplers), sshd aside.
+    One copy: the scenario and the telemetry tests each had their own."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if p.pid == os.getpid() or p.info.get("status") == psutil.STATUS_ZOMBIE:
+            continue
+        argv = p.info.get("cmdline") or []
+        cmd = " ".join(argv)
+        if str(root) in cmd and "sshd" not in (argv[0] if argv else ""):
+            out.append(f"{p.pid}: {cmd[:150]}")
+    return out
+
+
+async def wait_no_leftovers(root: Path, timeout: float = 8.0) -> list[str]:
+    """What is still left after waiting up to `timeout` for everything mentioning `root` to go."""
+    deadline = time.monotonic() + timeout
+    while (left := leftovers(root)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return left
