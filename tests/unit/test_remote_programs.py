@@ -60,7 +60,7 @@ def _run(name: str, payload: object, *argv: str) -> subprocess.CompletedProcess[
 
 def test_a_program_without_helpers_is_sent_exactly_as_its_file() -> None:
     assert remote.source("sampler") == (REMOTE / "sampler.py").read_text(encoding="utf-8")
-    assert remote.dependencies(remote.module_text("launch")) == ["atomicio", "trust", "hostlib"]
+    assert remote.dependencies(remote.module_text("launch")) == ["atomicio", "trust", "hostlib", "ports"]
 
 
 def test_the_bundle_serves_helpers_from_memory_not_from_an_installed_package(tmp_path: Path) -> None:
