@@ -8,7 +8,6 @@ import contextlib
 import http.server
 import random
 import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from ddtree_tui.transport.base import TransportError
 from ddtree_tui.transport.ssh import SshTransport
 from tests.procs import alive
 from tests.sshd import SshdServer, SshEnv
-from tests.util import free_port
+from tests.util import free_port, serve_http
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(60)]
 
@@ -221,12 +220,8 @@ class _Hello(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_server() -> Iterator[int]:
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    yield srv.server_address[1]
-    srv.shutdown()
-    srv.server_close()
+    with serve_http(_Hello) as port:
+        yield port
 
 
 async def test_forward_port_reaches_http_server(host: SshTransport, http_server: int) -> None:
