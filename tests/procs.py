@@ -1,11 +1,14 @@
-"""Asking whether a process is still there, without racing its exit, and which of ours are left behind."""
+"""Asking whether a process is still there, without racing its exit, which of ours are left behind, and ending
+a child we started."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -39,3 +42,15 @@ async def wait_no_leftovers(root: Path, timeout: float = 8.0) -> list[str]:
     while (left := leftovers(root)) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     return left
+
+
+def stop_child(proc: subprocess.Popen[Any], grace: float = 10) -> int:
+    """End a child this test started: SIGTERM, up to `grace` seconds, then SIGKILL; its exit status."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode
