@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -54,3 +55,36 @@ def stop_child(proc: subprocess.Popen[Any], grace: float = 10) -> int:
             proc.kill()
             proc.wait(5)
     return proc.returncode
+
+
+def sleep_marker() -> str:
+    """A sleep duration no other process on this machine uses, to find our (remote) process by its cmdline."""
+    return f"{random.randint(100000, 999999)}.{random.randint(1, 9)}"
+
+
+def procs_with(marker: str) -> list[psutil.Process]:
+    """Every process (zombies too) with `marker` in its command line."""
+    return [
+        p for p in psutil.process_iter(["cmdline"]) if any(marker in a for a in p.info.get("cmdline") or [])
+    ]
+
+
+async def wait_gone(marker: str, timeout: float = 3.0) -> list[psutil.Process]:
+    """The live processes with `marker` still there after waiting up to `timeout` for them to end."""
+    deadline = time.monotonic() + timeout
+    while (left := [p for p in procs_with(marker) if alive(p)]) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return left
+
+
+async def wait_present(marker: str, count: int = 1, timeout: float = 5.0, argv0: str | None = None) -> None:
+    """Wait for `count` live processes with `marker` (whose program is `argv0`, where given)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [
+            p for p in procs_with(marker) if argv0 in (None, (p.info["cmdline"] or [""])[0]) and alive(p)
+        ]
+        if len(found) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{count} {argv0 or 'process'} {marker} never started")

@@ -14,12 +14,21 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from ddtree_tui.sim.process import free_port
 
-__all__ = ["cli_argv", "free_port", "free_ports", "port_free", "serve_http", "sse_events", "until"]
+__all__ = [
+    "cli_argv",
+    "first_lines_then_cancel",
+    "free_port",
+    "free_ports",
+    "port_free",
+    "serve_http",
+    "sse_events",
+    "until",
+]
 
 
 def port_free(port: int) -> bool:
@@ -99,3 +108,22 @@ def serve_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[in
 def cli_argv(*args: str) -> list[str]:
     """The command line of `ddtree-tui ARGS...` in a child process, with this test run's Python."""
     return [sys.executable, "-m", "ddtree_tui.cli", *args]
+
+
+async def first_lines_then_cancel(
+    lines: AsyncIterator[str], ready: Callable[[], Awaitable[Any]], timeout: float = 10.0
+) -> list[str]:
+    """Read `lines` in a task; once `ready()` returned and a line came, cancel the task: the lines it read."""
+    got: list[str] = []
+
+    async def consume() -> None:
+        async for line in lines:
+            got.append(line)
+
+    task = asyncio.create_task(consume())
+    await ready()
+    await until(lambda: got, timeout, "a first line")
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return got
