@@ -48,6 +48,17 @@ def _body(n: int) -> dict:
     return {"text": "hello", "sampling_params": {"max_new_tokens": n}, "stream": True}
 
 
+async def _phase(one: Callable[..., Awaitable[Result]], c: int, reset: Callable[[], None]) -> list[Result]:
+    """c short requests to warm the connections (as the runner's warm-up does), then the c measured ones;
+    the client CPU of the measured phase goes to CPU."""
+    await asyncio.gather(*(one(8) for _ in range(c)))
+    reset()
+    cpu0 = time.process_time()
+    res = await asyncio.gather(*(one() for _ in range(c)))
+    CPU.append(time.process_time() - cpu0)
+    return list(res)
+
+
 async def c_httpx(
     url: str, c: int, n: int, loads: Callable[[bytes], dict], reset: Callable[[], None]
 ) -> list[Result]:
@@ -75,12 +86,7 @@ async def c_httpx(
                     first = first or now
             return first - t0, time.monotonic() - t0, k
 
-        await asyncio.gather(*(one(8) for _ in range(c)))  # warm connections, as the runner's warm-up does
-        reset()
-        cpu0 = time.process_time()
-        res = await asyncio.gather(*(one() for _ in range(c)))
-        CPU.append(time.process_time() - cpu0)
-        return res
+        return await _phase(one, c, reset)
 
 
 async def c_aiohttp(
@@ -108,12 +114,7 @@ async def c_aiohttp(
                     first = first or now
             return first - t0, time.monotonic() - t0, k
 
-        await asyncio.gather(*(one(8) for _ in range(c)))  # warm connections, as the runner's warm-up does
-        reset()
-        cpu0 = time.process_time()
-        res = await asyncio.gather(*(one() for _ in range(c)))
-        CPU.append(time.process_time() - cpu0)
-        return res
+        return await _phase(one, c, reset)
 
 
 async def c_raw(
@@ -140,12 +141,7 @@ async def c_raw(
                         first = first or now
             return first - t0, time.monotonic() - t0, k
 
-        await asyncio.gather(*(one(8) for _ in range(c)))  # warm connections, as the runner's warm-up does
-        reset()
-        cpu0 = time.process_time()
-        res = await asyncio.gather(*(one() for _ in range(c)))
-        CPU.append(time.process_time() - cpu0)
-        return res
+        return await _phase(one, c, reset)
 
 
 CANDIDATES: dict[str, tuple[Callable[..., Awaitable[list[Result]]], Callable[[bytes], dict]]] = {
