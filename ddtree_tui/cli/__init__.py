@@ -216,15 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
         sp = add(name, what)
         sp.add_argument("service", metavar="HOST/SVC", help="host profile name / service name")
         sp.add_argument("--timeout", type=float, default=None, help="seconds to wait for the result")
-        if name != "kill":
-            sp.add_argument(
-                "--dry-run", action="store_true", help="print the command exactly as it would run"
-            )
-            sp.add_argument(
-                "--force",
-                action="store_true",
-                help="launch even when the host's SGLang parser rejects the command line",
-            )
+        switches = (
+            ("--dry-run", "print the command exactly as it would run"),
+            ("--force", "launch even when the host's SGLang parser rejects the command line"),
+        )
+        for flag, what in switches if name != "kill" else ():
+            sp.add_argument(flag, action="store_true", help=what)
     sp = add("smoke", "one short streaming request to a service: ok or why not")
     sp.add_argument("service", metavar="HOST/SVC|URL", help="a profile's service, or a server's base URL")
     sp.add_argument(
