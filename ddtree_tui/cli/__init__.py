@@ -272,12 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the list as JSON")
 
     sp = add("report", "one or more run JSON files: the aligned comparison, or a self-contained HTML report")
-    sp.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUN.json",
-        help="files written by --run-bench --json, or a sweep's results.json",
-    )
+    sp.add_argument("runs", nargs="+", metavar="RUN.json",
+                    help="files written by --run-bench --json, or a sweep's results.json")  # fmt: skip
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
     from ddtree_tui.cli.sweep import add_arguments as _sweep_arguments
