@@ -26,8 +26,9 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
@@ -59,6 +60,34 @@ async def _phase(one: Callable[..., Awaitable[Result]], c: int, reset: Callable[
     return list(res)
 
 
+async def _score(
+    lines: AsyncIterator[Any],
+    t0: float,
+    loads: Callable[[Any], dict],
+    data: Any,
+    done: Any,
+    strip: bool = False,
+) -> Result:
+    """The per-chunk minimum over a client's lines (str or bytes): stamp, parse, read completion_tokens.
+    `strip`: the client yields lines with their newline (aiohttp)."""
+    first = 0.0
+    k = 0
+    async for line in lines:
+        if strip:
+            line = line.strip()
+        if not line.startswith(data):
+            continue
+        now = time.monotonic()
+        p = line[5:].strip()
+        if p == done:
+            return first - t0, now - t0, k
+        obj = loads(p)
+        obj["meta_info"]["completion_tokens"]
+        k += 1
+        first = first or now
+    return first - t0, time.monotonic() - t0, k
+
+
 async def c_httpx(
     url: str, c: int, n: int, loads: Callable[[bytes], dict], reset: Callable[[], None]
 ) -> list[Result]:
@@ -70,21 +99,8 @@ async def c_httpx(
 
         async def one(n: int = n) -> Result:
             t0 = time.monotonic()
-            first = 0.0
-            k = 0
             async with cl.stream("POST", url, json=_body(n)) as r:
-                async for line in r.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    now = time.monotonic()
-                    p = line[5:].strip()
-                    if p == "[DONE]":
-                        return first - t0, now - t0, k
-                    obj = json.loads(p)
-                    obj["meta_info"]["completion_tokens"]
-                    k += 1
-                    first = first or now
-            return first - t0, time.monotonic() - t0, k
+                return await _score(r.aiter_lines(), t0, loads, "data:", "[DONE]")
 
         return await _phase(one, c, reset)
 
@@ -97,22 +113,8 @@ async def c_aiohttp(
 
         async def one(n: int = n) -> Result:
             t0 = time.monotonic()
-            first = 0.0
-            k = 0
             async with s.post(url, json=_body(n)) as r:
-                async for line in r.content:
-                    line = line.strip()
-                    if not line.startswith(b"data:"):
-                        continue
-                    now = time.monotonic()
-                    p = line[5:].strip()
-                    if p == b"[DONE]":
-                        return first - t0, now - t0, k
-                    obj = loads(p)
-                    obj["meta_info"]["completion_tokens"]
-                    k += 1
-                    first = first or now
-            return first - t0, time.monotonic() - t0, k
+                return await _score(r.content, t0, loads, b"data:", b"[DONE]", strip=True)
 
         return await _phase(one, c, reset)
 
