@@ -12,12 +12,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Dict, Set
 
 from ddtree_tui.remote.ports import bind_error, port_holder_pid
 from ddtree_tui.remote.trust import secure_dir
 
 req = json.loads(sys.stdin.read() or "{}")
-out = {"probe": 1, "python": sys.version.split()[0], "executable": sys.executable, "errors": []}
+out: Dict[str, Any] = {
+    "probe": 1,
+    "python": sys.version.split()[0],
+    "executable": sys.executable,
+    "errors": [],
+}
 
 
 def safe(fn, *a):
@@ -148,7 +154,7 @@ def model_config(path):
             ]
             r["model_type"] = c.get("model_type")
             r["architectures"] = c.get("architectures")
-            kinds = set()
+            kinds: Set[str] = set()
             for s in subs:
                 for key in ("layer_types", "layers_block_type", "layer_type"):
                     v = s.get(key)
