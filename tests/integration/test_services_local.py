@@ -23,6 +23,7 @@ from tests.fixtures.services.support import (
     profile_toml,
     service_toml,
     service_workdir,
+    started_manager,
     starttime,
 )
 from tests.procs import alive
@@ -43,11 +44,9 @@ async def test_launch_ready_kill_stopped(workdir: Path) -> None:
     prof = _profile(workdir, service_toml("a", port, env={"FAKE_CHILD": "1"}))
     lines: list[tuple[str, str]] = []
     metrics: list = []
-    m, seen = await local_manager(
+    async with started_manager(
         prof, on_log=lambda n, line: lines.append((n, line)), on_metrics=lambda n, x: metrics.append(x)
-    )
-    await m.start()
-    try:
+    ) as (m, seen):
         r = await m.launch("a")
         assert r.ok, r.message
         pid = r.status.pid
@@ -89,15 +88,11 @@ async def test_launch_ready_kill_stopped(workdir: Path) -> None:
         assert (await m.kill("a")).message.endswith("is not running")
         log = await m.read_log("a", 5)
         assert any("exited: signal 15" in x for x in log)
-    finally:
-        await m.stop()
 
 
 async def test_crash_detected_with_exit_status_and_log(workdir: Path) -> None:
     prof = _profile(workdir, service_toml("c", free_port(), env={"FAKE_CRASH_AFTER": "0.8"}))
-    m, _ = await local_manager(prof)
-    await m.start()
-    try:
+    async with started_manager(prof) as (m, _):
         assert (await m.launch("c")).ok
         st = await m.wait_state("c", {"crashed"}, 15)
         assert st.state == "crashed", st
@@ -107,8 +102,6 @@ async def test_crash_detected_with_exit_status_and_log(workdir: Path) -> None:
         k = await m.kill("c")
         assert k.ok and "stale pidfile" in k.message
         assert (await m.wait_state("c", {"stopped"}, 5)).state == "stopped"
-    finally:
-        await m.stop()
 
 
 async def test_port_in_use_refused_with_holder_and_next_free_port(workdir: Path) -> None:
@@ -179,9 +172,7 @@ async def test_kill_escalates_to_sigkill_when_term_is_ignored(workdir: Path) -> 
 
 async def test_old_server_info_fallback_and_unhealthy(workdir: Path) -> None:
     prof = _profile(workdir, service_toml("o", free_port(), env={"FAKE_OLD": "1"}))
-    m, _ = await local_manager(prof)
-    await m.start()
-    try:
+    async with started_manager(prof) as (m, _):
         assert (await m.launch("o")).ok
         st = await m.wait_state("o", {"ready"}, 15)
         assert st.version == "0.0.0-fake" and st.accept_length is not None
@@ -194,8 +185,6 @@ async def test_old_server_info_fallback_and_unhealthy(workdir: Path) -> None:
             os.kill(st.pid, 18)
         assert (await m.wait_state("o", {"ready"}, 15)).state == "ready"
         assert (await m.kill("o")).ok
-    finally:
-        await m.stop()
 
 
 async def test_simulator_launcher_starting_ready_kill(workdir: Path) -> None:
@@ -205,9 +194,7 @@ async def test_simulator_launcher_starting_ready_kill(workdir: Path) -> None:
         f'name = "sim"\nalgorithm = "ddtree"\nmode = "shadow-linear"\nlauncher = "sim"\nport = {port}\n'
         "kill_timeout = 5\n[service.sim]\naccept_length = 3.4\nload_time = 0.5\nseed = 1\n"
     )
-    m, seen = await local_manager(prof)
-    await m.start()
-    try:
+    async with started_manager(prof) as (m, seen):
         assert build_launch(prof, prof.services[0]).argv[0] == sys.executable
         assert (await m.launch("sim")).ok
         st = await m.wait_state("sim", {"ready"}, 20)
@@ -215,8 +202,6 @@ async def test_simulator_launcher_starting_ready_kill(workdir: Path) -> None:
         assert any(s.state == "starting" for s in seen)
         assert (await m.kill("sim")).ok
         assert (await m.wait_state("sim", {"stopped"}, 5)).state == "stopped"
-    finally:
-        await m.stop()
 
 
 async def test_move_from_a_crashed_host(tmp_path: Path) -> None:
