@@ -78,8 +78,7 @@ async def _score(
         if not line.startswith(data):
             continue
         now = time.monotonic()
-        p = line[5:].strip()
-        if p == done:
+        if (p := line[5:].strip()) == done:
             return first - t0, now - t0, k
         obj = loads(p)
         obj["meta_info"]["completion_tokens"]
