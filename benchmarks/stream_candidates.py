@@ -26,8 +26,9 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
@@ -48,6 +49,44 @@ def _body(n: int) -> dict:
     return {"text": "hello", "sampling_params": {"max_new_tokens": n}, "stream": True}
 
 
+async def _phase(one: Callable[..., Awaitable[Result]], c: int, reset: Callable[[], None]) -> list[Result]:
+    """c short requests to warm the connections (as the runner's warm-up does), then the c measured ones;
+    the client CPU of the measured phase goes to CPU."""
+    await asyncio.gather(*(one(8) for _ in range(c)))
+    reset()
+    cpu0 = time.process_time()
+    res = await asyncio.gather(*(one() for _ in range(c)))
+    CPU.append(time.process_time() - cpu0)
+    return list(res)
+
+
+async def _score(
+    lines: AsyncIterator[Any],
+    t0: float,
+    loads: Callable[[Any], dict],
+    data: Any,
+    done: Any,
+    strip: bool = False,
+) -> Result:
+    """The per-chunk minimum over a client's lines (str or bytes): stamp, parse, read completion_tokens.
+    `strip`: the client yields lines with their newline (aiohttp)."""
+    first = 0.0
+    k = 0
+    async for line in lines:
+        if strip:
+            line = line.strip()
+        if not line.startswith(data):
+            continue
+        now = time.monotonic()
+        if (p := line[5:].strip()) == done:
+            return first - t0, now - t0, k
+        obj = loads(p)
+        obj["meta_info"]["completion_tokens"]
+        k += 1
+        first = first or now
+    return first - t0, time.monotonic() - t0, k
+
+
 async def c_httpx(
     url: str, c: int, n: int, loads: Callable[[bytes], dict], reset: Callable[[], None]
 ) -> list[Result]:
@@ -59,28 +98,10 @@ async def c_httpx(
 
         async def one(n: int = n) -> Result:
             t0 = time.monotonic()
-            first = 0.0
-            k = 0
             async with cl.stream("POST", url, json=_body(n)) as r:
-                async for line in r.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    now = time.monotonic()
-                    p = line[5:].strip()
-                    if p == "[DONE]":
-                        return first - t0, now - t0, k
-                    obj = json.loads(p)
-                    obj["meta_info"]["completion_tokens"]
-                    k += 1
-                    first = first or now
-            return first - t0, time.monotonic() - t0, k
+                return await _score(r.aiter_lines(), t0, loads, "data:", "[DONE]")
 
-        await asyncio.gather(*(one(8) for _ in range(c)))  # warm connections, as the runner's warm-up does
-        reset()
-        cpu0 = time.process_time()
-        res = await asyncio.gather(*(one() for _ in range(c)))
-        CPU.append(time.process_time() - cpu0)
-        return res
+        return await _phase(one, c, reset)
 
 
 async def c_aiohttp(
@@ -91,29 +112,10 @@ async def c_aiohttp(
 
         async def one(n: int = n) -> Result:
             t0 = time.monotonic()
-            first = 0.0
-            k = 0
             async with s.post(url, json=_body(n)) as r:
-                async for line in r.content:
-                    line = line.strip()
-                    if not line.startswith(b"data:"):
-                        continue
-                    now = time.monotonic()
-                    p = line[5:].strip()
-                    if p == b"[DONE]":
-                        return first - t0, now - t0, k
-                    obj = loads(p)
-                    obj["meta_info"]["completion_tokens"]
-                    k += 1
-                    first = first or now
-            return first - t0, time.monotonic() - t0, k
+                return await _score(r.content, t0, loads, b"data:", b"[DONE]", strip=True)
 
-        await asyncio.gather(*(one(8) for _ in range(c)))  # warm connections, as the runner's warm-up does
-        reset()
-        cpu0 = time.process_time()
-        res = await asyncio.gather(*(one() for _ in range(c)))
-        CPU.append(time.process_time() - cpu0)
-        return res
+        return await _phase(one, c, reset)
 
 
 async def c_raw(
@@ -140,12 +142,7 @@ async def c_raw(
                         first = first or now
             return first - t0, time.monotonic() - t0, k
 
-        await asyncio.gather(*(one(8) for _ in range(c)))  # warm connections, as the runner's warm-up does
-        reset()
-        cpu0 = time.process_time()
-        res = await asyncio.gather(*(one() for _ in range(c)))
-        CPU.append(time.process_time() - cpu0)
-        return res
+        return await _phase(one, c, reset)
 
 
 CANDIDATES: dict[str, tuple[Callable[..., Awaitable[list[Result]]], Callable[[bytes], dict]]] = {

@@ -18,10 +18,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,6 +30,9 @@ import httpx
 from ddtree_tui.config import parse_profile
 from ddtree_tui.transport.ssh import SshTransport
 from tests.sshd import SshEnv
+from tests.util import serve_http
+
+Row = tuple[str, int, list[float]]  # what was measured, how many times, each time in ms
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -60,8 +63,8 @@ class _Ok(http.server.BaseHTTPRequestHandler):
         pass
 
 
-async def bench(env: SshEnv, args: argparse.Namespace) -> list[tuple[str, int, list[float]]]:
-    rows: list[tuple[str, int, list[float]]] = []
+async def bench(env: SshEnv, args: argparse.Namespace) -> list[Row]:
+    rows: list[Row] = []
     argv = env.ssh_argv("testhost")
 
     def spawn() -> None:
@@ -115,45 +118,41 @@ async def bench(env: SshEnv, args: argparse.Namespace) -> list[tuple[str, int, l
         )
         proc.close()
 
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        try:
-            direct = srv.server_address[1]
-            async with httpx.AsyncClient(timeout=5) as client:
-                await client.get(f"http://127.0.0.1:{direct}/")
-                rows.append(
-                    (
-                        "(d0) HTTP GET straight to the server, keep-alive, no ssh (for comparison)",
-                        args.http,
-                        await timed(args.http, lambda: client.get(f"http://127.0.0.1:{direct}/")),
-                    )
+        with serve_http(_Ok) as direct:
+            rows.append(
+                await http_row(
+                    "(d0) HTTP GET straight to the server, keep-alive, no ssh (for comparison)",
+                    args.http,
+                    f"http://127.0.0.1:{direct}/",
                 )
+            )
             port = await t.forward_port(direct)
-            async with httpx.AsyncClient(timeout=5) as client:
-                await client.get(f"http://127.0.0.1:{port}/")
-                rows.append(
-                    (
-                        "(d) HTTP GET through `forward_port`, keep-alive (one tunnel channel)",
-                        args.http,
-                        await timed(args.http, lambda: client.get(f"http://127.0.0.1:{port}/")),
-                    )
+            url = f"http://127.0.0.1:{port}/"
+            rows.append(
+                await http_row(
+                    "(d) HTTP GET through `forward_port`, keep-alive (one tunnel channel)", args.http, url
                 )
-            async with httpx.AsyncClient(
-                timeout=5, limits=httpx.Limits(max_keepalive_connections=0)
-            ) as client:
-                rows.append(
-                    (
-                        "(e) HTTP GET through `forward_port`, a new TCP connection (new channel) each",
-                        args.http,
-                        await timed(args.http, lambda: client.get(f"http://127.0.0.1:{port}/")),
-                    )
+            )
+            rows.append(
+                await http_row(
+                    "(e) HTTP GET through `forward_port`, a new TCP connection (new channel) each",
+                    args.http,
+                    url,
+                    warm=False,
+                    limits=httpx.Limits(max_keepalive_connections=0),
                 )
-        finally:
-            srv.shutdown()
-            srv.server_close()
+            )
     finally:
         await t.close()
     return rows
+
+
+async def http_row(label: str, n: int, url: str, warm: bool = True, **client: Any) -> Row:
+    """n timed GETs of `url` through one client (after one untimed GET when `warm`): a table row."""
+    async with httpx.AsyncClient(timeout=5, **client) as c:
+        if warm:
+            await c.get(url)
+        return (label, n, await timed(n, lambda: c.get(url)))
 
 
 def main() -> int:

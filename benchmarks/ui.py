@@ -44,32 +44,25 @@ source = "replay"
 replay = "h200-under-load"
 interval_ms = 1000
 """
-SERVICES_TOML = """
-[[service]]
-name = "dflash"
-algorithm = "dflash"
-launcher = "sim"
-port = {p1}
-gpus = [0]
-[service.sim]
-accept_length = 3.4
-decode_rate = 41.0
-load_time = 0.5
-seed = 1
 
-[[service]]
-name = "ddtree-shadow"
-algorithm = "ddtree"
-mode = "shadow-linear"
-launcher = "sim"
-port = {p2}
-gpus = [0]
-[service.sim]
-accept_length = 3.4
-decode_rate = 40.5
-load_time = 0.5
-seed = 2
-"""
+
+def sim_service_toml(
+    name: str, algorithm: str, port: int, decode_rate: float, seed: int, mode: str = ""
+) -> str:
+    """One simulated service on GPU 0 (the demo's numbers: accept length 3.4, half a second to load)."""
+    mode_line = f'mode = "{mode}"\n' if mode else ""
+    return (
+        f'\n[[service]]\nname = "{name}"\nalgorithm = "{algorithm}"\n{mode_line}launcher = "sim"\n'
+        f"port = {port}\ngpus = [0]\n[service.sim]\naccept_length = 3.4\ndecode_rate = {decode_rate}\n"
+        f"load_time = 0.5\nseed = {seed}\n"
+    )
+
+
+def services_toml() -> str:
+    """The two services every benchmark host runs: DFlash and DDTree shadow, on free ports."""
+    return sim_service_toml("dflash", "dflash", free_port(), 41.0, 1) + sim_service_toml(
+        "ddtree-shadow", "ddtree", free_port(), 40.5, 2, mode="shadow-linear"
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -101,7 +94,7 @@ async def run(minutes: float, hosts: int, trace: int = 0) -> list[tuple[str, str
     for i in range(hosts):
         text = HOST_TOML.format(name=f"h{i:02d}", workdir=tmp / f"w{i}")
         if i == 0:
-            text += SERVICES_TOML.format(p1=free_port(), p2=free_port())
+            text += services_toml()
         profiles.append(parse_profile(text, f"h{i}.toml"))
     fleet = Fleet(profiles, todos_path=tmp / "todos.json", history_path=tmp / "history.jsonl", demo=True)
     t0 = time.perf_counter()

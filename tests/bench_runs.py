@@ -1,10 +1,13 @@
-"""Typed bench-history records for the tests of todo evidence: BenchRun lines as bench/history.py writes."""
+"""Typed bench-history records for the tests (todo evidence, the history, the summaries): BenchRun lines as
+bench/history.py writes."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from ddtree_tui.bench.models import BenchRun, RequestResult
+from ddtree_tui.bench.models import BenchRun, RequestResult, SamplingParams
 
 
 def bench_run(prompt_set: str, results: list[tuple[str, str | None]], status: str = "complete") -> BenchRun:
@@ -35,6 +38,22 @@ def bench_run(prompt_set: str, results: list[tuple[str, str | None]], status: st
             ],
         }
     )
+
+
+def plain_run(run_id: str, **fields: Any) -> BenchRun:
+    """A seed3 run of 2026-01-01, default sampling, one repeat, no warmup, concurrency 1, baseline h/a;
+    `fields` override or add (results, rows, ...)."""
+    base: dict[str, Any] = {
+        "id": run_id,
+        "started_at": datetime(2026, 1, 1, tzinfo=UTC),
+        "prompt_set": "seed3",
+        "sampling": SamplingParams(),
+        "repeats": 1,
+        "warmup": 0,
+        "concurrency": 1,
+        "baseline": "h/a",
+    }
+    return BenchRun(**(base | fields))
 
 
 def history_line(run: BenchRun) -> str:

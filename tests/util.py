@@ -1,4 +1,5 @@
-"""What many tests need: free loopback ports and a bounded wait. One copy (they were written six times).
+"""What many tests need: free loopback ports, a bounded wait, an SSE body decoded, a loopback HTTP server in a
+thread. One copy each (the ports and the wait were written six times, the others twice).
 
 `free_port` is the package's own (ddtree_tui/sim/process.py), so tests and the demo pick ports the same way.
 """
@@ -6,14 +7,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
+import json
 import socket
+import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from ddtree_tui.sim.process import free_port
 
-__all__ = ["free_port", "free_ports", "port_free", "until"]
+__all__ = [
+    "cli_argv",
+    "first_lines_then_cancel",
+    "free_port",
+    "free_ports",
+    "port_free",
+    "serve_http",
+    "sse_events",
+    "until",
+]
 
 
 def port_free(port: int) -> bool:
@@ -65,3 +80,50 @@ async def until(
             extra = f"; {detail()}" if detail else ""
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{extra}")
         await sleep(tick)
+
+
+def sse_events(text: str) -> list[Any]:
+    """The `data:` payloads of a whole SSE body, JSON-decoded; the `[DONE]` marker kept as the string."""
+    out: list[Any] = []
+    for block in text.split("\n\n"):
+        if block.startswith("data: "):
+            p = block[6:]
+            out.append(p if p == "[DONE]" else json.loads(p))
+    return out
+
+
+@contextlib.contextmanager
+def serve_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """`handler` served on a free loopback port in a thread (yields the port); shut down on exit."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        yield srv.server_address[1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def cli_argv(*args: str) -> list[str]:
+    """The command line of `ddtree-tui ARGS...` in a child process, with this test run's Python."""
+    return [sys.executable, "-m", "ddtree_tui.cli", *args]
+
+
+async def first_lines_then_cancel(
+    lines: AsyncIterator[str], ready: Callable[[], Awaitable[Any]], timeout: float = 10.0
+) -> list[str]:
+    """Read `lines` in a task; once `ready()` returned and a line came, cancel the task: the lines it read."""
+    got: list[str] = []
+
+    async def consume() -> None:
+        async for line in lines:
+            got.append(line)
+
+    task = asyncio.create_task(consume())
+    await ready()
+    await until(lambda: got, timeout, "a first line")
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return got

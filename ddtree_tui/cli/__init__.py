@@ -56,24 +56,18 @@ def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
-    d = argparse.SUPPRESS if suppress else None
+    """The TUI's and serve's record/replay options; `suppress`: leave unset ones out of the namespace (a
+    subcommand's copy must not overwrite the top-level parser's value)."""
     g = p.add_argument_group("record and replay a session (the TUI and serve)")
-    g.add_argument("--record", metavar="FILE", default=d, help="record snapshots and events (gzip, bounded)")
-    g.add_argument(
-        "--record-max-mb",
-        type=float,
-        metavar="MB",
-        default=argparse.SUPPRESS if suppress else 200.0,
-        help="stop recording past this size",
-    )
-    g.add_argument("--replay", metavar="FILE", default=d, help="play a recording back, labelled REPLAY")
-    g.add_argument(
-        "--speed",
-        type=float,
-        metavar="X",
-        default=argparse.SUPPRESS if suppress else 1.0,
-        help="replay speed (4: four times as fast)",
-    )
+    for flag, kind, metavar, default, what in (
+        ("--record", str, "FILE", None, "record snapshots and events (gzip, bounded)"),
+        ("--record-max-mb", float, "MB", 200.0, "stop recording past this size"),
+        ("--replay", str, "FILE", None, "play a recording back, labelled REPLAY"),
+        ("--speed", float, "X", 1.0, "replay speed (4: four times as fast)"),
+    ):
+        g.add_argument(
+            flag, type=kind, metavar=metavar, default=argparse.SUPPRESS if suppress else default, help=what
+        )
 
 
 GLOBAL_FLAGS = {"--demo"}
@@ -222,15 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
         sp = add(name, what)
         sp.add_argument("service", metavar="HOST/SVC", help="host profile name / service name")
         sp.add_argument("--timeout", type=float, default=None, help="seconds to wait for the result")
-        if name != "kill":
-            sp.add_argument(
-                "--dry-run", action="store_true", help="print the command exactly as it would run"
-            )
-            sp.add_argument(
-                "--force",
-                action="store_true",
-                help="launch even when the host's SGLang parser rejects the command line",
-            )
+        switches = (
+            ("--dry-run", "print the command exactly as it would run"),
+            ("--force", "launch even when the host's SGLang parser rejects the command line"),
+        )
+        for flag, what in switches if name != "kill" else ():
+            sp.add_argument(flag, action="store_true", help=what)
     sp = add("smoke", "one short streaming request to a service: ok or why not")
     sp.add_argument("service", metavar="HOST/SVC|URL", help="a profile's service, or a server's base URL")
     sp.add_argument(
@@ -281,12 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the list as JSON")
 
     sp = add("report", "one or more run JSON files: the aligned comparison, or a self-contained HTML report")
-    sp.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUN.json",
-        help="files written by --run-bench --json, or a sweep's results.json",
-    )
+    sp.add_argument("runs", nargs="+", metavar="RUN.json",
+                    help="files written by --run-bench --json, or a sweep's results.json")  # fmt: skip
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
     from ddtree_tui.cli.sweep import add_arguments as _sweep_arguments
@@ -299,11 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # dest differs from "mode": the subparsers' own dest is "mode" and would be overwritten
     sp.add_argument(
-        "--mode",
-        dest="sim_mode",
-        choices=["linear", "shadow-linear", "tree"],
-        default=None,
-        help="DDTree mode",
+        "--mode", dest="sim_mode", choices=["linear", "shadow-linear", "tree"], help="DDTree mode"
     )
     sp.add_argument("--port", type=int, required=True, help="port to listen on")
     sp.add_argument("--host", default="127.0.0.1", help="address to listen on")

@@ -33,12 +33,10 @@ def _report(r: ActionResult) -> None:
 
 
 def _describe(st: ServiceStatus) -> str:
-    words = f"{st.host}/{st.name}: {st.state}"
-    if st.pid:
-        words += f" (pid {st.pid})"
-    if st.detail:
-        words += f": {st.detail}"
-    return words
+    """`HOST/SVC: state (pid N): detail`, the pid and detail only where known."""
+    pid = f" (pid {st.pid})" if st.pid else ""
+    detail = f": {st.detail}" if st.detail else ""
+    return f"{st.host}/{st.name}: {st.state}{pid}{detail}"
 
 
 async def _wait_ready(fleet: Fleet, ref: str, timeout: float) -> int:

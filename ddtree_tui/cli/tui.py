@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from ddtree_tui.cli.common import UsageError, err, profiles_of
-from ddtree_tui.config import resolve_profiles
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.ui.app import DDTreeApp, exit_code
@@ -71,7 +70,7 @@ def cli_main(ns: argparse.Namespace) -> int:
         if choice is None:
             return 2
         ns.demo = True
-        profiles = resolve_profiles(None, None, True)
+        profiles = profiles_of(argparse.Namespace(demo=True))  # the packaged demo, whatever was named
     try:
         theme = theme_of(ns)
     except UsageError as e:

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ddtree_tui.config import HostProfile, ServiceSpec
-from ddtree_tui.doctor.model import Finding, FindingStatus, major_minor, needs_gpu, run_quiet, tail
+from ddtree_tui.doctor.model import Finding, FindingStatus, fail, major_minor, needs_gpu, run_quiet, tail
 from ddtree_tui.remote.smi import cuda_from_smi
 from ddtree_tui.telemetry.nvsmi import detect_fault, is_missing, query_rows
 from ddtree_tui.transport.base import Transport
@@ -256,11 +256,10 @@ def gpu_findings(profile: HostProfile, probe: dict[str, Any], smi: dict[str, Any
         return out
     if not gpus:
         out.append(
-            Finding(
-                check="gpus",
-                status="fail",
-                evidence=f"nvidia-smi reports no GPU ({smi.get('raw_error') or 'empty output'})",
-                fix="check the driver and that the GPUs are visible (No devices were found?)",
+            fail(
+                "gpus",
+                f"nvidia-smi reports no GPU ({smi.get('raw_error') or 'empty output'})",
+                "check the driver and that the GPUs are visible (No devices were found?)",
             )
         )
         return out
@@ -284,11 +283,10 @@ def gpu_findings(profile: HostProfile, probe: dict[str, Any], smi: dict[str, Any
         missing = [i for i in s.gpus if i not in by_index]
         if missing:
             out.append(
-                Finding(
-                    check=f"gpus:{s.name}",
-                    status="fail",
-                    evidence=f"service {s.name} asks for GPU(s) {missing}; the host has {sorted(by_index)}",
-                    fix=f"set gpus in [[service]] {s.name} to existing indices",
+                fail(
+                    f"gpus:{s.name}",
+                    f"service {s.name} asks for GPU(s) {missing}; the host has {sorted(by_index)}",
+                    f"set gpus in [[service]] {s.name} to existing indices",
                 )
             )
         mine = _service_gpus(s, gpus)

@@ -24,6 +24,11 @@ class Finding(BaseModel):
     fix: str | None = None
 
 
+def fail(check: str, evidence: str, fix: str | None = None) -> Finding:
+    """A failed check: the finding most checks write, in one place."""
+    return Finding(check=check, status="fail", evidence=evidence, fix=fix)
+
+
 class DoctorReport(BaseModel):
     host: str
     address: str = ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddtree_tui.config import HostProfile, ServiceSpec
-from ddtree_tui.doctor.model import Finding
+from ddtree_tui.doctor.model import Finding, fail
 
 
 def is_hybrid(cfg: dict[str, Any] | None) -> str | None:
@@ -42,11 +42,10 @@ def _port_finding(s: ServiceSpec, p: dict[str, Any]) -> Finding:
             evidence=f"{where} is held by our service {s.name} (pid {p['pidfile_pid']})",
         )
     who = f"pid {hp} ({holder.get('name')})" if hp else "another process"
-    return Finding(
-        check=check,
-        status="fail",
-        evidence=f"{where} is in use by {who}: {p.get('error') or 'bind failed'}",
-        fix=f"stop that process or give service {s.name} another port",
+    return fail(
+        check,
+        f"{where} is in use by {who}: {p.get('error') or 'bind failed'}",
+        f"stop that process or give service {s.name} another port",
     )
 
 
@@ -59,11 +58,10 @@ def _path_findings(profile: HostProfile, s: ServiceSpec, probe: dict[str, Any]) 
             continue
         if not paths.get(path):
             out.append(
-                Finding(
-                    check=f"{what}:{s.name}",
-                    status="fail",
-                    evidence=f"{path} does not exist on {profile.name}",
-                    fix=f"download it there or fix {what} in [[service]] {s.name}",
+                fail(
+                    f"{what}:{s.name}",
+                    f"{path} does not exist on {profile.name}",
+                    f"download it there or fix {what} in [[service]] {s.name}",
                 )
             )
             continue
@@ -94,11 +92,10 @@ def _hybrid_findings(profile: HostProfile, s: ServiceSpec, probe: dict[str, Any]
     # overrides.py), and speculative decoding turns the overlap scheduler off: say it explicitly
     if strategy not in ("extra_buffer", "extra_buffer_lazy"):
         out = [
-            Finding(
-                check=f"hybrid:{s.name}",
-                status="fail",
-                evidence=f"{ev}; mamba_radix_cache_strategy is {strategy or 'unset (auto)'}",
-                fix=f'in [[service]] {s.name}: mamba_radix_cache_strategy = "extra_buffer"',
+            fail(
+                f"hybrid:{s.name}",
+                f"{ev}; mamba_radix_cache_strategy is {strategy or 'unset (auto)'}",
+                f'in [[service]] {s.name}: mamba_radix_cache_strategy = "extra_buffer"',
             )
         ]
     else:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 from typing import Any, Dict, NoReturn, Optional
@@ -22,6 +21,7 @@ from ddtree_tui.remote.hostlib import (
     rm,
     tail,
 )
+from ddtree_tui.remote.ports import bind_error, port_holder_pid
 
 cfg = json.load(sys.stdin)
 
@@ -33,46 +33,17 @@ def out(obj: Dict[str, Any]) -> NoReturn:
 
 
 def port_free(bind: str, port: int) -> bool:
-    fam = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((bind, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+    return bind_error(bind, port) is None
 
 
 def port_holder(port: int) -> Optional[Dict[str, Any]]:
-    inodes = set()
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    if len(parts) > 9 and parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add("socket:[%s]" % parts[9])
-        except OSError:
-            pass
-    if not inodes:
+    """None when nothing listens on `port`; else who holds it (pid and cmd None when we may not see it)."""
+    listening, pid = port_holder_pid(port)
+    if not listening:
         return None
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            fds = os.listdir("/proc/%s/fd" % d)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink("/proc/%s/fd/%s" % (d, fd)) in inodes:
-                    return {"pid": int(d), "cmd": " ".join(proc_cmdline(int(d)) or [])[:200]}
-            except OSError:
-                pass
-    return {"pid": None, "cmd": None}
+    if pid is None:
+        return {"pid": None, "cmd": None}
+    return {"pid": pid, "cmd": " ".join(proc_cmdline(pid) or [])[:200]}
 
 
 why = check_workdir(cfg, create=True)

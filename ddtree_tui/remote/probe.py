@@ -8,13 +8,13 @@ import glob
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
+from ddtree_tui.remote.ports import bind_error, port_holder_pid
 from ddtree_tui.remote.trust import secure_dir
 
 req: Dict[str, Any] = json.loads(sys.stdin.read() or "{}")
@@ -171,39 +171,22 @@ def model_config(path: str) -> Dict[str, Any]:
 
 
 def port_holder(port: int) -> Optional[Dict[str, Any]]:
-    inodes: Set[str] = set()
-    for fn in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(fn) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    if int(parts[1].rsplit(":", 1)[1], 16) == port and parts[3] == "0A":
-                        inodes.add(parts[9])
-        except Exception:
-            pass
-    if not inodes:
+    """None when nothing listens on `port`; else its holder's pid, name and group (None where hidden)."""
+    listening, pid = port_holder_pid(port)
+    if not listening:
         return None
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            for fd in os.listdir("/proc/%s/fd" % pid):
-                link = os.readlink("/proc/%s/fd/%s" % (pid, fd))
-                if link.startswith("socket:[") and link[8:-1] in inodes:
-                    try:
-                        with open("/proc/%s/comm" % pid) as f:
-                            name = f.read().strip()
-                    except Exception:
-                        name = None
-                    try:
-                        pgid = os.getpgid(int(pid))
-                    except OSError:
-                        pgid = None
-                    return {"pid": int(pid), "name": name, "pgid": pgid}
-        except Exception:
-            continue
-    return {"pid": None, "name": None}
+    if pid is None:
+        return {"pid": None, "name": None}
+    try:
+        with open("/proc/%s/comm" % pid) as f:
+            name = f.read().strip()
+    except Exception:
+        name = None
+    try:
+        pgid = os.getpgid(pid)
+    except OSError:
+        pgid = None
+    return {"pid": pid, "name": name, "pgid": pgid}
 
 
 def pid_alive(pid: int) -> bool:
@@ -220,17 +203,11 @@ def probe_ports(workdir: str) -> List[Dict[str, Any]]:
     res: List[Dict[str, Any]] = []
     for s in req.get("services", []):
         r: Dict[str, Any] = {"name": s["name"], "port": s["port"], "bind": s["bind"]}
-        sock = socket.socket(socket.AF_INET6 if ":" in s["bind"] else socket.AF_INET)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((s["bind"], s["port"]))
-            r["free"] = True
-        except OSError as e:
-            r["free"] = False
-            r["error"] = e.strerror
+        error = bind_error(s["bind"], s["port"])
+        r["free"] = error is None
+        if error is not None:
+            r["error"] = error
             r["holder"] = port_holder(s["port"])
-        finally:
-            sock.close()
         pf = os.path.join(workdir, "run", s["name"] + ".json")
         try:
             with open(pf) as f:

@@ -86,20 +86,19 @@ def _pct(xs: Sequence[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+# what a Sample takes from a RequestResult under the same name (ttft and the verify count are renamed)
+_SAMPLE_AS_IS = set(st.Sample.model_fields) - {"ttft_ms", "verify_ct"}
+# what a new SweepState takes from the settings under the same name
+_STATE_FROM_SETTINGS = {"ref", "baseline_ref", "dims", "loads", "strategy", "prompts", "repeats", "warmup",
+                        "max_new_tokens", "objective", "constraints"}  # fmt: skip
+
+
 def samples_of(results: Sequence[RequestResult], ref: str) -> list[st.Sample]:
     return [
         st.Sample(
-            prompt_id=r.prompt_id,
-            repeat=r.repeat,
-            ok=r.ok,
-            tok_s=r.tok_s,
+            **r.model_dump(include=_SAMPLE_AS_IS),
             ttft_ms=r.ttft_s * 1000 if r.ttft_s is not None else None,
-            itl_p50_ms=r.itl_p50_ms,
-            e2e_s=r.e2e_s,
-            output_tokens=r.output_tokens,
-            accept_length=r.accept_length,
             verify_ct=r.spec_verify_ct,
-            tokens_per_chunk=r.tokens_per_chunk,
         )
         for r in results
         if r.service == ref and not r.warmup
@@ -224,18 +223,8 @@ class SweepRunner:
             self.state.constraints = list(settings.constraints)
         else:
             self.state = st.SweepState(
+                **settings.model_dump(include=_STATE_FROM_SETTINGS),  # copies: the state owns its lists
                 id=sid,
-                ref=settings.ref,
-                baseline_ref=settings.baseline_ref,
-                dims=list(settings.dims),
-                loads=list(settings.loads),
-                strategy=settings.strategy,
-                prompts=settings.prompts,
-                repeats=settings.repeats,
-                warmup=settings.warmup,
-                max_new_tokens=settings.max_new_tokens,
-                objective=settings.objective,
-                constraints=list(settings.constraints),
                 profile_source=self.profile.source,
                 points=[
                     st.PointRecord(index=p.index, overrides=p.overrides, concurrency=p.concurrency)

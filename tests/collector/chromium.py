@@ -16,6 +16,8 @@ from typing import Any
 
 import aiohttp
 
+from tests.procs import stop_child
+
 CHROMIUM = shutil.which("chromium")
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_].*?\x1b\\|\x1b.")
 
@@ -125,11 +127,5 @@ class Chromium:
             await self._ws.close()
         if self._session is not None:
             await self._session.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_child(self.proc)
         self.log.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.collector.prom import Prometheus, wait_http
+from tests.procs import stop_child
 from tests.util import free_port
 
 
@@ -33,14 +34,7 @@ class ServeProc:
         self.url = f"http://127.0.0.1:{port}"
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
+        return stop_child(self.proc, 20)
 
 
 @pytest.fixture

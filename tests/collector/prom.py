@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from tests.procs import stop_child
 from tests.util import free_port
 
 PROMETHEUS = shutil.which("prometheus")
@@ -92,11 +93,5 @@ class Prometheus:
         raise AssertionError(f"{what}: `{promql}` returned nothing within {timeout:g} s; targets: {targets}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_child(self.proc)
         self.log.close()

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -28,25 +29,37 @@ def _profile(tmp_path: Path, prom_url: str) -> Path:
     return p
 
 
+@contextlib.asynccontextmanager
+async def _exported(
+    prometheus: Callable[[list[str]], Prometheus], gpus: list[FakeGpu], host: str
+) -> AsyncIterator[tuple[FakeDcgm, Prometheus]]:
+    """The fake DCGM exporter serving `gpus`, scraped by a real Prometheus until `host`'s series are in."""
+    dcgm = FakeDcgm(gpus)
+    port = free_port()
+    runner = await start_exporter(dcgm, port)
+    try:
+        prom = await asyncio.to_thread(prometheus, [f"127.0.0.1:{port}"])
+        query = f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{host}"}}'
+        await asyncio.to_thread(prom.wait_query, query, 30, "DCGM series")
+        yield dcgm, prom
+    finally:
+        await runner.cleanup()
+
+
 @pytest.mark.timeout(120)
 async def test_tui_shows_gpus_from_dcgm_series_in_prometheus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prometheus: Callable[[list[str]], Prometheus]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    dcgm = FakeDcgm(
+    async with _exported(
+        prometheus,
         [
             FakeGpu("gpu-node-7", 0, util=87, fb_used=21491, fb_free=122280, power=688.5, temp=55),
             FakeGpu("gpu-node-7", 1, util=12, fb_used=1024, fb_free=142747, power=120.0, temp=41, xid=79),
             FakeGpu("other-node", 0, util=3, fb_used=0, fb_free=143771, power=80.0, temp=30),
-        ]
-    )
-    port = free_port()
-    runner = await start_exporter(dcgm, port)
-    try:
-        prom = await asyncio.to_thread(prometheus, [f"127.0.0.1:{port}"])
-        await asyncio.to_thread(
-            prom.wait_query, 'DCGM_FI_DEV_GPU_UTIL{Hostname="gpu-node-7"}', 30, "DCGM series"
-        )
+        ],
+        "gpu-node-7",
+    ) as (dcgm, prom):
         prof = load_profile(_profile(tmp_path, prom.url))
         fleet = Fleet([prof], todos_path=tmp_path / "todos.json", history_path=tmp_path / "h.jsonl")
         app = DDTreeApp(fleet, refresh_hz=10)
@@ -71,8 +84,6 @@ async def test_tui_shows_gpus_from_dcgm_series_in_prometheus(
             dcgm.gpus = [g for g in dcgm.gpus if not (g.hostname == "gpu-node-7" and g.gpu == 0)]
             await until(pilot, lambda: "no longer reported" in screen_text(app), 20, "GPU 0 marked as gone")
             await app.shutdown_fleet()
-    finally:
-        await runner.cleanup()
 
 
 def test_prometheus_source_needs_a_url(tmp_path: Path) -> None:
@@ -98,46 +109,43 @@ async def test_hosts_on_one_prometheus_share_one_query_per_tick(
     from ddtree_tui.telemetry.prometheus import shared_poller
 
     monkeypatch.chdir(tmp_path)
-    dcgm = FakeDcgm(
+    fleet: Fleet | None = None
+    async with _exported(
+        prometheus,
         [
             FakeGpu("node-a", 0, util=11, fb_used=1, fb_free=99, power=100, temp=40),
             FakeGpu("node-b", 0, util=22, fb_used=2, fb_free=98, power=200, temp=41),
             FakeGpu("node-b", 1, util=33, fb_used=3, fb_free=97, power=300, temp=42),
-        ]
-    )
-    port = free_port()
-    runner = await start_exporter(dcgm, port)
-    fleet: Fleet | None = None
-    try:
-        prom = await asyncio.to_thread(prometheus, [f"127.0.0.1:{port}"])
-        await asyncio.to_thread(prom.wait_query, 'DCGM_FI_DEV_GPU_UTIL{Hostname="node-b"}', 30, "DCGM series")
-        profs = []
-        for name in ("node-a", "node-b"):
-            p = tmp_path / f"{name}.toml"
-            p.write_text(
-                f'name = "{name}"\n[telemetry]\nsource = "prometheus"\nprometheus_url = "{prom.url}"\n'
-                "interval_ms = 200\n",
-                encoding="utf-8",
-            )
-            profs.append(load_profile(p))
-        fleet = Fleet(profs, todos_path=tmp_path / "todos.json")
-        await fleet.start()
-        await fleet.wait_settled(20)
-        snap = fleet.snapshot()
-        assert [g.util_gpu for g in snap.host("node-a").gpus] == [11]  # type: ignore[union-attr]
-        assert [g.util_gpu for g in snap.host("node-b").gpus] == [22, 33]  # type: ignore[union-attr]
-        poller = shared_poller(profs[0], 0.2)
-        assert poller is shared_poller(profs[1], 0.2)
-        assert sorted(poller.subscribers) == ["node-a", "node-b"] and poller.queries >= 1
-        await asyncio.to_thread(prom.stop)  # Prometheus goes away: a fault on screen, the GPUs kept
-        for _ in range(100):
-            h = fleet.snapshot().host("node-b")
-            if h is not None and h.telemetry.fault:
-                break
-            await asyncio.sleep(0.1)
-        assert h is not None and "not answering" in (h.telemetry.fault or "")
-        assert [g.index for g in h.gpus] == [0, 1]
-    finally:
-        if fleet is not None:
-            await fleet.stop()
-        await runner.cleanup()
+        ],
+        "node-b",
+    ) as (_, prom):
+        try:
+            profs = []
+            for name in ("node-a", "node-b"):
+                p = tmp_path / f"{name}.toml"
+                p.write_text(
+                    f'name = "{name}"\n[telemetry]\nsource = "prometheus"\nprometheus_url = "{prom.url}"\n'
+                    "interval_ms = 200\n",
+                    encoding="utf-8",
+                )
+                profs.append(load_profile(p))
+            fleet = Fleet(profs, todos_path=tmp_path / "todos.json")
+            await fleet.start()
+            await fleet.wait_settled(20)
+            snap = fleet.snapshot()
+            assert [g.util_gpu for g in snap.host("node-a").gpus] == [11]  # type: ignore[union-attr]
+            assert [g.util_gpu for g in snap.host("node-b").gpus] == [22, 33]  # type: ignore[union-attr]
+            poller = shared_poller(profs[0], 0.2)
+            assert poller is shared_poller(profs[1], 0.2)
+            assert sorted(poller.subscribers) == ["node-a", "node-b"] and poller.queries >= 1
+            await asyncio.to_thread(prom.stop)  # Prometheus goes away: a fault on screen, the GPUs kept
+            for _ in range(100):
+                h = fleet.snapshot().host("node-b")
+                if h is not None and h.telemetry.fault:
+                    break
+                await asyncio.sleep(0.1)
+            assert h is not None and "not answering" in (h.telemetry.fault or "")
+            assert [g.index for g in h.gpus] == [0, 1]
+        finally:
+            if fleet is not None:
+                await fleet.stop()

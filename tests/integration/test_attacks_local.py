@@ -9,8 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +18,14 @@ from ddtree_tui import cli
 from ddtree_tui.config import ProfileError, parse_profile
 from ddtree_tui.services.launchline import argv_hash, build_launch
 from ddtree_tui.services.lifecycle import ServiceManager
-from ddtree_tui.transport.local import LocalTransport
-from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+from tests.fixtures.services.support import (
+    local_manager,
+    processes_running,
+    profile_toml,
+    service_toml,
+    service_workdir,
+    starttime,
+)
 from tests.procs import alive
 from tests.util import free_port
 
@@ -29,21 +35,11 @@ NOBODY = 65534
 PLANT = "import pathlib; pathlib.Path({marker!r}).write_text('pwned')\n"
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Iterator[Path]:
-    wd = tmp_path / "work"
-    yield wd
-    cleanup_workdir(wd)
+workdir = pytest.fixture(name="workdir")(service_workdir)
 
 
-def _starttime(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-
-
-async def _manager(prof, **kw) -> ServiceManager:
-    t = LocalTransport(prof)
-    await t.start()
-    return ServiceManager(t, prof, probe_interval=0.1, health_timeout=2, **kw)
+async def _manager(prof: Any, **kw: Any) -> ServiceManager:
+    return (await local_manager(prof, **kw))[0]
 
 
 def plant_modules(d: Path, marker: Path) -> None:
@@ -65,39 +61,6 @@ def attacker_workdir(tmp_path: Path, marker: Path) -> Path:
         os.chown(p, NOBODY, NOBODY)
     wd.chmod(0o777)
     return wd
-
-
-def processes_running(argv: list[str]) -> list[int]:
-    """pids whose command line is exactly argv (the service as we would launch it)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                raw = Path(f"/proc/{d}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if [a.decode() for a in raw.split(b"\0")[:-1]] == argv and alive(int(d)):
-                out.append(int(d))
-    return out
-
-
-async def test_workdir_owned_by_another_user_is_refused_and_nothing_runs(tmp_path: Path) -> None:
-    marker = tmp_path / "pwned"
-    wd = attacker_workdir(tmp_path, marker)
-    prof = parse_profile(profile_toml("loc", "local", wd, service_toml("a", free_port())))
-    m = await _manager(prof)
-    r = await m.launch("a")
-    assert not r.ok
-    assert "refused to launch loc/a" in r.message and "owned by" in r.message and "uid 65534" in r.message
-    assert "Fix:" in r.message
-    assert not marker.exists(), "code planted in the workdir ran"
-    assert not (wd / "run" / "a.json").exists()
-    await m.refresh()
-    st = m.status("a")
-    assert st.state == "unknown" and "workdir not trusted" in (st.detail or "")
-    k = await m.kill("a")
-    assert not k.ok and "refused to signal anything" in k.message
-    assert not marker.exists()
 
 
 def _mkdir_mode(d: Path, mode: int) -> None:
@@ -152,7 +115,7 @@ async def test_pidfile_forged_from_proc_never_gets_a_process_signalled(workdir: 
     victim = _start_sleep()
     try:
         argv = ["sleep", "60"]
-        rec = {"pid": victim.pid, "pgid": victim.pid, "starttime": _starttime(victim.pid), "argv": argv,
+        rec = {"pid": victim.pid, "pgid": victim.pid, "starttime": starttime(victim.pid), "argv": argv,
                "argv_hash": argv_hash(argv), "port": 1, "started_at": 0}  # fmt: skip
         (workdir / "run").mkdir(parents=True)
         (workdir / "run" / "f.json").write_text(json.dumps(rec))

@@ -15,14 +15,14 @@ from ddtree_tui.config import parse_profile
 from ddtree_tui.services.launchline import argv_hash, build_launch
 from ddtree_tui.services.lifecycle import ServiceManager
 from ddtree_tui.transport import make_transport
-from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
-from tests.integration.test_attacks_local import (
-    _cmd,
-    _start_sleep,
-    _starttime,
-    attacker_workdir,
+from tests.fixtures.services.support import (
+    cleanup_workdir,
     processes_running,
+    profile_toml,
+    service_toml,
+    starttime,
 )
+from tests.integration.test_attacks_local import _cmd, _start_sleep, attacker_workdir
 from tests.integration.test_telemetry_ssh import install_fake_smi
 from tests.procs import alive
 from tests.util import free_port
@@ -73,7 +73,7 @@ async def test_ssh_forged_pidfile_never_signals(ssh_env, sshd, tmp_path: Path) -
     victim = _start_sleep()
     try:
         argv = ["sleep", "60"]
-        rec = {"pid": victim.pid, "pgid": victim.pid, "starttime": _starttime(victim.pid), "argv": argv,
+        rec = {"pid": victim.pid, "pgid": victim.pid, "starttime": starttime(victim.pid), "argv": argv,
                "argv_hash": argv_hash(argv), "port": 1, "started_at": 0}  # fmt: skip
         _write(wd / "run" / "f.json", json.dumps(rec))
         k = await m.kill("f", timeout=0.5)

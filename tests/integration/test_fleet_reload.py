@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,28 +10,12 @@ import pytest
 from ddtree_tui.config import ProfileError, load_profile
 from ddtree_tui.events import Notice
 from ddtree_tui.fleet import Fleet
+from tests.fixtures.services.support import write_sim_profile
 from tests.util import free_port, until
 
 
 def _profile(path: Path, work: Path, port: int, name: str = "loc") -> None:
-    path.write_text(
-        f"""name = "{name}"
-address = "local"
-python = "{sys.executable}"
-workdir = "{work}"
-[telemetry]
-source = "none"
-
-[[service]]
-name = "sim"
-algorithm = "dflash"
-launcher = "sim"
-port = {port}
-[service.sim]
-load_time = 0.1
-decode_rate = 500
-"""
-    )
+    write_sim_profile(path, work, port, name, sim="load_time = 0.1\ndecode_rate = 500\n")
 
 
 async def _step(aw, what: str, timeout: float = 20.0):  # type: ignore[no-untyped-def]

@@ -15,8 +15,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import pytest
 
 from ddtree_tui.report.browser import PageCheck, check_page
 from ddtree_tui.report.html import CSP
+from tests.util import cli_argv, serve_http
 
 ALL_CHARTS = {
     "chart-tok-s",
@@ -37,7 +36,7 @@ ALL_CHARTS = {
 
 def _cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ddtree_tui.cli", *args],
+        cli_argv(*args),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -101,10 +100,16 @@ def _assert_clean(check: PageCheck, html: Path, charts: set[str]) -> None:
     _keep(Path(check.screenshot))
 
 
-def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
-    html = tmp_path / "one.html"
-    p = _cli("report", str(runs["a"]), "--html", str(html), cwd=tmp_path)
+def _html_report(tmp_path: Path, name: str, *runs: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`ddtree-tui report RUN... --html tmp_path/name`, which must succeed: the page and the process."""
+    html = tmp_path / name
+    p = _cli("report", *map(str, runs), "--html", str(html), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    return html, p
+
+
+def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
+    html, p = _html_report(tmp_path, "one.html", runs["a"])
     # the terminal: the bench table, then the paired verdict against the baseline
     assert "SIMULATED" in p.stdout and "base" in p.stdout
     assert re.search(r"local/ddtree-shadow vs local/dflash \(baseline\), tok/s: .*95 % CI .*n=9\)", p.stdout)
@@ -128,9 +133,7 @@ def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path
 
 
 def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
-    html = tmp_path / "ab.html"
-    p = _cli("report", str(runs["a"]), str(runs["b"]), "--html", str(html), cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    html, p = _html_report(tmp_path, "ab.html", runs["a"], runs["b"])
     out = p.stdout
     assert out.startswith("A = ") and "\nB = " in out
     assert "B vs A: comparable" in out and "NOT COMPARABLE" not in out
@@ -149,9 +152,7 @@ def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path],
 
 
 def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path], tmp_path: Path) -> None:
-    html = tmp_path / "ac.html"
-    p = _cli("report", str(runs["a"]), str(runs["c"]), "--html", str(html), cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    html, p = _html_report(tmp_path, "ac.html", runs["a"], runs["c"])
     assert "NOT COMPARABLE: B vs A: different load: concurrency 1 vs 3" in p.stdout
     # a different sampling is named too (a copy of A with another max_new_tokens)
     raw = json.loads(runs["a"].read_text())
@@ -182,12 +183,8 @@ class _Hits(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def local_server() -> Iterator[int]:
     _Hits.hits = []
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hits)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv.server_address[1]
-    srv.shutdown()
-    srv.server_close()
+    with serve_http(_Hits) as port:
+        yield port
 
 
 def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local_server: int) -> None:

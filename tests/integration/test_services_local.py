@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,36 +16,27 @@ import pytest
 from ddtree_tui import cli
 from ddtree_tui.config import parse_profile
 from ddtree_tui.services.launchline import argv_hash, build_launch
-from ddtree_tui.services.lifecycle import ServiceManager, move_service
-from ddtree_tui.transport.local import LocalTransport
-from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+from ddtree_tui.services.lifecycle import move_service
+from tests.fixtures.services.support import (
+    cleanup_workdir,
+    local_manager,
+    profile_toml,
+    service_toml,
+    service_workdir,
+    started_manager,
+    starttime,
+)
 from tests.procs import alive
 from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Iterator[Path]:
-    wd = tmp_path / "work"
-    yield wd
-    cleanup_workdir(wd)
-
-
-def _starttime(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+workdir = pytest.fixture(name="workdir")(service_workdir)
 
 
 def _profile(workdir: Path, services: str, name: str = "loc"):
     return parse_profile(profile_toml(name, "local", workdir, services))
-
-
-async def _manager(prof, **kw) -> tuple[ServiceManager, list]:
-    t = LocalTransport(prof)
-    await t.start()
-    seen: list = []
-    m = ServiceManager(t, prof, probe_interval=0.1, health_timeout=2, on_status=seen.append, **kw)
-    return m, seen
 
 
 async def test_launch_ready_kill_stopped(workdir: Path) -> None:
@@ -54,11 +44,9 @@ async def test_launch_ready_kill_stopped(workdir: Path) -> None:
     prof = _profile(workdir, service_toml("a", port, env={"FAKE_CHILD": "1"}))
     lines: list[tuple[str, str]] = []
     metrics: list = []
-    m, seen = await _manager(
+    async with started_manager(
         prof, on_log=lambda n, line: lines.append((n, line)), on_metrics=lambda n, x: metrics.append(x)
-    )
-    await m.start()
-    try:
+    ) as (m, seen):
         r = await m.launch("a")
         assert r.ok, r.message
         pid = r.status.pid
@@ -70,7 +58,7 @@ async def test_launch_ready_kill_stopped(workdir: Path) -> None:
         rec = json.loads((workdir / "run" / "a.json").read_text())
         cmd = build_launch(prof, prof.services[0])
         assert rec["pid"] == pid and rec["argv"] == cmd.argv and rec["argv_hash"] == argv_hash(cmd.argv)
-        assert rec["starttime"] == _starttime(pid)
+        assert rec["starttime"] == starttime(pid)
         # the fake starts a child in its group: every pid of the group maps to the service
         for _ in range(50):
             if len(m.service_pids()) >= 3:
@@ -100,15 +88,11 @@ async def test_launch_ready_kill_stopped(workdir: Path) -> None:
         assert (await m.kill("a")).message.endswith("is not running")
         log = await m.read_log("a", 5)
         assert any("exited: signal 15" in x for x in log)
-    finally:
-        await m.stop()
 
 
 async def test_crash_detected_with_exit_status_and_log(workdir: Path) -> None:
     prof = _profile(workdir, service_toml("c", free_port(), env={"FAKE_CRASH_AFTER": "0.8"}))
-    m, _ = await _manager(prof)
-    await m.start()
-    try:
+    async with started_manager(prof) as (m, _):
         assert (await m.launch("c")).ok
         st = await m.wait_state("c", {"crashed"}, 15)
         assert st.state == "crashed", st
@@ -118,8 +102,6 @@ async def test_crash_detected_with_exit_status_and_log(workdir: Path) -> None:
         k = await m.kill("c")
         assert k.ok and "stale pidfile" in k.message
         assert (await m.wait_state("c", {"stopped"}, 5)).state == "stopped"
-    finally:
-        await m.stop()
 
 
 async def test_port_in_use_refused_with_holder_and_next_free_port(workdir: Path) -> None:
@@ -129,7 +111,7 @@ async def test_port_in_use_refused_with_holder_and_next_free_port(workdir: Path)
     port = sock.getsockname()[1]
     try:
         prof = _profile(workdir, service_toml("p", port))
-        m, _ = await _manager(prof)
+        m, _ = await local_manager(prof)
         r = await m.launch("p")
         assert not r.ok
         assert f"port {port} on loc is already in use by pid {os.getpid()}" in r.message, r.message
@@ -152,13 +134,13 @@ async def test_foreign_process_is_never_signalled(workdir: Path, variant: str) -
     prof = _profile(workdir, service_toml("f", free_port()))
     victim = _start_sleep()
     try:
-        real_start = _starttime(victim.pid)
+        real_start = starttime(victim.pid)
         argv = build_launch(prof, prof.services[0]).argv
         rec = {"pid": victim.pid, "pgid": victim.pid, "argv": argv, "argv_hash": argv_hash(argv), "port": 1,
                "starttime": real_start + 7 if variant == "pid-reused" else real_start, "started_at": time.time()}  # fmt: skip
         (workdir / "run").mkdir(parents=True)
         (workdir / "run" / "f.json").write_text(json.dumps(rec))
-        m, _ = await _manager(prof)
+        m, _ = await local_manager(prof)
         await m.refresh()
         assert m.status("f").state == "crashed"  # our process is gone, whatever holds the pid now
         assert "another process" in (m.status("f").detail or "")
@@ -176,7 +158,7 @@ async def test_foreign_process_is_never_signalled(workdir: Path, variant: str) -
 
 async def test_kill_escalates_to_sigkill_when_term_is_ignored(workdir: Path) -> None:
     prof = _profile(workdir, service_toml("t", free_port(), env={"FAKE_IGNORE_TERM": "1"}))
-    m, _ = await _manager(prof)
+    m, _ = await local_manager(prof)
     r = await m.launch("t")
     assert r.ok
     assert (await m.wait_state("t", {"ready"}, 15)).state == "ready"
@@ -190,9 +172,7 @@ async def test_kill_escalates_to_sigkill_when_term_is_ignored(workdir: Path) -> 
 
 async def test_old_server_info_fallback_and_unhealthy(workdir: Path) -> None:
     prof = _profile(workdir, service_toml("o", free_port(), env={"FAKE_OLD": "1"}))
-    m, _ = await _manager(prof)
-    await m.start()
-    try:
+    async with started_manager(prof) as (m, _):
         assert (await m.launch("o")).ok
         st = await m.wait_state("o", {"ready"}, 15)
         assert st.version == "0.0.0-fake" and st.accept_length is not None
@@ -205,8 +185,6 @@ async def test_old_server_info_fallback_and_unhealthy(workdir: Path) -> None:
             os.kill(st.pid, 18)
         assert (await m.wait_state("o", {"ready"}, 15)).state == "ready"
         assert (await m.kill("o")).ok
-    finally:
-        await m.stop()
 
 
 async def test_simulator_launcher_starting_ready_kill(workdir: Path) -> None:
@@ -216,9 +194,7 @@ async def test_simulator_launcher_starting_ready_kill(workdir: Path) -> None:
         f'name = "sim"\nalgorithm = "ddtree"\nmode = "shadow-linear"\nlauncher = "sim"\nport = {port}\n'
         "kill_timeout = 5\n[service.sim]\naccept_length = 3.4\nload_time = 0.5\nseed = 1\n"
     )
-    m, seen = await _manager(prof)
-    await m.start()
-    try:
+    async with started_manager(prof) as (m, seen):
         assert build_launch(prof, prof.services[0]).argv[0] == sys.executable
         assert (await m.launch("sim")).ok
         st = await m.wait_state("sim", {"ready"}, 20)
@@ -226,8 +202,6 @@ async def test_simulator_launcher_starting_ready_kill(workdir: Path) -> None:
         assert any(s.state == "starting" for s in seen)
         assert (await m.kill("sim")).ok
         assert (await m.wait_state("sim", {"stopped"}, 5)).state == "stopped"
-    finally:
-        await m.stop()
 
 
 async def test_move_from_a_crashed_host(tmp_path: Path) -> None:
@@ -236,8 +210,8 @@ async def test_move_from_a_crashed_host(tmp_path: Path) -> None:
     try:
         pa = _profile(wa, service_toml("svc", port, env={"FAKE_CRASH_AFTER": "0.5"}), name="hosta")
         pb = _profile(wb, "", name="hostb")
-        ma, _ = await _manager(pa)
-        mb, _ = await _manager(pb)
+        ma, _ = await local_manager(pa)
+        mb, _ = await local_manager(pb)
         assert (await ma.launch("svc")).ok
         assert (await ma.wait_state("svc", {"crashed"}, 15)).state == "crashed"
         r = await move_service(ma, mb, "svc")
@@ -294,7 +268,7 @@ async def test_external_service_health_as_it_is(workdir: Path) -> None:
             f'[[service]]\nname = "ext"\nalgorithm = "dflash"\nlauncher = "external"\nport = {sim.port}\n'
         )
         prof = _profile(workdir, services)
-        m, seen = await _manager(prof)
+        m, seen = await local_manager(prof)
         try:
             await m.start()
             st = await m.wait_state("ext", {"ready"}, 10)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import re
 import signal
 import time
@@ -16,17 +15,9 @@ import pytest
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from ddtree_tui.sim.server import SimServer
+from tests.util import sse_events
 
 LOG_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] ")
-
-
-def _sse(text: str) -> list:
-    out = []
-    for block in text.split("\n\n"):
-        if block.startswith("data: "):
-            p = block[6:]
-            out.append(p if p == "[DONE]" else json.loads(p))
-    return out
 
 
 async def test_health_loads_then_serves_and_info_endpoints() -> None:
@@ -67,7 +58,7 @@ async def test_generate_stream_cumulative_and_incremental_and_logs() -> None:
     async with SimServer(cfg, log=lines.append) as s:
         async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
             body = {"text": "hello", "sampling_params": {"max_new_tokens": 40}, "stream": True}
-            chunks = _sse((await c.post("/generate", json=body)).text)
+            chunks = sse_events((await c.post("/generate", json=body)).text)
             assert chunks[-1] == "[DONE]"
             data = chunks[:-1]
             assert len(data) == len(sched)
@@ -83,7 +74,7 @@ async def test_generate_stream_cumulative_and_incremental_and_logs() -> None:
             assert 0 <= last["spec_accept_rate"] <= 1 and last["e2e_latency"] > 0
             assert data[0]["meta_info"]["finish_reason"] is None and "e2e_latency" not in data[0]["meta_info"]
             # the same prompt again hits the prefix cache
-            again = _sse((await c.post("/generate", json=body)).text)
+            again = sse_events((await c.post("/generate", json=body)).text)
             assert again[0]["meta_info"]["cached_tokens"] > 0
             metrics = (await c.get("/metrics")).text
     for name in (
@@ -104,7 +95,7 @@ async def test_generate_stream_cumulative_and_incremental_and_logs() -> None:
     cfg_inc = cfg.model_copy(update={"incremental_streaming_output": True})
     async with SimServer(cfg_inc, log=lambda s: None) as s:
         async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
-            data = _sse((await c.post("/generate", json=body)).text)[:-1]
+            data = sse_events((await c.post("/generate", json=body)).text)[:-1]
             assert "".join(d["text"] for d in data) == chunks[-2]["text"]
 
 
@@ -117,13 +108,13 @@ async def test_openai_streams_with_usage() -> None:
                 "stream": True,
                 "stream_options": {"include_usage": True},
             }
-            ch = _sse((await c.post("/v1/chat/completions", json=body)).text)
+            ch = sse_events((await c.post("/v1/chat/completions", json=body)).text)
             assert ch[-1] == "[DONE]"
             assert ch[-2]["choices"] == [] and ch[-2]["usage"]["completion_tokens"] == 20
             assert ch[0]["choices"][0]["delta"]["role"] == "assistant"
             assert ch[-3]["choices"][0]["finish_reason"] == "length"
             body2 = {"prompt": "hi", "max_tokens": 7, "stream": True}
-            ch2 = _sse((await c.post("/v1/completions", json=body2)).text)
+            ch2 = sse_events((await c.post("/v1/completions", json=body2)).text)
             assert all("usage" not in c or c["usage"] is None for c in ch2[:-1])
             assert "".join(c["choices"][0]["text"] for c in ch2[:-1])
             full = (await c.post("/v1/chat/completions", json={**body, "stream": False})).json()

@@ -7,7 +7,6 @@ bounded by the context length."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import httpx
@@ -20,17 +19,9 @@ from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.sim import config as S
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
+from tests.util import sse_events
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _sse(text: str) -> list:
-    out = []
-    for block in text.split("\n\n"):
-        if block.startswith("data: "):
-            p = block[6:]
-            out.append(p if p == "[DONE]" else json.loads(p))
-    return out
 
 
 def _p(text: str = "hi") -> Prompt:
@@ -79,7 +70,7 @@ async def test_ttft_grows_with_the_prompt_and_the_first_chunk_has_one_token() ->
             r = await c.post(
                 "/generate", json={"text": "q", "sampling_params": {"max_new_tokens": 9}, "stream": True}
             )
-            first = _sse(r.text)[0]
+            first = sse_events(r.text)[0]
     assert short.ok and long.ok
     assert long.ttft_s - short.ttft_s == pytest.approx(10000 / 20000, abs=0.1)  # 10k tokens at 20k tok/s
     assert first["meta_info"]["completion_tokens"] == 1  # the prefill's token, alone
@@ -120,7 +111,7 @@ async def test_kv_capacity_aborts_with_503_and_the_client_counts_it() -> None:
             r = await c.post(
                 "/generate", json={"text": "a", "sampling_params": {"max_new_tokens": 200}, "stream": True}
             )
-            ev = _sse(r.text)
+            ev = sse_events(r.text)
         assert ev[-1] == "[DONE]"
         fr = ev[-2]["meta_info"]["finish_reason"]
         assert fr["type"] == "abort" and fr["status_code"] == 503 and fr["message"] == S.RETRACT_ABORT_MESSAGE
@@ -166,7 +157,7 @@ async def test_chat_reasoning_mode() -> None:
         async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
             body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 30, "stream": True,
                     "stream_options": {"include_usage": True}}  # fmt: skip
-            ev = _sse((await c.post("/v1/chat/completions", json=body)).text)
+            ev = sse_events((await c.post("/v1/chat/completions", json=body)).text)
         r, text = await _measure(s, SamplingParams(max_new_tokens=30, api="chat"))
     deltas = [e["choices"][0]["delta"] for e in ev if isinstance(e, dict) and e.get("choices")]
     kinds = [
@@ -188,7 +179,7 @@ async def test_other_openai_server_mode() -> None:
         async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
             body = {"model": s.cfg.model_path, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10,
                     "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
-            ev = _sse((await c.post("/v1/chat/completions", json=body)).text)
+            ev = sse_events((await c.post("/v1/chat/completions", json=body)).text)
             bad = await c.post("/v1/chat/completions", json={**body, "ignore_eos": False})
             wrong = await c.post("/v1/chat/completions", json={**body, "model": "default"})
         assert ev[-1] != "[DONE]" and ev[-1]["choices"][0]["finish_reason"] == "length" and ev[-1]["usage"]
@@ -207,7 +198,7 @@ async def test_max_new_tokens_is_bounded() -> None:
             r = await c.post(
                 "/generate", json={"text": "a", "sampling_params": {"max_new_tokens": 10**8}, "stream": True}
             )
-            ev = _sse(r.text)
+            ev = sse_events(r.text)
             assert (
                 "exceeds the model's maximum context length" in ev[0]["error"]["message"]
                 and ev[-1] == "[DONE]"

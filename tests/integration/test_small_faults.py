@@ -17,10 +17,10 @@ import pytest
 from ddtree_tui.cli import main
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.launchline import build_launch, service_paths
-from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
+from tests.fixtures.services.support import cleanup_workdir, processes_running, profile_toml, service_toml
 from tests.integration.test_doctor_local import FakeHost, doctor, find, render, svc
 from tests.sshd import SshdServer, SshEnv
-from tests.util import free_port
+from tests.util import cli_argv, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -35,15 +35,7 @@ def _local_profile(tmp_path: Path) -> Path:
 
 def test_status_into_a_closed_pipe_has_no_traceback(tmp_path: Path) -> None:
     """`status --json | head -c 10`: the reader is gone before we write; no BrokenPipeError traceback."""
-    argv = [
-        sys.executable,
-        "-m",
-        "ddtree_tui.cli",
-        "status",
-        "--json",
-        "--profile",
-        str(_local_profile(tmp_path)),
-    ]
+    argv = cli_argv("status", "--json", "--profile", str(_local_profile(tmp_path)))
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # nobody reads: the first write gets EPIPE
@@ -104,24 +96,11 @@ def test_launch_that_cannot_write_its_pidfile_says_why_and_leaves_nothing(tmp_pa
         leftovers = [x.name for x in (wd / "run").iterdir() if ".tmp" in x.name]
         assert leftovers == []
         time.sleep(0.3)
-        assert not _running(cmd.argv), "the service runs on untracked"
+        assert not processes_running(cmd.argv), "the service runs on untracked"
     finally:
         cleanup_workdir(wd)
 
 
-def _running(argv: list[str]) -> bool:
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                raw = Path(f"/proc/{d}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if [a.decode() for a in raw.split(b"\0")[:-1]] == argv:
-                return True
-    return False
-
-
-@pytest.mark.sshd
 def test_logs_follow_goes_on_after_the_connection_drops(
     ssh_env: SshEnv, sshd: SshdServer, tmp_path: Path
 ) -> None:
@@ -135,18 +114,7 @@ def test_logs_follow_goes_on_after_the_connection_drops(
     err = tmp_path / "err.txt"
     out = tmp_path / "out.txt"
     env = {**os.environ, "HOME": str(ssh_env.home)}
-    argv = [
-        sys.executable,
-        "-m",
-        "ddtree_tui.cli",
-        "logs",
-        "testhost/a",
-        "-f",
-        "-n",
-        "1",
-        "--profile",
-        str(pf),
-    ]
+    argv = cli_argv("logs", "testhost/a", "-f", "-n", "1", "--profile", str(pf))
     with open(out, "w") as of, open(err, "w") as ef:
         proc = subprocess.Popen(argv, stdout=of, stderr=ef, env=env, cwd=tmp_path)
         try:

@@ -4,11 +4,8 @@ keys, timeouts, reconnects, and that a cancelled command leaves nothing running 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.server
-import random
 import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,9 +20,9 @@ from ddtree_tui.state import ConnStatus
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import TransportError
 from ddtree_tui.transport.ssh import SshTransport
-from tests.procs import alive
+from tests.procs import alive, procs_with, sleep_marker, wait_gone, wait_present
 from tests.sshd import SshdServer, SshEnv
-from tests.util import free_port
+from tests.util import first_lines_then_cancel, free_port, serve_http
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(60)]
 
@@ -44,39 +41,6 @@ async def host(ssh_env: SshEnv, sshd: SshdServer) -> AsyncIterator[SshTransport]
     assert await t.wait_connected(10), t.status
     yield t
     await t.close()
-
-
-def marker_sleep() -> str:
-    """A sleep duration no other process on this machine uses, to find our remote process by its cmdline."""
-    return f"{random.randint(100000, 999999)}.{random.randint(1, 9)}"
-
-
-def procs_with(marker: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        if any(marker in part for part in cmd):
-            found.append(p)
-    return found
-
-
-async def wait_gone(marker: str, timeout: float = 3.0) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = [p for p in procs_with(marker) if alive(p)]
-        if not left:
-            return []
-        await asyncio.sleep(0.05)
-    return [p for p in procs_with(marker) if alive(p)]
-
-
-async def wait_present(marker: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if procs_with(marker):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"remote process {marker} never started")
 
 
 async def wait_state(t: SshTransport, state: str, timeout: float = 10.0) -> ConnStatus:
@@ -127,7 +91,7 @@ async def test_injection_stays_literal(host: SshTransport, tmp_path: Path) -> No
 
 
 async def test_run_timeout_kills_remote_process(host: SshTransport) -> None:
-    m = marker_sleep()
+    m = sleep_marker()
     t0 = time.monotonic()
     r = await host.run(["sh", "-c", f"sleep {m}; echo never"], timeout=0.5)
     assert r.timed_out and r.exit_status is None
@@ -157,28 +121,16 @@ async def test_stream_input_program(host: SshTransport) -> None:
 
 
 async def test_stream_cancel_kills_remote_process(host: SshTransport) -> None:
-    m = marker_sleep()
-    got: list[str] = []
-
-    async def consume() -> None:
-        async for line in host.stream(["sh", "-c", f"echo ready; sleep {m}"]):
-            got.append(line)
-
-    task = asyncio.create_task(consume())
-    await wait_present(m)
-    for _ in range(100):
-        if got:
-            break
-        await asyncio.sleep(0.02)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    m = sleep_marker()
+    got = await first_lines_then_cancel(
+        host.stream(["sh", "-c", f"echo ready; sleep {m}"]), lambda: wait_present(m), timeout=2
+    )
     assert got == ["ready"]
     assert await wait_gone(m) == [], "the remote sleep outlived the cancelled stream"
 
 
 async def test_stream_aclose_kills_a_silent_remote_loop(host: SshTransport) -> None:
-    m = marker_sleep()
+    m = sleep_marker()
     # prints once, then loops without writing: closing the channel alone would not end it
     agen = host.stream(["sh", "-c", f"echo go; while :; do sleep {m}; done"])
     assert await agen.__anext__() == "go"
@@ -189,7 +141,7 @@ async def test_stream_aclose_kills_a_silent_remote_loop(host: SshTransport) -> N
 
 async def test_connection_drop_kills_remote_process(host: SshTransport, sshd: SshdServer) -> None:
     """When the connection dies (not a clean close), the host still ends what we started."""
-    m = marker_sleep()
+    m = sleep_marker()
     agen = host.stream(["sh", "-c", f"echo go; sleep {m}"])
     assert await agen.__anext__() == "go"
     await wait_present(m)
@@ -221,12 +173,8 @@ class _Hello(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_server() -> Iterator[int]:
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    yield srv.server_address[1]
-    srv.shutdown()
-    srv.server_close()
+    with serve_http(_Hello) as port:
+        yield port
 
 
 async def test_forward_port_reaches_http_server(host: SshTransport, http_server: int) -> None:

@@ -4,26 +4,24 @@ a silent sampler, cancel and a killed sshd — and no process left behind."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
 from ddtree_tui.config import HostProfile, parse_profile
-from ddtree_tui.telemetry import HostTelemetry, snapshot_once
+from ddtree_tui.telemetry import snapshot_once
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import Transport
-from tests import util
+from tests.procs import leftovers, wait_no_leftovers
 from tests.sshd import SshdServer, SshEnv
+from tests.telemetry_run import Run
 
 pytestmark = pytest.mark.sshd
 FIX = Path(__file__).parent.parent / "fixtures"
-INTERVAL = 0.2
 
 
 def install_fake_smi(srv: SshdServer, mode: str = "load", **kw: object) -> Callable[..., None]:
@@ -43,30 +41,6 @@ def install_fake_smi(srv: SshdServer, mode: str = "load", **kw: object) -> Calla
     return set_mode
 
 
-def leftovers(root: Path) -> list[str]:
-    """Command lines of live processes that mention our temp dir, other than sshd itself."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        cmd = raw.replace(b"\0", b" ").decode(errors="replace")
-        if str(root) in cmd and "sshd" not in cmd.split(" ")[0] and ") Z " not in stat:
-            out.append(f"{pid}: {cmd[:150]}")
-    return out
-
-
-async def wait_no_leftovers(root: Path, timeout: float = 8.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := leftovers(root)) and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    return left
-
-
 @pytest.fixture
 async def connect(ssh_env: SshEnv) -> AsyncIterator[Callable[..., object]]:
     transports: list[Transport] = []
@@ -82,34 +56,6 @@ async def connect(ssh_env: SshEnv) -> AsyncIterator[Callable[..., object]]:
     yield make
     for t in transports:
         await t.close()
-
-
-class Run:
-    """A HostTelemetry running in a task, with its updates recorded."""
-
-    def __init__(self, transport: Transport, prof: HostProfile, **kw: object) -> None:
-        self.updates: list = []
-        kw = {"interval": INTERVAL, "backoff_initial": 0.2, "backoff_max": 1.0, "startup_grace": 8.0} | kw
-        self.tel = HostTelemetry(transport, prof, on_update=lambda *a: self.updates.append(a), **kw)  # type: ignore[arg-type]
-        self.task = asyncio.create_task(self.tel.run())
-
-    async def until(self, pred: Callable[[tuple], bool], timeout: float = 15.0, what: str = "") -> tuple:
-        seen = 0
-
-        def found() -> tuple | None:
-            nonlocal seen
-            hit = next((u for u in self.updates[seen:] if pred(u)), None)
-            seen = len(self.updates)
-            if hit is None and self.task.done():
-                self.task.result()  # the sampler crashed: its error, not a timeout
-            return hit
-
-        detail = lambda: f"last update: {self.updates[-1:] or 'none'}"  # noqa: E731
-        return await util.until(found, timeout, what, detail=detail)  # type: ignore[no-any-return]
-
-    async def stop(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
 
 
 def fake_nvml_env(tmp_path: Path, **state: object) -> tuple[str, Path]:

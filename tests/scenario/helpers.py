@@ -39,7 +39,7 @@ from ddtree_tui.config import HostProfile, load_profiles
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.state import FleetSnapshot, ServiceStatus
 from tests.integration.test_doctor_local import FakeHost
-from tests.procs import alive
+from tests.procs import alive, leftovers
 from tests.sshd import SshdServer, SshEnv
 from tests.util import free_ports, until
 
@@ -308,18 +308,6 @@ def sim_processes(ports: set[int]) -> list[psutil.Process]:
             i = cmd.index("--port")
             if i + 1 < len(cmd) and cmd[i + 1].isdigit() and int(cmd[i + 1]) in ports:
                 out.append(p)
-    return out
-
-
-def leftovers(root: Path) -> list[str]:
-    """Live processes whose command line mentions this run's temp dir (wrappers, samplers), sshd aside."""
-    out = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        if p.pid == os.getpid() or p.info.get("status") == psutil.STATUS_ZOMBIE:
-            continue
-        cmd = " ".join(p.info.get("cmdline") or [])
-        if str(root) in cmd and not cmd.startswith("sshd") and "/sshd " not in cmd:
-            out.append(f"{p.pid}: {cmd[:150]}")
     return out
 
 

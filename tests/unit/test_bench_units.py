@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,12 @@ from ddtree_tui.bench.models import (
     BenchRun,
     BenchTarget,
     RequestResult,
-    SamplingParams,
     TokensReceived,
 )
 from ddtree_tui.bench.prompts import PromptError, agentic, load_jsonl, load_prompts, longctx, seed3
 from ddtree_tui.bench.runner import plan
 from ddtree_tui.sim.config import parse_fault, schedule
+from tests.bench_runs import plain_run
 
 A = BenchTarget(ref="h/a", base_url="http://127.0.0.1:1", algorithm="dflash", mode="linear")
 B = BenchTarget(ref="h/b", base_url="http://127.0.0.1:2", algorithm="ddtree", mode="shadow-linear")
@@ -177,20 +176,7 @@ def _run() -> BenchRun:
         _res(B, "p", 0, ok=False),
     ]
     rows, summary = summarize(results, [A, B], ["p"], baseline="h/a")
-    return BenchRun(
-        id="r1",
-        started_at=datetime(2026, 1, 1, tzinfo=UTC),
-        prompt_set="seed3",
-        sampling=SamplingParams(),
-        repeats=3,
-        warmup=1,
-        concurrency=1,
-        baseline="h/a",
-        results=results,
-        rows=rows,
-        summary=summary,
-        failed=1,
-    )
+    return plain_run("r1", repeats=3, warmup=1, results=results, rows=rows, summary=summary, failed=1)
 
 
 def test_summarize_medians_and_deltas() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.cli import HANDLERS, build_parser, main
+from tests.util import cli_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,17 +78,7 @@ def test_status_json_local_host(tmp_path: Path) -> None:
         f'name = "here"\naddress = "local"\nworkdir = "{tmp_path / "w"}"\n[telemetry]\nsource = "none"\n'
     )
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ddtree_tui.cli",
-            "status",
-            "--json",
-            "--profile",
-            str(prof),
-            "--timeout",
-            "5",
-        ],
+        cli_argv("status", "--json", "--profile", str(prof), "--timeout", "5"),
         capture_output=True,
         text=True,
         timeout=60,

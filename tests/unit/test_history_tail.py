@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ddtree_tui.bench import history
-from ddtree_tui.bench.models import BenchRun, SamplingParams
+from ddtree_tui.bench.models import BenchRun
+from tests.bench_runs import plain_run
 
 
 def _run(i: int) -> BenchRun:
-    return BenchRun(
-        id=f"r{i}",
-        started_at=datetime(2026, 1, 1, tzinfo=UTC),
-        prompt_set="seed3",
-        sampling=SamplingParams(),
-        repeats=1,
-        warmup=0,
-        concurrency=1,
-        baseline="h/a",
-    )
+    return plain_run(f"r{i}")
 
 
 def test_tail_keeps_the_last_runs_however_long_the_history(tmp_path: Path) -> None:

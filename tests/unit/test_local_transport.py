@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import random
 import time
 
-import psutil
 import pytest
 
 from ddtree_tui.config import parse_profile
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import TransportError
 from ddtree_tui.transport.local import LocalTransport
+from tests.procs import sleep_marker, wait_gone, wait_present
+from tests.util import first_lines_then_cancel
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -25,38 +23,6 @@ async def local() -> LocalTransport:
     await t.start()
     assert await t.wait_connected(1) and t.status.state == "connected"
     return t
-
-
-def marker() -> str:
-    return f"{random.randint(100000, 999999)}.{random.randint(1, 9)}"
-
-
-def alive(m: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        if p.info.get("status") == psutil.STATUS_ZOMBIE:
-            continue
-        if any(m in part for part in (p.info.get("cmdline") or [])):
-            out.append(p)
-    return out
-
-
-async def gone(m: str, timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not alive(m):
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
-async def present(m: str, count: int = 1, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if len([p for p in alive(m) if p.info["cmdline"][0] == "sleep"]) >= count:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{count} sleep {m} never started")
 
 
 async def test_run_status_output_env_input(local: LocalTransport) -> None:
@@ -74,12 +40,12 @@ async def test_run_missing_program(local: LocalTransport) -> None:
 
 
 async def test_run_timeout_kills_the_group(local: LocalTransport) -> None:
-    a, b = marker(), marker()
+    a, b = sleep_marker(), sleep_marker()
     t0 = time.monotonic()
     r = await local.run(["sh", "-c", f"sleep {a} & sleep {b}; echo never"], timeout=0.5)
     assert r.timed_out and r.exit_status is None
     assert time.monotonic() - t0 < 3
-    assert await gone(a) and await gone(b)  # the backgrounded child too
+    assert await wait_gone(a) == [] and await wait_gone(b) == []  # the backgrounded child too
 
 
 async def test_stream_lines(local: LocalTransport) -> None:
@@ -92,32 +58,26 @@ async def test_stream_lines(local: LocalTransport) -> None:
 
 
 async def test_stream_cancel_kills_the_group(local: LocalTransport) -> None:
-    a, b = marker(), marker()
-    got: list[str] = []
+    a, b = sleep_marker(), sleep_marker()
 
-    async def consume() -> None:
-        async for line in local.stream(["sh", "-c", f"sleep {a} & echo go; sleep {b}"]):
-            got.append(line)
+    async def both_sleeping() -> None:
+        await wait_present(a, argv0="sleep")
+        await wait_present(b, argv0="sleep")
 
-    task = asyncio.create_task(consume())
-    await present(a)
-    await present(b)
-    while not got:
-        await asyncio.sleep(0.01)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    got = await first_lines_then_cancel(
+        local.stream(["sh", "-c", f"sleep {a} & echo go; sleep {b}"]), both_sleeping
+    )
     assert got == ["go"]
-    assert await gone(a) and await gone(b)
+    assert await wait_gone(a) == [] and await wait_gone(b) == []
 
 
 async def test_stream_aclose_kills_a_process_that_ignores_term(local: LocalTransport) -> None:
-    a = marker()
+    a = sleep_marker()
     agen = local.stream(["sh", "-c", f"trap '' TERM; echo go; sleep {a}; sleep {a}"])
     assert await agen.__anext__() == "go"
-    await present(a)
+    await wait_present(a, argv0="sleep")
     await agen.aclose()
-    assert await gone(a, timeout=5)
+    assert await wait_gone(a, timeout=5) == []
 
 
 async def test_stream_missing_program_raises(local: LocalTransport) -> None:

@@ -60,7 +60,7 @@ def _run(name: str, payload: object, *argv: str) -> subprocess.CompletedProcess[
 
 def test_a_program_without_helpers_is_sent_exactly_as_its_file() -> None:
     assert remote.source("patch_read") == (REMOTE / "patch_read.py").read_text(encoding="utf-8")
-    assert remote.dependencies(remote.module_text("launch")) == ["atomicio", "trust", "hostlib"]
+    assert remote.dependencies(remote.module_text("launch")) == ["atomicio", "trust", "hostlib", "ports"]
 
 
 def test_the_sampler_bundle_carries_its_helpers_and_runs_one_tick(tmp_path: Path) -> None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from ddtree_tui.services.logs import parse_line
+from ddtree_tui.services.logs import LogMetrics, parse_line
+
+
+def parsed(line: str) -> LogMetrics:
+    """The line parsed; a line the parser refuses fails the test here."""
+    m = parse_line(line)
+    assert m is not None, line
+    return m
+
 
 DECODE = (
     "[2026-11-29 18:07:27 TP0] Decode batch, #running-req: 1, #token: 612, token usage: 0.01, accept len: 3.42, "
@@ -27,33 +35,47 @@ def test_decode_line_without_year() -> None:
     assert m is not None and m.timestamp == "11-29 18:07:27" and m.accept_len == 3.42
 
 
-def test_prefill_line() -> None:
-    line = (
+# each batch-line variant and the fields it must give (the hybrid lines: usage as SGLang's own token_usage
+# gauge, the fullest pool — mamba there — not the full-attention one)
+VARIANTS = {
+    "prefill": (
         "[2026-11-29 18:07:27 TP0] Prefill batch, #new-seq: 1, #new-token: 37, #cached-token: 0, "
-        "token usage: 0.01, #running-req: 0, #queue-req: 0, "
-    )
-    m = parse_line(line)
-    assert m is not None and m.kind == "prefill"
-    assert (m.new_seq, m.new_token, m.cached_token, m.token_usage, m.running_req, m.queue_req) == (
-        1,
-        37,
-        0,
-        0.01,
-        0,
-        0,
-    )
-    assert m.accept_len is None and m.gen_throughput is None
-
-
-def test_0523_iteration_cap_len_block_accept_len() -> None:
-    line = (
+        "token usage: 0.01, #running-req: 0, #queue-req: 0, ",
+        dict(kind="prefill", new_seq=1, new_token=37, cached_token=0, token_usage=0.01, running_req=0,
+             queue_req=0, accept_len=None, gen_throughput=None),
+    ),
+    "0.5.23 iteration, cap len, block accept len": (
         "[11-29 18:07:27 TP0] Decode batch [1234], #running-req: 4, #token: 9000, token usage: 0.12, "
         "accept len: 5.10, accept rate: 0.27, cap len: 6.00, block accept len: 4.80, cuda graph: True, "
-        "gen throughput (token/s): 512.30, #queue-req: 2"
-    )
-    m = parse_line(line)
-    assert m is not None and m.iteration == 1234
-    assert (m.cap_len, m.block_accept_len, m.accept_len, m.queue_req) == (6.0, 4.8, 5.1, 2)
+        "gen throughput (token/s): 512.30, #queue-req: 2",
+        dict(iteration=1234, cap_len=6.0, block_accept_len=4.8, accept_len=5.1, queue_req=2),
+    ),
+    "older 'Decode batch.' without accept rate": (
+        "[2025-01-02 03:04:05 TP0] Decode batch. #running-req: 2, #token: 1200, token usage: 0.05, "
+        "gen throughput (token/s): 88.10, #queue-req: 1",
+        dict(kind="decode", running_req=2, num_token=1200, gen_throughput=88.1, queue_req=1, accept_len=None,
+             accept_rate=None),
+    ),
+    "hybrid GDN decode": (
+        "[11-29 18:07:27 TP0] Decode batch, #running-req: 1, #full token: 612, full token usage: 0.02, "
+        "mamba num: 3, mamba usage: 0.10, accept len: 3.40, accept rate: 0.60, cuda graph: True, "
+        "gen throughput (token/s): 140.60, #queue-req: 0, ",
+        dict(full_token=612, full_token_usage=0.02, mamba_num=3, mamba_usage=0.1, token_usage=None, usage=0.1,
+             num_token=None),
+    ),
+    "hybrid prefill usage parts": (
+        "[11-29 18:07:27 TP0] Prefill batch, #new-seq: 1, #new-token: 50, #cached-token: 0, full token usage: 0.01, "
+        "mamba usage: 0.05, #running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, "
+        "input throughput (token/s): 1234.50",
+        dict(kind="prefill", mamba_usage=0.05, input_throughput=1234.5, cuda_graph=False, pending_token=0),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("line, want", list(VARIANTS.values()), ids=list(VARIANTS))
+def test_batch_line_variants(line: str, want: dict[str, object]) -> None:
+    m = parsed(line)
+    assert {k: getattr(m, k) for k in want} == want
 
 
 def test_ray_prefix_with_dp_rank() -> None:
@@ -61,41 +83,6 @@ def test_ray_prefix_with_dp_rank() -> None:
     m = parse_line(line)
     assert m is not None and m.ray_pid == 123 and m.dp_rank == 1 and m.tp_rank == 3
     assert m.gen_throughput == 140.62
-
-
-def test_older_decode_batch_dot_without_accept_rate() -> None:
-    line = (
-        "[2025-01-02 03:04:05 TP0] Decode batch. #running-req: 2, #token: 1200, token usage: 0.05, "
-        "gen throughput (token/s): 88.10, #queue-req: 1"
-    )
-    m = parse_line(line)
-    assert m is not None and m.kind == "decode"
-    assert (m.running_req, m.num_token, m.gen_throughput, m.queue_req) == (2, 1200, 88.1, 1)
-    assert m.accept_len is None and m.accept_rate is None
-
-
-def test_hybrid_gdn_fields() -> None:
-    line = (
-        "[11-29 18:07:27 TP0] Decode batch, #running-req: 1, #full token: 612, full token usage: 0.02, "
-        "mamba num: 3, mamba usage: 0.10, accept len: 3.40, accept rate: 0.60, cuda graph: True, "
-        "gen throughput (token/s): 140.60, #queue-req: 0, "
-    )
-    m = parse_line(line)
-    assert m is not None
-    assert (m.full_token, m.full_token_usage, m.mamba_num, m.mamba_usage) == (612, 0.02, 3, 0.1)
-    # usage as SGLang's own token_usage gauge: the fullest pool (mamba here), not the full-attention one
-    assert m.token_usage is None and m.usage == 0.1 and m.num_token is None
-
-
-def test_hybrid_prefill_usage_parts() -> None:
-    line = (
-        "[11-29 18:07:27 TP0] Prefill batch, #new-seq: 1, #new-token: 50, #cached-token: 0, full token usage: 0.01, "
-        "mamba usage: 0.05, #running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, "
-        "input throughput (token/s): 1234.50"
-    )
-    m = parse_line(line)
-    assert m is not None and m.kind == "prefill" and m.mamba_usage == 0.05 and m.input_throughput == 1234.5
-    assert m.cuda_graph is False and m.pending_token == 0
 
 
 def test_patched_spec_algo_key() -> None:
