@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from ddtree_tui.remote.ports import bind_error, port_holder_pid
 from ddtree_tui.remote.trust import secure_dir

@@ -301,7 +301,10 @@ class DDTreeApp(App[int]):
 
     def _paint(self, n: int) -> None:
         """One pane from its view; a bad sample must not take the app down."""
-        pane = self.pane(n)
+        try:
+            pane = self.pane(n)
+        except NoMatches:  # torn down while the app exits (a repaint already queued), or not composed yet
+            return
         pane.planned_width = self.pane_width(n)
         try:
             if isinstance(pane, HostsPane):
