@@ -15,6 +15,12 @@ from tests.fixtures.openai_compat.chat_only_server import MODEL, ChatOnlyServer
 pytestmark = pytest.mark.timeout(120)
 
 
+def _url_bench(url: str, tmp_path: Path, *extra: str) -> list[str]:
+    """`--run-bench --url URL --api chat` with no warm-up and a history file of the test's own."""
+    argv = ["--run-bench", "--url", url, "--api", "chat", "--warmup", "0", *extra]
+    return [*argv, "--history", str(tmp_path / "h.jsonl")]
+
+
 @pytest.fixture
 def no_proxy_allowed(monkeypatch):
     """A proxy that does not exist: any request sent through it fails, so passing proves none was used."""
@@ -28,23 +34,7 @@ def test_url_bench_of_a_chat_only_server_without_done(tmp_path: Path, capsys, no
     out = tmp_path / "r.json"
     with ChatOnlyServer() as srv:
         rc = main(
-            [
-                "--run-bench",
-                "--url",
-                srv.url,
-                "--api",
-                "chat",
-                "--warmup",
-                "0",
-                "--max-new-tokens",
-                "8",
-                "--repeats",
-                "2",
-                "--json",
-                str(out),
-                "--history",
-                str(tmp_path / "h.jsonl"),
-            ]
+            _url_bench(srv.url, tmp_path, "--max-new-tokens", "8", "--repeats", "2", "--json", str(out))
         )
         bodies = list(srv.bodies)
     err = capsys.readouterr().err
@@ -63,24 +53,7 @@ def test_url_bench_of_a_chat_only_server_without_done(tmp_path: Path, capsys, no
 
 def test_url_bench_errors_are_shown_from_detail(tmp_path: Path, capsys, no_proxy_allowed) -> None:
     with ChatOnlyServer() as srv:
-        rc = main(
-            [
-                "--run-bench",
-                "--url",
-                srv.url,
-                "--api",
-                "chat",
-                "--warmup",
-                "0",
-                "--max-new-tokens",
-                "4",
-                "--model",
-                "wrong",
-                "--ignore-eos",
-                "--history",
-                str(tmp_path / "h.jsonl"),
-            ]
-        )
+        rc = main(_url_bench(srv.url, tmp_path, "--max-new-tokens", "4", "--model", "wrong", "--ignore-eos"))
     err = capsys.readouterr().err
     assert rc == 1
     assert "HTTP 422: body.ignore_eos: Extra inputs are not permitted" in err
