@@ -16,6 +16,7 @@ from ddtree_tui.bench import history, report
 from ddtree_tui.cli import main
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
+from tests.util import cli_argv
 
 
 def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
@@ -30,21 +31,8 @@ def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
 
 def test_demo_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    argv = [
-        sys.executable,
-        "-m",
-        "ddtree_tui.cli",
-        "--run-bench",
-        "--demo",
-        "--max-new-tokens",
-        "12",
-        "--json",
-        str(out),
-        "--csv",
-        str(tmp_path / "r.csv"),
-        "--history",
-        str(tmp_path / "h.jsonl"),
-    ]
+    argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--json", str(out))
+    argv += ["--csv", str(tmp_path / "r.csv"), "--history", str(tmp_path / "h.jsonl")]
     p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "SIMULATED" in p.stdout and "shadow-linear" in p.stdout and "linear" in p.stdout

@@ -17,7 +17,7 @@ from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.bench.runner import RunHooks
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
-from tests.util import free_port
+from tests.util import cli_argv, free_port
 
 CAP = 4  # the sim's max_running_requests: beyond it requests wait in its queue
 
@@ -71,16 +71,8 @@ def _profile(tmp_path: Path) -> Path:
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "ddtree_tui.cli",
-        "--run-bench",
-        "--demo",
-        "--profile",
-        str(_profile(tmp_path)),
-    ]
-    argv += ["--max-new-tokens", "16", "--history", str(tmp_path / "h.jsonl"), *args]
+    argv = cli_argv("--run-bench", "--demo", "--profile", str(_profile(tmp_path)), "--max-new-tokens", "16")
+    argv += ["--history", str(tmp_path / "h.jsonl"), *args]
     return subprocess.run(
         argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=dict(os.environ)
     )
