@@ -145,10 +145,12 @@ class ServiceManager:
     # --- keeping the statuses current ------------------------------------------------------------------------
     async def refresh(self) -> None:
         """One status pass now (process states, then a health probe of the live ones)."""
-        if await self._watcher.refresh():
-            await self._prober.probe_live()
-        if not self._started:  # nothing probes until the next pass: no connection is kept open meanwhile
-            await self._prober.close()
+        try:
+            if await self._watcher.refresh():
+                await self._prober.probe_live()
+        finally:
+            if not self._started:  # nothing probes until the next pass: no connection kept open meanwhile
+                await self._prober.close()
 
     async def _refresh_if_idle(self) -> None:
         if not self._started:
