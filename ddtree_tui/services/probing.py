@@ -108,7 +108,8 @@ class Prober:
 
     async def probe_live(self) -> None:
         """One probe of every service that runs (and of every external one), side by side."""
-        await asyncio.gather(*(self.probe(s) for s in self._book if s.probed))
+        live = [s for s in self._book if s.spec.launcher == "external" or (s.proc and s.proc.alive)]
+        await asyncio.gather(*(self.probe(s) for s in live))
 
     async def _loop(self, svc: SvcState) -> None:
         while True:
