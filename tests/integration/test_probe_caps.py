@@ -78,8 +78,8 @@ class Hostile:
                 else:
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client left, or the server is closing (a cancelled handler would be logged as an error)
         finally:
             writer.close()
             self._conns.discard(task)  # type: ignore[arg-type]
