@@ -1,17 +1,21 @@
 """HTTP health probes of one SGLang (or simulated) server through the transport's port forward.
 
 `/health` decides ready / not ready; `/server_info` (older builds: `/get_server_info`) and `/model_info`
-(`/get_model_info`) fill in what the server says it runs. Timeouts are short and the httpx client is reused,
-so a probe every two seconds rides one kept-alive connection (one forwarded channel over ssh).
+(`/get_model_info`) fill in what the server says it runs. Timeouts are short, the manager's one aiohttp
+session is reused (a probe every two seconds rides one kept-alive connection, one forwarded channel over
+ssh), and every body is read under its cap (`probehttp`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-import httpx
+import aiohttp
 from pydantic import BaseModel, ConfigDict
+
+from ddtree_tui.services.probehttp import MAX_HEALTH_BODY, MAX_INFO_BODY, BodyTooLarge, get_capped, why
 
 
 class HealthResult(BaseModel):
@@ -38,48 +42,41 @@ class ServerInfo(BaseModel):
     simulated: bool = False
 
 
-def _why(e: Exception) -> str:
-    if isinstance(e, httpx.TimeoutException):
-        return "timed out"
-    if isinstance(e, httpx.ConnectError):
-        return "connection refused"
-    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-
-
-async def probe_health(client: httpx.AsyncClient, base_url: str, timeout: float = 5.0) -> HealthResult:
-    """GET /health: ok only on 200; latency in ms either way."""
+async def probe_health(session: aiohttp.ClientSession, base_url: str, timeout: float = 5.0) -> HealthResult:
+    """GET /health: ok only on 200; latency in ms either way. A body over MAX_HEALTH_BODY is a failed probe."""
     t0 = time.perf_counter()
     try:
-        r = await client.get(f"{base_url}/health", timeout=timeout)
-    except (httpx.HTTPError, OSError) as e:
-        return HealthResult(ok=False, error=_why(e), ts=time.time())
+        code, _ = await get_capped(session, f"{base_url}/health", cap=MAX_HEALTH_BODY, timeout=timeout)
+    except (aiohttp.ClientError, TimeoutError, OSError, BodyTooLarge) as e:
+        return HealthResult(ok=False, error=why(e), ts=time.time())
     ms = (time.perf_counter() - t0) * 1000
-    if r.status_code == 200:
+    if code == 200:
         return HealthResult(ok=True, status_code=200, latency_ms=ms, ts=time.time())
     return HealthResult(
         ok=False,
-        status_code=r.status_code,
-        error=f"/health returned HTTP {r.status_code}",
+        status_code=code,
+        error=f"/health returned HTTP {code}",
         latency_ms=ms,
         ts=time.time(),
     )
 
 
 async def _get_json(
-    client: httpx.AsyncClient, base_url: str, paths: tuple[str, ...], timeout: float
+    session: aiohttp.ClientSession, base_url: str, paths: tuple[str, ...], timeout: float
 ) -> dict[str, Any] | None:
-    """The first path that answers 200 with a JSON object; falls back on 404/405 only."""
+    """The first path that answers 200 with a JSON object; falls back on 404/405 only. A body over
+    MAX_INFO_BODY raises BodyTooLarge (the caller says so); a server that cannot be reached is None."""
     for path in paths:
         try:
-            r = await client.get(f"{base_url}{path}", timeout=timeout)
-        except (httpx.HTTPError, OSError):
+            code, body = await get_capped(session, f"{base_url}{path}", cap=MAX_INFO_BODY, timeout=timeout)
+        except (aiohttp.ClientError, TimeoutError, OSError):
             return None
-        if r.status_code in (404, 405):
+        if code in (404, 405):
             continue
-        if r.status_code != 200:
+        if code != 200:
             return None
         try:
-            data = r.json()
+            data = json.loads(body)
         except ValueError:
             return None
         return data if isinstance(data, dict) else None
@@ -111,13 +108,14 @@ def parse_server_info(info: dict[str, Any] | None, model_info: dict[str, Any] | 
 
 
 async def fetch_server_info(
-    client: httpx.AsyncClient, base_url: str, timeout: float = 5.0, with_model_info: bool = True
+    session: aiohttp.ClientSession, base_url: str, timeout: float = 5.0, with_model_info: bool = True
 ) -> ServerInfo | None:
-    """/server_info then /get_server_info; /model_info then /get_model_info. None when neither answers."""
-    info = await _get_json(client, base_url, ("/server_info", "/get_server_info"), timeout)
+    """/server_info then /get_server_info; /model_info then /get_model_info. None when neither answers;
+    BodyTooLarge when one of them sends a body over MAX_INFO_BODY."""
+    info = await _get_json(session, base_url, ("/server_info", "/get_server_info"), timeout)
     minfo = None
     if with_model_info:
-        minfo = await _get_json(client, base_url, ("/model_info", "/get_model_info"), timeout)
+        minfo = await _get_json(session, base_url, ("/model_info", "/get_model_info"), timeout)
     if info is None and minfo is None:
         return None
     return parse_server_info(info, minfo)

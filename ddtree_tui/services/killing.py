@@ -6,11 +6,14 @@ uid and command line match what we launched; a dead main process's workers (its 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from ddtree_tui.services import hostscripts
+from ddtree_tui.services.holds import Holds
+from ddtree_tui.services.hostcall import HostCalls
 from ddtree_tui.services.replies import KillReply, WatchRecord
 from ddtree_tui.services.status import exit_words
-from ddtree_tui.services.svcstate import SvcState
-from ddtree_tui.services.watching import Watching
+from ddtree_tui.services.svcstate import ServiceBook, SvcState
 from ddtree_tui.state import ActionResult
 from ddtree_tui.transport.base import TransportError
 
@@ -27,44 +30,63 @@ def _processes(n: int) -> str:
     return f"{n} process{'es' if n != 1 else ''}"
 
 
-class Killing(Watching):
-    """The kill half of a ServiceManager."""
+class Killer:
+    """Stops the book's services on their host."""
+
+    def __init__(
+        self,
+        calls: HostCalls,
+        book: ServiceBook,
+        holds: Holds,
+        *,
+        apply: Callable[[str, WatchRecord], None],
+        settle: Callable[[], Awaitable[None]],
+    ) -> None:
+        """`apply`: take in a process record; `settle`: one status pass when nothing else keeps the
+        statuses current."""
+        self._calls = calls
+        self._book = book
+        self._holds = holds
+        self._apply = apply
+        self._settle = settle
 
     async def kill(
         self, name: str, timeout: float | None = None, *, holder: str | None = None
     ) -> ActionResult:
         """SIGTERM the service's process group, SIGKILL after the timeout; only if the pid is still ours."""
-        svc = self._svc(name)
-        held = self._held(name, "kill", holder)
+        svc = self._book.get(name)
+        held = self._holds.refusal(name, "kill", holder)
         if held is not None:
             return held
         if svc.spec.launcher == "external":
             return ActionResult(
                 ok=False,
-                message=f"{self.profile.name}/{name} is external: ddtree-tui did not start it and does not stop it",
+                message=f"{self._book.host}/{name} is external: ddtree-tui did not start it and does not stop it",
                 status=svc.status,
             )
         t = float(timeout if timeout is not None else svc.spec.kill_timeout)
         svc.killing = True
         try:
-            r = await self._helper(hostscripts.KILL, {**self._files(svc), "timeout": t}, t + 30, KillReply)
+            r = await self._calls.run(
+                hostscripts.KILL, {**self._calls.files(svc), "timeout": t}, t + 30, KillReply
+            )
         except TransportError as e:
             svc.killing = False
             return ActionResult(
                 ok=False,
-                message=f"cannot kill {self.profile.name}/{name}: {e}",
+                message=f"cannot kill {self._book.host}/{name}: {e}",
                 status=svc.status,
                 suggestion="check the host connection",
             )
         if r.result in _GONE:
-            self._apply_proc(name, WatchRecord(present=False))
+            self._apply(name, WatchRecord(present=False))
         svc.killing = False
-        await self._refresh_if_idle()
+        await self._settle()
         return self._kill_result(svc, r, t)
 
     def _kill_result(self, svc: SvcState, r: KillReply, t: float) -> ActionResult:
         """What the kill did, in words."""
-        host, name, pid, ended = self.profile.name, svc.spec.name, r.pid, r.ended
+        host, name, pid, ended = self._book.host, svc.spec.name, r.pid, r.ended
 
         def res(ok: bool, message: str, suggestion: str | None = None) -> ActionResult:
             return ActionResult(ok=ok, message=message, status=svc.status, suggestion=suggestion)
@@ -105,7 +127,7 @@ class Killing(Watching):
                 if r.result == "pid-reused"
                 else "runs a command we did not start"
             )
-            self._apply_proc(name, WatchRecord(present=False))
+            self._apply(name, WatchRecord(present=False))
             return res(
                 False,
                 f"refused to signal pid {pid} on {host}: it {what} ({r.cmd or '?'}); "

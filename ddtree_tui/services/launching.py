@@ -2,37 +2,56 @@
 
 The host program checks the workdir, takes the launch lock, refuses a service that runs (or is degraded) and
 a port that is taken, then starts the wrapper detached; every refusal comes back as an ActionResult that says
-what to do about it.
+what to do about it. A launch with a spec the host does not have yet adds the service (the manager then
+watches it too).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 from ddtree_tui.config import ServiceSpec
 from ddtree_tui.services import argcheck, hostscripts
+from ddtree_tui.services.holds import Holds
+from ddtree_tui.services.hostcall import HostCalls
 from ddtree_tui.services.launchline import build_launch, service_paths
+from ddtree_tui.services.publish import Publisher
+from ddtree_tui.services.redaction import Redactor
 from ddtree_tui.services.replies import LaunchReply, WatchRecord
 from ddtree_tui.services.status import exit_words
-from ddtree_tui.services.svcstate import SvcState
-from ddtree_tui.services.watching import Watching
+from ddtree_tui.services.svcstate import ServiceBook, SvcState
 from ddtree_tui.state import ActionResult
 from ddtree_tui.transport.base import TransportError
 
+__all__ = ["Launcher"]
 
-class Launching(Watching):
-    """The launch half of a ServiceManager."""
 
-    def _adopt(self, name: str, spec: ServiceSpec) -> SvcState | None:
-        """Take `spec` as the service's (a new service is added and watched); None when nothing changes."""
-        if spec.name != name:
-            spec = spec.model_copy(update={"name": name})
-        if name in self._svcs:
-            self._svcs[name].spec = spec
-            return None
-        svc = self._add(spec)
-        self.profile = self.profile.model_copy(update={"service": [*self.profile.service, spec]})
-        return svc
+class Launcher:
+    """Launches the book's services on their host."""
+
+    def __init__(
+        self,
+        calls: HostCalls,
+        book: ServiceBook,
+        holds: Holds,
+        pub: Publisher,
+        redactor: Redactor,
+        *,
+        apply: Callable[[str, WatchRecord], None],
+        added: Callable[[SvcState], Awaitable[None]],
+        settle: Callable[[], Awaitable[None]],
+    ) -> None:
+        """`apply`: take in a process record; `added`: watch a service launch just added; `settle`: one
+        status pass when nothing else keeps the statuses current."""
+        self._calls = calls
+        self._book = book
+        self._holds = holds
+        self._pub = pub
+        self._redactor = redactor
+        self._apply = apply
+        self._added = added
+        self._settle = settle
 
     async def launch(
         self, name: str, spec: ServiceSpec | None = None, *, force: bool = False, holder: str | None = None
@@ -40,29 +59,29 @@ class Launching(Watching):
         """Start the service detached on the host; refused when it already runs, its port is taken, the
         host's own SGLang parser rejects the command line (`force` launches anyway), or someone other than
         `holder` holds it (a sweep)."""
-        held = self._held(name, "launch", holder) if name in self._svcs else None
+        held = self._holds.refusal(name, "launch", holder) if name in self._book else None
         if held is not None:
             return held
         if spec is not None:
-            added = self._adopt(name, spec)
-            if added is not None and self._started:
-                self._start_svc_tasks(added)
-                await self._restart_watcher()
-        svc = self._svc(name)
+            added = self._book.adopt(name, spec)
+            if added is not None:
+                await self._added(added)
+        svc = self._book.get(name)
         spec = svc.spec
+        profile, transport = self._book.profile, self._calls.transport
         if spec.launcher == "external":
             return ActionResult(
                 ok=False,
-                message=f"{self.profile.name}/{name} is external: ddtree-tui did not start it and does not launch it",
+                message=f"{profile.name}/{name} is external: ddtree-tui did not start it and does not launch it",
                 status=svc.status,
             )
-        cmd = build_launch(self.profile, spec)
-        check = await argcheck.preflight(self.transport, self.profile, spec, cmd)
+        cmd = build_launch(profile, spec)
+        check = await argcheck.preflight(transport, profile, spec, cmd)
         if check is not None and check.ok is False and not force:
-            msg, sugg = argcheck.refusal(f"{self.profile.name}/{name}", check)
+            msg, sugg = argcheck.refusal(f"{profile.name}/{name}", check)
             return ActionResult(ok=False, message=msg, status=svc.status, suggestion=sugg)
         payload = {
-            **self._files(svc),
+            **self._calls.files(svc),
             "argv": cmd.argv,
             "display_argv": cmd.display_argv(),
             "env": cmd.env,
@@ -70,16 +89,16 @@ class Launching(Watching):
             "log": cmd.log_path,
             "pidfile": cmd.pidfile_path,
             "exitfile": cmd.exitfile_path,
-            "lockfile": service_paths(self.profile, name)["lockfile"],
+            "lockfile": service_paths(profile, name)["lockfile"],
             "port": spec.port,
             "bind": spec.bind,
             "name": name,
             "wrapper": hostscripts.WRAPPER,
-            "avoid_ports": [s.spec.port for s in self._svcs.values()],
+            "avoid_ports": [s.spec.port for s in self._book],
         }
-        host = self.profile.name
+        host = profile.name
         try:
-            r = await self._helper(hostscripts.LAUNCH, payload, 40, LaunchReply)
+            r = await self._calls.run(hostscripts.LAUNCH, payload, 40, LaunchReply)
         except TransportError as e:
             return ActionResult(
                 ok=False,
@@ -96,7 +115,7 @@ class Launching(Watching):
         svc.metrics = None
         svc.ever_ready_pid = None
         svc.killing = False
-        self._apply_proc(
+        self._apply(
             name,
             WatchRecord(
                 present=True,
@@ -107,7 +126,7 @@ class Launching(Watching):
                 pids=[pid] if pid is not None else [],
             ),
         )
-        self._set(svc, last_log=[], accept_length=None, accept_rate=None, gen_throughput=None)
+        self._pub.set(svc, last_log=[], accept_length=None, accept_rate=None, gen_throughput=None)
         msg = f"launched {host}/{name} (pid {pid}, port {spec.port})"
         if check is not None and check.ok is False:
             msg += f"; forced past the check: {'; '.join(check.problems)}"
@@ -119,8 +138,8 @@ class Launching(Watching):
 
     async def _refused(self, svc: SvcState, r: LaunchReply) -> ActionResult:
         """The ActionResult for a launch the host program refused (or that did not start)."""
-        host, name, spec = self.profile.name, svc.spec.name, svc.spec
-        where = self.profile.source or "the profile"
+        host, name, spec = self._book.host, svc.spec.name, svc.spec
+        where = self._book.profile.source or "the profile"
 
         def no(message: str, suggestion: str | None) -> ActionResult:
             return ActionResult(ok=False, message=message, status=svc.status, suggestion=suggestion)
@@ -138,7 +157,7 @@ class Launching(Watching):
             )
         if reason == "degraded":
             pids = ", ".join(str(x) for x in r.pids)
-            await self._refresh_if_idle()
+            await self._settle()
             return no(
                 f"{host}/{name} is degraded: its main process {r.pid} exited but its "
                 f"processes {pids} still run; nothing was launched",
@@ -148,7 +167,7 @@ class Launching(Watching):
             return no(f"refused to launch {host}/{name}: {r.why}", "free some space on that disk")
         if reason == "running":
             when = time.strftime(" since %H:%M:%S", time.localtime(r.started_at)) if r.started_at else ""
-            await self._refresh_if_idle()
+            await self._settle()
             return no(f"{host}/{name} is already running (pid {r.pid}{when})", "restart it, or kill it first")
         if reason == "port":
             owner = r.holder  # the port's owner (not the sweep holder of this launch)
@@ -161,10 +180,10 @@ class Launching(Watching):
             nxt = r.next_free
             sugg = f"set port = {nxt} for {name} in {where}" if nxt else None
             return no(f"port {spec.port} on {host} is already in use by {who}", sugg)
-        tail = self._redact_lines(r.tail)
+        tail = self._redactor.lines(r.tail)
         if reason == "exec":
             msg = f"{host}/{name} did not start: {exit_words(r.exit)}"
         else:
             msg = f"{host}/{name}: the launcher did not report a pid within 15 s"
-        self._set(svc, last_log=list(tail))
+        self._pub.set(svc, last_log=list(tail))
         return no(msg, tail[-1] if tail else None)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import statistics
 
-import httpx
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict
+
+from ddtree_tui.services.probehttp import MAX_METRICS_BODY, get_capped
 
 _SUM = {"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput"}
 _MEAN = {
@@ -68,17 +70,17 @@ def parse_sglang_metrics(text: str) -> SglangGauges | None:
 
 
 async def fetch_sglang_metrics(
-    client: httpx.AsyncClient, base_url: str, timeout: float = 5.0
+    session: aiohttp.ClientSession, base_url: str, timeout: float = 5.0
 ) -> SglangGauges | None:
     """GET /metrics; None when the server has none (404: started without --enable-metrics), answers
-    something else, or is not reachable."""
+    something else, or is not reachable. BodyTooLarge when the body is over MAX_METRICS_BODY."""
     try:
-        r = await client.get(f"{base_url}/metrics", timeout=timeout)
-    except (httpx.HTTPError, OSError):
+        code, body = await get_capped(session, f"{base_url}/metrics", cap=MAX_METRICS_BODY, timeout=timeout)
+    except (aiohttp.ClientError, TimeoutError, OSError):
         return None
-    if r.status_code != 200:
+    if code != 200:
         return None
     try:
-        return parse_sglang_metrics(r.text)
+        return parse_sglang_metrics(body.decode("utf-8", "replace"))
     except ValueError:
         return None

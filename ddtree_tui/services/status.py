@@ -54,6 +54,7 @@ class Facts:
     proc: WatchRecord | None = None  # the watcher's last record; None: not seen yet
     health: HealthResult | None = None  # the last probe of the current pid
     info: ServerInfo | None = None
+    probe_note: str | None = None  # why the last /server_info or /metrics read failed (a body over its cap)
     sglang: SglangGauges | None = None  # the server's own /metrics
     metrics: LogMetrics | None = None  # the last parsed log line
     last_line: str | None = None  # the last log line (the detail while starting)
@@ -144,7 +145,8 @@ def _external(spec: ServiceSpec, f: Facts, previous: ServiceStatus, now: float) 
         return updated(previous, now, state="unknown", detail="external: not probed yet", **upd)
     upd["health_latency_ms"] = round(h.latency_ms, 2) if h.latency_ms is not None else None
     if h.ok:
-        return updated(previous, now, state="ready", detail="external", **upd)
+        detail = "external" if f.probe_note is None else f"external; {f.probe_note}"
+        return updated(previous, now, state="ready", detail=detail, **upd)
     if h.status_code is not None:  # it answers but is not serving (503 while it loads or shuts down)
         state = "starting" if f.ever_ready_pid is None else "unhealthy"
         return updated(previous, now, state=state, detail=f"external: {h.error}", **upd)
@@ -218,7 +220,8 @@ def derive_status(spec: ServiceSpec, facts: Facts, previous: ServiceStatus, now:
     if h is not None:
         upd["health_latency_ms"] = round(h.latency_ms, 2) if h.latency_ms is not None else None
     if h is not None and h.ok:
-        return updated(previous, now, state="ready", detail=port_note, **upd)
+        notes = [n for n in (port_note, f.probe_note) if n]
+        return updated(previous, now, state="ready", detail="; ".join(notes) or None, **upd)
     why = h.error if h else "no answer"
     if f.ever_ready_pid == pid and f.fail_count >= f.fail_threshold:
         since = f.fail_since or now

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 
 from ddtree_tui.services.sglang_metrics import fetch_sglang_metrics, parse_sglang_metrics
@@ -65,13 +65,14 @@ async def test_gauges_from_a_running_server(tmp_path: Path) -> None:
     proc = await asyncio.to_thread(_start_sim, tmp_path, port)
     try:
         wait_http(f"http://127.0.0.1:{port}/health", 30, "the simulated server", proc)
-        async with httpx.AsyncClient() as c:
-            r = await c.post(
+        async with aiohttp.ClientSession(trust_env=False) as c:
+            async with c.post(
                 f"http://127.0.0.1:{port}/generate",
                 json={"text": "hello", "sampling_params": {"max_new_tokens": 64, "temperature": 0}},
-                timeout=30,
-            )
-            assert r.status_code == 200
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as r:
+                assert r.status == 200
+                await r.read()
             g = await fetch_sglang_metrics(c, f"http://127.0.0.1:{port}")
             assert g is not None and g.running_reqs == 0 and g.queue_reqs == 0
             assert g.accept_length is not None and 1.0 <= g.accept_length <= 16.0
