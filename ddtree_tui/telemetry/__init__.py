@@ -3,7 +3,12 @@ state. A source is one kind behind the registry in `source.py`."""
 
 from ddtree_tui.telemetry.history import GpuHistory
 from ddtree_tui.telemetry.sampler import SAMPLER_PROGRAM, HostTelemetry, snapshot_once
-from ddtree_tui.telemetry.source import TelemetrySink, TelemetrySource, UnknownTelemetrySource, register_source
+from ddtree_tui.telemetry.source import (
+    TelemetrySink,
+    TelemetrySource,
+    UnknownTelemetrySource,
+    register_source,
+)
 
 __all__ = [
     "SAMPLER_PROGRAM",
