@@ -10,6 +10,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from ddtree_tui.lib import paths
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
@@ -45,7 +47,7 @@ def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
         "--profile", action="append", metavar="FILE", default=d, help="a host profile (repeatable)"
     )
     g.add_argument("--profiles", metavar="DIR", default=d, help="a directory of host profiles (*.toml)")
-    g.add_argument("--todos", metavar="FILE", default=d, help="todo file (default .ddtree/todos.json)")
+    g.add_argument("--todos", metavar="FILE", default=d, help=f"todo file (default {paths.TODOS})")
     g.add_argument("--theme", metavar="NAME", default=d, help="UI theme: dark, light, high-contrast")
     g.add_argument(
         "--demo",
@@ -195,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", dest="json_out", metavar="FILE", help="write the run as JSON (schema in README)")
     b.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-prompt rows as CSV")
     b.add_argument("--html", dest="html_out", metavar="FILE", help="a self-contained HTML report of the run")
-    b.add_argument("--history", metavar="FILE", help="history file (default .ddtree/bench-history.jsonl)")
+    b.add_argument("--history", metavar="FILE", help=f"history file (default {paths.BENCH_HISTORY})")
 
     sub = p.add_subparsers(dest="mode", metavar="MODE")
 
@@ -352,8 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--intents",
         action="store_true",
-        help="accept launch/kill/restart/move/bench/todo over HTTP (bearer token; .ddtree/collector.token "
-        "unless --token-file)",
+        help="accept launch/kill/restart/move/bench/todo over HTTP (bearer token; "
+        f"{paths.COLLECTOR_TOKEN} unless --token-file)",
     )
     _record_args(sp, suppress=True)
 
