@@ -70,14 +70,17 @@ async def read_json(resp: aiohttp.ClientResponse, cap: int = BODY_CAP) -> Any:
 
 async def iter_lines(resp: aiohttp.ClientResponse, cap: int = LINE_CAP) -> AsyncIterator[str]:
     """The body's lines (without their end) as they arrive; BodyTooLarge for a line over `cap` bytes."""
+    too_long = f"{resp.url}: a line over the {cap} byte cap"
     buf = b""
     async for chunk in resp.content.iter_any():
         buf += chunk
         *lines, buf = buf.split(b"\n")
         for line in lines:
+            if len(line) > cap:
+                raise BodyTooLarge(too_long)
             yield line.rstrip(b"\r").decode("utf-8", "replace")
         if len(buf) > cap:
-            raise BodyTooLarge(f"{resp.url}: a line over the {cap} byte cap")
+            raise BodyTooLarge(too_long)
     if buf:
         yield buf.rstrip(b"\r").decode("utf-8", "replace")
 
