@@ -48,13 +48,21 @@ def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
     )
     g.add_argument("--profiles", metavar="DIR", default=d, help="a directory of host profiles (*.toml)")
     g.add_argument("--todos", metavar="FILE", default=d, help=f"todo file (default {paths.TODOS})")
-    g.add_argument("--theme", metavar="NAME", default=d, help="UI theme: dark, light, high-contrast")
+    if not suppress:  # the TUI's modes (tui, --attach, --replay, --record) are top-level; `web` adds its own
+        _theme_arg(g, None)
     g.add_argument(
         "--demo",
         action="store_true",
         default=argparse.SUPPRESS if suppress else False,
         help="this machine + simulated DFlash/DDTree services + replayed H200 telemetry",
     )
+
+
+def _theme_arg(g: argparse._ActionsContainer, default: str | None) -> None:
+    g.add_argument("--theme", metavar="NAME", default=default, help="UI theme: dark, light, high-contrast")
+
+
+THEMED_MODES = {"tui", "attach", "replay", "record", "web"}
 
 
 def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
@@ -73,7 +81,11 @@ def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 GLOBAL_FLAGS = {"--demo"}
-GLOBAL_VALUES = {"--profile", "--profiles", "--todos", "--theme"}
+GLOBAL_VALUES = {
+    "--profile",
+    "--profiles",
+    "--todos",
+}  # --theme is not: it is no option of status, sweep, ...
 
 
 def hoist_globals(argv: Sequence[str]) -> list[str]:
@@ -384,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the collector's bearer token file",
     )
+    _theme_arg(sp, argparse.SUPPRESS)
     _fill_help(p)
     return p
 
@@ -427,6 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = ns.mode or ("run-bench" if ns.run_bench else "tui")
     if ns.mode and ns.run_bench:
         parser.error("--run-bench is a mode of its own; do not combine it with a mode word")
+    if ns.theme and mode not in THEMED_MODES:
+        parser.error(f"--theme is an option of the terminal UI (and web), not of {mode}")
     if mode == "tui" and getattr(ns, "attach", None):
         mode = "attach"
     elif mode == "tui" and getattr(ns, "replay", None):
