@@ -300,7 +300,10 @@ class SharedPoller:
             while self.subscribers:
                 hosts = list(self.subscribers)
                 try:
-                    if tick % INFO_EVERY == 0 or any(h not in self.identity for h in hosts):
+                    # a host whose identity came back empty in the first ticks (Prometheus had not scraped
+                    # its exporter yet) is asked again at once, not INFO_EVERY ticks later
+                    empty = tick < INFO_EVERY and any(not self.identity.get(h) for h in hosts)
+                    if tick % INFO_EVERY == 0 or empty or any(h not in self.identity for h in hosts):
                         await self._identity(client, hosts)
                     tick += 1
                     self.queries += 1
