@@ -5,11 +5,12 @@ streams C concurrent SGLang /generate requests and does the minimum a benchmark 
 parse its JSON, read `meta_info.completion_tokens`. Candidates, interleaved round by round so machine load
 hits all alike:
 
-  httpx+json       httpx.AsyncClient.stream + aiter_lines + json.loads (the client before issue 14)
   aiohttp+orjson   aiohttp.ClientSession, `async for line in resp.content` + orjson (SGLang's bench_serving)
   raw+json         bench/stream.py (asyncio.Protocol + httptools, stamp at the socket read) + json.loads
   raw+orjson       bench/stream.py + orjson.loads                 (the chosen one)
   raw+msgspec      bench/stream.py + msgspec.json.decode
+
+(httpx+json, the client before issue 14, was a candidate until issue 24 dropped httpx from the project.)
 
 Each candidate first warms its connections with C short requests (as the runner's warm-up does). Columns: client CPU µs per chunk and per token (process_time over the streaming phase), median TTFT error
 against the server's own first-send time, and the median per-request e2e error against the server's.
@@ -31,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import httpx
 import msgspec
 import orjson
 
@@ -87,23 +87,6 @@ async def _score(
     return first - t0, time.monotonic() - t0, k
 
 
-async def c_httpx(
-    url: str, c: int, n: int, loads: Callable[[bytes], dict], reset: Callable[[], None]
-) -> list[Result]:
-    async with httpx.AsyncClient(
-        timeout=60,
-        limits=httpx.Limits(max_connections=c * 2, max_keepalive_connections=c * 2),
-        trust_env=False,
-    ) as cl:
-
-        async def one(n: int = n) -> Result:
-            t0 = time.monotonic()
-            async with cl.stream("POST", url, json=_body(n)) as r:
-                return await _score(r.aiter_lines(), t0, loads, "data:", "[DONE]")
-
-        return await _phase(one, c, reset)
-
-
 async def c_aiohttp(
     url: str, c: int, n: int, loads: Callable[[bytes], dict], reset: Callable[[], None]
 ) -> list[Result]:
@@ -146,7 +129,6 @@ async def c_raw(
 
 
 CANDIDATES: dict[str, tuple[Callable[..., Awaitable[list[Result]]], Callable[[bytes], dict]]] = {
-    "httpx+json": (c_httpx, json.loads),
     "aiohttp+orjson": (c_aiohttp, orjson.loads),
     "raw+json": (c_raw, json.loads),
     "raw+orjson": (c_raw, orjson.loads),

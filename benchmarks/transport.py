@@ -21,13 +21,13 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx
+import aiohttp
 
 from ddtree_tui.config import parse_profile
+from ddtree_tui.lib import http as lib_http
 from ddtree_tui.transport.ssh import SshTransport
 from tests.sshd import SshEnv
 from tests.util import serve_http
@@ -139,7 +139,7 @@ async def bench(env: SshEnv, args: argparse.Namespace) -> list[Row]:
                     args.http,
                     url,
                     warm=False,
-                    limits=httpx.Limits(max_keepalive_connections=0),
+                    new_connection_each=True,
                 )
             )
     finally:
@@ -147,12 +147,27 @@ async def bench(env: SshEnv, args: argparse.Namespace) -> list[Row]:
     return rows
 
 
-async def http_row(label: str, n: int, url: str, warm: bool = True, **client: Any) -> Row:
+def _client(new_connection_each: bool) -> aiohttp.ClientSession:
+    if not new_connection_each:
+        return lib_http.session(timeout=5)
+    return aiohttp.ClientSession(  # lib_http.session's settings over a connector that keeps no connection
+        connector=aiohttp.TCPConnector(force_close=True),
+        timeout=aiohttp.ClientTimeout(total=5),
+        trust_env=False,
+    )
+
+
+async def http_row(label: str, n: int, url: str, warm: bool = True, new_connection_each: bool = False) -> Row:
     """n timed GETs of `url` through one client (after one untimed GET when `warm`): a table row."""
-    async with httpx.AsyncClient(timeout=5, **client) as c:
+    async with _client(new_connection_each) as c:
+
+        async def get() -> None:
+            async with c.get(url) as r:
+                await lib_http.read_body(r)
+
         if warm:
-            await c.get(url)
-        return (label, n, await timed(n, lambda: c.get(url)))
+            await get()
+        return (label, n, await timed(n, get))
 
 
 def main() -> int:

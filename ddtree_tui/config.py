@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ddtree_tui.config_errors import explain, field_name, grep_key, locate_line
+from ddtree_tui.lib import paths
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 # names that look like they hold a secret: environment variables (WANDB_KEY, PRIVATE_KEY, AWS_ACCESS_KEY_ID,
@@ -478,10 +478,10 @@ def packaged_demo_profile() -> Path:
 def default_profile_paths(cwd: Path | None = None) -> list[Path]:
     """./hostprofiles/ if it exists, else the user's config directory."""
     base = cwd or Path.cwd()
-    local = base / "hostprofiles"
+    local = base / paths.PROJECT_PROFILES
     if local.is_dir():
         return profile_dir_files(local)
-    user = Path(platformdirs.user_config_dir("ddtree-tui")) / "hostprofiles"
+    user = paths.user_profiles_dir()
     if user.is_dir():
         return profile_dir_files(user)
     return []

@@ -26,8 +26,9 @@ from ddtree_tui.bench.jsonl import append_line
 from ddtree_tui.bench.loadrun import LoadRun
 from ddtree_tui.bench.models import BenchRun, TargetInfo, dump
 from ddtree_tui.bench.soak import SoakRun, SoakWindow, detect_drift
+from ddtree_tui.lib import paths
 
-DEFAULT_HISTORY = Path(".ddtree") / "bench-history.jsonl"
+DEFAULT_HISTORY = paths.BENCH_HISTORY
 RECENT_RUNS = 20  # what a live view keeps: the TUI's bench pane shows the last 20 runs
 _TAILS_KEPT = 8  # history files followed at once by load_tail (one per fleet in practice)
 

@@ -10,6 +10,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from ddtree_tui.lib import paths
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
@@ -45,14 +47,22 @@ def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
         "--profile", action="append", metavar="FILE", default=d, help="a host profile (repeatable)"
     )
     g.add_argument("--profiles", metavar="DIR", default=d, help="a directory of host profiles (*.toml)")
-    g.add_argument("--todos", metavar="FILE", default=d, help="todo file (default .ddtree/todos.json)")
-    g.add_argument("--theme", metavar="NAME", default=d, help="UI theme: dark, light, high-contrast")
+    g.add_argument("--todos", metavar="FILE", default=d, help=f"todo file (default {paths.TODOS})")
+    if not suppress:  # the TUI's modes (tui, --attach, --replay, --record) are top-level; `web` adds its own
+        _theme_arg(g, None)
     g.add_argument(
         "--demo",
         action="store_true",
         default=argparse.SUPPRESS if suppress else False,
         help="this machine + simulated DFlash/DDTree services + replayed H200 telemetry",
     )
+
+
+def _theme_arg(g: argparse._ActionsContainer, default: str | None) -> None:
+    g.add_argument("--theme", metavar="NAME", default=default, help="UI theme: dark, light, high-contrast")
+
+
+THEMED_MODES = {"tui", "attach", "replay", "record", "web"}
 
 
 def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
@@ -71,7 +81,11 @@ def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 GLOBAL_FLAGS = {"--demo"}
-GLOBAL_VALUES = {"--profile", "--profiles", "--todos", "--theme"}
+GLOBAL_VALUES = {
+    "--profile",
+    "--profiles",
+    "--todos",
+}  # --theme is not: it is no option of status, sweep, ...
 
 
 def hoist_globals(argv: Sequence[str]) -> list[str]:
@@ -195,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", dest="json_out", metavar="FILE", help="write the run as JSON (schema in README)")
     b.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-prompt rows as CSV")
     b.add_argument("--html", dest="html_out", metavar="FILE", help="a self-contained HTML report of the run")
-    b.add_argument("--history", metavar="FILE", help="history file (default .ddtree/bench-history.jsonl)")
+    b.add_argument("--history", metavar="FILE", help=f"history file (default {paths.BENCH_HISTORY})")
 
     sub = p.add_subparsers(dest="mode", metavar="MODE")
 
@@ -352,8 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--intents",
         action="store_true",
-        help="accept launch/kill/restart/move/bench/todo over HTTP (bearer token; .ddtree/collector.token "
-        "unless --token-file)",
+        help="accept launch/kill/restart/move/bench/todo over HTTP (bearer token; "
+        f"{paths.COLLECTOR_TOKEN} unless --token-file)",
     )
     _record_args(sp, suppress=True)
 
@@ -382,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the collector's bearer token file",
     )
+    _theme_arg(sp, argparse.SUPPRESS)
     _fill_help(p)
     return p
 
@@ -425,6 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = ns.mode or ("run-bench" if ns.run_bench else "tui")
     if ns.mode and ns.run_bench:
         parser.error("--run-bench is a mode of its own; do not combine it with a mode word")
+    if ns.theme and mode not in THEMED_MODES:
+        parser.error(f"--theme is an option of the terminal UI (and web), not of {mode}")
     if mode == "tui" and getattr(ns, "attach", None):
         mode = "attach"
     elif mode == "tui" and getattr(ns, "replay", None):

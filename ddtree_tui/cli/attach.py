@@ -3,11 +3,11 @@ recording its own session (`--record FILE`)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 
-from ddtree_tui.cli.common import UsageError, err, profiles_of
+from ddtree_tui.cli.args import TuiArgs
+from ddtree_tui.cli.common import UsageError, err, handler, profiles_of
 from ddtree_tui.cli.tui import run_and_stop, theme_of, todos_of
 from ddtree_tui.collector.attach import AttachedFleet, read_token
 from ddtree_tui.collector.recording import RecordingError, session_fleet
@@ -15,20 +15,21 @@ from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
 
 
-def cli_main(ns: argparse.Namespace) -> int:
+@handler(None, TuiArgs)
+def cli_main(ns: TuiArgs) -> int:
     """`ddtree-tui --attach URL`: the TUI following a collector (`serve`)."""
     url = str(ns.attach)
     if not url.startswith(("http://", "https://")):
         err(f"--attach {url!r}: expected http://HOST:PORT")
         return 2
-    theme = str(getattr(ns, "theme", None) or "dark")
+    theme = ns.theme or "dark"
     try:
         theme_of(ns)
     except UsageError:
         err(f"unknown theme {theme!r}")
         return 2
     try:
-        token = read_token(getattr(ns, "token_file", None))
+        token = read_token(ns.token_file)
     except OSError as e:
         err(f"token file: {e}")
         return 2
@@ -40,26 +41,28 @@ def cli_main(ns: argparse.Namespace) -> int:
     return int(rc or 0)
 
 
-def replay_main(ns: argparse.Namespace) -> int:
+@handler(None, TuiArgs)
+def replay_main(ns: TuiArgs) -> int:
     """`ddtree-tui --replay FILE [--speed X]`: a recorded session played back, labelled REPLAY."""
     try:
-        fleet = session_fleet(ns, lambda: None)
+        fleet = session_fleet(ns.session(), lambda: None)
     except (RecordingError, ValueError) as e:
         err(str(e))
         return 2
-    app = DDTreeApp(fleet, theme_name=getattr(ns, "theme", None) or "dark")
+    app = DDTreeApp(fleet, theme_name=ns.theme or "dark")
     return int(app.run() or 0)
 
 
-def record_main(ns: argparse.Namespace) -> int:
+@handler(None, TuiArgs)
+def record_main(ns: TuiArgs) -> int:
     """`ddtree-tui [--demo] --record FILE`: the normal TUI, its fleet's snapshots and events recorded."""
     try:
         profiles = profiles_of(ns)
         todos = todos_of(ns)
-        fleet = session_fleet(ns, lambda: Fleet(profiles, todos_path=todos, demo=bool(ns.demo)))
+        fleet = session_fleet(ns.session(), lambda: Fleet(profiles, todos_path=todos, demo=ns.demo))
     except (UsageError, RecordingError, ValueError, OSError) as e:
         err(str(e))
         return 2
-    app = DDTreeApp(fleet, theme_name=getattr(ns, "theme", None) or "dark", demo=bool(ns.demo))
+    app = DDTreeApp(fleet, theme_name=ns.theme or "dark", demo=ns.demo)
     rc = run_and_stop(app)  # left without `q` too: the recording is closed
     return int(rc or 0)

@@ -10,10 +10,16 @@ import argparse
 import sys
 from collections.abc import Callable
 from functools import wraps
+from typing import TypeVar, overload
 
+from pydantic import ValidationError
+
+from ddtree_tui.cli.args import CliArgs
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+A = TypeVar("A", bound=CliArgs)
+Handler = Callable[[argparse.Namespace], int]
 
 
 class UsageError(Exception):
@@ -26,12 +32,11 @@ def err(msg: str, mode: str | None = None) -> None:
     print(f"{prefix}: {msg}", file=sys.stderr, flush=True)
 
 
-def profiles_of(ns: argparse.Namespace, *, required: bool = False) -> list[HostProfile]:
+def profiles_of(args: CliArgs | argparse.Namespace, *, required: bool = False) -> list[HostProfile]:
     """The profiles named by --profile / --profiles / --demo (or ./hostprofiles/, or the user's config)."""
+    a = args if isinstance(args, CliArgs) else CliArgs.of(args)
     try:
-        profiles = resolve_profiles(
-            getattr(ns, "profile", None), getattr(ns, "profiles", None), bool(getattr(ns, "demo", False))
-        )
+        profiles = resolve_profiles(a.profile, a.profiles, a.demo)
     except ProfileError as e:
         raise UsageError(str(e)) from e
     if required and not profiles:
@@ -39,7 +44,7 @@ def profiles_of(ns: argparse.Namespace, *, required: bool = False) -> list[HostP
     return profiles
 
 
-def hosts_of(ns: argparse.Namespace, host: str | None) -> list[HostProfile]:
+def hosts_of(ns: CliArgs | argparse.Namespace, host: str | None) -> list[HostProfile]:
     """Every profile, or only the one named `host` (an unknown name lists the known ones)."""
     profiles = profiles_of(ns, required=True)
     if not host:
@@ -51,7 +56,9 @@ def hosts_of(ns: argparse.Namespace, host: str | None) -> list[HostProfile]:
     return sel
 
 
-def service_of(ns: argparse.Namespace, ref: str) -> tuple[list[HostProfile], HostProfile, ServiceSpec]:
+def service_of(
+    ns: CliArgs | argparse.Namespace, ref: str
+) -> tuple[list[HostProfile], HostProfile, ServiceSpec]:
     """The profiles and the one HOST/SVC a mode acts on."""
     profiles = profiles_of(ns)
     try:
@@ -61,16 +68,29 @@ def service_of(ns: argparse.Namespace, ref: str) -> tuple[list[HostProfile], Hos
     return profiles, host, spec
 
 
-def handler(
-    mode: str | None = None,
-) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
-    """Wraps a mode handler so a UsageError it raises becomes one stderr line and exit code 2."""
+@overload
+def handler(mode: str | None = None) -> Callable[[Handler], Handler]: ...
+@overload
+def handler(mode: str | None, model: type[A]) -> Callable[[Callable[[A], int]], Handler]: ...
 
-    def wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+
+def handler(mode: str | None = None, model: type[CliArgs] | None = None) -> Callable[..., Handler]:
+    """Wraps a mode handler so a UsageError it raises becomes one stderr line and exit code 2. With `model`,
+    the handler takes the typed arguments (`model.of(ns)`, built once here) instead of the namespace."""
+
+    def wrap(fn: Callable[..., int]) -> Handler:
         @wraps(fn)
         def run(ns: argparse.Namespace) -> int:
             try:
-                return fn(ns)
+                if model is None:
+                    return fn(ns)
+                try:
+                    args = model.of(ns)
+                except ValidationError as e:
+                    first = e.errors()[0]
+                    where = ".".join(str(x) for x in first["loc"])
+                    raise UsageError(f"{where}: {first['msg']}") from None
+                return fn(args)
             except UsageError as e:
                 err(str(e), mode or getattr(ns, "mode", None))
                 return EXIT_USAGE

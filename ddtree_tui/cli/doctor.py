@@ -6,12 +6,12 @@ host at once. Exit codes: 0 all ok/warn, 1 any fail, 2 bad usage.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from ddtree_tui.cli.args import DoctorArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, handler, hosts_of
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding, render
@@ -34,13 +34,12 @@ async def _doctor_hosts(profiles: Sequence[HostProfile], todos: Path | None = No
         return list(await asyncio.gather(*(one(p) for p in profiles)))
 
 
-@handler("doctor")
-def cli_main(ns: argparse.Namespace) -> int:
+@handler("doctor", DoctorArgs)
+def cli_main(args: DoctorArgs) -> int:
     """`ddtree-tui doctor [HOST] [--json]`: 0 all ok/warn, 1 any fail, 2 bad usage."""
-    profiles = hosts_of(ns, getattr(ns, "host", None))
-    todos = getattr(ns, "todos", None)
-    reports = asyncio.run(_doctor_hosts(profiles, Path(todos) if todos else None))
-    if getattr(ns, "json", False):
+    profiles = hosts_of(args, args.host)
+    reports = asyncio.run(_doctor_hosts(profiles, Path(args.todos) if args.todos else None))
+    if args.as_json:
         print(json.dumps({"schema": 1, "hosts": [r.model_dump(mode="json") for r in reports]}, indent=2))
     else:
         print("\n\n".join(render(r) for r in reports))

@@ -3,10 +3,10 @@ services/patches.py, reached through Fleet; this module parses, prints and picks
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from pathlib import Path
 
+from ddtree_tui.cli.args import PatchesArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, err, handler, hosts_of
 from ddtree_tui.config import HostProfile
 from ddtree_tui.fleet import Fleet
@@ -45,34 +45,34 @@ async def _run(action: PatchAction, profile: HostProfile, sets: list[PatchSet]) 
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAIL
 
 
-def _chosen(ns: argparse.Namespace, sets: list[PatchSet], pdir: Path) -> list[PatchSet]:
-    if not ns.host:
-        raise UsageError(f"patches {ns.action} needs HOST")
-    if ns.patch:
-        chosen = [ps for ps in sets if ps.name == ns.patch]
+def _chosen(args: PatchesArgs, sets: list[PatchSet], pdir: Path) -> list[PatchSet]:
+    if not args.host:
+        raise UsageError(f"patches {args.action} needs HOST")
+    if args.patch:
+        chosen = [ps for ps in sets if ps.name == args.patch]
         if not chosen:
             names = ", ".join(ps.name for ps in sets) or "none"
-            raise UsageError(f"no patch set '{ns.patch}' in {pdir} (known: {names})")
+            raise UsageError(f"no patch set '{args.patch}' in {pdir} (known: {names})")
         return chosen
-    if ns.action == "status":
+    if args.action == "status":
         return sets
-    raise UsageError(f"patches {ns.action} needs HOST NAME")
+    raise UsageError(f"patches {args.action} needs HOST NAME")
 
 
-@handler("patches")
-def cli_main(ns: argparse.Namespace) -> int:
-    pdir = Path(ns.patches_dir) if getattr(ns, "patches_dir", None) else default_patches_dir()
+@handler("patches", PatchesArgs)
+def cli_main(args: PatchesArgs) -> int:
+    pdir = Path(args.patches_dir) if args.patches_dir else default_patches_dir()
     try:
         sets = list_patch_sets(pdir) if pdir.is_dir() else []
     except PatchError as e:
         raise UsageError(str(e)) from e
-    if ns.action == "list":
+    if args.action == "list":
         if not sets:
             print(f"no patch sets in {pdir}")
         for ps in sets:
             m = ps.manifest
             print(f"{ps.name:<28} {m.package} {m.version or '(any version)'}  {m.description}")
         return EXIT_OK
-    chosen = _chosen(ns, sets, pdir)
-    (profile,) = hosts_of(ns, ns.host)
-    return asyncio.run(_run(ns.action, profile, chosen))
+    chosen = _chosen(args, sets, pdir)
+    (profile,) = hosts_of(args, args.host)
+    return asyncio.run(_run(args.action, profile, chosen))

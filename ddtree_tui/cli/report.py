@@ -7,13 +7,13 @@ names the file).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable
 
 from ddtree_tui.bench.agentic import AgenticRun
-from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err
+from ddtree_tui.cli.args import ReportArgs
+from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err, handler
 from ddtree_tui.report.loadhtml import shape_runs_in, shape_text, write_load_html
 from ddtree_tui.report.output import terminal_text, write_html
 from ddtree_tui.report.runs import ReportInputError, load_runs
@@ -39,10 +39,10 @@ def _html(path: str | None, write: Callable[[str], int]) -> int:
     return EXIT_OK
 
 
-def _sweep_main(ns: argparse.Namespace) -> int | None:
+def _sweep_main(args: ReportArgs) -> int | None:
     """A sweep's results.json is reported on its own (report/sweep.py); None when no input is one."""
     found: list[str] = []
-    for p in ns.runs:
+    for p in args.runs:
         try:
             with open(p, encoding="utf-8") as f:
                 head = json.load(f)
@@ -52,7 +52,7 @@ def _sweep_main(ns: argparse.Namespace) -> int | None:
             found.append(p)
     if not found:
         return None
-    if len(ns.runs) > 1:
+    if len(args.runs) > 1:
         _err(f"{found[0]}: a sweep's results are reported on their own, not with other files")
         return EXIT_USAGE
     try:
@@ -61,39 +61,40 @@ def _sweep_main(ns: argparse.Namespace) -> int | None:
         _err(str(e))
         return EXIT_USAGE
     print(table(ls.results), flush=True)
-    return _html(ns.html_out, lambda path: write_sweep_html(ls, path))
+    return _html(args.html_out, lambda path: write_sweep_html(ls, path))
 
 
-def _shapes_main(ns: argparse.Namespace) -> int | None:
+def _shapes_main(args: ReportArgs) -> int | None:
     """One load / soak / agentic run's JSON, or a history file with such runs: their tables (and with --html
     the page of the one run); None when the input is not one (read as plain runs)."""
-    runs = shape_runs_in(ns.runs[0]) if len(ns.runs) == 1 else None
+    runs = shape_runs_in(args.runs[0]) if len(args.runs) == 1 else None
     if not runs:
         return None
     for run in runs:
         sys.stdout.write(shape_text(run) + ("\n" if len(runs) > 1 else ""))
     sys.stdout.flush()
-    if not ns.html_out:
+    if not args.html_out:
         return EXIT_OK
     last = runs[-1]
     if len(runs) > 1 or isinstance(last, AgenticRun):
-        _err(f"{ns.runs[0]}: --html takes one load or soak run's JSON (--run-bench --load … --json FILE)")
+        _err(f"{args.runs[0]}: --html takes one load or soak run's JSON (--run-bench --load … --json FILE)")
         return EXIT_USAGE
-    return _html(ns.html_out, lambda path: write_load_html(last, path))
+    return _html(args.html_out, lambda path: write_load_html(last, path))
 
 
-def cli_main(ns: argparse.Namespace) -> int:
-    sweep = _sweep_main(ns)
+@handler("report", ReportArgs)
+def cli_main(args: ReportArgs) -> int:
+    sweep = _sweep_main(args)
     if sweep is not None:
         return sweep
-    shapes = _shapes_main(ns)
+    shapes = _shapes_main(args)
     if shapes is not None:
         return shapes
     try:
-        runs = load_runs(list(ns.runs))
+        runs = load_runs(list(args.runs))
     except ReportInputError as e:
         _err(str(e))
         return EXIT_USAGE
     sys.stdout.write(terminal_text(runs))
     sys.stdout.flush()
-    return _html(ns.html_out, lambda path: write_html(runs, path))
+    return _html(args.html_out, lambda path: write_html(runs, path))

@@ -4,7 +4,6 @@ collector/server.py and collector/web.py."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import signal
@@ -12,7 +11,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ddtree_tui.cli.common import UsageError, profiles_of
+from ddtree_tui.cli.args import ServeArgs, WebArgs
+from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.collector.server import (
     DEFAULT_LISTEN,
@@ -51,13 +51,13 @@ def _until_signal(host: str, port: int, run: Callable[[asyncio.Event], Awaitable
     return 0
 
 
-def serve_main(ns: argparse.Namespace) -> int:
+@handler("serve", ServeArgs)
+def serve_main(ns: ServeArgs) -> int:
     """`ddtree-tui serve [--listen HOST:PORT] [--token-file FILE]`; exit 2 for a bad listen or profile."""
     try:
         host, port = parse_listen(ns.listen or DEFAULT_LISTEN)
         token: str | None = None
-        token_file = getattr(ns, "token_file", None)
-        intents = bool(getattr(ns, "intents", False))
+        token_file, intents = ns.token_file, ns.intents
         intent_token: str | None = None
         if intents and not token_file:  # intents always need a token; reads on loopback stay open
             intent_token, created = load_or_create_token(DEFAULT_TOKEN_FILE)
@@ -74,14 +74,14 @@ def serve_main(ns: argparse.Namespace) -> int:
                 f"--listen {ns.listen}: not a loopback address; give --token-file FILE so that clients "
                 "must present a bearer token (or listen on 127.0.0.1)"
             )
-        profiles = [] if getattr(ns, "replay", None) else profiles_of(ns)
+        profiles = [] if ns.replay else profiles_of(ns)
     except (ListenError, UsageError, OSError) as e:
         _say(str(e))
         return 2
-    todos = Path(ns.todos) if getattr(ns, "todos", None) else None
+    todos = Path(ns.todos) if ns.todos else None
     try:
         fleet = session_fleet(
-            ns, lambda: Fleet(profiles, todos_path=todos, demo=bool(ns.demo), auto_complete_todos=False)
+            ns.session(), lambda: Fleet(profiles, todos_path=todos, demo=ns.demo, auto_complete_todos=False)
         )
     except (RecordingError, ValueError, OSError) as e:
         _say(str(e))
@@ -97,7 +97,8 @@ def serve_main(ns: argparse.Namespace) -> int:
     return _until_signal(host, port, run)
 
 
-def web_main(ns: argparse.Namespace) -> int:
+@handler("web", WebArgs)
+def web_main(ns: WebArgs) -> int:
     """`ddtree-tui web [--listen HOST:PORT] [--attach URL] [--token-file FILE]`."""
     try:
         host, port = parse_listen(ns.web_listen or DEFAULT_WEB_LISTEN)
@@ -117,7 +118,7 @@ def web_main(ns: argparse.Namespace) -> int:
     except (ListenError, OSError) as e:
         _say(str(e))
         return 2
-    command = tui_command(attach, getattr(ns, "token_file", None), getattr(ns, "theme", None))
+    command = tui_command(attach, ns.token_file, ns.theme)
     server = make_server(command, host, port, token, title=f"ddtree-tui · {attach}")
 
     return _until_signal(

@@ -7,10 +7,10 @@ still sees the other.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 
+from ddtree_tui.cli.args import ServiceArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.fleet import Fleet
@@ -51,41 +51,38 @@ async def _wait_ready(fleet: Fleet, ref: str, timeout: float) -> int:
     return EXIT_FAIL
 
 
-async def _act(ns: argparse.Namespace, fleet: Fleet, host: HostProfile, spec: ServiceSpec) -> int:
+async def _act(args: ServiceArgs, fleet: Fleet, host: HostProfile, spec: ServiceSpec) -> int:
     ref = f"{host.name}/{spec.name}"
-    if ns.mode == "logs":
-        for line in await fleet.logs(ref, max(0, ns.lines)):
+    if args.mode == "logs":
+        for line in await fleet.logs(ref, max(0, args.lines)):
             print(line, flush=True)
-        if ns.follow:
+        if args.follow:
             async for line in fleet.follow_log(ref, on_gap=_err):
                 print(line, flush=True)
         return EXIT_OK
     who = fleet.held_elsewhere(ref)
     if who is not None:
-        _err(f"refused to {ns.mode} {ref}: it is held by {who}; nothing was done")
+        _err(f"refused to {args.mode} {ref}: it is held by {who}; nothing was done")
         return EXIT_FAIL
-    timeout: float | None = getattr(ns, "timeout", None)
-    force = bool(getattr(ns, "force", False))
-    if ns.mode == "kill":
+    timeout, force = args.timeout, args.force
+    if args.mode == "kill":
         r = await fleet.kill(ref, timeout=timeout)
-    elif ns.mode == "move":
-        r = await fleet.move(ref, ns.to_host, startup_timeout=timeout)
-    elif ns.mode == "launch":
+    elif args.mode == "move":
+        r = await fleet.move(ref, args.to_host or "", startup_timeout=timeout)
+    elif args.mode == "launch":
         _err(f"launching {ref}: {build_launch(host, spec).display()}")
         r = await fleet.launch(ref, force=force)
     else:
         r = await fleet.restart(ref, force=force)
     _report(r)
-    if not r.ok or ns.mode in ("kill", "move"):
+    if not r.ok or args.mode in ("kill", "move"):
         return EXIT_OK if r.ok else EXIT_FAIL
     return await _wait_ready(fleet, ref, timeout if timeout is not None else spec.startup_timeout)
 
 
-async def _run(
-    ns: argparse.Namespace, profiles: list[HostProfile], host: HostProfile, spec: ServiceSpec
-) -> int:
+async def _run(args: ServiceArgs, profiles: list[HostProfile], host: HostProfile, spec: ServiceSpec) -> int:
     used = [host] + [
-        p for p in profiles if ns.mode == "move" and p.name == ns.to_host and p.name != host.name
+        p for p in profiles if args.mode == "move" and p.name == args.to_host and p.name != host.name
     ]
     async with Fleet.open(
         used, telemetry=False, auto_complete_todos=False, probe_interval=0.5, watch=False
@@ -96,19 +93,19 @@ async def _run(
                 if why is not None:
                     _err(why)
                     return EXIT_FAIL
-            return await _act(ns, fleet, host, spec)
+            return await _act(args, fleet, host, spec)
         except TransportError as e:
             _err(str(e))
             return EXIT_FAIL
 
 
-@handler()
-def cli_main(ns: argparse.Namespace) -> int:
+@handler(None, ServiceArgs)
+def cli_main(args: ServiceArgs) -> int:
     """launch / kill / restart / move / logs for one HOST/SVC."""
-    profiles, host, spec = service_of(ns, ns.service)
-    if ns.mode in ("launch", "restart") and getattr(ns, "dry_run", False):
+    profiles, host, spec = service_of(args, args.service)
+    if args.mode in ("launch", "restart") and args.dry_run:
         print(build_launch(host, spec).display(), flush=True)
         return EXIT_OK
-    if ns.mode == "move" and not any(p.name == ns.to_host for p in profiles):
-        raise UsageError(f"no host '{ns.to_host}' (known: {', '.join(p.name for p in profiles)})")
-    return asyncio.run(_run(ns, profiles, host, spec))
+    if args.mode == "move" and not any(p.name == args.to_host for p in profiles):
+        raise UsageError(f"no host '{args.to_host}' (known: {', '.join(p.name for p in profiles)})")
+    return asyncio.run(_run(args, profiles, host, spec))

@@ -10,53 +10,60 @@ import contextlib
 import os
 import signal
 import sys
-from typing import Any
 
+from ddtree_tui.cli.args import SimArgs
 from ddtree_tui.cli.common import UsageError, handler
 from ddtree_tui.sim.config import REALISTIC, TRANSFORMERS_LIKE, SimConfig, parse_faults
 from ddtree_tui.sim.logs import log_prefix
 from ddtree_tui.sim.server import SimServer
 
-# SimConfig fields taken from the namespace as they are
-AS_IS = ("algorithm", "host", "port", "accept_length", "decode_rate", "load_time", "seed", "model_path",
-         "incremental_streaming_output", "decode_log_interval")  # fmt: skip
-# SimConfig field: (namespace attribute, the value when the option is not given)
-OR_DEFAULT: dict[str, tuple[str, Any]] = {
-    "kv_capacity": ("kv_capacity", 0),
-    "max_running_requests": ("max_running_requests", 0),
-    "slowdown_after": ("slowdown_after", 0.0),
-    "slowdown_factor": ("slowdown_factor", 1.0),
-    "mem_creep_after": ("mem_creep_after", 0.0),
-    "mem_creep_mib_s": ("mem_creep", 0.0),
-    "block_size": ("block_size", 16),
-}
-# the options --realistic gives a value (SimConfig.realistic's) when they are not given; off: 0
-REALISTIC_VALUES = ("health_latency", "prefill_rate")
-FLAGS = ("reasoning", "hybrid", "allow_hybrid_unsafe")
+
+def config_from_args(a: SimArgs) -> SimConfig:
+    """The simulator's config: options not given take SimConfig's "off" value; `--realistic` fills the real
+    server's values in where not given, `--openai-style transformers` turns that dialect's switches on."""
+    real = a.realistic
+    openai = {name: value or a.openai_style == "transformers"
+              for name, value in a.model_dump(include=set(TRANSFORMERS_LIKE)).items()}  # fmt: skip
+    return SimConfig(
+        algorithm=a.algorithm,
+        host=a.host,
+        port=a.port,
+        accept_length=a.accept_length,
+        decode_rate=a.decode_rate,
+        load_time=a.load_time,
+        seed=a.seed,
+        model_path=a.model_path,
+        incremental_streaming_output=a.incremental_streaming_output,
+        decode_log_interval=a.decode_log_interval,
+        kv_capacity=a.kv_capacity or 0,
+        max_running_requests=a.max_running_requests or 0,
+        slowdown_after=a.slowdown_after or 0.0,
+        slowdown_factor=a.slowdown_factor or 1.0,
+        mem_creep_after=a.mem_creep_after or 0.0,
+        mem_creep_mib_s=a.mem_creep or 0.0,
+        block_size=a.block_size or 16,
+        health_latency=_real_or(a.health_latency, "health_latency", real),
+        prefill_rate=_real_or(a.prefill_rate, "prefill_rate", real),
+        **openai,
+        reasoning=a.reasoning,
+        hybrid=a.hybrid,
+        allow_hybrid_unsafe=a.allow_hybrid_unsafe,
+        batch_slowdown=a.batch_slowdown or real,
+        mode=a.sim_mode,
+        faults=list(a.fault),
+        exit_process=True,
+        budget=a.budget,
+        max_topk=_env_topk(),
+    )
 
 
 def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
-    real = bool(getattr(ns, "realistic", False))
-    transformers = getattr(ns, "openai_style", None) == "transformers"
-    kw: dict[str, Any] = {name: getattr(ns, name) for name in AS_IS}
-    for name, (attr, off) in OR_DEFAULT.items():
-        kw[name] = getattr(ns, attr, None) or off
-    for name in REALISTIC_VALUES:
-        v = getattr(ns, name, None)
-        kw[name] = v if v is not None else (REALISTIC[name] if real else 0.0)
-    for name in TRANSFORMERS_LIKE:  # `--openai-style transformers` turns them all on
-        kw[name] = bool(getattr(ns, name, False) or transformers)
-    for name in FLAGS:
-        kw[name] = bool(getattr(ns, name, False))
-    return SimConfig(
-        **kw,
-        batch_slowdown=bool(getattr(ns, "batch_slowdown", False) or real),
-        mode=getattr(ns, "sim_mode", None),
-        faults=list(ns.fault or []),
-        exit_process=True,
-        budget=getattr(ns, "budget", None),
-        max_topk=_env_topk(),
-    )
+    return config_from_args(SimArgs.of(ns))
+
+
+def _real_or(value: float | None, name: str, real: bool) -> float:
+    """The option's value; when not given, the real server's (with --realistic) or 0 (off)."""
+    return value if value is not None else (float(REALISTIC[name]) if real else 0.0)
 
 
 def _env_topk() -> int | None:
@@ -102,10 +109,10 @@ async def serve(cfg: SimConfig) -> int:
     return 0
 
 
-@handler("sim")
-def cli_main(ns: argparse.Namespace) -> int:
+@handler("sim", SimArgs)
+def cli_main(args: SimArgs) -> int:
     try:
-        cfg = config_from_namespace(ns)
+        cfg = config_from_args(args)
         parse_faults(cfg.faults)
     except ValueError as e:
         raise UsageError(str(e)) from e

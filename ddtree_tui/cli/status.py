@@ -3,11 +3,11 @@ documented JSON object or the plain-text table a person reads in a terminal or a
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
 
+from ddtree_tui.cli.args import StatusArgs
 from ddtree_tui.cli.common import handler, profiles_of
 from ddtree_tui.fleet import collect_snapshot
 from ddtree_tui.state import FleetSnapshot, HostView
@@ -74,10 +74,10 @@ def _host_line(h: HostView) -> str:
     return line
 
 
-@handler("status")
-def status_main(ns: argparse.Namespace) -> int:
-    snap = asyncio.run(collect_snapshot(profiles_of(ns), timeout=ns.timeout))
-    if ns.json:
+@handler("status", StatusArgs)
+def status_main(args: StatusArgs) -> int:
+    snap = asyncio.run(collect_snapshot(profiles_of(args), timeout=args.timeout))
+    if args.as_json:
         print(json.dumps(snap.to_json_dict(), indent=2))
     else:
         print(render_text(snap))

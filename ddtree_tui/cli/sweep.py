@@ -15,6 +15,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from ddtree_tui.cli.args import SweepArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile, ProfileError, SweepPreset
 from ddtree_tui.fleet import Fleet
@@ -99,18 +100,18 @@ def _err(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def write_results(out: Path, state: st.SweepState, ns: argparse.Namespace | None = None) -> rs.SweepResults:
-    objective = getattr(ns, "sw_objective", None) if ns else None
-    cons = getattr(ns, "sw_constraint", None) if ns else None
+def write_results(out: Path, state: st.SweepState, ns: SweepArgs | None = None) -> rs.SweepResults:
+    objective = ns.sw_objective if ns else None
+    cons = ns.sw_constraint if ns else None
     res = rs.analyse(state, cons, objective)
     st.atomic_write(out / "results.json", res.model_dump_json(indent=1, by_alias=True))
     st.atomic_write(out / "results.csv", rs.to_csv(res))
     return res
 
 
-def write_html(ns: argparse.Namespace, out: Path, state: st.SweepState, res: rs.SweepResults) -> bool:
+def write_html(ns: SweepArgs, out: Path, state: st.SweepState, res: rs.SweepResults) -> bool:
     """`--html FILE`: the sweep's HTML report (report/sweep.py); False when it could not be written."""
-    if not getattr(ns, "sw_html", None):
+    if not ns.sw_html:
         return True
     from ddtree_tui.report.sweep import html_for_state
 
@@ -123,7 +124,7 @@ def write_html(ns: argparse.Namespace, out: Path, state: st.SweepState, res: rs.
     return True
 
 
-def _dims(ns: argparse.Namespace, preset: SweepPreset | None) -> list[Dimension]:
+def _dims(ns: SweepArgs, preset: SweepPreset | None) -> list[Dimension]:
     dims = [parse_set(s) for s in ns.sw_set]
     if preset is not None:
         have = {d.key for d in dims}
@@ -144,9 +145,7 @@ def _dims(ns: argparse.Namespace, preset: SweepPreset | None) -> list[Dimension]
     return dims
 
 
-async def _sweep(
-    ns: argparse.Namespace, profiles: list[HostProfile], settings: SweepSettings, out: Path
-) -> int:
+async def _sweep(ns: SweepArgs, profiles: list[HostProfile], settings: SweepSettings, out: Path) -> int:
     async with Fleet.open(
         profiles,
         todos_path=out / ".todos.json",
@@ -181,7 +180,7 @@ async def _sweep(
     return EXIT_OK
 
 
-def _apply(ns: argparse.Namespace) -> int:
+def _apply(ns: SweepArgs) -> int:
     from ddtree_tui.sweep.apply import diff, edit_profile_text, write_profile
 
     if not ns.dir:
@@ -244,8 +243,8 @@ def _apply(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@handler("sweep")
-def cli_main(ns: argparse.Namespace) -> int:
+@handler("sweep", SweepArgs)
+def cli_main(ns: SweepArgs) -> int:
     if ns.target == "apply":
         return _apply(ns)
     if ns.target == "show":

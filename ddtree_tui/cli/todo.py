@@ -7,13 +7,13 @@ when a check needs one.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 from pathlib import Path
 
 from ddtree_tui.bench.history import DEFAULT_HISTORY
+from ddtree_tui.cli.args import TodoArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err, handler, profiles_of
 from ddtree_tui.fleet import collect_snapshot
 from ddtree_tui.state import FleetSnapshot
@@ -38,9 +38,9 @@ def _format_item(n: int, it: TodoItem) -> str:
     return f"{n:3d}. {MARK.get(it.status, '[?]')} {it.priority:<6} {it.content}{chk}"
 
 
-def _build_context(ns: argparse.Namespace, store: TodoStore) -> HistoryBenchContext:
+def _build_context(args: TodoArgs, store: TodoStore) -> HistoryBenchContext:
     """A snapshot only when some check needs one: bench checks read the history file alone."""
-    history = getattr(ns, "history", None) or DEFAULT_HISTORY
+    history = args.history or DEFAULT_HISTORY
     needs_fleet = False
     for it in store.items:
         if it.check:
@@ -48,7 +48,7 @@ def _build_context(ns: argparse.Namespace, store: TodoStore) -> HistoryBenchCont
                 needs_fleet |= parse_check(it.check).kind != "bench"
     snap = FleetSnapshot()
     if needs_fleet:
-        snap = asyncio.run(collect_snapshot(profiles_of(ns), float(getattr(ns, "timeout", None) or 8.0)))
+        snap = asyncio.run(collect_snapshot(profiles_of(args), float(args.timeout or 8.0)))
     return HistoryBenchContext(snap, Path(history))
 
 
@@ -84,14 +84,13 @@ def _print_check(store: TodoStore, evidence: list[ItemEvidence], as_json: bool) 
         print(line)
 
 
-@handler("todo")
-def cli_main(ns: argparse.Namespace) -> int:
+@handler("todo", TodoArgs)
+def cli_main(args: TodoArgs) -> int:
     """`ddtree-tui todo list|add TEXT|start N|done N|cancel N|check`; exit 1 on an evidence mismatch."""
-    path = Path(ns.todos) if getattr(ns, "todos", None) else DEFAULT_TODOS
+    path = Path(args.todos) if args.todos else DEFAULT_TODOS
     store = TodoStore(path)
     store.load()
-    action = getattr(ns, "action", None) or "list"
-    as_json = bool(getattr(ns, "json", False))
+    action, as_json = args.action, args.as_json
     if store.error:
         bak = store.backup_path
         fix = f"fix it or restore {bak.name}" if bak.is_file() else "fix it (there is no backup yet)"
@@ -108,24 +107,23 @@ def cli_main(ns: argparse.Namespace) -> int:
                     print(_format_item(n, it))
             return EXIT_OK
         if action == "add":
-            if not ns.arg:
+            if not args.arg:
                 raise TodoError("todo add needs the item's TEXT")
-            check = getattr(ns, "check_expr", None)
+            check = args.check_expr
             if check:
                 parse_check(check)
-            priority = getattr(ns, "priority", None) or "medium"
-            store.add(ns.arg, priority=priority, check=check)
+            store.add(args.arg, priority=args.priority, check=check)
             store.save()
             print(_format_item(len(store.items), store.items[-1]))
             return EXIT_OK
         if action in _ACTION:
-            idx = _index(ns.arg, store)
+            idx = _index(args.arg, store)
             store.apply(TodoEdit(action=_ACTION[action], index=idx))
             store.save()
             print(_format_item(idx + 1, store.items[idx]))
             return EXIT_OK
         if action == "check":
-            evidence = evaluate(store.items, _build_context(ns, store))
+            evidence = evaluate(store.items, _build_context(args, store))
             _print_check(store, evidence, as_json)
             return EXIT_FAIL if any(ev.mismatch for ev in evidence) else EXIT_OK
     except (TodoError, ValueError) as e:

@@ -3,12 +3,12 @@ ddtree_tui/ui/app.py); a first run without profiles says how to write one and of
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from pathlib import Path
 
-from ddtree_tui.cli.common import UsageError, err, profiles_of
+from ddtree_tui.cli.args import CliArgs, TuiArgs, WebArgs
+from ddtree_tui.cli.common import UsageError, err, handler, profiles_of
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.ui.app import DDTreeApp, exit_code
@@ -32,17 +32,17 @@ def first_run(interactive: bool, answer: str | None = None) -> str | None:
     return "demo" if reply.strip().lower() in ("y", "yes") else None
 
 
-def theme_of(ns: argparse.Namespace) -> str:
+def theme_of(args: TuiArgs | WebArgs) -> str:
     """--theme, checked against themes/ before the terminal is taken over (a usage error otherwise)."""
-    theme = str(getattr(ns, "theme", None) or "dark")
+    theme = args.theme or "dark"
     known = discover_themes()
     if theme not in known:
         raise UsageError(f"unknown theme {theme!r} (known: {', '.join(known)})")
     return theme
 
 
-def todos_of(ns: argparse.Namespace) -> Path:
-    return Path(ns.todos) if getattr(ns, "todos", None) else DEFAULT_TODOS
+def todos_of(args: CliArgs) -> Path:
+    return Path(args.todos) if args.todos else DEFAULT_TODOS
 
 
 def run_and_stop(app: DDTreeApp) -> int | None:
@@ -58,7 +58,8 @@ def run_and_stop(app: DDTreeApp) -> int | None:
     return asyncio.run(main())
 
 
-def cli_main(ns: argparse.Namespace) -> int:
+@handler(None, TuiArgs)
+def cli_main(ns: TuiArgs) -> int:
     """`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI."""
     try:
         profiles = profiles_of(ns)
@@ -69,15 +70,15 @@ def cli_main(ns: argparse.Namespace) -> int:
         choice = first_run(sys.stdin.isatty())
         if choice is None:
             return 2
-        ns.demo = True
-        profiles = profiles_of(argparse.Namespace(demo=True))  # the packaged demo, whatever was named
+        ns = ns.model_copy(update={"demo": True})
+        profiles = profiles_of(CliArgs(demo=True))  # the packaged demo, whatever was named
     try:
         theme = theme_of(ns)
     except UsageError as e:
         err(str(e))
         return 2
     todos = todos_of(ns)
-    fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo))
-    app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo), crash_dir=todos.parent)
+    fleet = Fleet(profiles, todos_path=todos, demo=ns.demo)
+    app = DDTreeApp(fleet, theme_name=theme, demo=ns.demo, crash_dir=todos.parent)
     rc = run_and_stop(app)
     return exit_code(app, rc)

@@ -22,7 +22,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 from pydantic import BaseModel, TypeAdapter
 
 from ddtree_tui.bench.models import BenchEvent
@@ -39,6 +39,7 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
+from ddtree_tui.lib import http
 from ddtree_tui.pubsub import QUEUE_SIZE, PubSub
 from ddtree_tui.state import FleetSnapshot, HostView
 from ddtree_tui.todo import TodoEdit, TodoResult
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 
 LOG_LINES_KEPT = 500
 HISTORY_KEPT = 600
+SNAPSHOT_CAP = 64 * http.MIB  # a snapshot of a few hundred hosts with their todos is a few MiB
+EVENT_CAP = http.LINE_CAP  # one server-sent event line
+INTENT_REPLY_CAP = http.MIB  # an intent's answer is one small JSON object
 _EVENT = TypeAdapter(FleetEvent)
 _BENCH_EVENT: TypeAdapter[BenchEvent] = TypeAdapter(BenchEvent)
 
@@ -262,22 +266,28 @@ class _IntentsOverHttp:
 
     async def _post(self, verb: str, body: dict[str, Any], what: str) -> AttachResult:
         try:
-            async with httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(10.0, read=900.0)) as c:
-                r = await c.post(f"{self.url}/intents/{verb}", json=body)
-        except httpx.HTTPError as e:
+            async with (
+                http.session(headers=self._headers, timeout=10.0, read_timeout=900.0) as c,
+                c.post(f"{self.url}/intents/{verb}", json=body) as r,
+            ):
+                status = r.status
+                raw = await http.read_body(r, INTENT_REPLY_CAP)
+        except http.REQUEST_ERRORS as e:
             return AttachResult(
                 ok=False, message=f"{what}: the collector at {self.url} did not answer: {_why(e)}"
             )
         try:
-            data = r.json()
+            data = json.loads(raw)
         except ValueError:
             data = {}
-        msg = str(data.get("message") or f"HTTP {r.status_code}")
-        if r.status_code == 401:
+        if not isinstance(data, dict):
+            data = {}
+        msg = str(data.get("message") or f"HTTP {status}")
+        if status == 401:
             return AttachResult(
                 ok=False, message=f"{what}: {msg}", suggestion="attach with --token-file FILE"
             )
-        return AttachResult(ok=bool(data.get("ok")) and r.status_code == 200, message=msg,
+        return AttachResult(ok=bool(data.get("ok")) and status == 200, message=msg,
                             suggestion=data.get("suggestion"))  # fmt: skip
 
     async def launch(self, ref: str) -> AttachResult:
@@ -352,7 +362,7 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
 
     async def _run(self) -> None:
         backoff = self.backoff_initial
-        async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as client:
+        async with http.session(headers=self._headers, timeout=self.timeout) as client:
             while True:
                 try:
                     await self._session(client)
@@ -369,22 +379,21 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
                 backoff = self.backoff_initial if was_up else min(backoff * 2, self.backoff_max)
                 await asyncio.sleep(backoff)
 
-    async def _session(self, client: httpx.AsyncClient) -> None:
+    async def _session(self, client: aiohttp.ClientSession) -> None:
         """One connection: the event stream is opened first, then the snapshot is read (so nothing falls in
         between; events older than the snapshot are not folded in again), then events until the stream ends,
         with a full refresh every `refresh_s`."""
-        async with client.stream(
-            "GET", f"{self.url}/events", timeout=httpx.Timeout(self.timeout, read=30.0)
-        ) as r:
-            if r.status_code != 200:
-                raise RuntimeError(f"/events answered HTTP {r.status_code}")
+        events_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=30.0)
+        async with client.get(f"{self.url}/events", timeout=events_timeout) as r:
+            if r.status != 200:
+                raise RuntimeError(f"/events answered HTTP {r.status}")
             await self._fetch_snapshot(client, history=True)
             self._up()
             refresher = asyncio.create_task(self._refresh_loop(client))
             try:
                 await self._fetch_logs(client)
                 buf: list[str] = []
-                async for line in r.aiter_lines():
+                async for line in http.iter_lines(r, EVENT_CAP):
                     if line:
                         buf.append(line)
                         continue
@@ -400,18 +409,15 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
                 with contextlib.suppress(BaseException):
                     await refresher
 
-    async def _fetch_snapshot(self, client: httpx.AsyncClient, history: bool = False) -> None:
-        r = await client.get(f"{self.url}/snapshot")
-        if r.status_code != 200:
-            raise RuntimeError(f"/snapshot answered HTTP {r.status_code}")
-        self._snap = FleetSnapshot.model_validate(r.json())
+    async def _fetch_snapshot(self, client: aiohttp.ClientSession, history: bool = False) -> None:
+        self._snap = await _read_snapshot(client, self.url)
         self._floor = self._snap.ts
         for h in self._snap.hosts if history else ():
             for g in h.gpus:
                 if g.util_gpu is not None:
                     self._hist(h.name, g.index).append(float(g.util_gpu))
 
-    async def _refresh_loop(self, client: httpx.AsyncClient) -> None:
+    async def _refresh_loop(self, client: aiohttp.ClientSession) -> None:
         while True:
             await asyncio.sleep(self.refresh_s)
             with contextlib.suppress(Exception):
@@ -419,16 +425,18 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
                 for h in self._snap.hosts:  # the app repaints on host events
                     self._publish(HostStateChanged(host=h.name, status=_conn_of(h)))
 
-    async def _fetch_logs(self, client: httpx.AsyncClient) -> None:
+    async def _fetch_logs(self, client: aiohttp.ClientSession) -> None:
         """The tail the collector keeps for each service (the first 50), so a log pane is not empty."""
         refs = [f"{h.name}/{s.name}" for h in self._snap.hosts for s in h.services][:50]
         for ref in refs:
             with contextlib.suppress(Exception):
-                r = await client.get(f"{self.url}/logs", params={"ref": ref})
-                if r.status_code == 200:
-                    buf = self._logs.setdefault(ref, deque(maxlen=LOG_LINES_KEPT))
-                    buf.clear()
-                    buf.extend(str(x) for x in r.json().get("lines", []))
+                async with client.get(f"{self.url}/logs", params={"ref": ref}) as r:
+                    if r.status != 200:
+                        continue
+                    lines = (await http.read_json(r, http.BODY_CAP)).get("lines", [])
+                buf = self._logs.setdefault(ref, deque(maxlen=LOG_LINES_KEPT))
+                buf.clear()
+                buf.extend(str(x) for x in lines)
 
     def _up(self) -> None:
         was_lost = self.lost_at is not None
@@ -465,10 +473,9 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         seconds away), so the pane shows what the file now holds."""
         res = await super().todo_apply(edit)
         if res.ok:
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as c:
-                    r = await c.get(f"{self.url}/snapshot")
-                todos = FleetSnapshot.model_validate(r.json()).todos
+            with contextlib.suppress(*http.REQUEST_ERRORS, ValueError, RuntimeError):
+                async with http.session(headers=self._headers, timeout=self.timeout) as c:
+                    todos = (await _read_snapshot(c, self.url)).todos
                 self._snap = self._snap.model_copy(update={"todos": todos})
                 self._publish(TodoChanged())
         return res
@@ -494,11 +501,13 @@ def _conn_of(h: HostView) -> Any:
     return ConnStatus(state=h.state, error=h.error, next_retry_at=h.next_retry_at)
 
 
+async def _read_snapshot(client: aiohttp.ClientSession, url: str) -> FleetSnapshot:
+    """The collector's /snapshot; RuntimeError for another status, BodyTooLarge over SNAPSHOT_CAP."""
+    async with client.get(f"{url}/snapshot") as r:
+        if r.status != 200:
+            raise RuntimeError(f"/snapshot answered HTTP {r.status}")
+        return FleetSnapshot.model_validate_json(await http.read_body(r, SNAPSHOT_CAP))
+
+
 def _why(e: BaseException) -> str:
-    if isinstance(e, httpx.ConnectError):
-        return "connection refused"
-    if isinstance(e, httpx.TimeoutException):
-        return "timed out"
-    if isinstance(e, httpx.RemoteProtocolError):
-        return "the connection dropped"
-    return str(e) or type(e).__name__
+    return http.describe(e)

@@ -281,10 +281,10 @@ class SessionOptions(BaseModel):
         return cls.model_validate(vars(ns))
 
 
-def session_fleet(ns: argparse.Namespace, live: Callable[[], Any]) -> Any:
+def session_fleet(ns: SessionOptions | argparse.Namespace, live: Callable[[], Any]) -> Any:
     """The fleet a mode runs on, from `--replay FILE [--speed X]` and `--record FILE [--record-max-mb N]`:
     a ReplayFleet, or `live()`; recorded when asked. Raises RecordingError / ValueError for bad input."""
-    opts = SessionOptions.of(ns)
+    opts = ns if isinstance(ns, SessionOptions) else SessionOptions.of(ns)
     replay, record = opts.replay, opts.record
     if replay and record:
         raise ValueError("--record and --replay do not go together")

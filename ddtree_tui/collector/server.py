@@ -42,12 +42,13 @@ from ddtree_tui.events import (
     FleetEvent,
     ServiceStateChanged,
 )
+from ddtree_tui.lib import paths
 from ddtree_tui.state import Alert, FleetSnapshot
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
-DEFAULT_TOKEN_FILE = Path(".ddtree/collector.token")
+DEFAULT_TOKEN_FILE = paths.COLLECTOR_TOKEN
 CLIENT_QUEUE = 1000
 SSE_KEEPALIVE_S = 10.0
 

@@ -15,15 +15,14 @@ import re
 import time
 from pathlib import Path
 
-import platformdirs
 import psutil
 
+from ddtree_tui.lib import paths
 from ddtree_tui.sweep.state import atomic_write
 
 
 def holds_dir() -> Path:
-    env = os.environ.get("DDTREE_TUI_HOLDS_DIR")
-    return Path(env) if env else Path(platformdirs.user_state_dir("ddtree-tui")) / "holds"
+    return paths.holds_dir()
 
 
 def _path(ref: str) -> Path:

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import aiohttp
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.lib import http
 from ddtree_tui.state import GpuSample, TelemetryStatus
 
 FIELDS: dict[str, str] = {
@@ -64,19 +66,29 @@ def query_for(profile: HostProfile) -> str:
     return host_query(t.host_label, t.host_value or profile.name)
 
 
-async def instant_query(client: httpx.AsyncClient, base_url: str, promql: str, timeout: float) -> list[Any]:
-    """`/api/v1/query`; the result vector, or PrometheusError saying why not."""
+async def instant_query(
+    client: aiohttp.ClientSession, base_url: str, promql: str, timeout: float, cap: int = http.BODY_CAP
+) -> list[Any]:
+    """`/api/v1/query`; the result vector, or PrometheusError saying why not (an answer over `cap` bytes too)."""
     url = base_url.rstrip("/") + "/api/v1/query"
     try:
-        r = await client.get(url, params={"query": promql}, timeout=timeout)
-    except httpx.HTTPError as e:
-        raise PrometheusError(f"Prometheus at {base_url} not answering: {e!r}") from None
+        async with client.get(
+            url, params={"query": promql}, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as r:
+            status = r.status
+            raw = await http.read_body(r, cap)
+    except http.BodyTooLarge as e:
+        raise PrometheusError(f"Prometheus at {base_url}: {e}") from None
+    except http.REQUEST_ERRORS as e:
+        raise PrometheusError(f"Prometheus at {base_url} not answering: {http.describe(e)}") from None
     try:
-        body = r.json()
+        body = json.loads(raw)
     except ValueError:
-        raise PrometheusError(f"Prometheus at {base_url}: HTTP {r.status_code}, not JSON") from None
-    if r.status_code != 200 or body.get("status") != "success":
-        raise PrometheusError(f"Prometheus at {base_url}: {body.get('error') or f'HTTP {r.status_code}'}")
+        raise PrometheusError(f"Prometheus at {base_url}: HTTP {status}, not JSON") from None
+    if not isinstance(body, dict):
+        raise PrometheusError(f"Prometheus at {base_url}: HTTP {status}, not a query result")
+    if status != 200 or body.get("status") != "success":
+        raise PrometheusError(f"Prometheus at {base_url}: {body.get('error') or f'HTTP {status}'}")
     data = body.get("data") or {}
     if data.get("resultType") != "vector":
         raise PrometheusError(f"Prometheus at {base_url}: expected a vector, got {data.get('resultType')}")
@@ -185,7 +197,7 @@ class DcgmFrames:
 
 
 async def read_once(
-    profile: HostProfile, client: httpx.AsyncClient, frames: DcgmFrames, timeout: float
+    profile: HostProfile, client: aiohttp.ClientSession, frames: DcgmFrames, timeout: float
 ) -> tuple[list[GpuSample], TelemetryStatus]:
     """One query for one host; never raises for a Prometheus problem (the status carries it)."""
     url = profile.telemetry.prometheus_url or ""
@@ -260,7 +272,7 @@ class SharedPoller:
             self._task.cancel()
             self._task = None
 
-    async def _identity(self, client: httpx.AsyncClient, hosts: list[str]) -> None:
+    async def _identity(self, client: aiohttp.ClientSession, hosts: list[str]) -> None:
         self.queries += 1
         res = await instant_query(client, self.base_url, identity_query(self.host_label, hosts), self.timeout)
         ident: dict[str, dict[str, dict[str, str]]] = {h: {} for h in hosts}
@@ -283,12 +295,15 @@ class SharedPoller:
 
     async def _run(self) -> None:
         next_at = time.monotonic()
-        async with httpx.AsyncClient() as client:
+        async with http.session(timeout=self.timeout) as client:
             tick = 0
             while self.subscribers:
                 hosts = list(self.subscribers)
                 try:
-                    if tick % INFO_EVERY == 0 or any(h not in self.identity for h in hosts):
+                    # a host whose identity came back empty in the first ticks (Prometheus had not scraped
+                    # its exporter yet) is asked again at once, not INFO_EVERY ticks later
+                    empty = tick < INFO_EVERY and any(not self.identity.get(h) for h in hosts)
+                    if tick % INFO_EVERY == 0 or empty or any(h not in self.identity for h in hosts):
                         await self._identity(client, hosts)
                     tick += 1
                     self.queries += 1

@@ -8,16 +8,17 @@ below it.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from ddtree_tui.lib import paths
 
 Priority = Literal["high", "medium", "low"]
 Status = Literal["pending", "in_progress", "completed", "cancelled"]
 PRIORITIES: tuple[str, ...] = ("high", "medium", "low")
 STATUSES: tuple[str, ...] = ("pending", "in_progress", "completed", "cancelled")
-DEFAULT_TODOS = Path(".ddtree") / "todos.json"
+DEFAULT_TODOS = paths.TODOS
 
 
 class TodoError(Exception):

@@ -24,6 +24,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.lib import paths
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.bench_actions import BenchActions
@@ -107,7 +108,7 @@ class DDTreeApp(App[int]):
         self.paint_count = 0  # repaints done; benchmarks/ui.py reads it
         self.messages: list[MessageRecord] = []  # every notice, for `H`; the bar shows the latest
         self._message_until = 0.0
-        self.crash_dir = crash_dir or Path(".ddtree")
+        self.crash_dir = crash_dir or paths.CRASH_DIR
         self.crash_file: Path | None = None  # where the traceback of an unhandled error went
         self.crash_summary: str | None = None
         self.mode_short: str | None = None

@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
+from ddtree_tui.lib import paths
 from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep.spec import SweepError, parse_set
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
@@ -130,7 +131,7 @@ class SweepScreen(Screen[None]):
                 repeats=int(self.query_one("#sweep-repeats", Input).value or "2"),
                 max_new_tokens=int(self.query_one("#sweep-tokens", Input).value or "64"),
             )
-            out = self.out or Path(".ddtree") / "sweeps" / time.strftime("%Y%m%d-%H%M%S")
+            out = self.out or paths.SWEEPS / time.strftime("%Y%m%d-%H%M%S")
             self.runner = SweepRunner(self.fleet, settings, out, on_event=self._on_event)
         except (SweepError, ValueError) as e:
             self.notify(str(e), severity="error", timeout=10)

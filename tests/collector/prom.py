@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from tests import httpc
 from tests.procs import stop_child
 from tests.util import free_port
 
@@ -23,11 +22,11 @@ def wait_http(url: str, timeout: float, what: str, proc: subprocess.Popen[Any] |
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"{what} exited with {proc.returncode} before {url} answered")
         try:
-            r = httpx.get(url, timeout=2)
+            r = httpc.get(url, timeout=2)
             if r.status_code == 200:
                 return
             last = f"HTTP {r.status_code}"
-        except httpx.HTTPError as e:
+        except httpc.ERRORS as e:
             last = repr(e)
         time.sleep(0.2)
     raise AssertionError(f"{what}: {url} did not answer 200 within {timeout:g} s ({last})")
@@ -75,7 +74,7 @@ class Prometheus:
         return (self.dir / "prometheus.log").read_text(errors="replace")[-3000:]
 
     def query(self, promql: str) -> list[dict[str, Any]]:
-        r = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+        r = httpc.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
         r.raise_for_status()
         body = r.json()
         assert body["status"] == "success", body
@@ -89,7 +88,7 @@ class Prometheus:
             if res:
                 return res
             time.sleep(0.5)
-        targets = httpx.get(f"{self.url}/api/v1/targets", timeout=5).text[:2000]
+        targets = httpc.get(f"{self.url}/api/v1/targets", timeout=5).text[:2000]
         raise AssertionError(f"{what}: `{promql}` returned nothing within {timeout:g} s; targets: {targets}")
 
     def stop(self) -> None:

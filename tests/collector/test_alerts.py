@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from ddtree_tui.alerts import AlertEngine
@@ -17,7 +16,9 @@ from ddtree_tui.collector.server import Collector, serve
 from ddtree_tui.config import AlertOptions, load_profile
 from ddtree_tui.events import AlertChanged, GpuSampleEvent, Notice, ServiceStateChanged
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.lib import http
 from ddtree_tui.state import GpuSample, ServiceStatus, TelemetryStatus
+from tests import httpc
 from tests.collector.dcgm import FakeDcgm, FakeGpu, start_exporter
 from tests.collector.prom import Prometheus
 from tests.util import free_port
@@ -103,14 +104,17 @@ async def test_xid_alert_reaches_metrics_and_events(
         colls: list[Collector] = []
         task = asyncio.create_task(serve(fleet, "127.0.0.1", port, stop=stop, setup=colls.append))
         url = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpc.AClient(timeout=10) as client:
             while not (colls and colls[0].ready):
                 await asyncio.sleep(0.1)
             events: list[dict[str, Any]] = []
 
             async def follow() -> None:
-                async with client.stream("GET", f"{url}/events", timeout=httpx.Timeout(10, read=60)) as r:
-                    async for line in r.aiter_lines():
+                async with (
+                    http.session(timeout=10, read_timeout=60) as stream,
+                    stream.get(f"{url}/events") as r,
+                ):
+                    async for line in http.iter_lines(r):
                         if line.startswith("data: "):
                             events.append(json.loads(line[6:]))
 

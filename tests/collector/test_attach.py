@@ -7,19 +7,18 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ddtree_tui.collector.attach import AttachedFleet, decode_event, parse_sse
 from ddtree_tui.events import GpuSampleEvent
 from ddtree_tui.ui.app import DDTreeApp
+from tests import httpc
 from tests.app.screen_text import screen_text, until
 from tests.collector.conftest import ServeProc
 
 
 async def _metric(url: str, name: str) -> float | None:
-    async with httpx.AsyncClient() as c:
-        text = (await c.get(f"{url}/metrics", timeout=5)).text
+    text = (await httpc.aget(f"{url}/metrics", timeout=5)).text
     for line in text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])

@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ddtree_tui.collector.attach import AttachedFleet, read_token
 from ddtree_tui.config import packaged_demo_profile
+from tests import httpc
 from tests.collector.conftest import ServeProc
 from tests.util import free_port
 
@@ -29,7 +29,7 @@ def _demo_profile(tmp_path: Path) -> Path:
 
 
 def _state(url: str, svc: str) -> str | None:
-    snap = httpx.get(f"{url}/snapshot", timeout=5).json()
+    snap = httpc.get(f"{url}/snapshot", timeout=5).json()
     return next((s["state"] for h in snap["hosts"] for s in h["services"] if s["name"] == svc), None)
 
 
@@ -54,7 +54,7 @@ async def test_intents_with_a_token_launch_and_kill_through_the_collector(
     token = tf.read_text().strip()
     log = srv.log.read_text()
     assert "collector.token" in log and token not in log
-    async with httpx.AsyncClient(timeout=60) as c:
+    async with httpc.AClient(timeout=60) as c:
         assert (await c.get(f"{srv.url}/metrics")).status_code == 200  # reads on loopback stay open
         r = await c.post(f"{srv.url}/intents/launch", json={"ref": "local/dflash"})
         assert r.status_code == 401
@@ -89,5 +89,5 @@ async def test_intents_with_a_token_launch_and_kill_through_the_collector(
 @pytest.mark.timeout(60)
 def test_intents_are_off_unless_enabled(serve_demo: Callable[..., ServeProc]) -> None:
     srv = serve_demo()
-    r = httpx.post(f"{srv.url}/intents/kill", json={"ref": "local/dflash"}, timeout=5)
+    r = httpc.post(f"{srv.url}/intents/kill", json={"ref": "local/dflash"}, timeout=5)
     assert r.status_code == 403 and "--intents" in r.json()["message"]

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ddtree_tui.collector.recording import Recorder, RecordingError, RecordingFleet, ReplayFleet, read_records
@@ -18,6 +17,7 @@ from ddtree_tui.fleet import Fleet
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
+from tests import httpc
 from tests.app.screen_text import screen_text, until
 from tests.collector.conftest import ServeProc
 from tests.util import free_port
@@ -209,9 +209,9 @@ def test_serve_replays_a_recording_for_prometheus(
     deadline = time.monotonic() + 20
     text = ""
     while time.monotonic() < deadline:
-        text = httpx.get(f"{srv.url}/metrics", timeout=5).text
+        text = httpc.get(f"{srv.url}/metrics", timeout=5).text
         if 'ddtree_gpu_utilization_ratio{gpu="0",host="ct200"} 0.8' in text:
             break
         time.sleep(0.2)
     assert 'ddtree_gpu_utilization_ratio{gpu="0",host="ct200"} 0.8' in text
-    assert httpx.get(f"{srv.url}/snapshot", timeout=5).json()["hosts"][0]["name"] == "ct200"
+    assert httpc.get(f"{srv.url}/snapshot", timeout=5).json()["hosts"][0]["name"] == "ct200"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import httpx
 import pytest
 
+from tests import httpc
 from tests.collector.conftest import ServeProc
 from tests.collector.prom import Prometheus
 
@@ -40,7 +40,7 @@ def test_prometheus_scrapes_serve_and_joins_gpu_to_service(
     power = prom.wait_query('ddtree_gpu_power_watts{host="local", gpu="0"}', 15, "GPU power")
     assert float(power[0]["value"][1]) > 10  # the H200 recording idles near 80 W
     # the other endpoints of the same process
-    snap = httpx.get(f"{srv.url}/snapshot", timeout=5).json()
+    snap = httpc.get(f"{srv.url}/snapshot", timeout=5).json()
     assert snap["schema"] == 1 and snap["hosts"][0]["name"] == "local"
-    assert httpx.get(f"{srv.url}/-/healthy", timeout=5).status_code == 200
+    assert httpc.get(f"{srv.url}/-/healthy", timeout=5).status_code == 200
     assert srv.stop() == 0

@@ -6,11 +6,11 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ddtree_tui.cli import main
 from ddtree_tui.collector.server import ListenError, load_or_create_token, parse_listen
+from tests import httpc
 from tests.collector.conftest import ServeProc
 
 
@@ -51,11 +51,11 @@ def test_token_guards_every_route_but_the_probes(
     token = tf.read_text().strip()
     assert token not in srv.log.read_text()  # only the path is printed
     assert "written to" in srv.log.read_text()
-    assert httpx.get(f"{srv.url}/metrics", timeout=5).status_code == 401
+    assert httpc.get(f"{srv.url}/metrics", timeout=5).status_code == 401
     assert (
-        httpx.get(f"{srv.url}/snapshot", headers={"Authorization": "Bearer wrong"}, timeout=5).status_code
+        httpc.get(f"{srv.url}/snapshot", headers={"Authorization": "Bearer wrong"}, timeout=5).status_code
         == 401
     )
-    ok = httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+    ok = httpc.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=5)
     assert ok.status_code == 200 and "ddtree_up 1.0" in ok.text
-    assert httpx.get(f"{srv.url}/-/healthy", timeout=5).status_code == 200
+    assert httpc.get(f"{srv.url}/-/healthy", timeout=5).status_code == 200

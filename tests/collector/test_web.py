@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ddtree_tui.cli import main
+from tests import httpc
 from tests.collector.chromium import Chromium
 from tests.collector.conftest import ServeProc
 from tests.collector.prom import wait_http
@@ -37,7 +37,7 @@ def start_web(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], Path
 
 
 def _event_clients(url: str) -> float:
-    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+    for line in httpc.get(f"{url}/metrics", timeout=5).text.splitlines():
         if line.startswith("ddtree_collector_event_clients "):
             return float(line.split()[1])
     return -1.0
@@ -92,9 +92,9 @@ def test_web_token_guard(tmp_path: Path) -> None:
             time.sleep(0.1)
         token = tf.read_text().strip()
         wait_http(f"http://127.0.0.1:{port}/?token={token}", 30, "ddtree-tui web", web)
-        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 401
-        assert httpx.get(f"http://127.0.0.1:{port}/?token=nope", timeout=5).status_code == 401
-        with httpx.Client() as c:
+        assert httpc.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 401
+        assert httpc.get(f"http://127.0.0.1:{port}/?token=nope", timeout=5).status_code == 401
+        with httpc.Client() as c:
             r = c.get(f"http://127.0.0.1:{port}/?token={token}", timeout=5)
             assert r.status_code == 200 and "textual" in r.text.lower()
             assert (

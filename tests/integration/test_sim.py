@@ -9,12 +9,12 @@ import re
 import signal
 import time
 
-import httpx
 import pytest
 
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from ddtree_tui.sim.server import SimServer
+from tests import httpc
 from tests.util import sse_events
 
 LOG_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] ")
@@ -22,7 +22,7 @@ LOG_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] ")
 
 async def test_health_loads_then_serves_and_info_endpoints() -> None:
     async with SimServer(SimConfig(algorithm="ddtree", mode="tree", load_time=0.3), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             r = await c.get("/health")
             assert r.status_code == 503 and r.content == b""
             assert (await c.post("/generate", json={"text": "x"})).status_code == 503
@@ -43,7 +43,7 @@ async def test_health_loads_then_serves_and_info_endpoints() -> None:
 
 async def test_baseline_server_info_has_no_speculation() -> None:
     async with SimServer(SimConfig(algorithm="baseline"), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             info = (await c.get("/server_info")).json()
             assert info["speculative_algorithm"] is None
             r = await c.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 3}})
@@ -56,7 +56,7 @@ async def test_generate_stream_cumulative_and_incremental_and_logs() -> None:
     cfg = SimConfig(decode_rate=2000, accept_length=3.0, decode_log_interval=5, seed=3)
     sched = cfg.schedule("hello", 40)
     async with SimServer(cfg, log=lines.append) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             body = {"text": "hello", "sampling_params": {"max_new_tokens": 40}, "stream": True}
             chunks = sse_events((await c.post("/generate", json=body)).text)
             assert chunks[-1] == "[DONE]"
@@ -94,14 +94,14 @@ async def test_generate_stream_cumulative_and_incremental_and_logs() -> None:
 
     cfg_inc = cfg.model_copy(update={"incremental_streaming_output": True})
     async with SimServer(cfg_inc, log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             data = sse_events((await c.post("/generate", json=body)).text)[:-1]
             assert "".join(d["text"] for d in data) == chunks[-2]["text"]
 
 
 async def test_openai_streams_with_usage() -> None:
     async with SimServer(SimConfig(decode_rate=2000), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             body = {
                 "messages": [{"role": "user", "content": "hi"}],
                 "max_tokens": 20,
@@ -123,18 +123,18 @@ async def test_openai_streams_with_usage() -> None:
 
 async def test_faults_per_request() -> None:
     async with SimServer(SimConfig(decode_rate=2000), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             body = {"text": "x", "sampling_params": {"max_new_tokens": 30}, "stream": True}
             r = await c.post("/generate", json=body, headers={"X-Sim-Fault": "http500"})
             assert r.status_code == 500 and "error" in r.json()
             r = await c.post("/generate", json={**body, "sim_fault": "malformed"})
             assert "this chunk is not json" in r.text and r.text.endswith("data: [DONE]\n\n")
-            with pytest.raises(httpx.RemoteProtocolError):
+            with pytest.raises(httpc.DROPPED):
                 await c.post("/generate", json=body, headers={"X-Sim-Fault": "drop=5"})
             t0 = time.monotonic()
             r = await c.post("/generate", json=body, headers={"X-Sim-Fault": "slow_first_token=0.3"})
             assert time.monotonic() - t0 >= 0.3 and r.status_code == 200
-            with pytest.raises(httpx.ReadTimeout):
+            with pytest.raises(TimeoutError):
                 await c.post("/generate", json=body, headers={"X-Sim-Fault": "stall=5"}, timeout=0.3)
             assert (await c.post("/generate", json=body, headers={"X-Sim-Fault": "bogus"})).status_code == 400
 
@@ -142,12 +142,10 @@ async def test_faults_per_request() -> None:
 def test_child_process_banner_sigterm_and_exit_fault() -> None:
     with SimProcess(SimConfig(load_time=0.0, decode_rate=500)) as p:
         assert "SIMULATED" in p.output()
-        assert httpx.get(p.base_url + "/server_info", trust_env=False).json()["simulated"] is True
+        assert httpc.get(p.base_url + "/server_info").json()["simulated"] is True
         p.proc.send_signal(signal.SIGTERM)
         assert p.proc.wait(timeout=10) == 0
     with SimProcess(SimConfig(load_time=0.0, decode_rate=500, faults=["exit=4"])) as p:
-        with pytest.raises(httpx.HTTPError):
-            httpx.post(
-                p.base_url + "/generate", json={"text": "x", "stream": True}, trust_env=False, timeout=5
-            )
+        with pytest.raises(httpc.ERRORS):
+            httpc.post(p.base_url + "/generate", json={"text": "x", "stream": True}, timeout=5)
         assert p.proc.wait(timeout=10) != 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
 import pytest
 
 from ddtree_tui.bench.client import measure_request
@@ -19,6 +18,7 @@ from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.sim import config as S
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
+from tests import httpc
 from tests.util import sse_events
 
 pytestmark = pytest.mark.timeout(60)
@@ -50,13 +50,13 @@ def test_constants_and_their_sources_are_documented() -> None:
 async def test_health_takes_as_long_as_the_real_one_and_logs_a_prefill() -> None:
     lines: list[str] = []
     async with SimServer(SimConfig(health_latency=0.4), log=lines.append) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             t0 = time.monotonic()
             r = await c.get("/health")
             assert r.status_code == 200 and time.monotonic() - t0 >= 0.4
     assert any("Prefill batch, #new-seq: 1, #new-token: 1," in ln for ln in lines)
     async with SimServer(SimConfig(), log=lines.append) as s:  # the fast mode the other tests use
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             t0 = time.monotonic()
             assert (await c.get("/health")).status_code == 200 and time.monotonic() - t0 < 0.2
 
@@ -66,7 +66,7 @@ async def test_ttft_grows_with_the_prompt_and_the_first_chunk_has_one_token() ->
     async with SimServer(cfg, log=lambda s: None) as s:
         short, _ = await _measure(s, SamplingParams(max_new_tokens=20), _p("hi"))
         long, _ = await _measure(s, SamplingParams(max_new_tokens=20), _p("x" * 40000))
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             r = await c.post(
                 "/generate", json={"text": "q", "sampling_params": {"max_new_tokens": 9}, "stream": True}
             )
@@ -107,7 +107,7 @@ async def test_step_time_grows_with_the_running_batch() -> None:
 async def test_kv_capacity_aborts_with_503_and_the_client_counts_it() -> None:
     cfg = SimConfig(decode_rate=500, accept_length=2.0, kv_capacity=120)
     async with SimServer(cfg, log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             r = await c.post(
                 "/generate", json={"text": "a", "sampling_params": {"max_new_tokens": 200}, "stream": True}
             )
@@ -126,7 +126,7 @@ async def test_kv_capacity_aborts_with_503_and_the_client_counts_it() -> None:
 
 async def test_meta_key_names_of_0523() -> None:
     async with SimServer(SimConfig(decode_rate=1000, accept_length=3.0), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             meta = (
                 await c.post("/generate", json={"text": "a", "sampling_params": {"max_new_tokens": 30}})
             ).json()["meta_info"]
@@ -143,7 +143,7 @@ async def test_meta_key_names_of_0523() -> None:
     assert meta["spec_num_proposed_drafts"] == meta["spec_verify_ct"] * 15
     assert {"weight_version", "num_retractions", "reasoning_tokens"} <= set(meta)
     async with SimServer(SimConfig(decode_rate=1000, old_meta_names=True), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             meta = (
                 await c.post("/generate", json={"text": "a", "sampling_params": {"max_new_tokens": 30}})
             ).json()["meta_info"]
@@ -154,7 +154,7 @@ async def test_chat_reasoning_mode() -> None:
     async with SimServer(
         SimConfig(decode_rate=200, accept_length=2.0, reasoning=True), log=lambda s: None
     ) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 30, "stream": True,
                     "stream_options": {"include_usage": True}}  # fmt: skip
             ev = sse_events((await c.post("/v1/chat/completions", json=body)).text)
@@ -176,7 +176,7 @@ async def test_chat_reasoning_mode() -> None:
 async def test_other_openai_server_mode() -> None:
     """usage on the finish chunk, no [DONE], {"detail"} errors, unknown fields refused."""
     async with SimServer(SimConfig.transformers_like(decode_rate=300), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+        async with httpc.AClient(base_url=s.base_url) as c:
             body = {"model": s.cfg.model_path, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10,
                     "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
             ev = sse_events((await c.post("/v1/chat/completions", json=body)).text)
@@ -194,7 +194,7 @@ async def test_other_openai_server_mode() -> None:
 async def test_max_new_tokens_is_bounded() -> None:
     """One request of 1e8 tokens once wedged the sim at 4.2 GB; now it is refused as the real server does."""
     async with SimServer(SimConfig(), log=lambda s: None) as s:
-        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False, timeout=5) as c:
+        async with httpc.AClient(base_url=s.base_url, timeout=5) as c:
             r = await c.post(
                 "/generate", json={"text": "a", "sampling_params": {"max_new_tokens": 10**8}, "stream": True}
             )

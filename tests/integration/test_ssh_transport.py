@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncssh
-import httpx
 import psutil
 import pytest
 
@@ -20,6 +19,7 @@ from ddtree_tui.state import ConnStatus
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import TransportError
 from ddtree_tui.transport.ssh import SshTransport
+from tests import httpc
 from tests.procs import alive, procs_with, sleep_marker, wait_gone, wait_present
 from tests.sshd import SshdServer, SshEnv
 from tests.util import first_lines_then_cancel, free_port, serve_http
@@ -181,7 +181,7 @@ async def test_forward_port_reaches_http_server(host: SshTransport, http_server:
     port = await host.forward_port(http_server)
     assert port != http_server
     assert await host.forward_port(http_server) == port  # one listener per remote port
-    async with httpx.AsyncClient(timeout=5) as client:
+    async with httpc.AClient(timeout=5) as client:
         for i in range(3):  # keep-alive: one TCP connection, one channel
             r = await client.get(f"http://127.0.0.1:{port}/x{i}")
             assert r.status_code == 200 and r.text == f"hello /x{i}"
@@ -189,8 +189,8 @@ async def test_forward_port_reaches_http_server(host: SshTransport, http_server:
 
 async def test_forward_to_closed_port_closes_the_connection(host: SshTransport) -> None:
     port = await host.forward_port(free_port())
-    async with httpx.AsyncClient(timeout=5) as client:
-        with pytest.raises(httpx.TransportError):
+    async with httpc.AClient(timeout=5) as client:
+        with pytest.raises(httpc.ERRORS):
             await client.get(f"http://127.0.0.1:{port}/")
 
 
@@ -302,13 +302,13 @@ async def test_sshd_killed_mid_stream_then_restarted(
     assert st.next_retry_at is not None and st.next_retry_at >= st.since
     with pytest.raises(TransportError, match="not connected"):
         await host.run(["true"])
-    async with httpx.AsyncClient(timeout=3) as client:  # the forward fails fast while down
-        with pytest.raises(httpx.TransportError):
+    async with httpc.AClient(timeout=3) as client:  # the forward fails fast while down
+        with pytest.raises(httpc.ERRORS):
             await client.get(f"http://127.0.0.1:{fwd}/")
     sshd.start()  # same port, same keys: no user action needed
     assert await host.wait_connected(10), host.status
     assert (await host.run(["echo", "back"])).stdout == "back\n"
-    async with httpx.AsyncClient(timeout=5) as client:  # same local port as before
+    async with httpc.AClient(timeout=5) as client:  # same local port as before
         assert (await client.get(f"http://127.0.0.1:{fwd}/again")).text == "hello /again"
     seen = [s.state for s in states]
     assert "disconnected" in seen and seen[-1] == "connected"

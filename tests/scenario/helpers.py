@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 from ddtree_tui.config import HostProfile, load_profiles
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.state import FleetSnapshot, ServiceStatus
+from tests import httpc
 from tests.integration.test_doctor_local import FakeHost
 from tests.procs import alive, leftovers
 from tests.sshd import SshdServer, SshEnv
@@ -281,14 +281,11 @@ def hold_port(port: int) -> Iterator[socket.socket]:
 async def smoke(fleet: Fleet, ref: str, max_new_tokens: int = 16) -> dict[str, Any]:
     """One /generate through the fleet's port forward, the way the engineer's curl smoke test did."""
     (target,) = await fleet.bench_targets([ref])
-    async with httpx.AsyncClient(trust_env=False, timeout=20) as client:
-        r = await client.post(
-            f"{target.base_url}/generate",
-            json={
-                "text": "Write a fibonacci function.",
-                "sampling_params": {"max_new_tokens": max_new_tokens},
-            },
-        )
+    r = await httpc.apost(
+        f"{target.base_url}/generate",
+        json={"text": "Write a fibonacci function.", "sampling_params": {"max_new_tokens": max_new_tokens}},
+        timeout=20,
+    )
     r.raise_for_status()
     return r.json()
 

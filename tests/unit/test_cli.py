@@ -132,3 +132,54 @@ def test_global_options_after_the_positionals_are_not_a_usage_error() -> None:
     ]
     ns = build_parser().parse_args(hoist_globals(["patches", "status", "--demo", "local"]))
     assert (ns.mode, ns.action, ns.host, ns.demo) == ("patches", "status", "local", True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "model", "want"),
+    [
+        (["status", "--json", "--timeout", "3"], "StatusArgs", {"as_json": True, "timeout": 3.0}),
+        (["--demo", "kill", "local/dflash"], "ServiceArgs", {"service": "local/dflash", "demo": True}),
+        (["move", "a/b", "c", "--timeout", "9"], "ServiceArgs", {"to_host": "c", "timeout": 9.0}),
+        (["logs", "a/b", "-f", "-n", "5"], "ServiceArgs", {"follow": True, "lines": 5}),
+        (
+            ["todo", "add", "x", "--priority", "high"],
+            "TodoArgs",
+            {"action": "add", "arg": "x", "priority": "high"},
+        ),
+        (["todo"], "TodoArgs", {"action": "list", "as_json": False}),
+        (["doctor", "h1", "--json", "--todos", "t.json"], "DoctorArgs", {"host": "h1", "todos": "t.json"}),
+        (
+            ["smoke", "http://127.0.0.1:1", "--api", "chat"],
+            "SmokeArgs",
+            {"api": "chat", "max_new_tokens": 32},
+        ),
+        (["serve", "--intents", "--replay", "r.gz"], "ServeArgs", {"intents": True, "replay": "r.gz"}),
+        (["--theme", "light", "web", "--listen", "127.0.0.1:1"], "WebArgs", {"theme": "light"}),
+        (["--replay", "r.gz", "--speed", "4"], "TuiArgs", {"replay": "r.gz", "speed": 4.0}),
+        (["sweep", "show", "D", "--objective", "ttft"], "SweepArgs", {"dir": "D", "sw_objective": "ttft"}),
+    ],
+)
+def test_each_mode_family_gets_its_arguments_typed(
+    argv: list[str], model: str, want: dict[str, object]
+) -> None:
+    """Issue 24: a handler takes one model built from the namespace, defaults and types included."""
+    from ddtree_tui.cli import args as cli_args
+    from ddtree_tui.cli import hoist_globals
+
+    ns = build_parser().parse_args(hoist_globals(argv))
+    got = getattr(cli_args, model).of(ns)
+    assert {k: getattr(got, k) for k in want} == want
+
+
+def test_theme_is_an_option_of_the_ui_modes_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24: --theme was listed (and accepted) in every subcommand's help."""
+    p = build_parser()
+    sub = next(a for a in p._actions if a.dest == "mode")
+    with_theme = {name for name, sp in sub.choices.items() if "--theme" in sp.format_help()}
+    assert with_theme == {"web"}
+    assert "--theme" in p.format_help()  # the TUI, --attach, --replay, --record
+    for argv in (["status", "--theme", "light"], ["--theme", "light", "status"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+    assert "--theme" in capsys.readouterr().err

@@ -28,6 +28,14 @@ from ddtree_tui.telemetry.history import GpuHistory
 from ddtree_tui.telemetry.host import LocalHostStats
 from ddtree_tui.telemetry.nvml import NvmlUnavailable, nvml_line, open_nvml
 from ddtree_tui.telemetry.replay import BUILTIN_NOTE, ReplayError, build_builtin_recording, load_recording
+from ddtree_tui.telemetry.source import (
+    TelemetrySink,
+    UnknownTelemetrySource,
+    Update,
+    register_source,
+    registered_kinds,
+    unregister_source,
+)
 from ddtree_tui.transport.local import LocalTransport
 
 FIX = Path(__file__).parent.parent / "fixtures"
@@ -266,6 +274,48 @@ async def test_snapshot_once_local(tmp_path: Path, fake_nvml: tuple[ModuleType, 
     prof = profile(tmp_path, '[telemetry]\nsource = "replay"\n')
     host, gpus, status = await snapshot_once(LocalTransport(prof), prof)
     assert status.source == "replay" and gpus[0].power_w == 99.86
+
+
+class _TwoGpus:
+    """A telemetry source of a test's own: two GPUs at 42 % busy, every tick."""
+
+    def __init__(self, profile: object) -> None:
+        self.profile = profile
+
+    async def run(self, sink: TelemetrySink) -> None:
+        sink.mode_used = "test-source"
+        async for _ in sink.ticks():
+            sink.emit({"v": 1, "gpus": [{"index": 0, "util_gpu": 42}, {"index": 1, "util_gpu": 42}]})
+
+    async def once(self, transport: object, profile: object, timeout: float) -> Update:
+        return FrameBuilder().build({"v": 1, "gpus": [{"index": 0, "util_gpu": 7}]})
+
+
+async def test_a_registered_source_is_used_without_editing_the_sampler(tmp_path: Path) -> None:
+    """Issue 24: a new telemetry kind is one register_source call; HostTelemetry and snapshot_once find it."""
+    base = profile(tmp_path)
+    prof = base.model_copy(
+        update={"telemetry": base.telemetry.model_copy(update={"source": "test-two-gpus"})}
+    )
+    with pytest.raises(UnknownTelemetrySource, match=r"'test-two-gpus'.*known: auto"):
+        HostTelemetry(LocalTransport(prof), prof, on_update=lambda *a: None)
+    _, _, status = await snapshot_once(LocalTransport(prof), prof)
+    assert status.fault is not None and "unknown telemetry source 'test-two-gpus'" in status.fault
+    register_source("test-two-gpus", _TwoGpus)
+    try:
+        updates: list = []
+        tel = HostTelemetry(LocalTransport(prof), prof, on_update=lambda *a: updates.append(a), interval=0.02)
+        assert isinstance(tel.source, _TwoGpus) and "test-two-gpus" in registered_kinds()
+        await collect(tel, updates, 3)
+        assert tel.mode_used == "test-source" and [g.util_gpu for g in updates[-1][1]] == [42, 42]
+        assert tel.history.series(1, "util_gpu")[-1] == 42
+        _, gpus, _ = await snapshot_once(LocalTransport(prof), prof)
+        assert [g.util_gpu for g in gpus] == [7]
+        with pytest.raises(ValueError, match="already registered"):
+            register_source("test-two-gpus", _TwoGpus)
+    finally:
+        unregister_source("test-two-gpus")
+    assert "test-two-gpus" not in registered_kinds()
 
 
 def test_cpu_percent_is_measured_on_the_samplers_own_window(

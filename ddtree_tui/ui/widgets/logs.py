@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import RichLog
 
+from ddtree_tui.lib import paths
 from ddtree_tui.ui.views import LogsView
 from ddtree_tui.ui.widgets.base import Pane
 
@@ -90,7 +91,7 @@ class LogsPane(Pane):
         """The lines shown, to a file; the write runs in a worker (off the UI path)."""
         lines = [line for _, line in self._lines if self._search.lower() in line.lower()]
         ref = (self.ref or "log").replace("/", "_")
-        path = Path(".ddtree") / "logs" / time.strftime(f"{ref}-%Y%m%d-%H%M%S.log")
+        path = paths.SAVED_LOGS / time.strftime(f"{ref}-%Y%m%d-%H%M%S.log")
         self.run_worker(self._save(path, lines), group="log-save", exclusive=True)
 
     async def _save(self, path: Path, lines: list[str]) -> None:

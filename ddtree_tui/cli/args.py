@@ -1,0 +1,198 @@
+"""The parsed command line as types: one pydantic model per mode family, built once from argparse's
+namespace (`Model.of(ns)`) by the `handler` decorator, so a handler reads `args.timeout` (typed, with its
+default) instead of `getattr(ns, "timeout", None)`.
+
+Field names are argparse's `dest`s; a value a mode's parser does not define takes the model's default
+(argparse leaves suppressed options out of the namespace). `--json` lands in `as_json` (the name `json` is
+BaseModel's). The sim mode's options already become one typed SimConfig (`cli/sim.config_from_namespace`),
+and `--run-bench` has a request model of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from ddtree_tui.collector.recording import SessionOptions
+
+Api = Literal["generate", "chat", "completions"]
+
+
+class CliArgs(BaseModel):
+    """The options every mode has (before or after the mode word)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    mode: str | None = None
+    profile: list[str] | None = None
+    profiles: str | None = None
+    todos: str | None = None
+    demo: bool = False
+
+    @classmethod
+    def of(cls, ns: argparse.Namespace) -> Self:
+        """The model of this namespace; pydantic's ValidationError for a value of the wrong type."""
+        return cls.model_validate(vars(ns))
+
+
+class StatusArgs(CliArgs):
+    as_json: bool = Field(False, alias="json")
+    timeout: float = 8.0
+
+
+class ServiceArgs(CliArgs):
+    """launch / kill / restart / move / logs."""
+
+    service: str
+    timeout: float | None = None
+    dry_run: bool = False
+    force: bool = False
+    to_host: str | None = None  # move
+    follow: bool = False  # logs
+    lines: int = 40  # logs
+
+
+class SmokeArgs(CliArgs):
+    service: str  # HOST/SVC or a base URL
+    api: Api = "generate"
+    model: str | None = None
+    prompt: str = "Say hello in one short sentence."
+    max_new_tokens: int = 32
+    timeout: float = 30.0
+    as_json: bool = Field(False, alias="json")
+
+
+class PatchesArgs(CliArgs):
+    action: Literal["status", "apply", "revert", "list"]
+    host: str | None = None
+    patch: str | None = None
+    patches_dir: str | None = None
+
+
+class DoctorArgs(CliArgs):
+    host: str | None = None
+    as_json: bool = Field(False, alias="json")
+
+
+class TodoArgs(CliArgs):
+    action: Literal["list", "add", "start", "done", "cancel", "check"] = "list"
+    arg: str | None = None
+    priority: Literal["high", "medium", "low"] = "medium"
+    check_expr: str | None = None
+    as_json: bool = Field(False, alias="json")
+    history: str | None = None  # the bench history the evidence reads (a top-level option)
+    timeout: float | None = None  # for the snapshot `check` takes (a top-level option)
+
+
+class ReportArgs(CliArgs):
+    runs: list[str]
+    html_out: str | None = None
+
+
+class SessionArgs(CliArgs):
+    """A mode that can record its session or replay one (the TUI modes and serve)."""
+
+    record: str | None = None
+    record_max_mb: float | None = None
+    replay: str | None = None
+    speed: float | None = None
+
+    def session(self) -> SessionOptions:
+        from ddtree_tui.collector.recording import SessionOptions  # only the modes that record load it
+
+        return SessionOptions(
+            record=self.record, record_max_mb=self.record_max_mb, replay=self.replay, speed=self.speed
+        )
+
+
+class TuiArgs(SessionArgs):
+    """The terminal UI and its variants: attached to a collector, replaying, recording."""
+
+    theme: str | None = None
+    attach: str | None = None
+    token_file: str | None = None
+
+
+class ServeArgs(SessionArgs):
+    listen: str | None = None
+    token_file: str | None = None
+    intents: bool = False
+
+
+class WebArgs(CliArgs):
+    web_listen: str | None = None
+    attach: str | None = None
+    web_token_file: str | None = None
+    token_file: str | None = None  # the collector's
+    theme: str | None = None
+
+
+class SweepArgs(CliArgs):
+    """`sweep HOST/SVC ...`, `sweep show DIR`, `sweep apply DIR` (dests keep the parser's `sw_` prefix: the
+    top-level --load, --prompts, ... of --run-bench share the namespace)."""
+
+    target: str
+    dir: str | None = None
+    sw_set: list[str] = []
+    sw_preset: str | None = None
+    sw_load: str | None = None
+    sw_prompts: str | None = None
+    sw_repeats: int | None = None
+    sw_warmup: int = 1
+    sw_max_new: int | None = None
+    sw_strategy: Literal["grid", "one-at-a-time"] | None = None
+    sw_out: str | None = None
+    sw_resume: bool = False
+    sw_redo: list[int] = []
+    sw_redo_failed: bool = False
+    sw_max_time: float | None = None
+    sw_objective: Literal["tok_s", "goodput", "ttft"] | None = None
+    sw_constraint: list[str] | None = None
+    sw_baseline: str | None = None
+    sw_baseline_every: int = 3
+    sw_point: int | None = None
+    sw_to: str | None = None
+    sw_yes: bool = False
+    sw_json: bool = False
+    sw_html: str | None = None
+    sw_no_telemetry: bool = False
+
+
+class SimArgs(CliArgs):
+    """`sim`: one simulated server; `cli/sim.config_from_args` turns these into its SimConfig."""
+
+    algorithm: Literal["dflash", "ddtree", "baseline"] = "dflash"
+    sim_mode: Literal["linear", "shadow-linear", "tree"] | None = None
+    port: int
+    host: str = "127.0.0.1"
+    accept_length: float | None = None
+    decode_rate: float = 40.0
+    load_time: float = 2.0
+    seed: int = 0
+    model_path: str = "sim/Qwen3.6-35B-A3B"
+    incremental_streaming_output: bool = False
+    decode_log_interval: int = 40
+    fault: list[str] = []
+    block_size: int | None = None
+    budget: int | None = None
+    hybrid: bool = False
+    allow_hybrid_unsafe: bool = False
+    realistic: bool = False
+    health_latency: float | None = None
+    prefill_rate: float | None = None
+    batch_slowdown: bool = False
+    kv_capacity: int | None = None
+    max_running_requests: int | None = None
+    slowdown_after: float | None = None
+    slowdown_factor: float | None = None
+    mem_creep_after: float | None = None
+    mem_creep: float | None = None
+    reasoning: bool = False
+    usage_on_finish: bool = False
+    no_done: bool = False
+    detail_errors: bool = False
+    strict_openai: bool = False
+    openai_style: Literal["sglang", "transformers"] | None = None
