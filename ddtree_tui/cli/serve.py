@@ -12,7 +12,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ddtree_tui.cli.common import UsageError, profiles_of
+from ddtree_tui.collector.hostcheck import AccessPolicy, HostSpecError
+from ddtree_tui.collector.limits import ServerLimits
 from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.collector.server import (
     DEFAULT_LISTEN,
@@ -30,6 +34,27 @@ from ddtree_tui.fleet import Fleet
 
 def _say(msg: str) -> None:
     print(f"ddtree-tui: {msg}", file=sys.stderr, flush=True)
+
+
+def _guards(ns: argparse.Namespace, host: str, port: int) -> tuple[AccessPolicy, ServerLimits]:
+    """The Host/Origin policy and connection limits from --allow-host, --allow-origin, --max-connections,
+    --header-timeout; raises ListenError naming the bad option."""
+    try:
+        policy = AccessPolicy(
+            host,
+            port,
+            allow_hosts=getattr(ns, "allow_host", None) or [],
+            allow_origins=getattr(ns, "allow_origin", None) or [],
+        )
+    except HostSpecError as e:
+        raise ListenError(str(e)) from None
+    try:
+        given = {k: getattr(ns, k, None) for k in ("max_connections", "header_timeout")}
+        limits = ServerLimits.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as e:
+        x = e.errors()[0]
+        raise ListenError(f"--{str(x['loc'][0]).replace('_', '-')}: {x['msg']}") from None
+    return policy, limits
 
 
 def _until_signal(host: str, port: int, run: Callable[[asyncio.Event], Awaitable[None]]) -> int:
@@ -55,6 +80,7 @@ def serve_main(ns: argparse.Namespace) -> int:
     """`ddtree-tui serve [--listen HOST:PORT] [--token-file FILE]`; exit 2 for a bad listen or profile."""
     try:
         host, port = parse_listen(ns.listen or DEFAULT_LISTEN)
+        policy, limits = _guards(ns, host, port)
         token: str | None = None
         token_file = getattr(ns, "token_file", None)
         intents = bool(getattr(ns, "intents", False))
@@ -92,7 +118,7 @@ def serve_main(ns: argparse.Namespace) -> int:
 
     def run(stop: asyncio.Event) -> Awaitable[None]:
         return serve(fleet, host, port, token=token, intents=intents, intent_token=intent_token, stop=stop,
-                     on_listening=listening)  # fmt: skip
+                     on_listening=listening, policy=policy, limits=limits)  # fmt: skip
 
     return _until_signal(host, port, run)
 
@@ -101,6 +127,7 @@ def web_main(ns: argparse.Namespace) -> int:
     """`ddtree-tui web [--listen HOST:PORT] [--attach URL] [--token-file FILE]`."""
     try:
         host, port = parse_listen(ns.web_listen or DEFAULT_WEB_LISTEN)
+        policy, limits = _guards(ns, host, port)
         token: str | None = None
         if ns.web_token_file:
             token, created = load_or_create_token(Path(ns.web_token_file))
@@ -118,10 +145,11 @@ def web_main(ns: argparse.Namespace) -> int:
         _say(str(e))
         return 2
     command = tui_command(attach, getattr(ns, "token_file", None), getattr(ns, "theme", None))
-    server = make_server(command, host, port, token, title=f"ddtree-tui · {attach}")
+    server = make_server(command, host, port, token, title=f"ddtree-tui · {attach}", policy=policy)
 
-    return _until_signal(
-        host,
-        port,
-        lambda stop: run_web(server, host, port, stop, on_listening=lambda u: _say(f"web view on {u}")),
-    )
+    def run(stop: asyncio.Event) -> Awaitable[None]:
+        return run_web(
+            server, host, port, stop, on_listening=lambda u: _say(f"web view on {u}"), limits=limits
+        )
+
+    return _until_signal(host, port, run)
