@@ -58,12 +58,13 @@ def _guards(ns: argparse.Namespace, host: str, port: int) -> tuple[AccessPolicy,
 
 
 def _until_signal(host: str, port: int, run: Callable[[asyncio.Event], Awaitable[None]]) -> int:
-    """Run a server until SIGINT/SIGTERM sets its stop event; exit 1 when it cannot listen."""
+    """Run a server until SIGINT, SIGTERM or SIGHUP (its terminal closed) sets its stop event: a clean stop,
+    exit 0; exit 1 when it cannot listen."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         await run(stop)
