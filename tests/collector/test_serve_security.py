@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from ddtree_tui.cli import main
+from ddtree_tui.collector.hostcheck import AccessPolicy, HostSpecError
 from ddtree_tui.collector.recording import RecordingError, read_records
 from ddtree_tui.collector.server import ListenError, load_or_create_token, parse_listen
 from tests.collector.conftest import ServeProc
@@ -273,3 +274,26 @@ def test_serve_stops_cleanly_on_sighup(serve_demo: Callable[..., ServeProc]) -> 
         time.sleep(0.1)
     assert not left, f"left running after SIGHUP: {left}"
     assert "Traceback" not in srv.log.read_text()
+
+
+def test_access_policy_names() -> None:
+    """The rules the two servers apply, one case each (the socket tests above show they are applied)."""
+    lo = AccessPolicy(
+        "127.0.0.1", 9464, allow_hosts=["fwd.lan", "box:19464"], allow_origins=["https://app:3000"]
+    )
+    assert all(
+        lo.host_ok(h) for h in ("127.0.0.1:9464", "LOCALHOST:9464", "[::1]:9464", "fwd.lan:1", "box:19464")
+    )
+    assert not any(lo.host_ok(h) for h in ("evil.example:9464", "127.0.0.1", "box:9464", "a b:9464", "[::1"))
+    assert lo.origin_ok("http://localhost:9464") and lo.origin_ok("https://app:3000/")
+    assert not any(lo.origin_ok(o) for o in ("null", "http://evil.example:9464", "http://x@127.0.0.1:9464"))
+    v6 = AccessPolicy("::1", 0)
+    v6.bind(8765)  # port 0: the one the system chose
+    assert v6.host_ok("[::1]:8765") and not v6.host_ok("[::1]:0")
+    anywhere = AccessPolicy("0.0.0.0", 9464)
+    assert anywhere.host_ok("10.1.2.3:9464") and anywhere.host_ok("[fe80::1]:9464")  # an IP cannot be rebound
+    assert not anywhere.host_ok("evil.example:9464")
+    with pytest.raises(HostSpecError, match="--allow-host 'a/b'"):
+        AccessPolicy("127.0.0.1", 1, allow_hosts=["a/b"])
+    with pytest.raises(HostSpecError, match="--allow-origin 'evil'"):
+        AccessPolicy("127.0.0.1", 1, allow_origins=["evil"])
