@@ -7,7 +7,8 @@ request whose Host or Origin is not ours. So every request must name this server
 address, the localhost / 127.0.0.1 / [::1] aliases of a loopback or wildcard listen, the machine's own names off
 loopback, or an `--allow-host` entry), and a request that carries an `Origin` must come from one of those (or
 an `--allow-origin` entry). A mismatch is a 403, logged with the Host, Origin, method and path (never a query
-string, a cookie or a token). A request without `Host` cannot come from a browser and is let through.
+string, a cookie or a token; at most one line a second, the rest counted into the next). A request without
+`Host` cannot come from a browser and is let through.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import urlsplit
 
@@ -119,6 +121,9 @@ class AccessPolicy:
         except HostSpecError as e:
             raise HostSpecError(f"--allow-host {e}") from None
         self.extra_origins = {self._origin_spec(o) for o in allow_origins}
+        self.listeners: list[Callable[[str], None]] = []  # hear "host" / "origin" for each refusal (metrics)
+        self._last_log = 0.0
+        self._unlogged = 0
 
     @staticmethod
     def _origin_spec(value: str) -> str:
@@ -154,13 +159,27 @@ class AccessPolicy:
             return False  # "null" (a sandboxed frame, a file:// page) and anything odd
         return self.host_ok(parts.netloc, _DEFAULT_PORTS[parts.scheme])
 
-    def refusal(self, host: str | None, origin: str | None) -> str | None:
-        """Why a request with these headers is refused, or None when it may go on."""
+    def refusal(self, host: str | None, origin: str | None) -> tuple[str, str] | None:
+        """(which header, why) a request with these headers is refused, or None when it may go on."""
         if host is not None and not self.host_ok(host):
-            return f"Host {host[:200]!r} is not this server (give --allow-host to accept it)"
+            return "host", f"Host {host[:200]!r} is not this server (give --allow-host to accept it)"
         if origin is not None and not self.origin_ok(origin):
-            return f"Origin {origin[:200]!r} may not use this server (give --allow-origin to accept it)"
+            return (
+                "origin",
+                f"Origin {origin[:200]!r} may not use this server (give --allow-origin to accept it)",
+            )
         return None
+
+    def _refused(self, kind: str, method: str, path: str, why: str) -> None:
+        for fn in self.listeners:
+            fn(kind)
+        now = time.monotonic()
+        if now - self._last_log < 1.0:  # a page can send thousands a second: one line a second
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more refused before this)" if self._unlogged else ""
+        self._last_log, self._unlogged = now, 0
+        log.warning("refused %s %r: %s%s", method[:20], path[:200], why, more)
 
     def middleware(self) -> Middleware:
         """An aiohttp middleware that answers a refused request with 403 before any handler runs (no
@@ -170,9 +189,10 @@ class AccessPolicy:
         async def host_and_origin(
             request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
         ) -> web.StreamResponse:
-            why = self.refusal(request.headers.get("Host"), request.headers.get("Origin"))
-            if why is not None:
-                log.warning("refused %s %r: %s", request.method, request.path[:200], why)
+            refused = self.refusal(request.headers.get("Host"), request.headers.get("Origin"))
+            if refused is not None:
+                kind, why = refused
+                self._refused(kind, request.method, request.path, why)
                 return web.Response(status=403, text=f"ddtree-tui: forbidden: {why}\n")
             return await handler(request)
 

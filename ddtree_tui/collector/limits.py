@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -64,9 +65,17 @@ class _Refused(asyncio.Protocol):
 class LimitedSite(web.BaseSite):
     """A TCP site whose accepted connections are capped (see the module docstring)."""
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ServerLimits) -> None:
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        limits: ServerLimits,
+        on_refuse: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__(runner)
         self._host, self._port, self._limits = host, port, limits
+        self._on_refuse = on_refuse  # hears "connections" for each connection refused (metrics)
         self.refused = 0
         self._last_warned = 0.0
         self._handed_out = 0  # handlers made this loop turn, not yet in server.connections
@@ -85,6 +94,8 @@ class LimitedSite(web.BaseSite):
         # of accepts all land in one turn, so the ones handed out since are counted here.
         if len(server.connections) + self._handed_out >= self._limits.max_connections:
             self.refused += 1
+            if self._on_refuse is not None:
+                self._on_refuse("connections")
             now = time.monotonic()
             if now - self._last_warned > 10.0:  # one line per burst, not one per connection
                 self._last_warned = now

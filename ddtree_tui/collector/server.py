@@ -386,9 +386,15 @@ async def serve(
     coll = Collector(fleet, token=token, intents=intents, intent_token=intent_token, policy=policy)
     if setup is not None:
         setup(coll)
+    refused = coll.counters.refused
+
+    def count_refusal(reason: str) -> None:
+        refused[reason] = refused.get(reason, 0) + 1
+
+    policy.listeners.append(count_refusal)
     runner = web.AppRunner(coll.app(), access_log=None, handle_signals=False, **limits.runner_kwargs())
     await runner.setup()
-    site = LimitedSite(runner, host, port, limits)
+    site = LimitedSite(runner, host, port, limits, on_refuse=count_refusal)
     try:
         await site.start()
         bound = port

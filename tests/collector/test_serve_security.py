@@ -179,6 +179,9 @@ def test_serve_refuses_a_rebinding_host_and_a_foreign_origin(
         assert status("/snapshot", Host="127.0.0.1:1") == 403  # the right name, another port
         assert status("/snapshot", Host="collector.lan:9999") == 200  # --allow-host
         assert status("/snapshot", Origin=f"http://127.0.0.1:{srv.port}") == 200
+        metrics = c.get(f"{srv.url}/metrics").text
+        assert f'ddtree_collector_refused_total{{reason="host"}} {2 * len(paths) + 1}.0' in metrics
+        assert f'ddtree_collector_refused_total{{reason="origin"}} {len(paths)}.0' in metrics
     text = srv.log.read_text()
     assert "refused GET '/snapshot'" in text and "evil.example" in text
     assert token not in text
@@ -210,6 +213,13 @@ def test_serve_drops_half_sent_requests_and_caps_connections(serve_demo: Callabl
             s.close()
     assert httpx.get(f"{srv.url}/snapshot", timeout=5).status_code == 200  # and the collector serves on
     assert "connection limit (20) reached" in srv.log.read_text()
+    metrics = httpx.get(f"{srv.url}/metrics", timeout=5).text
+    line = next(
+        x
+        for x in metrics.splitlines()
+        if x.startswith('ddtree_collector_refused_total{reason="connections"}')
+    )
+    assert len(refused) <= float(line.split()[-1]) <= 40  # a 503 can be lost to the reset that follows it
 
 
 @pytest.mark.timeout(60)
