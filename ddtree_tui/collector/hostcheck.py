@@ -138,32 +138,41 @@ class AccessPolicy:
     def bind(self, port: int) -> None:
         self.port = port
 
-    def host_ok(self, value: str, default_port: int = 80) -> bool:
-        try:
-            name, port = split_host(value, default_port)
-        except HostSpecError:
-            return False
+    def _named(self, name: str, port: int | None) -> bool:
+        """This server's own name (or an allowed one) with its port."""
         if (name, port) in self.extra_hosts or (name, None) in self.extra_hosts:
             return True
-        if port != self.port:
+        return port == self.port and name in self.names
+
+    def host_ok(self, value: str) -> bool:
+        try:
+            name, port = split_host(value, 80)
+        except HostSpecError:
             return False
         # an IP literal cannot be rebound: on a wildcard listen it is one of our addresses (or a forward to one)
-        return name in self.names or (self.wildcard and _is_ip(name))
+        return self._named(name, port) or (self.wildcard and port == self.port and _is_ip(name))
 
-    def origin_ok(self, value: str) -> bool:
+    def origin_ok(self, value: str, host: str | None = None) -> bool:
+        """An Origin of this server: its own names, an allowed one, or exactly the request's (accepted) Host."""
         o = value.strip().lower().rstrip("/")
         if o in self.extra_origins:
             return True
         parts = urlsplit(o)
         if parts.scheme not in _DEFAULT_PORTS or not parts.netloc or parts.path or "@" in parts.netloc:
             return False  # "null" (a sandboxed frame, a file:// page) and anything odd
-        return self.host_ok(parts.netloc, _DEFAULT_PORTS[parts.scheme])
+        default = _DEFAULT_PORTS[parts.scheme]
+        try:
+            origin = split_host(parts.netloc, default)
+            same = host is not None and split_host(host, default) == origin
+        except HostSpecError:
+            return False
+        return same or self._named(*origin)
 
     def refusal(self, host: str | None, origin: str | None) -> tuple[str, str] | None:
         """(which header, why) a request with these headers is refused, or None when it may go on."""
         if host is not None and not self.host_ok(host):
             return "host", f"Host {host[:200]!r} is not this server (give --allow-host to accept it)"
-        if origin is not None and not self.origin_ok(origin):
+        if origin is not None and not self.origin_ok(origin, host):
             return (
                 "origin",
                 f"Origin {origin[:200]!r} may not use this server (give --allow-origin to accept it)",

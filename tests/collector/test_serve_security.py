@@ -303,6 +303,9 @@ def test_access_policy_names() -> None:
     anywhere = AccessPolicy("0.0.0.0", 9464)
     assert anywhere.host_ok("10.1.2.3:9464") and anywhere.host_ok("[fe80::1]:9464")  # an IP cannot be rebound
     assert not anywhere.host_ok("evil.example:9464")
+    # but a page on some other address is not this server: its Origin must be the request's own Host
+    assert anywhere.refusal("10.1.2.3:9464", "http://10.1.2.3:9464") is None
+    assert anywhere.refusal("10.1.2.3:9464", "http://10.6.6.6:9464") is not None
     with pytest.raises(HostSpecError, match="--allow-host 'a/b'"):
         AccessPolicy("127.0.0.1", 1, allow_hosts=["a/b"])
     with pytest.raises(HostSpecError, match="--allow-origin 'evil'"):
