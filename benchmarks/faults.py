@@ -210,6 +210,52 @@ PROBES: list[tuple[str, str, str, str]] = [
 ]
 
 
+def collector_probes() -> list[tuple[str, str, str, str]]:
+    """Issue 25: who may talk to `web` and `serve`, and what a client or a file can make them hold."""
+    c = "tests/collector/test_serve_security.py::"
+    return [
+        (
+            "25",
+            "WebSocket handshake to `web` from Origin http://evil.example, null",
+            "403, no process started; own origin still gets a TUI",
+            c + "test_web_refuses_a_cross_origin_websocket_and_starts_nothing",
+        ),
+        (
+            "25",
+            "Host evil.example on /snapshot /logs /metrics /alerts /events",
+            "403, logged (no token); own names and port 200",
+            c + "test_serve_refuses_a_rebinding_host_and_a_foreign_origin",
+        ),
+        (
+            "25",
+            "40 half-sent requests, --max-connections 20 --header-timeout 2",
+            "surplus answered 503, rest closed; serves on",
+            c + "test_serve_drops_half_sent_requests_and_caps_connections",
+        ),
+        (
+            "25",
+            "intent body nested 50 000 deep; a 2 MB body",
+            "400 naming the depth; 413",
+            c + "test_a_deep_or_huge_intent_body_is_a_clear_4xx",
+        ),
+        (
+            "25",
+            "gzip bomb recordings to serve --replay and --replay",
+            "refused with a clear error, never read whole",
+            c + "test_a_gzip_bomb_recording_is_refused",
+        ),
+        (
+            "25",
+            "SIGHUP to a real `serve --demo`",
+            "exit 0, none of its children left",
+            c + "test_serve_stops_cleanly_on_sighup",
+        ),
+    ]
+
+
+PROBES.extend(collector_probes())
+
+
 def _results(xml_path: Path) -> dict[str, tuple[str, float]]:
     out: dict[str, tuple[str, float]] = {}
     if not xml_path.exists():

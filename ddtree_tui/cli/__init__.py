@@ -65,6 +65,39 @@ def _theme_arg(g: argparse._ActionsContainer, default: str | None) -> None:
 THEMED_MODES = {"tui", "attach", "replay", "record", "web"}
 
 
+def _guard_args(p: argparse.ArgumentParser) -> None:
+    """serve's and web's Host/Origin allow-lists and connection limits (collector/hostcheck.py, limits.py)."""
+    g = p.add_argument_group("who may connect (DNS rebinding, cross-site pages, slow clients)")
+    g.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="also accept this Host header (repeatable; no port: any port), e.g. for an ssh forward",
+    )
+    g.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="SCHEME://HOST[:PORT]",
+        help="also accept requests and WebSockets from this page origin (repeatable)",
+    )
+    g.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        metavar="N",
+        help="open connections at most; more are answered 503 (default 256)",
+    )
+    g.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a client has to send a request's headers (default 10)",
+    )
+
+
 def _record_args(p: argparse.ArgumentParser, suppress: bool) -> None:
     """The TUI's and serve's record/replay options; `suppress`: leave unset ones out of the namespace (a
     subcommand's copy must not overwrite the top-level parser's value)."""
@@ -370,6 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"{paths.COLLECTOR_TOKEN} unless --token-file)",
     )
     _record_args(sp, suppress=True)
+    _guard_args(sp)
 
     sp = add("web", "the TUI in a browser (textual-serve), each tab attached to a collector")
     sp.add_argument(
@@ -397,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the collector's bearer token file",
     )
     _theme_arg(sp, argparse.SUPPRESS)
+    _guard_args(sp)
     _fill_help(p)
     return p
 

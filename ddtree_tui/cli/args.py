@@ -116,13 +116,22 @@ class TuiArgs(SessionArgs):
     token_file: str | None = None
 
 
-class ServeArgs(SessionArgs):
+class GuardArgs(CliArgs):
+    """serve's and web's Host/Origin allow-lists and connection limits (`cli._guard_args`)."""
+
+    allow_host: list[str] = []
+    allow_origin: list[str] = []
+    max_connections: int | None = None
+    header_timeout: float | None = None
+
+
+class ServeArgs(SessionArgs, GuardArgs):
     listen: str | None = None
     token_file: str | None = None
     intents: bool = False
 
 
-class WebArgs(CliArgs):
+class WebArgs(GuardArgs):
     web_listen: str | None = None
     attach: str | None = None
     web_token_file: str | None = None

@@ -11,8 +11,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ddtree_tui.cli.args import ServeArgs, WebArgs
+from pydantic import ValidationError
+
+from ddtree_tui.cli.args import GuardArgs, ServeArgs, WebArgs
 from ddtree_tui.cli.common import UsageError, handler, profiles_of
+from ddtree_tui.collector.hostcheck import AccessPolicy, HostSpecError
+from ddtree_tui.collector.limits import ServerLimits
 from ddtree_tui.collector.recording import RecordingError, session_fleet
 from ddtree_tui.collector.server import (
     DEFAULT_LISTEN,
@@ -32,13 +36,35 @@ def _say(msg: str) -> None:
     print(f"ddtree-tui: {msg}", file=sys.stderr, flush=True)
 
 
+def _guards(ns: GuardArgs, host: str, port: int) -> tuple[AccessPolicy, ServerLimits]:
+    """The Host/Origin policy and connection limits from --allow-host, --allow-origin, --max-connections,
+    --header-timeout; raises ListenError naming the bad option."""
+    try:
+        policy = AccessPolicy(
+            host,
+            port,
+            allow_hosts=ns.allow_host,
+            allow_origins=ns.allow_origin,
+        )
+    except HostSpecError as e:
+        raise ListenError(str(e)) from None
+    try:
+        given = {"max_connections": ns.max_connections, "header_timeout": ns.header_timeout}
+        limits = ServerLimits.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as e:
+        x = e.errors()[0]
+        raise ListenError(f"--{str(x['loc'][0]).replace('_', '-')}: {x['msg']}") from None
+    return policy, limits
+
+
 def _until_signal(host: str, port: int, run: Callable[[asyncio.Event], Awaitable[None]]) -> int:
-    """Run a server until SIGINT/SIGTERM sets its stop event; exit 1 when it cannot listen."""
+    """Run a server until SIGINT, SIGTERM or SIGHUP (its terminal closed) sets its stop event: a clean stop,
+    exit 0; exit 1 when it cannot listen."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         await run(stop)
@@ -56,6 +82,7 @@ def serve_main(ns: ServeArgs) -> int:
     """`ddtree-tui serve [--listen HOST:PORT] [--token-file FILE]`; exit 2 for a bad listen or profile."""
     try:
         host, port = parse_listen(ns.listen or DEFAULT_LISTEN)
+        policy, limits = _guards(ns, host, port)
         token: str | None = None
         token_file, intents = ns.token_file, ns.intents
         intent_token: str | None = None
@@ -92,7 +119,7 @@ def serve_main(ns: ServeArgs) -> int:
 
     def run(stop: asyncio.Event) -> Awaitable[None]:
         return serve(fleet, host, port, token=token, intents=intents, intent_token=intent_token, stop=stop,
-                     on_listening=listening)  # fmt: skip
+                     on_listening=listening, policy=policy, limits=limits)  # fmt: skip
 
     return _until_signal(host, port, run)
 
@@ -102,6 +129,7 @@ def web_main(ns: WebArgs) -> int:
     """`ddtree-tui web [--listen HOST:PORT] [--attach URL] [--token-file FILE]`."""
     try:
         host, port = parse_listen(ns.web_listen or DEFAULT_WEB_LISTEN)
+        policy, limits = _guards(ns, host, port)
         token: str | None = None
         if ns.web_token_file:
             token, created = load_or_create_token(Path(ns.web_token_file))
@@ -119,10 +147,11 @@ def web_main(ns: WebArgs) -> int:
         _say(str(e))
         return 2
     command = tui_command(attach, ns.token_file, ns.theme)
-    server = make_server(command, host, port, token, title=f"ddtree-tui · {attach}")
+    server = make_server(command, host, port, token, title=f"ddtree-tui · {attach}", policy=policy)
 
-    return _until_signal(
-        host,
-        port,
-        lambda stop: run_web(server, host, port, stop, on_listening=lambda u: _say(f"web view on {u}")),
-    )
+    def run(stop: asyncio.Event) -> Awaitable[None]:
+        return run_web(
+            server, host, port, stop, on_listening=lambda u: _say(f"web view on {u}"), limits=limits
+        )
+
+    return _until_signal(host, port, run)

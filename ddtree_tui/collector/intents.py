@@ -13,6 +13,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.collector.limits import read_json_body
 from ddtree_tui.events import Notice
 from ddtree_tui.todo import TodoAction, TodoEdit
 
@@ -89,7 +90,7 @@ class IntentRoutes:
             return web.json_response({"ok": False, "message": "missing or wrong bearer token"}, status=401)
         verb = request.match_info["verb"]
         try:
-            body = await request.json()
+            body = await read_json_body(request)  # size/depth bounds (collector/limits.py): a 400/413
         except ValueError:
             return web.json_response({"ok": False, "message": "the body is not JSON"}, status=400)
         try:

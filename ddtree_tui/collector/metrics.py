@@ -37,6 +37,7 @@ class CollectorCounters:
     alerts_active: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (kind, host, subject)
     alerts_fired: dict[str, int] = field(default_factory=dict)  # kind -> count
     event_clients: int = 0  # /events streams open now (attached TUIs, browsers)
+    refused: dict[str, int] = field(default_factory=dict)  # host / origin / connections -> refusals
 
     def copy(self) -> CollectorCounters:
         """A copy that the loop's later updates do not touch (for a scrape made in a thread)."""
@@ -46,6 +47,7 @@ class CollectorCounters:
             events=dict(self.events),
             alerts_active=dict(self.alerts_active),
             alerts_fired=dict(self.alerts_fired),
+            refused=dict(self.refused),
         )
 
 
@@ -222,6 +224,14 @@ class FleetMetrics(Collector):
                 "ddtree_collector_events", "Fleet events seen by the collector", labels=["kind"]
             ),
             (([kind], n) for kind, n in sorted(c.events.items())),
+        )
+        yield _labelled(
+            CounterMetricFamily(
+                "ddtree_collector_refused",
+                "Requests refused for their Host or Origin, connections refused over the cap",
+                labels=["reason"],
+            ),
+            (([why], n) for why, n in sorted(c.refused.items())),
         )
         yield _labelled(
             GaugeMetricFamily(

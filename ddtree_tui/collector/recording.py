@@ -6,7 +6,9 @@ The file is gzip'd JSON lines:
   {"type": "event", "t": T, "ev": <a fleet event, its `kind` says which>}
   {"type": "end", "t": T, "reason": "stopped" | "size limit reached"}
 Writing stops (with an `end` line) when the compressed file reaches `max_bytes`; a file cut short by a crash
-plays up to its last whole line.
+plays up to its last whole line. Reading is bounded: a line longer than MAX_LINE_BYTES, a file that expands
+past MAX_RECORDING_BYTES (a gzip bomb: 6 MB that unpack to 6 GiB) or holds more than MAX_RECORDS lines is
+refused with a RecordingError that says so, before it is held in memory.
 
 RecordingFleet wraps any fleet (the collector's, the TUI's) and records what it publishes; ReplayFleet is a
 FollowerFleet that plays a file back at `speed` times real time, labelled REPLAY everywhere.
@@ -37,6 +39,9 @@ log = logging.getLogger(__name__)
 VERSION = 1
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_SNAPSHOT_EVERY = 30.0
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one snapshot of a large fleet is well under a megabyte
+MAX_RECORDING_BYTES = 1024 * 1024 * 1024  # unpacked; a replay holds every record in memory
+MAX_RECORDS = 2_000_000  # and so: a bomb of tiny lines ("{}" is 3 bytes, its dict 64) is bounded too
 
 
 class RecordingError(Exception):
@@ -159,19 +164,44 @@ class RecordingFleet:
         await self._inner.stop()
 
 
-def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a recording, up to its last whole line (a file cut short by a crash still plays)."""
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB"
+
+
+def read_records(
+    path: Path,
+    *,
+    max_line: int = MAX_LINE_BYTES,
+    max_total: int = MAX_RECORDING_BYTES,
+    max_records: int = MAX_RECORDS,
+) -> Iterator[dict[str, Any]]:
+    """The records of a recording, up to its last whole line (a file cut short by a crash still plays).
+    A line over `max_line` bytes, more than `max_total` unpacked bytes or `max_records` lines is a
+    RecordingError."""
     p = Path(path)
     if not p.is_file():
         raise RecordingError(f"no recording at {p}")
     try:
-        with gzip.open(p, "rt", encoding="utf-8") as f:
+        with gzip.open(p, "rb") as f:
             first = True
+            total = lines = 0
             try:
-                for line in f:
+                while line := f.readline(max_line + 1):
+                    total += len(line)
+                    lines += 1
+                    if len(line) > max_line:
+                        raise RecordingError(
+                            f"{p}: a line longer than {_mib(max_line)} (not a recording this tool wrote)"
+                        )
+                    if total > max_total:
+                        raise RecordingError(
+                            f"{p} unpacks to more than {_mib(max_total)}; refused (a damaged file or a gzip bomb)"
+                        )
+                    if lines > max_records:
+                        raise RecordingError(f"{p} holds more than {max_records} records; refused")
                     try:
                         rec = json.loads(line)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         break  # a torn last line
                     if first:
                         if not isinstance(rec, dict) or rec.get("type") != "header":
@@ -186,7 +216,7 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
                 return  # cut short: play what is there
             if first:
                 raise RecordingError(f"{p} is empty")
-    except (OSError, gzip.BadGzipFile) as e:
+    except (OSError, gzip.BadGzipFile, zlib.error) as e:
         if isinstance(e, gzip.BadGzipFile) or "Not a gzipped file" in str(e):
             raise RecordingError(f"{p} is not a ddtree-tui recording (not gzip)") from None
         raise RecordingError(f"{p}: {e}") from None

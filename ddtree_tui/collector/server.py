@@ -10,7 +10,9 @@ Routes:
 
 Bound to loopback by default. A listen address off loopback is refused unless a token file is given; then
 every route but the two probes asks for `Authorization: Bearer <token>`. The token is read from a file
-(created 0600 when missing) and never appears in argv, logs, the screen or JSON.
+(created 0600 when missing) and never appears in argv, logs, the screen or JSON. Every request must name this
+server in `Host` and, when it sends an `Origin`, come from it (hostcheck.py: DNS rebinding, cross-site pages);
+connections are capped and must send their headers in time (limits.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ddtree_tui.bench.models import PromptFinished, RunFinished, RunStarted
+from ddtree_tui.collector.hostcheck import AccessPolicy
 from ddtree_tui.collector.intents import IntentRoutes
+from ddtree_tui.collector.limits import LimitedSite, ServerLimits
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
 from ddtree_tui.events import (
     AlertChanged,
@@ -143,8 +147,10 @@ class Collector:
         token: str | None = None,
         intents: bool = False,
         intent_token: str | None = None,
+        policy: AccessPolicy | None = None,
     ) -> None:
         self.fleet = fleet
+        self.policy = policy  # the Host/Origin check; None only for an app tested in-process
         self.token = token  # guards every route but the probes (asked for with --token-file)
         self.intents = IntentRoutes(fleet, intent_token or token, intents)
         self.counters = CollectorCounters()
@@ -269,7 +275,8 @@ class Collector:
 
     # --- HTTP ------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._auth])
+        guards = [self.policy.middleware()] if self.policy is not None else []
+        app = web.Application(middlewares=[*guards, self._auth])
         app.router.add_get("/metrics", self.h_metrics)
         app.router.add_get("/snapshot", self.h_snapshot)
         app.router.add_get("/events", self.h_events)
@@ -370,19 +377,31 @@ async def serve(
     stop: asyncio.Event | None = None,
     on_listening: Callable[[Collector, int], None] | None = None,
     setup: Callable[[Collector], None] | None = None,
+    policy: AccessPolicy | None = None,
+    limits: ServerLimits | None = None,
 ) -> None:
-    """Serve `fleet` on host:port until `stop` is set (or the task is cancelled)."""
-    coll = Collector(fleet, token=token, intents=intents, intent_token=intent_token)
+    """Serve `fleet` on host:port until `stop` is set (or the task is cancelled). `policy`: the Host/Origin
+    check (by default: the listen address and its loopback aliases); `limits`: connections and header time."""
+    policy = policy or AccessPolicy(host, port)
+    limits = limits or ServerLimits()
+    coll = Collector(fleet, token=token, intents=intents, intent_token=intent_token, policy=policy)
     if setup is not None:
         setup(coll)
-    runner = web.AppRunner(coll.app(), access_log=None, handle_signals=False)
+    refused = coll.counters.refused
+
+    def count_refusal(reason: str) -> None:
+        refused[reason] = refused.get(reason, 0) + 1
+
+    policy.listeners.append(count_refusal)
+    runner = web.AppRunner(coll.app(), access_log=None, handle_signals=False, **limits.runner_kwargs())
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = LimitedSite(runner, host, port, limits, on_refuse=count_refusal)
     try:
         await site.start()
         bound = port
         if runner.addresses:  # port 0: the one the system chose
             bound = int(runner.addresses[0][1])
+        policy.bind(bound)
         if on_listening is not None:
             on_listening(coll, bound)
         await coll.start()
