@@ -35,7 +35,7 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
-from ddtree_tui.pubsub import PubSub
+from ddtree_tui.lib.pubsub import PubSub
 from ddtree_tui.services import argcheck
 from ddtree_tui.services.argcheck import ArgCheck
 from ddtree_tui.services.launchline import build_launch

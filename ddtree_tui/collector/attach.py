@@ -39,7 +39,7 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
-from ddtree_tui.pubsub import QUEUE_SIZE, PubSub
+from ddtree_tui.lib.pubsub import QUEUE_SIZE, PubSub
 from ddtree_tui.state import FleetSnapshot, HostView
 from ddtree_tui.todo import TodoEdit, TodoResult
 

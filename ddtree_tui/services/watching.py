@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from ddtree_tui.retry import Backoff
+from ddtree_tui.lib.retry import Backoff
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.health import HealthResult, fetch_server_info, probe_health
 from ddtree_tui.services.launchline import service_paths

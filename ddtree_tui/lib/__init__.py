@@ -1,0 +1,1 @@
+"""Generic helpers with no knowledge of ddtree-tui: event fan-out, backoff, paths."""
