@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 import ddtree_tui.fleet as fleet_mod  # noqa: E402
 from ddtree_tui.collector.server import Collector, serve  # noqa: E402
 from ddtree_tui.config import HostProfile, parse_profile  # noqa: E402
+from ddtree_tui.model.snapshot import ConnStatus  # noqa: E402
 from ddtree_tui.sim.process import free_port  # noqa: E402
-from ddtree_tui.state import ConnStatus  # noqa: E402
 from ddtree_tui.transport.base import RunResult, Transport  # noqa: E402
 
 

@@ -25,7 +25,8 @@ from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.bench.smoke import SmokeResult, failed, smoke_request
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, load_profiles
 from ddtree_tui.doctor import DoctorReport, run_doctor
-from ddtree_tui.events import (
+from ddtree_tui.lib.pubsub import PubSub
+from ddtree_tui.model.events import (
     BenchEventWrap,
     FleetEvent,
     GpuSampleEvent,
@@ -35,7 +36,15 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
-from ddtree_tui.lib.pubsub import PubSub
+from ddtree_tui.model.snapshot import (
+    ConnStatus,
+    FleetSnapshot,
+    GpuSample,
+    HostSample,
+    HostView,
+    ServiceStatus,
+    TelemetryStatus,
+)
 from ddtree_tui.services import argcheck
 from ddtree_tui.services.argcheck import ArgCheck
 from ddtree_tui.services.launchline import build_launch
@@ -47,15 +56,6 @@ from ddtree_tui.services.patches import (
     apply_patch,
     patch_status,
     revert_patch,
-)
-from ddtree_tui.state import (
-    ConnStatus,
-    FleetSnapshot,
-    GpuSample,
-    HostSample,
-    HostView,
-    ServiceStatus,
-    TelemetryStatus,
 )
 from ddtree_tui.sweep import hold
 from ddtree_tui.telemetry.sampler import HostTelemetry

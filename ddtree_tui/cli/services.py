@@ -14,9 +14,9 @@ import sys
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.model.snapshot import ServiceStatus
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.services.lifecycle import ActionResult
-from ddtree_tui.state import ServiceStatus
 from ddtree_tui.transport import TransportError
 
 WAIT_FOR = {"ready", "crashed", "unhealthy", "stopped"}

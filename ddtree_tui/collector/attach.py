@@ -29,7 +29,8 @@ from ddtree_tui.bench.models import BenchEvent
 from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
-from ddtree_tui.events import (
+from ddtree_tui.lib.pubsub import QUEUE_SIZE, PubSub
+from ddtree_tui.model.events import (
     BenchEventWrap,
     FleetEvent,
     GpuSampleEvent,
@@ -39,9 +40,8 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
-from ddtree_tui.lib.pubsub import QUEUE_SIZE, PubSub
-from ddtree_tui.state import FleetSnapshot, HostView
-from ddtree_tui.todo import TodoEdit, TodoResult
+from ddtree_tui.model.snapshot import FleetSnapshot, HostView
+from ddtree_tui.model.todo import TodoEdit, TodoResult
 
 log = logging.getLogger(__name__)
 
@@ -489,7 +489,7 @@ def label_gpus(h: HostView) -> HostView:
 
 
 def _conn_of(h: HostView) -> Any:
-    from ddtree_tui.state import ConnStatus
+    from ddtree_tui.model.snapshot import ConnStatus
 
     return ConnStatus(state=h.state, error=h.error, next_retry_at=h.next_retry_at)
 

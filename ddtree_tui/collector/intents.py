@@ -13,8 +13,8 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ddtree_tui.bench.models import BenchParams
-from ddtree_tui.events import Notice
-from ddtree_tui.todo import TodoAction, TodoEdit
+from ddtree_tui.model.events import Notice
+from ddtree_tui.model.todo import TodoAction, TodoEdit
 
 log = logging.getLogger(__name__)
 

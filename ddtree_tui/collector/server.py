@@ -35,14 +35,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ddtree_tui.bench.models import PromptFinished, RunFinished, RunStarted
 from ddtree_tui.collector.intents import IntentRoutes
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
-from ddtree_tui.events import (
+from ddtree_tui.model.events import (
     AlertChanged,
     BenchEventWrap,
     Event,
     FleetEvent,
     ServiceStateChanged,
 )
-from ddtree_tui.state import Alert, FleetSnapshot
+from ddtree_tui.model.snapshot import Alert, FleetSnapshot
 
 log = logging.getLogger(__name__)
 

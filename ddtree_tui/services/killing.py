@@ -6,12 +6,12 @@ uid and command line match what we launched; a dead main process's workers (its 
 
 from __future__ import annotations
 
+from ddtree_tui.model.snapshot import ActionResult
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.replies import KillReply, WatchRecord
 from ddtree_tui.services.status import exit_words
 from ddtree_tui.services.svcstate import SvcState
 from ddtree_tui.services.watching import Watching
-from ddtree_tui.state import ActionResult
 from ddtree_tui.transport.base import TransportError
 
 _GONE = (

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 
 from ddtree_tui.config import ServiceSpec
+from ddtree_tui.model.snapshot import ActionResult
 from ddtree_tui.services import argcheck, hostscripts
 from ddtree_tui.services.launchline import build_launch, service_paths
 from ddtree_tui.services.replies import LaunchReply, WatchRecord
 from ddtree_tui.services.status import exit_words
 from ddtree_tui.services.svcstate import SvcState
 from ddtree_tui.services.watching import Watching
-from ddtree_tui.state import ActionResult
 from ddtree_tui.transport.base import TransportError
 
 

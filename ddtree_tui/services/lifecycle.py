@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services.killing import Killing
 from ddtree_tui.services.launching import Launching
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.svcstate import ManagerOptions, ServiceHeld
-from ddtree_tui.state import ActionResult, ServiceStatus
 from ddtree_tui.transport.base import Transport
 
 __all__ = ["ActionResult", "LogMetrics", "ServiceHeld", "ServiceManager", "move_service"]

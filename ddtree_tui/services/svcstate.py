@@ -22,13 +22,13 @@ import httpx
 from pydantic import BaseModel
 
 from ddtree_tui.config import HostProfile, ServiceSpec, redact_text
+from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services.health import HealthResult, ServerInfo
 from ddtree_tui.services.launchline import argv_hash, build_launch, host_python, service_paths
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.replies import WatchRecord, last_json_object, parse_reply
 from ddtree_tui.services.sglang_metrics import SglangGauges
 from ddtree_tui.services.status import Facts, derive_status, initial_status, updated
-from ddtree_tui.state import ActionResult, ServiceStatus
 from ddtree_tui.transport.base import Transport, TransportError
 
 R = TypeVar("R", bound=BaseModel)

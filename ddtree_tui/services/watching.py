@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from ddtree_tui.lib.retry import Backoff
+from ddtree_tui.model.snapshot import ServiceStatus
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.health import HealthResult, fetch_server_info, probe_health
 from ddtree_tui.services.launchline import service_paths
@@ -33,7 +34,6 @@ from ddtree_tui.services.replies import (
 from ddtree_tui.services.sglang_metrics import fetch_sglang_metrics
 from ddtree_tui.services.status import running_port
 from ddtree_tui.services.svcstate import ManagerCore, SvcState
-from ddtree_tui.state import ServiceStatus
 from ddtree_tui.transport.base import TransportError
 
 

@@ -24,7 +24,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.bench.models import BenchParams
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.bench_actions import BenchActions
 from ddtree_tui.ui.controller import Controller

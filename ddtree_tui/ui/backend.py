@@ -18,10 +18,10 @@ from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
-from ddtree_tui.events import FleetEvent
 from ddtree_tui.lib.pubsub import PubSub
-from ddtree_tui.state import FleetSnapshot
-from ddtree_tui.todo import ItemEvidence, TodoEdit, TodoItem, TodoResult, TodoView
+from ddtree_tui.model.events import FleetEvent
+from ddtree_tui.model.snapshot import FleetSnapshot
+from ddtree_tui.model.todo import ItemEvidence, TodoEdit, TodoItem, TodoResult, TodoView
 from ddtree_tui.ui.views import HistoryRun
 
 

@@ -14,10 +14,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from textual.notifications import SeverityLevel
 
-from ddtree_tui import events
 from ddtree_tui.bench.smoke import SmokeResult
 from ddtree_tui.doctor import DoctorReport
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model import events
+from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet, Outcome
 from ddtree_tui.ui.details import DetailView, gpu_detail, host_detail, service_detail
 from ddtree_tui.ui.views import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ddtree_tui.todo import TodoEdit
+from ddtree_tui.model.todo import TodoEdit
 from ddtree_tui.ui.messages import TodoIntent
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.todo_edit import TodoDraft, TodoEditScreen

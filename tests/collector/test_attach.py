@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from ddtree_tui.collector.attach import AttachedFleet, decode_event, parse_sse
-from ddtree_tui.events import GpuSampleEvent
+from ddtree_tui.model.events import GpuSampleEvent
 from ddtree_tui.ui.app import DDTreeApp
 from tests.app.screen_text import screen_text, until
 from tests.collector.conftest import ServeProc

@@ -15,7 +15,7 @@ import pytest
 from ddtree_tui.collector.recording import Recorder, RecordingError, RecordingFleet, ReplayFleet, read_records
 from ddtree_tui.config import load_profile, packaged_demo_profile
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
 from tests.app.screen_text import screen_text, until

@@ -12,7 +12,7 @@ import pytest
 from ddtree_tui.bench.models import BenchRun, ServiceSummary
 from ddtree_tui.collector.attach import FollowerFleet
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.todo import TodoEdit, TodoError, TodoStore, TodoView
 from ddtree_tui.todo.evidence import bench_ok
 from ddtree_tui.ui.backend import StaticFleet, StaticTodo

@@ -7,7 +7,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ddtree_tui.bench.models import ServiceSummary
-from ddtree_tui.events import LogLine, Notice, ServiceStateChanged, TodoChanged
+from ddtree_tui.model.events import LogLine, Notice, ServiceStateChanged, TodoChanged
 from ddtree_tui.ui.backend import StaticFleet, StaticTodo
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.screens.messages import MessageRecord, bar_line
