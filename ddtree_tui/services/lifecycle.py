@@ -57,13 +57,18 @@ class ServiceManager(Launching, Killing):
         return r
 
 
-async def move_service(src: ServiceManager, dst: ServiceManager, name: str) -> ActionResult:
-    """Launch src's spec of `name` on dst (added there if absent), wait until ready, then kill it on src.
+async def move_service(
+    src: ServiceManager, dst: ServiceManager, name: str, *, startup_timeout: float | None = None
+) -> ActionResult:
+    """Launch src's spec of `name` on dst (added there if absent), wait until ready (`startup_timeout`, for
+    this move only; default the spec's), then kill it on src.
 
     The answer to a host that lost its GPU: the old one is killed only once the new one serves, and a
     source host that cannot be reached does not block the move (the result says so).
     """
     spec = src.spec(name)
+    if startup_timeout is not None:
+        spec = spec.model_copy(update={"startup_timeout": float(startup_timeout)})
     held = src._held(name, "move", None)
     if held is not None:
         return held
