@@ -42,6 +42,7 @@ from ddtree_tui.model.events import (
     FleetEvent,
     ServiceStateChanged,
 )
+from ddtree_tui.model.intents import AnyIntent, Outcome
 from ddtree_tui.model.snapshot import Alert, FleetSnapshot
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ class FleetSource(Protocol):
     def subscribe(self) -> asyncio.Queue[Any]: ...
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
     def log_lines(self, ref: str) -> list[str]: ...
+    async def do(self, intent: AnyIntent) -> Outcome: ...  # the intents' door (collector/intents.py)
+    def publish(self, ev: FleetEvent) -> None: ...
 
 
 @runtime_checkable

@@ -130,7 +130,7 @@ class Fleet:
             return
         self._started = True
         await self.hosts.start_all()
-        self._bg.append(asyncio.create_task(self.todo_desk._todo_loop(), name="todo-loop"))
+        self._bg.append(asyncio.create_task(self.todo_desk.run_loop(), name="todo-loop"))
         self._bg.append(asyncio.create_task(self._guard(lambda: run_alerts(self), "alerts"), name="alerts"))
 
     async def _guard(self, run: Callable[[], Awaitable[None]], what: str) -> None:
@@ -157,7 +157,6 @@ class Fleet:
         self._started = False
 
     async def reload_profiles(self, profiles: Sequence[HostProfile] | None = None) -> list[str]:
-        """Edited profiles without a restart (Hosts.reload); running services are never touched."""
         return await self.hosts.reload(profiles)
 
     @classmethod
@@ -176,15 +175,7 @@ class Fleet:
         finally:
             await fleet.stop()
 
-    async def __aenter__(self) -> Fleet:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
     async def wait_settled(self, timeout: float) -> None:
-        """Wait until every host has connected and sent a first sample (or the timeout passes)."""
         await self.hosts.wait_settled(timeout)
 
     # --- reads ---------------------------------------------------------------------------------------------
@@ -198,10 +189,10 @@ class Fleet:
         return self.hosts.host(host).transport
 
     def spec_of(self, ref: Ref) -> tuple[HostProfile, ServiceSpec]:
-        """The profile and the service's spec as the profile has it (no overrides)."""
         return self.hosts.spec_of(ref)
 
-    # --- thin delegations to the desks (the sweep and the headless modes call these) -----------------------
+    # --- thin delegations to the desks (the sweep, the headless modes and tests call these; the desks say
+    # what each does) ------------------------------------------------------------------------------------
     async def launch(self, ref: Ref, *, force: bool = False) -> ActionResult:
         return await self.services.launch(ref, force=force)
 

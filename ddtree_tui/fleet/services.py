@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from ddtree_tui.bench.smoke import SmokeResult, failed, smoke_request
-from ddtree_tui.config import ServiceSpec
+from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.doctor import DoctorReport, run_doctor
 from ddtree_tui.fleet.hosts import Hosts
 from ddtree_tui.model.events import FleetEvent, Notice
@@ -32,6 +32,11 @@ from ddtree_tui.services.patches import (
 
 Ref = ServiceRef | str
 SMOKE_PROMPT = "Say hello in one short sentence."
+
+
+def launch_line(profile: HostProfile, spec: ServiceSpec) -> str:
+    """The command line a launch of `spec` on `profile`'s host runs, as shown to a person (secrets masked)."""
+    return build_launch(profile, spec).display()
 
 
 class ServiceDesk:

@@ -74,7 +74,7 @@ class Todos:
             self.view = todo_view(self.todos, ev)
         return changed
 
-    async def _todo_loop(self) -> None:
+    async def run_loop(self) -> None:
         while True:
             try:
                 await self.refresh_todos()

@@ -93,6 +93,17 @@ def parse_intent(kind: str, body: object) -> AnyIntent:
     return INTENTS.validate_python({**body, "kind": kind} if isinstance(body, dict) else body)
 
 
+def intent_body(intent: AnyIntent) -> dict[str, object]:
+    """The body `parse_intent` reads back for `intent.kind` (what an attached TUI POSTs to a collector)."""
+    match intent:
+        case Bench():
+            return intent.params.model_dump(mode="json")
+        case Todo():
+            return intent.edit.model_dump(mode="json", exclude_none=True)
+        case _:
+            return intent.model_dump(mode="json", exclude={"kind"}, exclude_defaults=True)
+
+
 def describe(intent: AnyIntent) -> str:
     """The intent in a few words, as a notice or a busy marker says it (`kill local/dflash`)."""
     match intent:
