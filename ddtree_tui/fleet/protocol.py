@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ddtree_tui.model.events import FleetEvent
 from ddtree_tui.model.intents import AnyIntent, Outcome
-from ddtree_tui.model.ref import ServiceRef
+from ddtree_tui.model.ref import RefLike
 from ddtree_tui.model.snapshot import ActionResult, FleetSnapshot, ServiceStatus
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ddtree_tui.config import HostProfile, ServiceSpec
     from ddtree_tui.services.argcheck import ArgCheck
 
-Ref = ServiceRef | str
+Ref = RefLike
 
 
 @runtime_checkable

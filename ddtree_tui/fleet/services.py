@@ -15,7 +15,7 @@ from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.doctor import DoctorReport, run_doctor
 from ddtree_tui.fleet.hosts import Hosts
 from ddtree_tui.model.events import FleetEvent, Notice
-from ddtree_tui.model.ref import ServiceRef
+from ddtree_tui.model.ref import RefLike, ServiceRef
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services import argcheck, holds
 from ddtree_tui.services.argcheck import ArgCheck
@@ -30,7 +30,7 @@ from ddtree_tui.services.patches import (
     revert_patch,
 )
 
-Ref = ServiceRef | str
+Ref = RefLike
 SMOKE_PROMPT = "Say hello in one short sentence."
 
 

@@ -60,3 +60,8 @@ class ServiceRef:
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         return {"type": "string", "pattern": r"^[^/\s]+/[^/\s]+$", "description": "HOST/SVC"}
+
+
+RefLike = ServiceRef | str
+"""What the fleet's methods take: a ServiceRef, or `HOST/SVC` from code that has not parsed it yet (parsed
+on the way in, with the same clear ValueError)."""

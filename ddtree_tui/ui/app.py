@@ -387,8 +387,7 @@ class DDTreeApp(AppHost):
     def on_service_request(self, msg: ServiceRequest) -> None:
         self.request_service(msg.verb, msg.ref, msg.to_host)
 
-    def on_service_intent(self, msg: ServiceIntent) -> None:
-        """A confirmed launch, kill, restart or move: to the fleet (`do`) in a worker."""
+    def on_service_intent(self, msg: ServiceIntent) -> None:  # confirmed: to fleet.do in a worker
         self.ctl.start_intent(msg.intent)
 
     def request_service(self, verb: str, ref: str, to_host: str | None = None) -> None:
@@ -400,14 +399,11 @@ class DDTreeApp(AppHost):
             self.request_service("logs", self.selected_service)
 
     # --- doctor ------------------------------------------------------------------------------------------
-    def doctor_host(self) -> str | None:
-        return self.ctl.doctor_host()
-
     def action_sweep(self) -> None:
         open_sweep(self)
 
     def action_doctor(self) -> None:
-        host = self.doctor_host()
+        host = self.ctl.doctor_host()
         if host is None:
             self.notify("no host to check", severity="warning")
             return
