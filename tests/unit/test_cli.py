@@ -132,3 +132,21 @@ def test_global_options_after_the_positionals_are_not_a_usage_error() -> None:
     ]
     ns = build_parser().parse_args(hoist_globals(["patches", "status", "--demo", "local"]))
     assert (ns.mode, ns.action, ns.host, ns.demo) == ("patches", "status", "local", True)
+
+
+def test_a_kill_timeout_that_is_not_positive_is_a_usage_error(tmp_path: Path) -> None:
+    """The timeout becomes part of the Kill intent; a bad one is refused before any host is reached."""
+    prof = tmp_path / "p.toml"
+    prof.write_text(
+        f'name = "here"\naddress = "local"\nworkdir = "{tmp_path / "w"}"\n'
+        '[[service]]\nname = "a"\nport = 31999\nlauncher = "sim"\n'
+    )
+    proc = subprocess.run(
+        cli_argv("kill", "here/a", "--timeout", "0", "--profile", str(prof)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--timeout must be a positive number of seconds" in proc.stderr
