@@ -38,10 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import ddtree_tui.fleet as fleet_mod  # noqa: E402
+import ddtree_tui.fleet.hosts as hosts_mod  # noqa: E402
 from ddtree_tui.collector.server import Collector, serve  # noqa: E402
 from ddtree_tui.config import HostProfile, parse_profile  # noqa: E402
+from ddtree_tui.model.snapshot import ConnStatus  # noqa: E402
 from ddtree_tui.sim.process import free_port  # noqa: E402
-from ddtree_tui.state import ConnStatus  # noqa: E402
 from ddtree_tui.transport.base import RunResult, Transport  # noqa: E402
 
 
@@ -178,7 +179,7 @@ async def scrape(url: str) -> tuple[float, int]:
 
 async def main(ns: argparse.Namespace) -> None:
     FakeHost.gpus = ns.gpus
-    fleet_mod.make_transport = FakeHost  # type: ignore[assignment]  # in-process hosts, benchmark only
+    hosts_mod.make_transport = FakeHost  # type: ignore[assignment]  # in-process hosts, benchmark only
     prom_url = None
     children: list[Any] = []
     if ns.source == "prometheus":

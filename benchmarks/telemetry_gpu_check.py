@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ddtree_tui.config import parse_profile  # noqa: E402
+from ddtree_tui.model.snapshot import GpuSample  # noqa: E402
 from ddtree_tui.remote.smi import parse_help_fields, pick_fields  # noqa: E402
-from ddtree_tui.state import GpuSample  # noqa: E402
 from ddtree_tui.telemetry import HostTelemetry  # noqa: E402
 from ddtree_tui.telemetry.frames import FrameBuilder  # noqa: E402
 from ddtree_tui.telemetry.nvsmi import parse_query  # noqa: E402

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ddtree_tui.config import AlertOptions, HostProfile
-from ddtree_tui.events import AlertChanged, FleetEvent, GpuSampleEvent, Notice, ServiceStateChanged
-from ddtree_tui.state import Alert, AlertKind, GpuSample
+from ddtree_tui.model.events import AlertChanged, FleetEvent, GpuSampleEvent, Notice, ServiceStateChanged
+from ddtree_tui.model.snapshot import Alert, AlertKind, GpuSample
 
 OFF_BUS = ("lost", "off the bus", "no longer reported", "unknown error", "requires reset", "device handle")
 

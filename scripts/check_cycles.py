@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Prints every import cycle among ddtree_tui's modules (imports inside functions included) and exits 1 if any.
 
-Uses grimp (import-linter's graph builder), without `if TYPE_CHECKING:` imports (annotations only, no runtime cycle). A cycle is a strongly connected component of more than one module
-of the import graph. Importing `a.b.c` counts as importing the packages `a.b` (its `__init__` runs first) too,
+Uses grimp (import-linter's graph builder), `if TYPE_CHECKING:` imports included: an annotation-only import
+back up the layers is still a design cycle (issue 24), even though it never runs. A cycle is a strongly
+connected component of more than one module of the import graph. Importing `a.b.c` counts as importing the packages `a.b` (its `__init__` runs first) too,
 as Python does; a child's edge back to its own package is not counted.
 """
 
@@ -14,7 +15,7 @@ import grimp
 
 
 def cycles(package: str = "ddtree_tui") -> list[list[str]]:
-    graph = grimp.build_graph(package, include_external_packages=False, exclude_type_checking_imports=True)
+    graph = grimp.build_graph(package, include_external_packages=False, exclude_type_checking_imports=False)
     mods = sorted(graph.modules)
     edges: dict[str, set[str]] = {}
     for m in mods:

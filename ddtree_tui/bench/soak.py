@@ -46,7 +46,7 @@ from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, Sh
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile
-from ddtree_tui.state import GpuSample
+from ddtree_tui.model.snapshot import GpuSample
 
 if TYPE_CHECKING:
     from ddtree_tui.transport.base import Transport

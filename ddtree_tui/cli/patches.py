@@ -9,7 +9,7 @@ from pathlib import Path
 from ddtree_tui.cli.args import PatchesArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, err, handler, hosts_of
 from ddtree_tui.config import HostProfile
-from ddtree_tui.fleet import Fleet
+from ddtree_tui.fleet import Fleet, TransportError
 from ddtree_tui.services.patches import (
     PatchAction,
     PatchError,
@@ -18,7 +18,6 @@ from ddtree_tui.services.patches import (
     default_patches_dir,
     list_patch_sets,
 )
-from ddtree_tui.transport import TransportError
 
 
 def _print_report(r: PatchReport) -> None:

@@ -13,11 +13,10 @@ import sys
 from ddtree_tui.cli.args import ServiceArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile, ServiceSpec
-from ddtree_tui.fleet import Fleet
-from ddtree_tui.services.launchline import build_launch
-from ddtree_tui.services.lifecycle import ActionResult
-from ddtree_tui.state import ServiceStatus
-from ddtree_tui.transport import TransportError
+from ddtree_tui.fleet import Fleet, TransportError, launch_line
+from ddtree_tui.model.intents import Kill, Launch, Move, Outcome, Restart, ServiceIntent
+from ddtree_tui.model.ref import ServiceRef
+from ddtree_tui.model.snapshot import ServiceStatus
 
 WAIT_FOR = {"ready", "crashed", "unhealthy", "stopped"}
 
@@ -26,7 +25,7 @@ def _err(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _report(r: ActionResult) -> None:
+def _report(r: Outcome) -> None:
     print(r.message, flush=True)
     if r.suggestion:
         _err(f"hint: {r.suggestion}")
@@ -39,7 +38,7 @@ def _describe(st: ServiceStatus) -> str:
     return f"{st.host}/{st.name}: {st.state}{pid}{detail}"
 
 
-async def _wait_ready(fleet: Fleet, ref: str, timeout: float) -> int:
+async def _wait_ready(fleet: Fleet, ref: ServiceRef, timeout: float) -> int:
     st = await fleet.wait_service(ref, WAIT_FOR, timeout)
     print(_describe(st), flush=True)
     if st.state == "ready":
@@ -52,7 +51,7 @@ async def _wait_ready(fleet: Fleet, ref: str, timeout: float) -> int:
 
 
 async def _act(args: ServiceArgs, fleet: Fleet, host: HostProfile, spec: ServiceSpec) -> int:
-    ref = f"{host.name}/{spec.name}"
+    ref = ServiceRef(host.name, spec.name)
     if args.mode == "logs":
         for line in await fleet.logs(ref, max(0, args.lines)):
             print(line, flush=True)
@@ -64,16 +63,19 @@ async def _act(args: ServiceArgs, fleet: Fleet, host: HostProfile, spec: Service
     if who is not None:
         _err(f"refused to {args.mode} {ref}: it is held by {who}; nothing was done")
         return EXIT_FAIL
-    timeout, force = args.timeout, args.force
+    timeout: float | None = args.timeout
+    force = args.force
+    intent: ServiceIntent
     if args.mode == "kill":
-        r = await fleet.kill(ref, timeout=timeout)
+        intent = Kill(ref=ref, timeout=timeout)
     elif args.mode == "move":
-        r = await fleet.move(ref, args.to_host or "", startup_timeout=timeout)
+        intent = Move(ref=ref, to_host=args.to_host or "", startup_timeout=timeout)
     elif args.mode == "launch":
-        _err(f"launching {ref}: {build_launch(host, spec).display()}")
-        r = await fleet.launch(ref, force=force)
+        _err(f"launching {ref}: {launch_line(host, spec)}")
+        intent = Launch(ref=ref, force=force)
     else:
-        r = await fleet.restart(ref, force=force)
+        intent = Restart(ref=ref, force=force)
+    r = await fleet.do(intent)
     _report(r)
     if not r.ok or args.mode in ("kill", "move"):
         return EXIT_OK if r.ok else EXIT_FAIL
@@ -104,8 +106,11 @@ def cli_main(args: ServiceArgs) -> int:
     """launch / kill / restart / move / logs for one HOST/SVC."""
     profiles, host, spec = service_of(args, args.service)
     if args.mode in ("launch", "restart") and args.dry_run:
-        print(build_launch(host, spec).display(), flush=True)
+        print(launch_line(host, spec), flush=True)
         return EXIT_OK
+    timeout = args.timeout
+    if args.mode in ("kill", "move") and timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout:g}")
     if args.mode == "move" and not any(p.name == args.to_host for p in profiles):
         raise UsageError(f"no host '{args.to_host}' (known: {', '.join(p.name for p in profiles)})")
     return asyncio.run(_run(args, profiles, host, spec))

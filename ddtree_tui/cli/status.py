@@ -10,7 +10,7 @@ import time
 from ddtree_tui.cli.args import StatusArgs
 from ddtree_tui.cli.common import handler, profiles_of
 from ddtree_tui.fleet import collect_snapshot
-from ddtree_tui.state import FleetSnapshot, HostView
+from ddtree_tui.model.snapshot import FleetSnapshot, HostView
 
 
 def _fmt(v: object, unit: str = "", nd: int = 0) -> str:

@@ -18,8 +18,7 @@ from pathlib import Path
 from ddtree_tui.cli.args import SweepArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile, ProfileError, SweepPreset
-from ddtree_tui.fleet import Fleet
-from ddtree_tui.services.lifecycle import ServiceHeld
+from ddtree_tui.fleet import Fleet, ServiceHeld
 from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep.runner import SweepRunner, SweepSettings

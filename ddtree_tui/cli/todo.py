@@ -16,7 +16,7 @@ from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.cli.args import TodoArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err, handler, profiles_of
 from ddtree_tui.fleet import collect_snapshot
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.todo import (
     DEFAULT_TODOS,
     ItemEvidence,

@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 
 from ddtree_tui.bench.models import BenchEvent
 from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
-from ddtree_tui.events import (
+from ddtree_tui.lib import http
+from ddtree_tui.lib.pubsub import QUEUE_SIZE, PubSub
+from ddtree_tui.model.events import (
     BenchEventWrap,
     FleetEvent,
     GpuSampleEvent,
@@ -39,10 +41,8 @@ from ddtree_tui.events import (
     ServiceStateChanged,
     TodoChanged,
 )
-from ddtree_tui.lib import http
-from ddtree_tui.pubsub import QUEUE_SIZE, PubSub
-from ddtree_tui.state import FleetSnapshot, HostView
-from ddtree_tui.todo import TodoEdit, TodoResult
+from ddtree_tui.model.intents import AnyIntent, Outcome, Todo, describe, intent_body
+from ddtree_tui.model.snapshot import FleetSnapshot, HostView
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,6 @@ EVENT_CAP = http.LINE_CAP  # one server-sent event line
 INTENT_REPLY_CAP = http.MIB  # an intent's answer is one small JSON object
 _EVENT = TypeAdapter(FleetEvent)
 _BENCH_EVENT: TypeAdapter[BenchEvent] = TypeAdapter(BenchEvent)
-
-
-class AttachResult(BaseModel):
-    ok: bool
-    message: str
-    suggestion: str | None = None
 
 
 class AttachedTodos:
@@ -210,30 +204,20 @@ class FollowerFleet(PubSub[Any]):
         return []
 
     # --- intents: refused ----------------------------------------------------------------------------------
-    def _refuse(self, what: str) -> AttachResult:
-        return AttachResult(
-            ok=False,
-            message=f"{what}: this view follows {self.source_label}, which takes no intents here",
-            suggestion="run the action where the collector runs, or with the headless CLI",
+    def _refuse(self, what: str) -> Outcome:
+        return Outcome.refused(
+            f"{what}: this view follows {self.source_label}, which takes no intents here",
+            "run the action where the collector runs, or with the headless CLI",
         )
 
-    async def launch(self, ref: str) -> AttachResult:
-        return self._refuse(f"launch {ref}")
-
-    async def kill(self, ref: str) -> AttachResult:
-        return self._refuse(f"kill {ref}")
-
-    async def restart(self, ref: str) -> AttachResult:
-        return self._refuse(f"restart {ref}")
-
-    async def move(self, ref: str, to_host: str) -> AttachResult:
-        return self._refuse(f"move {ref} to {to_host}")
+    async def do(self, intent: AnyIntent) -> Outcome:
+        return self._refuse(describe(intent))
 
     async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
         """A failed SmokeResult whatever the settings: nothing is sent from here."""
         return failed(ref, f"this view follows {self.source_label}: no request sent from it")
 
-    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> AttachResult:
+    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> Outcome:
         """Refused whatever the settings (the UI's FleetLike.run_bench lists them)."""
         return self._refuse("bench")
 
@@ -253,10 +237,6 @@ class FollowerFleet(PubSub[Any]):
     async def reload_profiles(self) -> list[str]:
         raise RuntimeError(f"this view follows {self.source_label}: profiles are not reloaded here")
 
-    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
-        r = self._refuse(f"todo {edit.action}")
-        return TodoResult(ok=False, message=r.message, suggestion=r.suggestion)
-
 
 class _IntentsOverHttp:
     """AttachedFleet's intents: POSTed to the collector's /intents/VERB (works when it runs --intents)."""
@@ -264,7 +244,7 @@ class _IntentsOverHttp:
     url: str
     _headers: dict[str, str]
 
-    async def _post(self, verb: str, body: dict[str, Any], what: str) -> AttachResult:
+    async def _post(self, verb: str, body: dict[str, Any], what: str) -> Outcome:
         try:
             async with (
                 http.session(headers=self._headers, timeout=10.0, read_timeout=900.0) as c,
@@ -273,9 +253,7 @@ class _IntentsOverHttp:
                 status = r.status
                 raw = await http.read_body(r, INTENT_REPLY_CAP)
         except http.REQUEST_ERRORS as e:
-            return AttachResult(
-                ok=False, message=f"{what}: the collector at {self.url} did not answer: {_why(e)}"
-            )
+            return Outcome.refused(f"{what}: the collector at {self.url} did not answer: {_why(e)}")
         try:
             data = json.loads(raw)
         except ValueError:
@@ -284,23 +262,13 @@ class _IntentsOverHttp:
             data = {}
         msg = str(data.get("message") or f"HTTP {status}")
         if status == 401:
-            return AttachResult(
-                ok=False, message=f"{what}: {msg}", suggestion="attach with --token-file FILE"
-            )
-        return AttachResult(ok=bool(data.get("ok")) and status == 200, message=msg,
-                            suggestion=data.get("suggestion"))  # fmt: skip
+            return Outcome.refused(f"{what}: {msg}", "attach with --token-file FILE")
+        return Outcome(ok=bool(data.get("ok")) and status == 200, message=msg,
+                       suggestion=data.get("suggestion"), invalid=status == 400)  # fmt: skip
 
-    async def launch(self, ref: str) -> AttachResult:
-        return await self._post("launch", {"ref": ref}, f"launch {ref}")
-
-    async def kill(self, ref: str) -> AttachResult:
-        return await self._post("kill", {"ref": ref}, f"kill {ref}")
-
-    async def restart(self, ref: str) -> AttachResult:
-        return await self._post("restart", {"ref": ref}, f"restart {ref}")
-
-    async def move(self, ref: str, to_host: str) -> AttachResult:
-        return await self._post("move", {"ref": ref, "to_host": to_host}, f"move {ref}")
+    async def do(self, intent: AnyIntent) -> Outcome:
+        """POST /intents/KIND with the intent's body (the collector parses it into the same union)."""
+        return await self._post(intent.kind, intent_body(intent), describe(intent))
 
     async def run_bench(
         self,
@@ -309,15 +277,10 @@ class _IntentsOverHttp:
         repeats: int = 1,
         max_new_tokens: int = 128,
         baseline: str | None = None,
-    ) -> AttachResult:
+    ) -> Outcome:
         body = {"refs": list(refs), "prompt_set": prompt_set, "repeats": repeats,
                 "max_new_tokens": max_new_tokens, "baseline": baseline}  # fmt: skip
         return await self._post("bench", body, "bench")
-
-    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
-        """The collector's fleet makes the change (POST /intents/todo); its snapshot brings the list back."""
-        r = await self._post("todo", edit.model_dump(exclude_none=True), f"todo {edit.action}")
-        return TodoResult(ok=r.ok, message=r.message, suggestion=r.suggestion)
 
 
 class AttachedFleet(_IntentsOverHttp, FollowerFleet):
@@ -468,11 +431,11 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         for h in self._snap.hosts:
             self._publish(HostStateChanged(host=h.name, status=_conn_of(h)))
 
-    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
-        """The collector's fleet makes the change; its list is read back at once (the full refresh is
-        seconds away), so the pane shows what the file now holds."""
-        res = await super().todo_apply(edit)
-        if res.ok:
+    async def do(self, intent: AnyIntent) -> Outcome:
+        """The collector's fleet carries it out; after a todo edit its list is read back at once (the full
+        refresh is seconds away), so the pane shows what the file now holds."""
+        res = await super().do(intent)
+        if res.ok and isinstance(intent, Todo):
             with contextlib.suppress(*http.REQUEST_ERRORS, ValueError, RuntimeError):
                 async with http.session(headers=self._headers, timeout=self.timeout) as c:
                     todos = (await _read_snapshot(c, self.url)).todos
@@ -496,7 +459,7 @@ def label_gpus(h: HostView) -> HostView:
 
 
 def _conn_of(h: HostView) -> Any:
-    from ddtree_tui.state import ConnStatus
+    from ddtree_tui.model.snapshot import ConnStatus
 
     return ConnStatus(state=h.state, error=h.error, next_retry_at=h.next_retry_at)
 

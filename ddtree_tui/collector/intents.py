@@ -1,43 +1,31 @@
 """Intents over the collector's HTTP API (`serve --intents`): launch, kill, restart, move, bench and todo
-edits, carried out by the collector's one Fleet. Off unless enabled; then every intent needs the bearer
-token (from a 0600 file). Request bodies are pydantic models: a bad body is a 400 that says what is wrong."""
+edits, carried out by the collector's one Fleet through `do`. Off unless enabled; then every intent needs the
+bearer token (from a 0600 file). The URL's verb is the intent's `kind` and the body its fields, parsed into
+the same union the TUI and the CLI use (model/intents.py): a bad body is a 400 that says what is wrong."""
 
 from __future__ import annotations
 
 import asyncio
 import hmac
 import logging
-from typing import Any, Literal
+from typing import Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddtree_tui.bench.models import BenchParams
 from ddtree_tui.collector.limits import read_json_body
-from ddtree_tui.events import Notice
-from ddtree_tui.todo import TodoAction, TodoEdit
+from ddtree_tui.fleet.protocol import Door
+from ddtree_tui.model.events import Notice
+from ddtree_tui.model.intents import AnyIntent, Bench, Outcome, Todo, parse_intent
+from ddtree_tui.model.todo import TodoAction, TodoEdit
 
 log = logging.getLogger(__name__)
 
 
-class _Body(BaseModel):
+class TodoBody(BaseModel):
+    """A todo edit over HTTP; `done` is `complete` (the CLI's word)."""
+
     model_config = ConfigDict(extra="forbid")
-
-
-class ServiceIntent(_Body):
-    ref: str = Field(pattern=r"^[^/\s]+/[^/\s]+$", description="HOST/SVC")
-
-
-class MoveIntent(ServiceIntent):
-    to_host: str = Field(min_length=1)
-
-
-class BenchIntent(BenchParams):
-    """The body of POST /intents/bench: the bench dialog's choices (bench/models.py BenchParams)."""
-
-
-class TodoIntent(_Body):
-    """A todo edit over HTTP; `done` is `complete` (the CLI's word). Carried out by Fleet.todo_apply."""
 
     action: Literal["add", "edit", "start", "done", "complete", "toggle", "cancel", "delete", "up", "down"]
     content: str | None = None
@@ -53,27 +41,28 @@ class TodoIntent(_Body):
 
 
 class IntentResult(BaseModel):
+    """The reply's body: an Outcome in words (its typed detail stays on the server)."""
+
     ok: bool
     message: str
     suggestion: str | None = None
 
 
-def _result(res: Any) -> IntentResult:
-    return IntentResult(
-        ok=bool(getattr(res, "ok", False)),
-        message=str(getattr(res, "message", "") or ""),
-        suggestion=getattr(res, "suggestion", None),
-    )
+def _parse(verb: str, body: object) -> AnyIntent:
+    """The body as the typed intent; the todo body's `done` spelling is accepted here, at the face."""
+    if verb == "todo":
+        return Todo(edit=TodoBody.model_validate(body).edit())
+    return parse_intent(verb, body)
 
 
 class IntentRoutes:
-    """POST /intents/{verb}; `fleet` is the collector's Fleet."""
+    """POST /intents/{verb}; `fleet` is the collector's Fleet (its door)."""
 
-    def __init__(self, fleet: Any, token: str | None, enabled: bool) -> None:
+    def __init__(self, fleet: Door, token: str | None, enabled: bool) -> None:
         self.fleet = fleet
         self.token = token
         self.enabled = enabled
-        self._bench: asyncio.Task[Any] | None = None
+        self._bench: asyncio.Task[None] | None = None
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_post("/intents/{verb}", self.handle)
@@ -94,7 +83,7 @@ class IntentRoutes:
         except ValueError:
             return web.json_response({"ok": False, "message": "the body is not JSON"}, status=400)
         try:
-            res = await self._do(verb, body)
+            res = await self._do(_parse(verb, body))
         except ValidationError as e:
             errs = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'body'}: {x['msg']}" for x in e.errors())
             return web.json_response({"ok": False, "message": f"bad {verb} intent: {errs}"}, status=400)
@@ -102,36 +91,26 @@ class IntentRoutes:
             return web.json_response({"ok": False, "message": f"no intent {verb!r}"}, status=404)
         except (ValueError, IndexError) as e:  # an unknown host or service, a bad todo index
             return web.json_response({"ok": False, "message": str(e)}, status=400)
-        return web.json_response(res.model_dump(), status=200)
+        if res.invalid:
+            return web.json_response({"ok": False, "message": res.message}, status=400)
+        reply = IntentResult(ok=res.ok, message=res.message, suggestion=res.suggestion)
+        return web.json_response(reply.model_dump(), status=200)
 
-    async def _do(self, verb: str, body: Any) -> IntentResult:
-        f = self.fleet
-        if verb in ("launch", "kill", "restart"):
-            ref = ServiceIntent.model_validate(body).ref
-            return _result(await getattr(f, verb)(ref))
-        if verb == "move":
-            m = MoveIntent.model_validate(body)
-            return _result(await f.move(m.ref, m.to_host))
-        if verb == "bench":
-            b = BenchIntent.model_validate(body)
+    async def _do(self, intent: AnyIntent) -> Outcome:
+        """A bench runs in the background (one at a time); every other intent is awaited."""
+        if isinstance(intent, Bench):
             if self._bench is not None and not self._bench.done():
-                return IntentResult(ok=False, message="a benchmark is already running on this collector")
-            self._bench = asyncio.create_task(self._run_bench(b))
-            return IntentResult(ok=True, message=f"bench started: {b.prompt_set} on {', '.join(b.refs)}")
-        if verb == "todo":
-            return await self._todo(TodoIntent.model_validate(body))
-        raise KeyError(verb)
+                return Outcome.refused("a benchmark is already running on this collector")
+            self._bench = asyncio.create_task(self._run_bench(intent))
+            p = intent.params
+            return Outcome(ok=True, message=f"bench started: {p.prompt_set} on {', '.join(p.refs)}")
+        res = await self.fleet.do(intent)
+        if isinstance(intent, Todo) and res.ok:
+            return res.model_copy(update={"message": f"todo {intent.edit.action}: saved"})
+        return res
 
-    async def _run_bench(self, b: BenchIntent) -> None:
+    async def _run_bench(self, intent: Bench) -> None:
         try:
-            await self.fleet.run_bench(**b.model_dump())
+            await self.fleet.do(intent)
         except Exception as e:
             self.fleet.publish(Notice(severity="error", text=f"bench failed: {e}"))
-
-    async def _todo(self, t: TodoIntent) -> IntentResult:
-        """The Fleet makes the change (it is the todo file's one writer); a bad index or value is a 400."""
-        res = await self.fleet.todo_apply(t.edit())
-        if res.invalid:
-            raise ValueError(res.message)
-        message = res.message if not res.ok else f"todo {t.action}: saved"
-        return IntentResult(ok=res.ok, message=message, suggestion=res.suggestion)

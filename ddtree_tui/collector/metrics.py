@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ddtree_tui import __version__
-from ddtree_tui.state import FleetSnapshot, GpuSample, HostConnState, ServiceState, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostConnState, ServiceState, ServiceStatus
 
 MIB = 1024 * 1024
 HOST_STATES: tuple[str, ...] = get_args(HostConnState)

@@ -31,8 +31,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.collector.attach import FollowerFleet, decode_event
-from ddtree_tui.events import Notice
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.events import Notice
+from ddtree_tui.model.snapshot import FleetSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -39,15 +39,16 @@ from ddtree_tui.collector.hostcheck import AccessPolicy
 from ddtree_tui.collector.intents import IntentRoutes
 from ddtree_tui.collector.limits import LimitedSite, ServerLimits
 from ddtree_tui.collector.metrics import CollectorCounters, make_registry
-from ddtree_tui.events import (
+from ddtree_tui.lib import paths
+from ddtree_tui.model.events import (
     AlertChanged,
     BenchEventWrap,
     Event,
     FleetEvent,
     ServiceStateChanged,
 )
-from ddtree_tui.lib import paths
-from ddtree_tui.state import Alert, FleetSnapshot
+from ddtree_tui.model.intents import AnyIntent, Outcome
+from ddtree_tui.model.snapshot import Alert, FleetSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ class FleetSource(Protocol):
     def subscribe(self) -> asyncio.Queue[Any]: ...
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
     def log_lines(self, ref: str) -> list[str]: ...
+    async def do(self, intent: AnyIntent) -> Outcome: ...  # the intents' door (collector/intents.py)
+    def publish(self, ev: FleetEvent) -> None: ...
 
 
 @runtime_checkable

@@ -6,8 +6,8 @@ hold too). A refusal is an ActionResult that says who holds the service and what
 
 from __future__ import annotations
 
+from ddtree_tui.model.snapshot import ActionResult
 from ddtree_tui.services.svcstate import ServiceBook, ServiceHeld
-from ddtree_tui.state import ActionResult
 
 __all__ = ["Holds"]
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from ddtree_tui.model.snapshot import ActionResult
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.holds import Holds
 from ddtree_tui.services.hostcall import HostCalls
 from ddtree_tui.services.replies import KillReply, WatchRecord
 from ddtree_tui.services.status import exit_words
 from ddtree_tui.services.svcstate import ServiceBook, SvcState
-from ddtree_tui.state import ActionResult
 from ddtree_tui.transport.base import TransportError
 
 _GONE = (

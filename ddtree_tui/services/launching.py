@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from ddtree_tui.config import ServiceSpec
+from ddtree_tui.model.snapshot import ActionResult
 from ddtree_tui.services import argcheck, hostscripts
 from ddtree_tui.services.holds import Holds
 from ddtree_tui.services.hostcall import HostCalls
@@ -21,7 +22,6 @@ from ddtree_tui.services.redaction import Redactor
 from ddtree_tui.services.replies import LaunchReply, WatchRecord
 from ddtree_tui.services.status import exit_words
 from ddtree_tui.services.svcstate import ServiceBook, SvcState
-from ddtree_tui.state import ActionResult
 from ddtree_tui.transport.base import TransportError
 
 __all__ = ["Launcher"]

@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services.holds import Holds
 from ddtree_tui.services.hostcall import HostCalls
 from ddtree_tui.services.killing import Killer
@@ -32,7 +33,6 @@ from ddtree_tui.services.publish import Listeners, Publisher
 from ddtree_tui.services.redaction import Redactor
 from ddtree_tui.services.svcstate import ServiceBook, ServiceHeld, SvcState
 from ddtree_tui.services.watching import Watcher
-from ddtree_tui.state import ActionResult, ServiceStatus
 from ddtree_tui.transport.base import Transport
 
 __all__ = ["ActionResult", "LogMetrics", "ServiceHeld", "ServiceManager", "move_service"]
@@ -246,7 +246,8 @@ class ServiceManager:
 async def move_service(
     src: ServiceManager, dst: ServiceManager, name: str, *, startup_timeout: float | None = None
 ) -> ActionResult:
-    """Launch src's spec of `name` on dst (added there if absent), wait until ready, then kill it on src.
+    """Launch src's spec of `name` on dst (added there if absent), wait until ready (`startup_timeout`, for
+    this move only; default the spec's), then kill it on src.
 
     The answer to a host that lost its GPU: the old one is killed only once the new one serves, and a
     source host that cannot be reached does not block the move (the result says so). `startup_timeout`:
@@ -265,10 +266,12 @@ async def move_service(
             f"(port {own.spec.port}); nothing was launched",
             suggestion="rename one of them in its profile, or move to another host",
         )
+    if startup_timeout is not None:  # for this move only: dst's watcher waits as long as the move does
+        spec = spec.model_copy(update={"startup_timeout": float(startup_timeout)})
     r = await dst.launch(name, spec)
     if not r.ok:
         return r
-    wait = spec.startup_timeout if startup_timeout is None else float(startup_timeout)
+    wait = spec.startup_timeout
     st = await dst.wait_state(name, {"ready", "crashed", "unhealthy"}, wait)
     if st.state != "ready":
         return ActionResult(

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ddtree_tui.model.snapshot import ServiceStatus
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.status import Facts, derive_status, updated
 from ddtree_tui.services.svcstate import SvcState
-from ddtree_tui.state import ServiceStatus
 
 __all__ = ["Listeners", "Publisher"]
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_tui.config import ServiceSpec
+from ddtree_tui.model.snapshot import ServiceStatus
 from ddtree_tui.services.health import HealthResult, ServerInfo
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.replies import ExitInfo, WatchRecord
 from ddtree_tui.services.sglang_metrics import SglangGauges
-from ddtree_tui.state import ServiceStatus
 
 __all__ = [
     "Facts",

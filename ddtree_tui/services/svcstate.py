@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.model.snapshot import ServiceStatus
 from ddtree_tui.services.health import HealthResult, ServerInfo
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.replies import WatchRecord
 from ddtree_tui.services.sglang_metrics import SglangGauges
 from ddtree_tui.services.status import initial_status
-from ddtree_tui.state import ServiceStatus
 
 __all__ = ["ServiceBook", "ServiceHeld", "SvcState"]
 

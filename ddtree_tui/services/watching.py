@@ -13,7 +13,7 @@ import contextlib
 import json
 from collections import deque
 
-from ddtree_tui.retry import Backoff
+from ddtree_tui.lib.retry import Backoff
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.hostcall import HostCalls
 from ddtree_tui.services.publish import Publisher

@@ -12,15 +12,15 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ddtree_tui import __version__
-from ddtree_tui.bench.models import BenchRequest, BenchRun, RequestResult
+from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, RequestResult
 from ddtree_tui.bench.prompts import load_prompts
 from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.config import ServiceSpec, redact_env
+from ddtree_tui.fleet.protocol import SweepFleet
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep.spec import (
@@ -158,7 +158,7 @@ class SweepRunner:
 
     def __init__(
         self,
-        fleet: Any,
+        fleet: SweepFleet,
         settings: SweepSettings,
         out: Path,
         *,
@@ -329,7 +329,7 @@ class SweepRunner:
             return False, f"smoke failed: {smoke.error}", [], dt
         return True, None, [], dt
 
-    async def _measure(self, concurrency: int) -> tuple[BenchRun, Any]:
+    async def _measure(self, concurrency: int) -> tuple[BenchRun, list[BenchTarget]]:
         refs = [self.s.ref] + ([self.s.baseline_ref] if self.s.baseline_ref else [])
         targets = await self.fleet.bench_targets(refs)
         req = BenchRequest(

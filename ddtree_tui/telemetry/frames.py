@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from ddtree_tui.state import GpuProcess, GpuSample, HostSample, TelemetryStatus
+from ddtree_tui.model.snapshot import GpuProcess, GpuSample, HostSample, TelemetryStatus
 from ddtree_tui.telemetry.nvsmi import bus_key, decode_throttle, parse_apps, parse_query
 
 _GPU_KEYS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable
 
-from ddtree_tui.state import GpuSample
+from ddtree_tui.model.snapshot import GpuSample
 
 METRICS = ("util_gpu", "mem_used_mb", "power_w", "temp_c")
 MAX_GPUS = 64  # a bound on the number of series too, whatever a broken host reports

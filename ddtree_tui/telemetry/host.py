@@ -7,8 +7,8 @@ import time
 
 import psutil
 
+from ddtree_tui.model.snapshot import HostSample
 from ddtree_tui.remote.hoststats import nearest_existing
-from ddtree_tui.state import HostSample
 
 MIB = 1024 * 1024
 

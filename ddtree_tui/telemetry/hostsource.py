@@ -21,9 +21,9 @@ from collections import deque
 from typing import Any
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.model.snapshot import HostSample, TelemetryStatus
 from ddtree_tui.remote import source
 from ddtree_tui.remote.smi import parse_help_fields, pick_fields
-from ddtree_tui.state import HostSample, TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.host import LocalHostStats
 from ddtree_tui.telemetry.nvml import NvmlUnavailable, nvml_line, open_nvml

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ddtree_tui.state import GpuProcess, GpuSample
+from ddtree_tui.model.snapshot import GpuProcess, GpuSample
 
 # canonical field name → GpuSample attribute
 FIELD_MAP: dict[str, str] = {

@@ -28,7 +28,7 @@ import aiohttp
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.lib import http
-from ddtree_tui.state import GpuSample, TelemetryStatus
+from ddtree_tui.model.snapshot import GpuSample, TelemetryStatus
 
 FIELDS: dict[str, str] = {
     "DCGM_FI_DEV_GPU_UTIL": "util_gpu",

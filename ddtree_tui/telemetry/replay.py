@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ddtree_tui.state import GpuSample
+from ddtree_tui.model.snapshot import GpuSample
 from ddtree_tui.telemetry.nvsmi import DEFAULT_FIELDS, parse_apps, parse_query
 
 BUILTIN: dict[str, str] = {"h200-under-load": "gpu-replay-h200-under-load.jsonl"}

@@ -16,7 +16,7 @@ from typing import Any
 
 import ddtree_tui.telemetry.sources  # noqa: F401  (registers the built-in sources)
 from ddtree_tui.config import HostProfile
-from ddtree_tui.state import GpuSample, HostSample, TelemetryStatus
+from ddtree_tui.model.snapshot import GpuSample, HostSample, TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.history import GpuHistory
 from ddtree_tui.telemetry.hostsource import SAMPLER_PROGRAM, is_local

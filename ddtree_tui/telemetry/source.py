@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 from ddtree_tui.config import HostProfile
-from ddtree_tui.state import GpuSample, HostSample, TelemetryStatus
+from ddtree_tui.model.snapshot import GpuSample, HostSample, TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.transport.base import Transport
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.lib import http
-from ddtree_tui.state import TelemetryStatus
+from ddtree_tui.model.snapshot import TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.host import LocalHostStats
 from ddtree_tui.telemetry.hostsource import KINDS, HostSamplerSource, is_local, local_host_line

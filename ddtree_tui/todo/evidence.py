@@ -3,8 +3,7 @@ whose evidence holds when the user allows it.
 
 Inputs are typed: the FleetSnapshot (hosts, services, GPUs) and the bench history's BenchRun records. This
 module imports neither the fleet nor the commands: callers hand it a snapshot and runs (EvidenceContext).
-The snapshot type is imported for annotations only because state.py carries a TodoView (model.py) and so
-imports this package.
+The snapshot type is imported for annotations only (it is only read here).
 """
 
 from __future__ import annotations
@@ -16,11 +15,12 @@ from typing import TYPE_CHECKING, Protocol
 from ddtree_tui.bench import history as bench_history
 from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.bench.models import BenchRun
-from ddtree_tui.todo.model import Check, EvidenceState, ItemEvidence, TodoItem, TodoView, parse_check
+from ddtree_tui.model.todo import EvidenceState, ItemEvidence, TodoItem, TodoView
+from ddtree_tui.todo.model import Check, parse_check
 from ddtree_tui.todo.store import Sig, TodoStore, copy_items, stat_sig
 
 if TYPE_CHECKING:
-    from ddtree_tui.state import FleetSnapshot, GpuSample
+    from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample
 
 
 class EvidenceContext(Protocol):

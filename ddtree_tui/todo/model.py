@@ -1,56 +1,23 @@
-"""The todo list's shapes: items (todowrite-compatible, unknown fields kept), evidence checks, and the typed
-intents and views that cross the Fleet's door (TodoEdit in, TodoResult and TodoView out).
+"""The todo list's evidence checks (the `check` grammar and its parser), the store's error and the file's
+default place. The shapes that cross layers (items, TodoEdit/TodoResult/TodoView) are in ddtree_tui.model.todo.
 
-No I/O and no imports of the rest of the core: the snapshot (state.py) carries a TodoView, so this module sits
-below it.
+No I/O.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.lib import paths
 
-Priority = Literal["high", "medium", "low"]
-Status = Literal["pending", "in_progress", "completed", "cancelled"]
-PRIORITIES: tuple[str, ...] = ("high", "medium", "low")
-STATUSES: tuple[str, ...] = ("pending", "in_progress", "completed", "cancelled")
 DEFAULT_TODOS = paths.TODOS
 
 
 class TodoError(Exception):
     """A todo operation that cannot be done (read-only store, bad index, bad value)."""
-
-
-class TodoItem(BaseModel):
-    """One checklist item; unknown fields are kept so a round trip through us loses nothing."""
-
-    model_config = ConfigDict(extra="allow")
-
-    content: str
-    priority: Priority = "medium"
-    status: Status = "pending"
-    id: str | None = None
-    check: str | None = None
-
-    # identity used by the merge: the id, or the content the item had when it was read
-    _key: str | None = PrivateAttr(default=None)
-
-    @property
-    def opts_in(self) -> bool:
-        """`"auto_complete": true` in the file: the item may be completed by its evidence on its own."""
-        return (self.model_extra or {}).get("auto_complete") is True
-
-    def to_file_dict(self) -> dict[str, Any]:
-        """The item as written: id/check left out when empty and absent from the input."""
-        d = self.model_dump(mode="json")
-        for opt in ("id", "check"):
-            if d.get(opt) is None and opt not in self.model_fields_set:
-                d.pop(opt, None)
-        return d
 
 
 # --- evidence checks ------------------------------------------------------------------------------------
@@ -137,66 +104,3 @@ def parse_check(text: str) -> Check:
             kind="gpu", host=host, gpu_index=int(idx), metric=metric, op=words[3], value=value, text=raw
         )
     raise ValueError(f"bad check {text!r}: {CHECK_HELP}")
-
-
-EvidenceState = Literal["verified", "failing", "unknown", "none"]
-
-
-class ItemEvidence(BaseModel):
-    """One item's evidence as judged now (`index` is its 0-based position)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    index: int  # 0-based position in the list
-    state: EvidenceState
-    detail: str = ""
-    mismatch: str | None = None
-
-
-# --- intents and views (the Fleet's door) ---------------------------------------------------------------
-
-TodoAction = Literal["add", "edit", "start", "complete", "toggle", "cancel", "delete", "up", "down"]
-
-
-class TodoEdit(BaseModel):
-    """One change to the checklist, as the UI, the collector and the CLI ask the Fleet for it.
-
-    `index` is the item's 0-based position (all but add). For edit, a field left None is unchanged and
-    check="" removes the evidence link.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    action: TodoAction
-    index: int | None = Field(default=None, ge=0)
-    content: str | None = None
-    priority: Priority | None = None
-    check: str | None = None
-
-
-class TodoResult(BaseModel):
-    """What a TodoEdit did: `index` is where the item is now (for a cursor); `invalid` marks a request that
-    could never succeed (bad index or value) as opposed to a refusal (read-only file, frozen view)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    ok: bool
-    message: str
-    index: int | None = None
-    invalid: bool = False
-    suggestion: str | None = None
-
-
-class TodoView(BaseModel):
-    """The checklist as the snapshot carries it: items, their evidence, and why the file is read-only."""
-
-    model_config = ConfigDict(frozen=True)
-
-    items: list[TodoItem] = Field(default_factory=list)
-    evidence: list[ItemEvidence] = Field(default_factory=list)
-    error: str | None = None
-    read_only: bool = False
-    path: str | None = None
-
-    def evidence_of(self, index: int) -> ItemEvidence | None:
-        return next((e for e in self.evidence if e.index == index), None)

@@ -23,16 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ddtree_tui.model.todo import PRIORITIES, STATUSES, TodoEdit, TodoItem, TodoResult
 from ddtree_tui.remote import atomicio
-from ddtree_tui.todo.model import (
-    PRIORITIES,
-    STATUSES,
-    TodoEdit,
-    TodoError,
-    TodoItem,
-    TodoResult,
-    parse_check,
-)
+from ddtree_tui.todo.model import TodoError, parse_check
 
 Sig = tuple[int, int, int]  # inode, mtime_ns, size
 

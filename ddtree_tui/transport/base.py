@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.config import HostProfile
-from ddtree_tui.state import ConnStatus
+from ddtree_tui.model.snapshot import ConnStatus
 
 
 class TransportError(Exception):

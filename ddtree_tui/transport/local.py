@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ddtree_tui.config import HostProfile
-from ddtree_tui.state import ConnStatus
+from ddtree_tui.model.snapshot import ConnStatus
 from ddtree_tui.transport.base import Argv, Env, Lines, RunResult, Transport, TransportError
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import asyncssh
 
 from ddtree_tui.config import HostProfile
-from ddtree_tui.state import ConnStatus
+from ddtree_tui.model.snapshot import ConnStatus
 from ddtree_tui.transport.base import Argv, Env, Lines, RunResult, Transport, TransportError, quote_argv
 
 # $1 = number of input bytes for the command's stdin, then the command's argv. The command runs in the

@@ -25,7 +25,8 @@ from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.bench.models import BenchParams
 from ddtree_tui.lib import paths
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.snapshot import FleetSnapshot
+from ddtree_tui.ui.apphost import AppHost
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.bench_actions import BenchActions
 from ddtree_tui.ui.controller import Controller
@@ -38,6 +39,7 @@ from ddtree_tui.ui.messages import (
     DrillDown,
     HostSelected,
     ServiceIntent,
+    ServiceRequest,
     ServiceSelected,
     ShapeIntent,
     TodoIntent,
@@ -65,7 +67,7 @@ from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
 
 
-class DDTreeApp(App[int]):
+class DDTreeApp(AppHost):
     """ddtree-tui, the view: layout, keys, dialogs and messages; `self.ctl` (ui/controller.py) reads the fleet
     and builds what the panes paint. `fleet` is the core (or a frozen one); `live=False` starts nothing."""
 
@@ -75,6 +77,7 @@ class DDTreeApp(App[int]):
     CSS = APP_CSS
     WIDE_MIN = WIDE_MIN
     BINDINGS: ClassVar[list[BindingType]] = list(to_bindings(MAIN_KEYS))
+    bench: BenchActions  # the app's own (AppHost names only what the action modules use of it)
 
     def __init__(
         self,
@@ -382,8 +385,11 @@ class DDTreeApp(App[int]):
             return
         self.request_service(verb, ref)
 
-    def on_service_intent(self, msg: ServiceIntent) -> None:
+    def on_service_request(self, msg: ServiceRequest) -> None:
         self.request_service(msg.verb, msg.ref, msg.to_host)
+
+    def on_service_intent(self, msg: ServiceIntent) -> None:  # confirmed: to fleet.do in a worker
+        self.ctl.start_intent(msg.intent)
 
     def request_service(self, verb: str, ref: str, to_host: str | None = None) -> None:
         """Every way to act on a service ends here (keys, palette, messages): ui/service_actions.py."""
@@ -394,14 +400,11 @@ class DDTreeApp(App[int]):
             self.request_service("logs", self.selected_service)
 
     # --- doctor ------------------------------------------------------------------------------------------
-    def doctor_host(self) -> str | None:
-        return self.ctl.doctor_host()
-
     def action_sweep(self) -> None:
         open_sweep(self)
 
     def action_doctor(self) -> None:
-        host = self.doctor_host()
+        host = self.ctl.doctor_host()
         if host is None:
             self.notify("no host to check", severity="warning")
             return

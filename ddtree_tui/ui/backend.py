@@ -18,21 +18,12 @@ from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
-from ddtree_tui.events import FleetEvent
-from ddtree_tui.pubsub import PubSub
-from ddtree_tui.state import FleetSnapshot
-from ddtree_tui.todo import ItemEvidence, TodoEdit, TodoItem, TodoResult, TodoView
+from ddtree_tui.lib.pubsub import PubSub
+from ddtree_tui.model.events import FleetEvent
+from ddtree_tui.model.intents import AnyIntent, Outcome, describe
+from ddtree_tui.model.snapshot import FleetSnapshot
+from ddtree_tui.model.todo import ItemEvidence, TodoItem, TodoView
 from ddtree_tui.ui.views import HistoryRun
-
-
-class Outcome(Protocol):
-    """What an intent answers (ActionResult, StaticResult, AttachResult): did it work, in words."""
-
-    @property
-    def ok(self) -> bool: ...
-    @property
-    def message(self) -> str: ...
-
 
 # Fleet.run_bench and its stand-ins (StaticFleet, collector AttachedFleet): BenchParams' fields in, a BenchRun
 # or a refusal in words out
@@ -41,8 +32,9 @@ BenchCall = Callable[..., Awaitable[BenchRun | Outcome]]
 
 @runtime_checkable
 class FleetLike(Protocol):
-    """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally. The todo list is
-    read from the snapshot (`snapshot().todos`) and changed only through `todo_apply`."""
+    """The subset of ddtree_tui.fleet.Fleet the app calls; Fleet satisfies it structurally, and so do the
+    frozen fleet here and the collector's attached and replayed ones. Every change goes through `do` (the
+    typed intents of model/intents.py); the todo list is read from the snapshot (`snapshot().todos`)."""
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -51,10 +43,7 @@ class FleetLike(Protocol):
     def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None: ...
     def gpu_history(self, host: str, gpu_index: int, metric: str = "util_gpu") -> list[float]: ...
     def log_lines(self, ref: str) -> list[str]: ...
-    async def launch(self, ref: str) -> Outcome: ...
-    async def kill(self, ref: str) -> Outcome: ...
-    async def restart(self, ref: str) -> Outcome: ...
-    async def move(self, ref: str, to_host: str) -> Outcome: ...
+    async def do(self, intent: AnyIntent) -> Outcome: ...
     async def smoke(
         self, ref: str, prompt: str = "Say hello in one short sentence.", max_new_tokens: int = 32
     ) -> SmokeResult: ...
@@ -63,11 +52,10 @@ class FleetLike(Protocol):
         """A plain run, called with BenchParams' fields (the bench dialog's one shape of them)."""
         ...
 
-    def bench_history(self) -> list[HistoryRun]: ...
+    def bench_history(self) -> list[BenchRun | LoadRun | SoakRun | AgenticRun]: ...
     async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
     def todo_evidence(self) -> list[ItemEvidence]: ...
-    async def todo_apply(self, edit: TodoEdit) -> TodoResult: ...
     def profiles(self) -> list[HostProfile]: ...
 
 
@@ -99,12 +87,6 @@ class FrozenFleet(Protocol):
     """A fleet that shows one instant: the app starts nothing on it and its clock stops at that instant."""
 
     def frozen_at(self) -> float: ...
-
-
-class StaticResult(BaseModel):
-    ok: bool
-    message: str
-    suggestion: str | None = None
 
 
 class StaticTodo(BaseModel):
@@ -167,26 +149,18 @@ class StaticFleet(PubSub[FleetEvent]):
     def log_lines(self, ref: str) -> list[str]:
         return list(self._logs.get(ref, []))
 
-    async def _frozen(self, what: str) -> StaticResult:
-        return StaticResult(ok=False, message=f"{what}: the view is frozen (snapshot mode)")
+    async def _frozen(self, what: str) -> Outcome:
+        return Outcome.refused(f"{what}: the view is frozen (snapshot mode)")
 
-    async def launch(self, ref: str) -> StaticResult:
-        return await self._frozen(f"launch {ref}")
-
-    async def kill(self, ref: str) -> StaticResult:
-        return await self._frozen(f"kill {ref}")
-
-    async def restart(self, ref: str) -> StaticResult:
-        return await self._frozen(f"restart {ref}")
-
-    async def move(self, ref: str, to_host: str) -> StaticResult:
-        return await self._frozen(f"move {ref} to {to_host}")
+    async def do(self, intent: AnyIntent) -> Outcome:
+        """Refused, whatever the intent."""
+        return await self._frozen(describe(intent))
 
     async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
         """A failed SmokeResult whatever the settings: a frozen view sends no request."""
         return failed(ref, "the view is frozen (snapshot mode): no request sent")
 
-    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> StaticResult:
+    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> Outcome:
         """Refused whatever the settings (FleetLike.run_bench lists them)."""
         return await self._frozen("bench")
 
@@ -216,9 +190,6 @@ class StaticFleet(PubSub[FleetEvent]):
 
     def todo_evidence(self) -> list[ItemEvidence]:
         return list(self._evidence)
-
-    async def todo_apply(self, edit: TodoEdit) -> TodoResult:
-        return TodoResult(ok=False, message=f"todo {edit.action}: the view is frozen (snapshot mode)")
 
     def profiles(self) -> list[HostProfile]:
         return list(self._profiles)

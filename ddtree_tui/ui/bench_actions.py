@@ -14,13 +14,13 @@ from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
 
 if TYPE_CHECKING:
-    from ddtree_tui.ui.app import DDTreeApp
+    from ddtree_tui.ui.apphost import AppHost
 
 
 class BenchActions:
     """What the app does for the bench: open the dialog, start runs, fold their results into the pane."""
 
-    def __init__(self, app: DDTreeApp) -> None:
+    def __init__(self, app: AppHost) -> None:
         self.app = app
 
     def ready_refs(self) -> list[str]:

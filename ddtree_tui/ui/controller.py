@@ -14,11 +14,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from textual.notifications import SeverityLevel
 
-from ddtree_tui import events
 from ddtree_tui.bench.smoke import SmokeResult
 from ddtree_tui.doctor import DoctorReport
-from ddtree_tui.state import FleetSnapshot
-from ddtree_tui.ui.backend import FleetLike, FrozenFleet, Outcome
+from ddtree_tui.model import events
+from ddtree_tui.model.intents import Move, Outcome, ServiceIntent
+from ddtree_tui.model.snapshot import FleetSnapshot
+from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.details import DetailView, gpu_detail, host_detail, service_detail
 from ddtree_tui.ui.views import (
     BenchView,
@@ -243,29 +244,26 @@ class Controller:
         return hosts[0] if hosts else None
 
     # --- intents (each runs in a worker the app starts) -------------------------------------------------
-    def start_intent(self, verb: str, ref: str, to_host: str | None = None) -> None:
+    def start_intent(self, intent: ServiceIntent) -> None:
+        """A launch, kill, restart or move, carried to `fleet.do` in a worker (one at a time a service)."""
+        ref = str(intent.ref)
         if ref in self.busy:
             self.host.notify(f"{ref} is busy with another action", severity="warning")
             return
         self.busy.add(ref)
-        self.host.notify(f"{verb} {ref}" + (f" → {to_host}" if to_host else "") + " …", timeout=3)
-        self.host.spawn(self.do_intent(verb, ref, to_host), group=f"svc:{ref}", name=f"{verb} {ref}")
+        to = f" → {intent.to_host}" if isinstance(intent, Move) else ""
+        self.host.notify(f"{intent.kind} {ref}{to} …", timeout=3)
+        self.host.spawn(self.do_intent(intent), group=f"svc:{ref}", name=f"{intent.kind} {ref}")
 
-    async def do_intent(self, verb: str, ref: str, to_host: str | None) -> Outcome | None:
+    async def do_intent(self, intent: ServiceIntent) -> Outcome | None:
+        ref = str(intent.ref)
         try:
-            if verb == "move":
-                res = await self.fleet.move(ref, to_host or "")
-            elif verb == "kill":
-                res = await self.fleet.kill(ref)
-            elif verb == "restart":
-                res = await self.fleet.restart(ref)
-            else:
-                res = await self.fleet.launch(ref)
+            res = await self.fleet.do(intent)
             if not self.live:  # a live fleet reports results as Notice events
-                self.host.notify(str(res.message), severity="information" if res.ok else "error")
+                self.host.notify(res.message, severity="information" if res.ok else "error")
             return res
         except Exception as e:
-            self.host.notify(f"{verb} {ref} failed: {e}", severity="error", timeout=10)
+            self.host.notify(f"{intent.kind} {ref} failed: {e}", severity="error", timeout=10)
             return None
         finally:
             self.busy.discard(ref)

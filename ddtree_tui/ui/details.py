@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from ddtree_tui.state import FleetSnapshot, GpuSample, HostView, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus
 from ddtree_tui.ui import fmt
 
 

@@ -9,6 +9,7 @@ from textual.message import Message
 
 from ddtree_tui.bench.load import ShapeParams
 from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.model.intents import ServiceIntent as ServiceIntentModel
 
 ServiceVerb = Literal["launch", "kill", "restart", "move", "logs", "bench", "smoke"]
 
@@ -29,14 +30,24 @@ class HostSelected(Message):
         self.host = host
 
 
-class ServiceIntent(Message):
-    """The user asked for something to happen to a service (from a key, a button or the palette)."""
+class ServiceRequest(Message):
+    """The user pressed something for a service (a key, a button, the palette): what to ask, confirm or
+    show (ui/service_actions.py); a confirmed change becomes a ServiceIntent."""
 
     def __init__(self, verb: ServiceVerb, ref: str, to_host: str | None = None) -> None:
         super().__init__()
         self.verb = verb
         self.ref = ref
         self.to_host = to_host
+
+
+class ServiceIntent(Message):
+    """A confirmed change to a service, in the fleet's own vocabulary (model/intents.py): the app hands it to
+    the controller, which carries it to `fleet.do` in a worker."""
+
+    def __init__(self, intent: ServiceIntentModel) -> None:
+        super().__init__()
+        self.intent = intent
 
 
 class TodoIntent(Message):

@@ -12,10 +12,10 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from ddtree_tui.ui.sweep_screen import open_sweep
 
 if TYPE_CHECKING:
-    from ddtree_tui.ui.app import DDTreeApp
+    from ddtree_tui.ui.apphost import AppHost
 
 
-def palette_commands(app: DDTreeApp) -> list[tuple[str, str, Callable[[], Any]]]:
+def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], Any]]]:
     """(title, help, callback) for everything the palette offers."""
     out: list[tuple[str, str, Callable[[], Any]]] = []
     snap = app.current_snapshot()

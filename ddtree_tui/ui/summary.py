@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from ddtree_tui.state import FleetSnapshot, ServiceState
+from ddtree_tui.model.snapshot import FleetSnapshot, ServiceState
 
 # the order states are listed in, with the mark the services pane uses for them
 STATE_MARKS: tuple[tuple[ServiceState, str], ...] = (

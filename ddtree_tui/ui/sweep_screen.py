@@ -17,19 +17,22 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
+from ddtree_tui.fleet.protocol import SweepFleet
 from ddtree_tui.lib import paths
 from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep.spec import SweepError, parse_set
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
-    from ddtree_tui.ui.app import DDTreeApp
+    from ddtree_tui.ui.apphost import AppHost
 
 STATUS_MARK = {"pending": "·", "starting": "◌", "measuring": "◐", "done": "●", "failed": "✗", "rejected": "⊘", "skipped": "-"}  # fmt: skip
 
 
-def preset_dims(fleet: Any, ref: str) -> str:
+def preset_dims(fleet: object, ref: str) -> str:
     """The profile's ready-made [[sweep]] for this service as `KEY=v1,v2 ...`, or a budget example."""
+    if not isinstance(fleet, SweepFleet):
+        return "budget=8,16,32"
     try:
         profile, spec = fleet.spec_of(ref)
     except Exception:
@@ -61,7 +64,7 @@ class SweepScreen(Screen[None]):
         Binding("ctrl+a", "apply", "Apply best", priority=True),
     ]
 
-    def __init__(self, fleet: Any, ref: str, out: Path | None = None) -> None:
+    def __init__(self, fleet: object, ref: str, out: Path | None = None) -> None:
         super().__init__()
         self.fleet = fleet
         self.ref = ref
@@ -132,12 +135,14 @@ class SweepScreen(Screen[None]):
                 max_new_tokens=int(self.query_one("#sweep-tokens", Input).value or "64"),
             )
             out = self.out or paths.SWEEPS / time.strftime("%Y%m%d-%H%M%S")
+            if not isinstance(self.fleet, SweepFleet):
+                self.notify(
+                    "this view has no live core (static fleet): sweeps need real hosts", severity="error"
+                )
+                return
             self.runner = SweepRunner(self.fleet, settings, out, on_event=self._on_event)
         except (SweepError, ValueError) as e:
             self.notify(str(e), severity="error", timeout=10)
-            return
-        except AttributeError:
-            self.notify("this view has no live core (static fleet): sweeps need real hosts", severity="error")
             return
         self.ref = ref
         self.results = None
@@ -251,7 +256,7 @@ class SweepScreen(Screen[None]):
         self.notify(f"wrote {label} into {path}; redeploy with r (restart) on {self.ref}", timeout=10)
 
 
-def open_sweep(app: DDTreeApp, ref: str | None = None) -> None:
+def open_sweep(app: AppHost, ref: str | None = None) -> None:
     """The hook the app calls (key w, palette): the Sweep screen for `ref` or the selected service."""
     ref = ref or app.selected_service
     if not ref:

@@ -7,20 +7,21 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ddtree_tui.todo import TodoEdit
+from ddtree_tui.model.intents import Todo
+from ddtree_tui.model.todo import TodoEdit
 from ddtree_tui.ui.messages import TodoIntent
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.todo_edit import TodoDraft, TodoEditScreen
 from ddtree_tui.ui.widgets.todos import TodosPane
 
 if TYPE_CHECKING:
-    from ddtree_tui.ui.app import DDTreeApp
+    from ddtree_tui.ui.apphost import AppHost
 
 
 class TodoActions:
     """What the app does for a TodoIntent or the `t` key; the UI never saves the file itself."""
 
-    def __init__(self, app: DDTreeApp) -> None:
+    def __init__(self, app: AppHost) -> None:
         self.app = app
         self._lock = asyncio.Lock()
 
@@ -71,7 +72,7 @@ class TodoActions:
         app = self.app
         async with self._lock:  # the user's edits reach the fleet in the order they were made
             try:
-                res = await app.fleet.todo_apply(edit)
+                res = await app.fleet.do(Todo(edit=edit))
             except Exception as e:
                 app.notify(f"todo not saved: {e}", severity="error", timeout=10)
                 return
@@ -80,5 +81,5 @@ class TodoActions:
             return
         app.ctl.dirty.add("todos")
         app.flush()
-        if res.index is not None:
-            app.query_one(TodosPane).cursor_to(res.index)
+        if res.todo is not None and res.todo.index is not None:
+            app.query_one(TodosPane).cursor_to(res.todo.index)

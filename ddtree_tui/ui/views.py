@@ -14,8 +14,8 @@ from ddtree_tui.bench.loadrun import LoadRun
 from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import display_mode
-from ddtree_tui.state import FleetSnapshot, GpuSample, HostView, ServiceStatus
-from ddtree_tui.todo import TodoView
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus
+from ddtree_tui.model.todo import TodoView
 from ddtree_tui.ui import fmt
 
 Badge = Literal["ok", "warn", "bad", "dim", "sim", "replay", "accent"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddtree_tui.config import HostProfile, ServiceSpec
-from ddtree_tui.state import (
+from ddtree_tui.model.snapshot import (
     FleetSnapshot,
     GpuSample,
     HostSample,

@@ -6,8 +6,9 @@ from typing import Any
 
 from textual.widgets import Button, DataTable
 
+from ddtree_tui.model.intents import AnyIntent, Kill, Launch, Move, Outcome
 from ddtree_tui.ui.app import DDTreeApp
-from ddtree_tui.ui.backend import StaticFleet, StaticResult
+from ddtree_tui.ui.backend import StaticFleet
 from ddtree_tui.ui.palette import palette_commands
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.help import HelpScreen
@@ -24,17 +25,14 @@ class RecordingFleet(StaticFleet):
         super().__init__(base.snapshot(), base.profiles(), base._history, base._logs, base.todos.items)
         self.calls: list[tuple[str, ...]] = []
 
-    async def kill(self, ref: str) -> StaticResult:
-        self.calls.append(("kill", ref))
-        return StaticResult(ok=True, message="killed")
-
-    async def launch(self, ref: str) -> StaticResult:
-        self.calls.append(("launch", ref))
-        return StaticResult(ok=True, message="launched")
-
-    async def move(self, ref: str, to_host: str) -> StaticResult:
-        self.calls.append(("move", ref, to_host))
-        return StaticResult(ok=True, message="moved")
+    async def do(self, intent: AnyIntent) -> Outcome:
+        if isinstance(intent, Move):
+            self.calls.append(("move", str(intent.ref), intent.to_host))
+            return Outcome(ok=True, message="moved")
+        if isinstance(intent, Kill | Launch):
+            self.calls.append((intent.kind, str(intent.ref)))
+            return Outcome(ok=True, message="killed" if intent.kind == "kill" else "launched")
+        return await super().do(intent)
 
 
 def _rows(table: DataTable[Any]) -> list[str]:

@@ -14,10 +14,10 @@ import pytest
 from ddtree_tui.alerts import AlertEngine
 from ddtree_tui.collector.server import Collector, serve
 from ddtree_tui.config import AlertOptions, load_profile
-from ddtree_tui.events import AlertChanged, GpuSampleEvent, Notice, ServiceStateChanged
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.lib import http
-from ddtree_tui.state import GpuSample, ServiceStatus, TelemetryStatus
+from ddtree_tui.model.events import AlertChanged, GpuSampleEvent, Notice, ServiceStateChanged
+from ddtree_tui.model.snapshot import GpuSample, ServiceStatus, TelemetryStatus
 from tests import httpc
 from tests.collector.dcgm import FakeDcgm, FakeGpu, start_exporter
 from tests.collector.prom import Prometheus

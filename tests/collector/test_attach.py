@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.collector.attach import AttachedFleet, decode_event, parse_sse
-from ddtree_tui.events import GpuSampleEvent
+from ddtree_tui.model.events import GpuSampleEvent
+from ddtree_tui.model.intents import Launch
+from ddtree_tui.model.ref import ServiceRef
 from ddtree_tui.ui.app import DDTreeApp
 from tests import httpc
 from tests.app.screen_text import screen_text, until
@@ -63,7 +65,7 @@ async def test_attached_tui_follows_collector_survives_its_loss_and_reconnects(
             await until(
                 pilot, lambda: "collector unreachable" not in screen_text(app), 10, "host errors cleared"
             )
-            res = await fleet.launch("local/dflash")
+            res = await fleet.do(Launch(ref=ServiceRef.parse("local/dflash")))
             assert not res.ok and "intents are off" in res.message  # serve runs without --intents
     finally:
         await other.stop()

@@ -7,8 +7,8 @@ from typing import Any
 
 from ddtree_tui.bench.models import BenchRun, PromptFinished, RequestResult, RunFinished, RunStarted
 from ddtree_tui.collector.server import Collector
-from ddtree_tui.events import BenchEventWrap
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.events import BenchEventWrap
+from ddtree_tui.model.snapshot import FleetSnapshot
 
 
 class _QuietFleet:

@@ -14,9 +14,13 @@ import pytest
 
 from ddtree_tui.collector.attach import AttachedFleet, read_token
 from ddtree_tui.config import packaged_demo_profile
+from ddtree_tui.model.intents import Kill, Launch
+from ddtree_tui.model.ref import ServiceRef
 from tests import httpc
 from tests.collector.conftest import ServeProc
 from tests.util import free_port
+
+DFLASH = ServiceRef("local", "dflash")
 
 
 def _demo_profile(tmp_path: Path) -> Path:
@@ -74,14 +78,14 @@ async def test_intents_with_a_token_launch_and_kill_through_the_collector(
         assert [t["content"] for t in items] == ["bench dflash"]
     # a TUI's backend attached with the token file launches and kills through the collector
     fleet = AttachedFleet(srv.url, token=read_token(tf))
-    res = await fleet.launch("local/dflash")
+    res = await fleet.do(Launch(ref=DFLASH))
     assert res.ok, res.message
     assert await asyncio.to_thread(_wait_state, srv.url, "dflash", "ready", 40) == "ready"
-    res = await fleet.kill("local/dflash")
+    res = await fleet.do(Kill(ref=DFLASH))
     assert res.ok, res.message
     assert await asyncio.to_thread(_wait_state, srv.url, "dflash", "stopped", 30) == "stopped"
     wrong = AttachedFleet(srv.url, token="x" * 40)
-    res = await wrong.launch("local/dflash")
+    res = await wrong.do(Launch(ref=DFLASH))
     assert not res.ok and res.suggestion == "attach with --token-file FILE"
     assert srv.stop() == 0
 

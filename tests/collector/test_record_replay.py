@@ -14,7 +14,9 @@ import pytest
 from ddtree_tui.collector.recording import Recorder, RecordingError, RecordingFleet, ReplayFleet, read_records
 from ddtree_tui.config import load_profile, packaged_demo_profile
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.intents import Launch
+from ddtree_tui.model.ref import ServiceRef
+from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
 from tests import httpc
@@ -158,7 +160,7 @@ async def test_replay_plays_in_the_tui_labelled_replay(tmp_path: Path) -> None:
         )
         await until(pilot, lambda: "finished" in screen_text(app), 30, "the end of the replay")
         assert fleet.gpu_history("ct200", 0)[-1] == 80.0
-        res = await fleet.launch("ct200/x")
+        res = await fleet.do(Launch(ref=ServiceRef.parse("ct200/x")))
         assert not res.ok and "REPLAY" in res.message
     await fleet.stop()
 

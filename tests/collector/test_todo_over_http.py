@@ -11,6 +11,7 @@ from aiohttp import test_utils, web
 from ddtree_tui.collector.attach import AttachedFleet
 from ddtree_tui.collector.intents import IntentRoutes
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.model.intents import Todo
 from ddtree_tui.todo import TodoEdit
 
 
@@ -29,11 +30,11 @@ async def test_attached_fleet_sends_todo_edits_to_the_collectors_fleet(tmp_path:
     try:
         url = str(server.make_url("")).rstrip("/")
         attached = AttachedFleet(url, token="t" * 40)
-        res = await attached.todo_apply(TodoEdit(action="add", content="bench dflash", priority="high"))
+        res = await attached.do(Todo(edit=TodoEdit(action="add", content="bench dflash", priority="high")))
         assert res.ok, res.message
-        res = await attached.todo_apply(TodoEdit(action="toggle", index=0))
+        res = await attached.do(Todo(edit=TodoEdit(action="toggle", index=0)))
         assert res.ok and res.message == "todo toggle: saved"
-        res = await attached.todo_apply(TodoEdit(action="edit", index=0, content="bench dflash twice"))
+        res = await attached.do(Todo(edit=TodoEdit(action="edit", index=0, content="bench dflash twice")))
         assert res.ok, res.message
         items = json.loads(p.read_text())["todos"]
         assert [(t["content"], t["status"], t["priority"]) for t in items] == [
@@ -41,9 +42,9 @@ async def test_attached_fleet_sends_todo_edits_to_the_collectors_fleet(tmp_path:
         ]
         assert [it.content for it in fleet.snapshot().todos.items] == ["bench dflash twice"]
         assert [it.content for it in attached.snapshot().todos.items] == ["bench dflash twice"]  # read back
-        res = await attached.todo_apply(TodoEdit(action="delete", index=3))
+        res = await attached.do(Todo(edit=TodoEdit(action="delete", index=3)))
         assert not res.ok and "no item 4" in res.message
-        wrong = await AttachedFleet(url, token="x" * 40).todo_apply(TodoEdit(action="add", content="no"))
+        wrong = await AttachedFleet(url, token="x" * 40).do(Todo(edit=TodoEdit(action="add", content="no")))
         assert not wrong.ok and wrong.suggestion == "attach with --token-file FILE"
         assert len(json.loads(p.read_text())["todos"]) == 1
     finally:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import ProfileError, load_profile
-from ddtree_tui.events import Notice
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.model.events import Notice
 from tests.fixtures.services.support import write_sim_profile
 from tests.util import free_port, until
 

@@ -227,6 +227,26 @@ async def test_move_from_a_crashed_host(tmp_path: Path) -> None:
         cleanup_workdir(wb)
 
 
+async def test_a_move_timeout_is_for_that_move_only(tmp_path: Path) -> None:
+    """`move --timeout`: the new one gets that long to become ready; the source's own spec is not edited."""
+    port = free_port()
+    wa, wb = tmp_path / "a", tmp_path / "b"
+    try:
+        pa = _profile(wa, service_toml("svc", port, env={"FAKE_LOAD_TIME": "30"}), name="hosta")
+        pb = _profile(wb, "", name="hostb")
+        ma, _ = await local_manager(pa)
+        mb, _ = await local_manager(pb)
+        before = ma.spec("svc")
+        r = await move_service(ma, mb, "svc", startup_timeout=1.0)
+        assert not r.ok and "did not become ready" in r.message, r.message
+        assert "hosta/svc left as it was" in r.message
+        assert ma.spec("svc") == before
+        assert (await mb.kill("svc")).ok
+    finally:
+        cleanup_workdir(wa)
+        cleanup_workdir(wb)
+
+
 def test_cli_dry_run_launch_kill_and_usage(
     workdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

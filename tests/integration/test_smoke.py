@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.config import load_profile
-from ddtree_tui.events import Notice
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.model.events import Notice
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.palette import palette_commands
 from tests.app.screen_text import until

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.state import ConnStatus
+from ddtree_tui.model.snapshot import ConnStatus
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import TransportError
 from ddtree_tui.transport.ssh import SshTransport

@@ -36,7 +36,7 @@ import psutil
 
 from ddtree_tui.config import HostProfile, load_profiles
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.state import FleetSnapshot, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, ServiceStatus
 from tests import httpc
 from tests.integration.test_doctor_local import FakeHost
 from tests.procs import alive, leftovers

@@ -183,3 +183,21 @@ def test_theme_is_an_option_of_the_ui_modes_only(capsys: pytest.CaptureFixture[s
             main(argv)
         assert e.value.code == 2
     assert "--theme" in capsys.readouterr().err
+
+
+def test_a_kill_timeout_that_is_not_positive_is_a_usage_error(tmp_path: Path) -> None:
+    """The timeout becomes part of the Kill intent; a bad one is refused before any host is reached."""
+    prof = tmp_path / "p.toml"
+    prof.write_text(
+        f'name = "here"\naddress = "local"\nworkdir = "{tmp_path / "w"}"\n'
+        '[[service]]\nname = "a"\nport = 31999\nlauncher = "sim"\n'
+    )
+    proc = subprocess.run(
+        cli_argv("kill", "here/a", "--timeout", "0", "--profile", str(prof)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--timeout must be a positive number of seconds" in proc.stderr

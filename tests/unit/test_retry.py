@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddtree_tui.retry import Backoff
+from ddtree_tui.lib.retry import Backoff
 
 
 def test_backoff_doubles_up_to_the_cap_and_resets_after_success() -> None:

@@ -194,7 +194,7 @@ def test_hold_file_seen_by_other_processes_and_stale_when_its_process_is_gone(
 
     import psutil
 
-    from ddtree_tui.sweep import hold
+    from ddtree_tui.services import holdfiles as hold
 
     monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path))
     hold.acquire("h/dd", "sweep X")

@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 
 from ddtree_tui.config import parse_profile
+from ddtree_tui.model.snapshot import GpuSample, TelemetryStatus
 from ddtree_tui.remote.hoststats import (
     cpu_percent,
     nearest_existing,
@@ -21,7 +22,6 @@ from ddtree_tui.remote.hoststats import (
     parse_meminfo,
     proc_ancestors,
 )
-from ddtree_tui.state import GpuSample, TelemetryStatus
 from ddtree_tui.telemetry import HostTelemetry, snapshot_once
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.history import GpuHistory

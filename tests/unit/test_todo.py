@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.bench.models import BenchRun
-from ddtree_tui.state import FleetSnapshot, GpuSample, HostView, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus
 from ddtree_tui.todo import TodoError, TodoItem, TodoStore, parse_check
 from ddtree_tui.todo import store as todo_mod
 from ddtree_tui.todo.evidence import HistoryBenchContext, apply_auto_complete, evaluate

@@ -12,7 +12,8 @@ import pytest
 from ddtree_tui.bench.models import BenchRun, ServiceSummary
 from ddtree_tui.collector.attach import FollowerFleet
 from ddtree_tui.fleet import Fleet
-from ddtree_tui.state import FleetSnapshot
+from ddtree_tui.model.intents import Todo
+from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.todo import TodoEdit, TodoError, TodoStore, TodoView
 from ddtree_tui.todo.evidence import bench_ok
 from ddtree_tui.ui.backend import StaticFleet, StaticTodo
@@ -186,7 +187,7 @@ async def test_concurrent_intents_and_auto_complete_merges_lose_nothing(tmp_path
 async def test_frozen_and_follower_fleets_refuse_todo_edits() -> None:
     frozen = StaticFleet(FleetSnapshot(), todos=[StaticTodo(content="a", status="completed")])
     assert [it.status for it in frozen.snapshot().todos.items] == ["completed"]
-    res = await frozen.todo_apply(TodoEdit(action="toggle", index=0))
+    res = await frozen.do(Todo(edit=TodoEdit(action="toggle", index=0)))
     assert not res.ok and "the view is frozen" in res.message
-    res = await FollowerFleet().todo_apply(TodoEdit(action="add", content="x"))
+    res = await FollowerFleet().do(Todo(edit=TodoEdit(action="add", content="x")))
     assert not res.ok and "takes no intents" in res.message

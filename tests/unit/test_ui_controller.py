@@ -7,7 +7,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ddtree_tui.bench.models import ServiceSummary
-from ddtree_tui.events import LogLine, Notice, ServiceStateChanged, TodoChanged
+from ddtree_tui.model.events import LogLine, Notice, ServiceStateChanged, TodoChanged
+from ddtree_tui.model.intents import Kill
+from ddtree_tui.model.ref import ServiceRef
 from ddtree_tui.ui.backend import StaticFleet, StaticTodo
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.screens.messages import MessageRecord, bar_line
@@ -77,8 +79,8 @@ def test_the_log_pane_gets_the_tail_then_only_new_lines() -> None:
 
 async def test_intents_run_in_workers_and_a_frozen_fleet_says_so() -> None:
     ctl, host = controller()
-    ctl.start_intent("kill", "local/dflash")
-    ctl.start_intent("kill", "local/dflash")  # refused while the first runs
+    ctl.start_intent(Kill(ref=ServiceRef("local", "dflash")))
+    ctl.start_intent(Kill(ref=ServiceRef("local", "dflash")))  # refused while the first runs
     assert [g for _, g in host.spawned] == ["svc:local/dflash"]
     assert ("warning", "local/dflash is busy with another action") in host.notes
     work, _ = host.spawned[0]

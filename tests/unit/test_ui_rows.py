@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ddtree_tui.config import ServiceSpec, display_mode
-from ddtree_tui.state import FleetSnapshot, GpuProcess, HostView, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuProcess, HostView, ServiceStatus
 from ddtree_tui.ui.views import (
     GPUS_NARROW,
     GPUS_WIDE,

@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from ddtree_tui.todo import Priority
+from ddtree_tui.model.todo import Priority
 from ddtree_tui.ui.screens.form import form_buttons, steady_inputs
 
 

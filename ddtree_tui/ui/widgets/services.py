@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Button, DataTable, Static
 
-from ddtree_tui.ui.messages import ServiceIntent, ServiceSelected, ServiceVerb
+from ddtree_tui.ui.messages import ServiceRequest, ServiceSelected, ServiceVerb
 from ddtree_tui.ui.views import ServicesView, metric
 from ddtree_tui.ui.widgets.table import TablePane
 
@@ -64,7 +64,7 @@ class ServicesPane(TablePane):
         button = next((v for v, _ in BUTTONS if v == verb), None)
         if ref is not None and button is not None:
             event.stop()
-            self.post_message(ServiceIntent(button, ref))
+            self.post_message(ServiceRequest(button, ref))
 
     def action_sort(self) -> None:
         self.cycle_sort()
@@ -87,7 +87,7 @@ class ServicesPane(TablePane):
     def action_smoke(self) -> None:
         ref = self.selected_ref()
         if ref is not None:
-            self.post_message(ServiceIntent("smoke", ref))
+            self.post_message(ServiceRequest("smoke", ref))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:

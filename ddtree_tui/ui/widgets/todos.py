@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Static
 
-from ddtree_tui.todo import ItemEvidence, TodoItem
+from ddtree_tui.model.todo import ItemEvidence, TodoItem
 from ddtree_tui.ui.messages import TodoIntent
 from ddtree_tui.ui.views import TodosView
 from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, matches, sync_table

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ddtree_tui.state import Alert, ConnStatus, GpuSample, HostSample, ServiceStatus, TelemetryStatus
+from ddtree_tui.model.snapshot import Alert, ConnStatus, GpuSample, HostSample, ServiceStatus, TelemetryStatus
 
 
 class Event(BaseModel):

@@ -1,6 +1,7 @@
-"""A sweep's hold on a service, visible to other ddtree-tui processes on this machine (the TUI in another
-terminal, a headless `launch`/`kill`): one small JSON file per HOST/SVC in the user's state directory naming
-the holder's pid and its start time. A hold whose process is gone (a SIGKILLed sweep) is stale and ignored;
+"""A hold on a service (a sweep's), kept with the services it guards: the fleet checks it for every intent,
+and the fleet sits below the sweep. The hold is visible to other ddtree-tui processes on this machine (the
+TUI in another terminal, a headless `launch`/`kill`): one small JSON file per HOST/SVC in the user's state
+directory naming the holder's pid and its start time. A hold whose process is gone (a SIGKILLed sweep) is stale and ignored;
 a pid reused by another process does not match the recorded start time.
 
 The in-process hold (ServiceManager.hold) is what the Fleet checks first; this file extends it across
@@ -18,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from ddtree_tui.lib import paths
-from ddtree_tui.sweep.state import atomic_write
+from ddtree_tui.remote.atomicio import write_file
 
 
 def holds_dir() -> Path:
@@ -64,7 +65,9 @@ def acquire(ref: str, owner: str) -> None:
         "ref": ref,
         "since": time.time(),
     }
-    atomic_write(_path(ref), json.dumps(body))
+    p = _path(ref)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    write_file(p, json.dumps(body))
 
 
 def release(ref: str) -> None:

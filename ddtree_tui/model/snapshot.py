@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ddtree_tui.todo.model import TodoView
+from ddtree_tui.model.todo import TodoView
 
 SCHEMA_VERSION = 1
 
