@@ -64,10 +64,9 @@ from ddtree_tui.todo.evidence import RunsContext, apply_auto_complete, evaluate,
 from ddtree_tui.transport import Transport, make_transport
 
 if TYPE_CHECKING:
-    from ddtree_tui.bench.agentic import AgenticRun
-    from ddtree_tui.bench.loadrun import LoadRun
     from ddtree_tui.bench.models import BenchRun, BenchTarget
-    from ddtree_tui.bench.soak import GpuProbe, GpuWindow, SoakRun
+    from ddtree_tui.bench.results import AgenticRun, GpuWindow, LoadRun, SoakRun
+    from ddtree_tui.bench.soak import GpuProbe
 
 log = logging.getLogger(__name__)
 

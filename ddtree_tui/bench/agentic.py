@@ -21,21 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ddtree_tui.bench.client import measure_request
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult
 from ddtree_tui.bench.prompts import _AGENT_SYSTEM, _AGENT_TASKS, Prompt, PromptError, _long_module
+from ddtree_tui.bench.results import AgenticRun, SessionResult, TurnResult
 from ddtree_tui.bench.stream import StreamClient
 
-AGENTIC_SCHEMA = 2
 DEFAULT_TURNS = 6
 
 
@@ -45,60 +43,6 @@ class Conversation(BaseModel):
     id: str
     system: str | None = None
     users: list[str]
-
-
-class TurnResult(BaseModel):
-    session: str
-    service: str
-    turn: int  # 1-based
-    ok: bool
-    error: str | None = None
-    ttft_ms: float | None = None
-    e2e_ms: float | None = None
-    output_tokens: int | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    accept_length: float | None = None
-    prompt_chars: int = 0
-    reply_chars: int = 0
-    reply_in_prompt: bool | None = None  # the previous turn's reply is in this turn's prompt (turn > 1)
-
-
-class SessionResult(BaseModel):
-    session: str
-    service: str
-    turns_done: int
-    turns_planned: int
-    completion_s: float | None = None  # first send → last reply, think time included
-    failed: bool = False
-
-
-class AgenticRun(BaseModel):
-    schema_version: int = Field(default=AGENTIC_SCHEMA, alias="schema")
-    kind: Literal["agentic"] = "agentic"
-    id: str
-    started_at: datetime
-    wall_s: float | None = None
-    source: str  # "agentic" or the dataset file
-    sessions: int
-    turns: int
-    think_time_s: float
-    turns_results: list[TurnResult] = Field(default_factory=list)
-    session_results: list[SessionResult] = Field(default_factory=list)
-    failed: int = 0
-    model_config = {"populate_by_name": True}
-
-    def cached_by_turn(self, service: str | None = None) -> list[float | None]:
-        """Median cached_tokens at each turn number (over sessions)."""
-        out: list[float | None] = []
-        for k in range(1, self.turns + 1):
-            v = [
-                t.cached_tokens
-                for t in self.turns_results
-                if t.turn == k and t.cached_tokens is not None and (service is None or t.service == service)
-            ]
-            out.append(statistics.median(v) if v else None)
-        return out
 
 
 def tool_result(session: int, turn: int) -> str:
@@ -270,38 +214,3 @@ async def run_agentic(
         session_results=session_results,
         failed=sum(1 for x in turn_results if not x.ok),
     )
-
-
-def _f(x: Any, fmt: str = "{:.0f}") -> str:
-    return "-" if x is None else fmt.format(x)
-
-
-def agentic_table(run: AgenticRun) -> str:
-    lines = [
-        f"agentic {run.id} · {run.source} · {run.sessions} session(s) × up to {run.turns} turns · think "
-        f"{run.think_time_s:g} s"
-    ]
-    lines.append("service              turn  n  TTFT p50 ms  prompt tok  cached tok  out tok  accept")
-    svcs = list(dict.fromkeys(t.service for t in run.turns_results))
-    for s in svcs:
-        for k in range(1, run.turns + 1):
-            ts = [t for t in run.turns_results if t.service == s and t.turn == k and t.ok]
-            if not ts:
-                continue
-
-            def med(xs: list[Any]) -> float | None:
-                v = [x for x in xs if x is not None]
-                return statistics.median(v) if v else None
-
-            lines.append(
-                f"{s:<20} {k:>4} {len(ts):>2} {_f(med([t.ttft_ms for t in ts])):>12} "
-                f"{_f(med([t.prompt_tokens for t in ts])):>11} {_f(med([t.cached_tokens for t in ts])):>11} "
-                f"{_f(med([t.output_tokens for t in ts])):>8} {_f(med([t.accept_length for t in ts]), '{:.2f}'):>7}"
-            )
-    lines.append("")
-    for s in svcs:
-        done = [x.completion_s for x in run.session_results if x.service == s and x.completion_s is not None]
-        failed = sum(1 for x in run.session_results if x.service == s and x.failed)
-        median_s = f"{statistics.median(done):.1f} s" if done else "-"
-        lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
-    return "\n".join(lines) + "\n"

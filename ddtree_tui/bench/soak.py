@@ -34,15 +34,23 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.bench.jsonl import append_line
-from ddtree_tui.bench.levels import LevelService, level_service
+from ddtree_tui.bench.levels import level_service
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, ShapeRunHead, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
+from ddtree_tui.bench.results import (
+    Drift,
+    DriftKind,
+    GpuWindow,
+    ServiceProbe,
+    SoakRun,
+    SoakWindow,
+)
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile
@@ -51,72 +59,12 @@ from ddtree_tui.state import GpuSample
 if TYPE_CHECKING:
     from ddtree_tui.transport.base import Transport
 
-SOAK_SCHEMA = 2
 DEFAULT_WINDOW_S = 10.0
 DECAY = 0.20
 GROWTH = 0.50
 GROWTH_MIN_MS = 20.0
 CREEP_WINDOWS = 3
 CREEP_MIB = 256.0
-
-DriftKind = Literal["tok_s_decay", "ttft_growth", "gpu_memory_creep", "error_onset", "restart", "unhealthy"]
-
-
-class GpuWindow(BaseModel):
-    index: int
-    memory_used_mib: float | None = None
-    utilization_pct: float | None = None
-    power_w: float | None = None
-    temperature_c: float | None = None
-
-
-class ServiceProbe(BaseModel):
-    """The service at a window's end."""
-
-    healthy: bool | None = None
-    health_status: int | None = None
-    health_ms: float | None = None
-    restarted: bool = False
-    gpus: list[GpuWindow] = Field(default_factory=list)
-    gpu_source: str | None = None  # nvml / nvidia-smi / replay / prometheus / sim
-    note: str | None = None
-
-
-class SoakWindow(BaseModel):
-    kind: Literal["soak_window"] = "soak_window"
-    run_id: str
-    index: int
-    start_s: float  # since the soak began
-    end_s: float
-    service: str
-    metrics: LevelService
-    probe: ServiceProbe
-
-
-class Drift(BaseModel):
-    service: str
-    kind: DriftKind
-    window: int  # where it began
-    at_s: float
-    detail: str
-
-
-class SoakRun(ShapeRunHead):
-    schema_version: int = Field(default=SOAK_SCHEMA, alias="schema")
-    kind: Literal["soak"] = "soak"
-    wall_s: float | None = None
-    load_text: str
-    concurrency: int
-    duration_s: float
-    window_s: float
-    slo: Slo | None = None
-    prompt_set: str
-    targets: list[TargetInfo] = Field(default_factory=list)
-    windows: list[SoakWindow] = Field(default_factory=list)
-    drift: list[Drift] = Field(default_factory=list)
-    failed: int = 0
-    log_path: str | None = None
-
 
 GpuProbe = Callable[[BenchTarget], Awaitable[tuple[list[GpuWindow], str | None]]]
 
@@ -133,11 +81,6 @@ class SoakSettings(BaseModel):
     log_path: Path | None = None
     history_path: Path | None = None  # the bench history: start line and windows as they come
     gpu_probe: GpuProbe | None = None
-
-
-def _gpu_values(w: SoakWindow) -> float | None:
-    v = [g.memory_used_mib for g in w.probe.gpus if g.memory_used_mib is not None]
-    return sum(v) if v else None
 
 
 def _med(xs: Sequence[float | None]) -> float | None:
@@ -173,7 +116,7 @@ def _creep(svc: str, ws: Sequence[SoakWindow]) -> Drift | None:
     run_start: SoakWindow | None = None
     total, count = 0.0, 0
     for a, w in itertools.pairwise(ws):
-        pm, m = _gpu_values(a), _gpu_values(w)
+        pm, m = a.gpu_memory_mib(), w.gpu_memory_mib()
         if pm is not None and m is not None and m > pm:
             if run_start is None:
                 run_start, total, count = w, 0.0, 0
@@ -455,30 +398,3 @@ async def run_soak(
     """Run the soak; `hooks.stop` ends it with status "interrupted", keeping every finished window."""
     sr = SoakRunner(req, targets, load, settings, hooks)
     return await until_stopped(sr.run(), (hooks or RunHooks()).stop, lambda: sr.build("interrupted"))
-
-
-def soak_table(run: SoakRun) -> str:
-    lines = [
-        f"soak {run.id} · {run.status} · concurrency {run.concurrency} · {run.duration_s:g} s in "
-        f"{run.window_s:g} s windows · {len({w.index for w in run.windows})} window(s)"
-    ]
-    lines.append(
-        "window  t(s)     service              ok  err  out tok/s  TTFT p50  e2e p50  GPU MiB   health"
-    )
-    for w in run.windows:
-        m = w.metrics
-        mem = _gpu_values(w)
-        lines.append(
-            f"{w.index:<6}  {w.start_s:>5.0f}-{w.end_s:<3.0f} {w.service:<20} {m.n:>3} {m.failed:>4} "
-            f"{(m.output_throughput or 0):>10.1f} {(m.ttft_ms.p50 or 0):>9.0f} {(m.e2e_ms.p50 or 0):>8.0f} "
-            f"{('-' if mem is None else f'{mem:.0f}'):>8}   "
-            f"{'ok' if w.probe.healthy else 'DOWN' if w.probe.healthy is False else '-'}"
-            + (" RESTARTED" if w.probe.restarted else "")
-        )
-    lines.append("")
-    if run.drift:
-        for d in run.drift:
-            lines.append(f"DRIFT {d.service}: {d.kind} from window {d.window} ({d.at_s:.0f} s): {d.detail}")
-    else:
-        lines.append("no drift detected")
-    return "\n".join(lines) + "\n"

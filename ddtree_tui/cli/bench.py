@@ -26,12 +26,12 @@ from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
-from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
+from ddtree_tui.bench.agentic import DEFAULT_TURNS, load_conversations, run_agentic
 from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
-from ddtree_tui.bench.loadrun import LoadRun, LoadSettings, run_load
-from ddtree_tui.bench.loadrun import table as load_table
+from ddtree_tui.bench.loadrun import LoadSettings, run_load
 from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
 from ddtree_tui.bench.prompts import PromptError, load_prompts
+from ddtree_tui.bench.results import GpuWindow, LoadRun, ShapeRun, SoakRun, TurnResult
 from ddtree_tui.bench.runner import BenchUsageError, run_bench
 from ddtree_tui.bench.session import (
     Session,
@@ -42,8 +42,9 @@ from ddtree_tui.bench.session import (
     url_ref,
     url_targets,
 )
-from ddtree_tui.bench.soak import GpuWindow, SoakRun, SoakSettings, run_soak, soak_table
+from ddtree_tui.bench.soak import SoakSettings, run_soak
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.tables import agentic_table, load_table, soak_table
 from ddtree_tui.cli.common import UsageError, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec
 
@@ -350,7 +351,7 @@ def _history_path(ns: argparse.Namespace) -> Path:
     return Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
 
 
-def _emit_shape_run(ns: argparse.Namespace, run: history.ShapeRun, table: str) -> None:
+def _emit_shape_run(ns: argparse.Namespace, run: ShapeRun, table: str) -> None:
     """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly), its --json file and
     its history line."""
     with contextlib.suppress(OSError):

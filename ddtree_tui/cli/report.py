@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.results import AgenticRun
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err
 from ddtree_tui.report.loadhtml import shape_runs_in, shape_text, write_load_html
 from ddtree_tui.report.output import terminal_text, write_html

@@ -11,11 +11,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from ddtree_tui.bench.agentic import AgenticRun
-from ddtree_tui.bench.loadrun import LoadRun
 from ddtree_tui.bench.models import BenchRun
+from ddtree_tui.bench.results import AgenticRun, LoadRun, SoakRun
 from ddtree_tui.bench.smoke import SmokeResult, failed
-from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.events import FleetEvent

@@ -15,10 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
-from ddtree_tui.bench.agentic import AgenticRun, TurnResult
-from ddtree_tui.bench.levels import LevelService
 from ddtree_tui.bench.load import ShapeParams
-from ddtree_tui.bench.loadrun import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.models import (
     BenchRun,
     PromptFinished,
@@ -29,7 +26,17 @@ from ddtree_tui.bench.models import (
     ServiceSummary,
     TokensReceived,
 )
-from ddtree_tui.bench.soak import SoakRun, SoakWindow
+from ddtree_tui.bench.results import (
+    AgenticRun,
+    LevelFinished,
+    LevelService,
+    LevelStarted,
+    LoadFinished,
+    LoadRun,
+    SoakRun,
+    SoakWindow,
+    TurnResult,
+)
 from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.messages import ShapeIntent
