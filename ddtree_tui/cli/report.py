@@ -82,6 +82,33 @@ def _shapes_main(ns: argparse.Namespace) -> int | None:
     return _html(ns.html_out, lambda path: write_load_html(last, path))
 
 
+def _mixed_main(ns: argparse.Namespace) -> int | None:
+    """Several files of which some are load, soak or agentic runs (schema 2): the plain runs compared as
+    always, then each other run's table under its file's name; None when every file is a plain run. Every
+    kind of run this version writes can be read back beside the others."""
+    if len(ns.runs) < 2:
+        return None
+    shapes = {p: shape_runs_in(p) for p in ns.runs}
+    if not any(shapes.values()):
+        return None
+    plain = [p for p in ns.runs if not shapes[p]]
+    try:
+        runs = load_runs(plain) if plain else []
+    except ReportInputError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    if ns.html_out and not runs:
+        _err("--html with several files takes plain runs (one load or soak run: report FILE --html PAGE)")
+        return EXIT_USAGE
+    if runs:
+        sys.stdout.write(terminal_text(runs) + "\n")
+    for p in ns.runs:
+        for run in shapes[p] or []:
+            sys.stdout.write(f"{p}: {run.kind} run {run.id}\n{shape_text(run)}\n")
+    sys.stdout.flush()
+    return _html(ns.html_out, lambda path: write_html(runs, path)) if runs else EXIT_OK
+
+
 def cli_main(ns: argparse.Namespace) -> int:
     sweep = _sweep_main(ns)
     if sweep is not None:
@@ -89,6 +116,9 @@ def cli_main(ns: argparse.Namespace) -> int:
     shapes = _shapes_main(ns)
     if shapes is not None:
         return shapes
+    mixed = _mixed_main(ns)
+    if mixed is not None:
+        return mixed
     try:
         runs = load_runs(list(ns.runs))
     except ReportInputError as e:
