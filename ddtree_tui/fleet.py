@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 from ddtree_tui.alerts import run_alerts
 from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.bench.smoke import SmokeResult, failed, smoke_request
+from ddtree_tui.benchdesk import BenchDesk
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, load_profiles
 from ddtree_tui.doctor import DoctorReport, run_doctor
 from ddtree_tui.events import (
-    BenchEventWrap,
     FleetEvent,
     GpuSampleEvent,
     HostStateChanged,
@@ -64,9 +64,8 @@ from ddtree_tui.todo.evidence import RunsContext, apply_auto_complete, evaluate,
 from ddtree_tui.transport import Transport, make_transport
 
 if TYPE_CHECKING:
-    from ddtree_tui.bench.models import BenchRun, BenchTarget
-    from ddtree_tui.bench.results import AgenticRun, GpuWindow, LoadRun, SoakRun
-    from ddtree_tui.bench.soak import GpuProbe
+    from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
+    from ddtree_tui.bench.results import AnyRun, ShapeRun
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +130,8 @@ class Fleet(PubSub[FleetEvent]):
         self._started = False
         self._bg: list[asyncio.Task[None]] = []
         self._launched: set[str] = set()  # refs we launched in this session (demo cleanup)
-        self._bench_lock = asyncio.Lock()
+        self.bench = BenchDesk(self)  # benchmarks: targets, runs, history (benchdesk.py)
         self._evidence: list[ItemEvidence] = []
-        self.bench_running = False
         # the todo store: only this fleet writes it while it runs (todo_apply, the todo loop's auto-complete),
         # one change at a time under _todo_lock, saved off the event loop; readers get _todo_view (snapshot)
         self.todos = TodoStore(self.todos_path)
@@ -626,156 +624,22 @@ class Fleet(PubSub[FleetEvent]):
         self._publish(Notice(severity="information" if res.ok else "error", text=res.line()))
         return res
 
+    async def service_url(self, ref: str) -> str:
+        """http://127.0.0.1:PORT reaching the service (its port forwarded over the host's transport)."""
+        h, svc = self._split(ref)
+        return await h.services.base_url(svc)
+
     async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
-        from ddtree_tui.bench.models import BenchTarget
+        return await self.bench.bench_targets(refs)
 
-        targets = []
-        for ref in refs:
-            h, svc = self._split(ref)
-            spec = h.profile.get_service(svc) or h.extra_specs[svc]
-            base = await h.services.base_url(svc)
-            targets.append(
-                BenchTarget(ref=ref, base_url=base, algorithm=spec.algorithm, mode=spec.display_mode)
-            )
-        return targets
+    async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun:
+        return await self.bench.run_bench(req, stop)
 
-    async def run_bench(
-        self,
-        refs: Sequence[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-        warmup: int = 1,
-        **request: object,
-    ) -> BenchRun:
-        from ddtree_tui.bench import history
-        from ddtree_tui.bench.models import BenchRequest
-        from ddtree_tui.bench.runner import run_bench
+    async def run_load_shape(self, req: ShapeRequest, stop: asyncio.Event | None = None) -> ShapeRun:
+        return await self.bench.run_shape(req, stop)
 
-        async with self._bench_lock:
-            self.bench_running = True
-            try:
-                targets = await self.bench_targets(refs)
-                req = BenchRequest.model_validate(
-                    {
-                        "prompts": prompt_set,
-                        "repeats": repeats,
-                        "warmup": warmup,
-                        "max_new_tokens": max_new_tokens,
-                        "baseline": baseline or (refs[0] if refs else None),
-                        **request,
-                    }
-                )
-                run = await run_bench(
-                    req, targets, on_event=lambda ev: self._publish(BenchEventWrap(event=ev))
-                )
-                history.append(self.history_path, run)
-                return run
-            finally:
-                self.bench_running = False
-
-    async def run_load_shape(
-        self,
-        refs: Sequence[str],
-        load: str = "sweep",
-        *,
-        requests: int | None = None,
-        duration_s: float | None = None,
-        slo: str | None = None,
-        soak: bool = False,
-        window_s: float = 10.0,
-        sessions: int | None = None,
-        turns: int = 6,
-        think_time_s: float = 0.0,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-        warmup: int = 1,
-    ) -> LoadRun | SoakRun | AgenticRun:
-        """A `--load` ladder, a soak or agentic sessions, as headless runs them (bench/loadrun.py, soak.py,
-        agentic.py); every engine event is published as BenchEventWrap. LoadError for bad `load`/`slo`."""
-        from ddtree_tui.bench import history
-        from ddtree_tui.bench.agentic import run_agentic
-        from ddtree_tui.bench.load import parse_load, parse_slo
-        from ddtree_tui.bench.loadrun import LoadSettings, run_load
-        from ddtree_tui.bench.models import BenchRequest
-        from ddtree_tui.bench.runner import RunHooks
-        from ddtree_tui.bench.soak import SoakSettings, run_soak, sim_gpu_probe
-
-        spec = parse_load(load)
-        slo_m = parse_slo(slo) if slo else None
-
-        def publish(ev: object) -> None:  # engine events and agentic turns
-            self._publish(BenchEventWrap(event=ev))
-
-        async with self._bench_lock:
-            self.bench_running = True
-            try:
-                targets = await self.bench_targets(refs)
-                req = BenchRequest(
-                    prompts="seed3",
-                    warmup=warmup,
-                    max_new_tokens=max_new_tokens,
-                    baseline=baseline or (refs[0] if refs else None),
-                )
-                run: LoadRun | SoakRun | AgenticRun
-                if sessions:
-                    run = await run_agentic(
-                        req,
-                        targets,
-                        sessions=sessions,
-                        turns=turns,
-                        think_time_s=think_time_s,
-                        on_turn=publish,
-                    )
-                elif soak:
-                    soak_settings = SoakSettings(
-                        duration_s=duration_s or 60.0,
-                        window_s=window_s,
-                        slo=slo_m,
-                        gpu_probe=self._soak_gpu_probe(sim_gpu_probe),
-                        history_path=self.history_path,  # windows appended as they come
-                    )
-                    run = await run_soak(req, targets, spec, soak_settings, RunHooks(on_event=publish))
-                else:
-                    load_settings = LoadSettings(requests=requests, duration_s=duration_s, slo=slo_m)
-                    run = await run_load(req, targets, spec, load_settings, RunHooks(on_event=publish))
-                try:
-                    history.append_shape(run, self.history_path)
-                except OSError as e:
-                    self._publish(Notice(severity="warning", text=f"bench history not written: {e}"))
-                return run
-            finally:
-                self.bench_running = False
-
-    def _soak_gpu_probe(self, sim_probe: GpuProbe) -> GpuProbe:
-        """A soak's GPU probe from this fleet's own telemetry (the host's latest samples of the service's
-        GPUs); the simulator's modelled GPU for a simulated service."""
-        from ddtree_tui.bench.soak import gpu_windows
-
-        async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
-            host, svc = self._split(t.ref)
-            spec = host.profile.get_service(svc) or host.extra_specs[svc]
-            if spec.launcher == "sim":
-                return await sim_probe(t)
-            view = self.snapshot().host(host.profile.name)
-            return gpu_windows(view.gpus if view else [], spec.gpus), host.profile.telemetry.source
-
-        return probe
-
-    def bench_history(self) -> list[BenchRun | LoadRun | SoakRun | AgenticRun]:
-        """The last plain runs (read incrementally) and load / soak / agentic runs, oldest first."""
-        from ddtree_tui.bench import history
-
-        try:
-            plain: list[BenchRun | LoadRun | SoakRun | AgenticRun] = list(
-                history.load_tail(self.history_path)
-            )
-            runs = plain + list(history.load_shapes(self.history_path))
-            return sorted(runs, key=lambda r: r.started_at)[-history.RECENT_RUNS :]
-        except Exception as e:
-            self._publish(Notice(severity="warning", text=f"bench history unreadable: {e}"))
-            return []
+    def bench_history(self) -> list[AnyRun]:
+        return self.bench.history()
 
     # --- todos ---------------------------------------------------------------------------------------------
     def todo_evidence(self) -> list[ItemEvidence]:

@@ -24,25 +24,21 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-
-from pydantic import BaseModel
 
 from ddtree_tui.bench.client import measure_request
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult
-from ddtree_tui.bench.prompts import _AGENT_SYSTEM, _AGENT_TASKS, Prompt, PromptError, _long_module
+from ddtree_tui.bench.prompts import (
+    _AGENT_SYSTEM,
+    _AGENT_TASKS,
+    Conversation,
+    Prompt,
+    _long_module,
+    load_conversations,
+)
 from ddtree_tui.bench.results import AgenticRun, SessionResult, TurnResult
 from ddtree_tui.bench.stream import StreamClient
 
 DEFAULT_TURNS = 6
-
-
-class Conversation(BaseModel):
-    """A session's script: the system prompt and the user turns (the first is the task)."""
-
-    id: str
-    system: str | None = None
-    users: list[str]
 
 
 def tool_result(session: int, turn: int) -> str:
@@ -59,52 +55,6 @@ def built_in_conversations(n: int, turns: int) -> list[Conversation]:
         first = script[0][0]
         users = [f"[session {i + 1}] {first}"] + [tool_result(i, k) for k in range(1, turns)]
         out.append(Conversation(id=f"s{i + 1}-{name}", system=_AGENT_SYSTEM, users=users))
-    return out
-
-
-_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
-
-
-def load_conversations(path: str | Path) -> list[Conversation]:
-    """A multi-turn JSONL dataset: one conversation a line, `conversations` (ShareGPT `from`/`value`) or
-    `messages` (`role`/`content`). PromptError names the file and the line."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PromptError(f"{p}: cannot read: {e.strerror or e}") from None
-    out: list[Conversation] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        try:
-            obj = json.loads(s)
-        except json.JSONDecodeError as e:
-            raise PromptError(f"{p}:{n}: not JSON: {e.msg}") from None
-        if not isinstance(obj, dict):
-            raise PromptError(f"{p}:{n}: expected an object with conversations or messages")
-        turns = obj.get("conversations", obj.get("messages"))
-        if not isinstance(turns, list):
-            raise PromptError(f"{p}:{n}: expected a conversations or messages list")
-        system: str | None = None
-        users: list[str] = []
-        for j, m in enumerate(turns, start=1):
-            if not isinstance(m, dict):
-                raise PromptError(f"{p}:{n}: turn {j} is not an object")
-            role = _ROLES.get(str(m.get("from", m.get("role", ""))).lower())
-            content = m.get("value", m.get("content"))
-            if role is None or not isinstance(content, str):
-                raise PromptError(f"{p}:{n}: turn {j}: expected from/value or role/content (user, assistant)")
-            if role == "system" and system is None and not users:
-                system = content
-            elif role == "user":
-                users.append(content)
-        if not users:
-            raise PromptError(f"{p}:{n}: no user turn")
-        out.append(Conversation(id=str(obj.get("id") or f"line{n}"), system=system, users=users))
-    if not out:
-        raise PromptError(f"{p}: no conversations")
     return out
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.events import Notice
 from ddtree_tui.todo import TodoAction, TodoEdit
 
@@ -31,8 +31,11 @@ class MoveIntent(ServiceIntent):
     to_host: str = Field(min_length=1)
 
 
-class BenchIntent(BenchParams):
-    """The body of POST /intents/bench: the bench dialog's choices (bench/models.py BenchParams)."""
+class BenchIntent(BenchRequest):
+    """The body of POST /intents/bench: the request the bench dialog builds (bench/models.py BenchRequest,
+    its defaults), for services of this collector's fleet."""
+
+    refs: list[str] = Field(min_length=1)
 
 
 class TodoIntent(_Body):
@@ -123,7 +126,7 @@ class IntentRoutes:
 
     async def _run_bench(self, b: BenchIntent) -> None:
         try:
-            await self.fleet.run_bench(**b.model_dump())
+            await self.fleet.run_bench(b)
         except Exception as e:
             self.fleet.publish(Notice(severity="error", text=f"bench failed: {e}"))
 

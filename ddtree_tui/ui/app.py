@@ -23,7 +23,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
-from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet
 from ddtree_tui.ui.bench_actions import BenchActions
@@ -417,7 +417,7 @@ class DDTreeApp(App[int]):
     def on_bench_intent(self, msg: BenchIntent) -> None:
         self.start_bench(msg.params)
 
-    def start_bench(self, params: BenchParams) -> None:
+    def start_bench(self, params: BenchRequest) -> None:
         self.bench.start_bench(params)
 
     def on_shape_intent(self, msg: ShapeIntent) -> None:
