@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ddtree_tui.bench import history
 from ddtree_tui.bench.agentic import run_agentic
@@ -39,6 +39,7 @@ from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.state import FleetSnapshot
 from ddtree_tui.transport import Transport
 
+R = TypeVar("R", bound=BenchRequest)
 NOT_RUNNING = frozenset({"stopped", "crashed"})  # no server of ours behind the port: never measured
 
 
@@ -235,7 +236,7 @@ class BenchDesk:
                 self.running = False
 
     @staticmethod
-    def _with_baseline(req: Any, targets: Sequence[BenchTarget]) -> Any:
+    def _with_baseline(req: R, targets: Sequence[BenchTarget]) -> R:
         """Deltas against the first service unless the request names a baseline."""
         if req.baseline or not targets:
             return req

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ddtree_tui.bench.drift import detect_drift
 from ddtree_tui.bench.jsonl import append_line
 from ddtree_tui.bench.models import BenchRun, TargetInfo, dump
 from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun, SoakWindow
-from ddtree_tui.bench.soak import detect_drift
 
 DEFAULT_HISTORY = Path(".ddtree") / "bench-history.jsonl"
 RECENT_RUNS = 20  # what a live view keeps: the TUI's bench pane shows the last 20 runs

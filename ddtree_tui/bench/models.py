@@ -22,6 +22,10 @@ DEFAULT_MAX_NEW_TOKENS = 256  # the README's; the TUI dialog, --run-bench and th
 DEFAULT_TIMEOUT = 300.0
 
 
+class BenchUsageError(ValueError):
+    """The request cannot run as asked (unknown baseline, no targets, duplicate services)."""
+
+
 class BenchTarget(BaseModel):
     """One service to measure: `ref` is HOST/SVC; `mode` is linear / shadow-linear / tree (None: baseline)."""
 

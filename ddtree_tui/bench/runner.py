@@ -35,6 +35,7 @@ from ddtree_tui.bench.models import (
     BenchRequest,
     BenchRun,
     BenchTarget,
+    BenchUsageError,
     ClientStats,
     PromptFinished,
     PromptInfo,
@@ -54,10 +55,6 @@ from ddtree_tui.bench.worker import Worker, WorkerError
 R = TypeVar("R")
 
 EventCallback = Callable[[BenchEvent], None]
-
-
-class BenchUsageError(ValueError):
-    """The request cannot run as asked (unknown baseline, no targets, duplicate services)."""
 
 
 def plan(

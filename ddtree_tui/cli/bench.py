@@ -35,11 +35,10 @@ from pydantic import ValidationError
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
 from ddtree_tui.bench.load import LoadError, parse_duration, parse_load, parse_slo
-from ddtree_tui.bench.models import BenchRequest, BenchRun, ShapeRequest
+from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchUsageError, ShapeRequest
 from ddtree_tui.bench.progress import BenchProgress
 from ddtree_tui.bench.prompts import PromptError, load_conversations, load_prompts
 from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, TurnResult
-from ddtree_tui.bench.runner import BenchUsageError
 from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.bench.urls import url_list, url_ref
 from ddtree_tui.benchdesk import BenchRefused
