@@ -19,6 +19,7 @@ from ddtree_tui.events import FleetEvent, Notice
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
+from tests.util import cli_argv
 
 PROMPTS = [Prompt(id="p0", messages=[{"role": "user", "content": "question"}])]
 
@@ -77,3 +78,31 @@ async def test_a_stopped_service_is_left_out_with_a_word_in_plain_and_load_runs(
         "plain",
         "load",
     ]
+
+
+@pytest.mark.timeout(120)
+async def test_run_bench_says_which_service_it_left_out(tmp_path: Path) -> None:
+    """The same rule at the level a user sees it: `--run-bench` (plain and --load) names the stopped service
+    on stderr, measures the other, and measures nothing when only the stopped one is named."""
+    cfg = SimConfig(algorithm="dflash", decode_rate=2000, load_time=0)
+    async with SimServer(cfg, log=lambda s: None) as up, SimServer(cfg, log=lambda s: None) as foreign:
+        prof = _profile(tmp_path, up.port, foreign.port)
+        base = ["--run-bench", "--profile", str(prof), "--warmup", "0", "--max-new-tokens", "8"]
+        base += ["--history", str(tmp_path / "h.jsonl")]
+        for extra in ([], ["--load", "sync", "--requests", "2"]):
+            out = tmp_path / "r.json"
+            p = await _cli(tmp_path, *base, "--services", "loc/up,loc/down", "--json", str(out), *extra)
+            assert p[0] == 0, p[1]
+            assert "loc/down left out: the service is stopped" in p[1]
+            assert [t["ref"] for t in json.loads(out.read_text())["targets"]] == ["loc/up"]
+        p = await _cli(tmp_path, *base, "--services", "loc/down")
+        assert p[0] == 1 and "nothing to benchmark" in p[1] and "loc/down left out" in p[1], p[1]
+
+
+async def _cli(cwd: Path, *args: str) -> tuple[int, str]:
+    """`ddtree-tui ARGS` in a child process (this test's simulated servers keep serving meanwhile)."""
+    proc = await asyncio.create_subprocess_exec(
+        *cli_argv(*args), cwd=cwd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 90)
+    return int(proc.returncode or 0), err.decode()
