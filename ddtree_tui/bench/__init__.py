@@ -1,6 +1,8 @@
 """The streaming benchmark: prompts, clients, metrics, runner, reports, history.
 
-Public entry points: `run_bench(req, targets, on_event=None, stop=None) -> BenchRun` and the models below.
+The request and result types are here (`bench/models.py`, `bench/results.py`); the engines (`runner.py`
+`run_bench`, `loadrun.py`, `soak.py`, `agentic.py`) are imported from their modules by the fleet's bench desk
+only, so naming a type never loads an engine.
 """
 
 from ddtree_tui.bench.models import (
@@ -9,6 +11,7 @@ from ddtree_tui.bench.models import (
     BenchRequest,
     BenchRun,
     BenchTarget,
+    BenchUsageError,
     PromptFinished,
     PromptRow,
     PromptStarted,
@@ -17,9 +20,9 @@ from ddtree_tui.bench.models import (
     RunStarted,
     SamplingParams,
     ServiceSummary,
+    ShapeRequest,
     TokensReceived,
 )
-from ddtree_tui.bench.runner import BenchUsageError, run_bench
 
 __all__ = [
     "BENCH_SCHEMA",
@@ -36,6 +39,6 @@ __all__ = [
     "RunStarted",
     "SamplingParams",
     "ServiceSummary",
+    "ShapeRequest",
     "TokensReceived",
-    "run_bench",
 ]

@@ -21,84 +21,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
 
 from ddtree_tui.bench.client import measure_request
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult
-from ddtree_tui.bench.prompts import _AGENT_SYSTEM, _AGENT_TASKS, Prompt, PromptError, _long_module
+from ddtree_tui.bench.prompts import (
+    _AGENT_SYSTEM,
+    _AGENT_TASKS,
+    Conversation,
+    Prompt,
+    _long_module,
+    load_conversations,
+)
+from ddtree_tui.bench.results import AgenticRun, SessionResult, TurnResult
 from ddtree_tui.bench.stream import StreamClient
 
-AGENTIC_SCHEMA = 2
 DEFAULT_TURNS = 6
-
-
-class Conversation(BaseModel):
-    """A session's script: the system prompt and the user turns (the first is the task)."""
-
-    id: str
-    system: str | None = None
-    users: list[str]
-
-
-class TurnResult(BaseModel):
-    session: str
-    service: str
-    turn: int  # 1-based
-    ok: bool
-    error: str | None = None
-    ttft_ms: float | None = None
-    e2e_ms: float | None = None
-    output_tokens: int | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    accept_length: float | None = None
-    prompt_chars: int = 0
-    reply_chars: int = 0
-    reply_in_prompt: bool | None = None  # the previous turn's reply is in this turn's prompt (turn > 1)
-
-
-class SessionResult(BaseModel):
-    session: str
-    service: str
-    turns_done: int
-    turns_planned: int
-    completion_s: float | None = None  # first send → last reply, think time included
-    failed: bool = False
-
-
-class AgenticRun(BaseModel):
-    schema_version: int = Field(default=AGENTIC_SCHEMA, alias="schema")
-    kind: Literal["agentic"] = "agentic"
-    id: str
-    started_at: datetime
-    wall_s: float | None = None
-    source: str  # "agentic" or the dataset file
-    sessions: int
-    turns: int
-    think_time_s: float
-    turns_results: list[TurnResult] = Field(default_factory=list)
-    session_results: list[SessionResult] = Field(default_factory=list)
-    failed: int = 0
-    model_config = {"populate_by_name": True}
-
-    def cached_by_turn(self, service: str | None = None) -> list[float | None]:
-        """Median cached_tokens at each turn number (over sessions)."""
-        out: list[float | None] = []
-        for k in range(1, self.turns + 1):
-            v = [
-                t.cached_tokens
-                for t in self.turns_results
-                if t.turn == k and t.cached_tokens is not None and (service is None or t.service == service)
-            ]
-            out.append(statistics.median(v) if v else None)
-        return out
 
 
 def tool_result(session: int, turn: int) -> str:
@@ -115,52 +55,6 @@ def built_in_conversations(n: int, turns: int) -> list[Conversation]:
         first = script[0][0]
         users = [f"[session {i + 1}] {first}"] + [tool_result(i, k) for k in range(1, turns)]
         out.append(Conversation(id=f"s{i + 1}-{name}", system=_AGENT_SYSTEM, users=users))
-    return out
-
-
-_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
-
-
-def load_conversations(path: str | Path) -> list[Conversation]:
-    """A multi-turn JSONL dataset: one conversation a line, `conversations` (ShareGPT `from`/`value`) or
-    `messages` (`role`/`content`). PromptError names the file and the line."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PromptError(f"{p}: cannot read: {e.strerror or e}") from None
-    out: list[Conversation] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        try:
-            obj = json.loads(s)
-        except json.JSONDecodeError as e:
-            raise PromptError(f"{p}:{n}: not JSON: {e.msg}") from None
-        if not isinstance(obj, dict):
-            raise PromptError(f"{p}:{n}: expected an object with conversations or messages")
-        turns = obj.get("conversations", obj.get("messages"))
-        if not isinstance(turns, list):
-            raise PromptError(f"{p}:{n}: expected a conversations or messages list")
-        system: str | None = None
-        users: list[str] = []
-        for j, m in enumerate(turns, start=1):
-            if not isinstance(m, dict):
-                raise PromptError(f"{p}:{n}: turn {j} is not an object")
-            role = _ROLES.get(str(m.get("from", m.get("role", ""))).lower())
-            content = m.get("value", m.get("content"))
-            if role is None or not isinstance(content, str):
-                raise PromptError(f"{p}:{n}: turn {j}: expected from/value or role/content (user, assistant)")
-            if role == "system" and system is None and not users:
-                system = content
-            elif role == "user":
-                users.append(content)
-        if not users:
-            raise PromptError(f"{p}:{n}: no user turn")
-        out.append(Conversation(id=str(obj.get("id") or f"line{n}"), system=system, users=users))
-    if not out:
-        raise PromptError(f"{p}: no conversations")
     return out
 
 
@@ -270,38 +164,3 @@ async def run_agentic(
         session_results=session_results,
         failed=sum(1 for x in turn_results if not x.ok),
     )
-
-
-def _f(x: Any, fmt: str = "{:.0f}") -> str:
-    return "-" if x is None else fmt.format(x)
-
-
-def agentic_table(run: AgenticRun) -> str:
-    lines = [
-        f"agentic {run.id} · {run.source} · {run.sessions} session(s) × up to {run.turns} turns · think "
-        f"{run.think_time_s:g} s"
-    ]
-    lines.append("service              turn  n  TTFT p50 ms  prompt tok  cached tok  out tok  accept")
-    svcs = list(dict.fromkeys(t.service for t in run.turns_results))
-    for s in svcs:
-        for k in range(1, run.turns + 1):
-            ts = [t for t in run.turns_results if t.service == s and t.turn == k and t.ok]
-            if not ts:
-                continue
-
-            def med(xs: list[Any]) -> float | None:
-                v = [x for x in xs if x is not None]
-                return statistics.median(v) if v else None
-
-            lines.append(
-                f"{s:<20} {k:>4} {len(ts):>2} {_f(med([t.ttft_ms for t in ts])):>12} "
-                f"{_f(med([t.prompt_tokens for t in ts])):>11} {_f(med([t.cached_tokens for t in ts])):>11} "
-                f"{_f(med([t.output_tokens for t in ts])):>8} {_f(med([t.accept_length for t in ts]), '{:.2f}'):>7}"
-            )
-    lines.append("")
-    for s in svcs:
-        done = [x.completion_s for x in run.session_results if x.service == s and x.completion_s is not None]
-        failed = sum(1 for x in run.session_results if x.service == s and x.failed)
-        median_s = f"{statistics.median(done):.1f} s" if done else "-"
-        lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
-    return "\n".join(lines) + "\n"

@@ -21,11 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.drift import detect_drift
 from ddtree_tui.bench.jsonl import append_line
-from ddtree_tui.bench.loadrun import LoadRun
 from ddtree_tui.bench.models import BenchRun, TargetInfo, dump
-from ddtree_tui.bench.soak import SoakRun, SoakWindow, detect_drift
+from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun, SoakWindow
 from ddtree_tui.lib import paths
 
 DEFAULT_HISTORY = paths.BENCH_HISTORY
@@ -42,7 +41,6 @@ def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HIS
     return append_line(dump(run), path)
 
 
-ShapeRun = LoadRun | SoakRun | AgenticRun
 _SHAPES: dict[str, type[LoadRun] | type[SoakRun] | type[AgenticRun]] = {
     "load": LoadRun,
     "soak": SoakRun,

@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, ShapeRequest
+
 LoadKind = Literal["sync", "concurrency", "rate", "poisson", "sweep"]
 SWEEP_MAX = 256
 MAX_LEVELS = 64
@@ -176,34 +178,6 @@ def parse_slo(text: str) -> Slo:
     return Slo(**vals)
 
 
-class ShapeParams(BaseModel):
-    """A load ladder, soak or agentic run as the TUI asks for it: `Fleet.run_load_shape`'s keyword arguments,
-    validated (the texts already parsed once by the functions above, so a bad one never reaches a run)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    load: str = "sync"
-    requests: int | None = Field(default=None, ge=1)
-    duration_s: float | None = Field(default=None, gt=0)
-    slo: str | None = None
-    soak: bool = False
-    window_s: float = Field(default=10.0, gt=0)
-    sessions: int | None = Field(default=None, ge=1)
-    turns: int = Field(default=6, ge=1)
-    think_time_s: float = Field(default=0.0, ge=0)
-    max_new_tokens: int = Field(default=128, ge=1)
-    baseline: str | None = None
-
-    @property
-    def what(self) -> str:
-        """How the run is named in the pane's status line."""
-        if self.sessions:
-            return f"{self.sessions} agentic sessions"
-        if self.soak:
-            return f"a {_num(self.duration_s or 0)} s soak ({self.load})"
-        return self.load
-
-
 def shape_params(
     load: str = "",
     *,
@@ -214,10 +188,11 @@ def shape_params(
     window: str = "",
     sessions: str = "",
     think_time: str = "",
-    max_new_tokens: int = 128,
+    refs: list[str] | None = None,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     baseline: str | None = None,
-) -> ShapeParams | None:
-    """The TUI dialog's load fields (texts, blank = not given) → ShapeParams, or None when every field is
+) -> ShapeRequest | None:
+    """The TUI dialog's load fields (texts, blank = not given) → ShapeRequest, or None when every field is
     blank (a plain run). The rules are the CLI's: --soak runs for a duration, not --requests; --duration or
     --requests, not both; --sessions leaves out --load and --soak. LoadError names the field."""
     load, requests, duration, slo = load.strip(), requests.strip(), duration.strip(), slo.strip()
@@ -230,8 +205,13 @@ def shape_params(
         if not sessions.isdigit() or int(sessions) < 1:
             raise LoadError(f"sessions {sessions!r}: a whole number, at least 1")
         think = parse_duration(think_time, "think time") if think_time and think_time != "0" else 0.0
-        return ShapeParams(
-            sessions=int(sessions), think_time_s=think, max_new_tokens=max_new_tokens, baseline=baseline
+        return ShapeRequest(
+            refs=refs or [],
+            prompts="agentic",
+            sessions=int(sessions),
+            think_time_s=think,
+            max_new_tokens=max_new_tokens,
+            baseline=baseline,
         )
     spec = parse_load(load or "sync")
     slo_text = parse_slo(slo).text if slo else None
@@ -240,7 +220,8 @@ def shape_params(
             raise LoadError("a soak window needs a soak duration (e.g. 30m)")
         if requests:
             raise LoadError("a soak runs for its duration, not a number of requests")
-        return ShapeParams(
+        return ShapeRequest(
+            refs=refs or [],
             load=spec.text,
             soak=True,
             duration_s=parse_duration(soak, "soak duration"),
@@ -253,7 +234,8 @@ def shape_params(
         raise LoadError("give a duration or a number of requests per level, not both")
     if requests and (not requests.isdigit() or int(requests) < 1):
         raise LoadError(f"--requests {requests!r}: a whole number, at least 1")
-    return ShapeParams(
+    return ShapeRequest(
+        refs=refs or [],
         load=spec.text,
         requests=int(requests) if requests else None,
         duration_s=parse_duration(duration) if duration else None,

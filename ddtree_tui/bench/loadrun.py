@@ -26,20 +26,20 @@ import random
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.bench import stats
 from ddtree_tui.bench.levels import LevelDelta, LevelResult, compare, level_delta, level_service, saturation
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, ShapeRunHead, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.results import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.worker import Worker
 
-LOAD_SCHEMA = 2
 MAX_IN_FLIGHT = 512
 
 
@@ -53,56 +53,6 @@ class LoadSettings(BaseModel):
     requests: int | None = None
     slo: Slo | None = None
     stop_on_saturation: bool = True
-
-
-class LoadRun(ShapeRunHead):
-    """A `--load` run: schema 2 (a plain run stays schema 1). See README "Load shapes"."""
-
-    schema_version: int = Field(default=LOAD_SCHEMA, alias="schema")
-    kind: Literal["load"] = "load"
-    finished_at: datetime | None = None
-    wall_s: float | None = None
-    load: LoadSpec
-    load_text: str
-    duration_s: float | None = None  # per service per level
-    requests: int | None = None  # per service per level
-    rounds: int = 1
-    warmup: int = 0
-    slo: Slo | None = None
-    prompt_set: str
-    sampling: dict[str, Any] = Field(default_factory=dict)
-    targets: list[TargetInfo] = Field(default_factory=list)
-    baseline: str | None = None
-    levels: list[LevelResult] = Field(default_factory=list)
-    knee: dict[str, str | None] = Field(default_factory=dict)  # service → label of its knee level
-    stopped: str | None = None  # why the ladder ended before its last level
-    failed: int = 0
-    results: list[RequestResult] = Field(default_factory=list)
-
-
-class _LevelEvent(BaseModel):
-    """An event about level `index` of run `run_id` (a subclass names its `kind`, which keeps its place)."""
-
-    kind: str
-    run_id: str
-    index: int
-
-
-class LevelStarted(_LevelEvent):
-    kind: Literal["level_started"] = "level_started"
-    count: int
-    level: float
-    label: str
-
-
-class LevelFinished(_LevelEvent):
-    kind: Literal["level_finished"] = "level_finished"
-    result: LevelResult
-
-
-class LoadFinished(BaseModel):
-    kind: Literal["load_finished"] = "load_finished"
-    run: LoadRun
 
 
 class LoadRunner:
@@ -393,62 +343,3 @@ async def run_load(
     run = await until_stopped(lr.run(), (hooks or RunHooks()).stop, lambda: lr.build("interrupted"), finished)
     finished(run)
     return run
-
-
-def _f(x: float | None, fmt: str = "{:.1f}") -> str:
-    return "-" if x is None else fmt.format(x)
-
-
-def table(run: LoadRun) -> str:
-    """Per level × service, then the deltas' verdicts, the knee and why the ladder stopped."""
-    head = (
-        f"load {run.id} · {run.status} · {run.load_text} · "
-        + (f"{run.duration_s:g} s" if run.duration_s else f"{run.requests or 'auto'} requests")
-        + f" per service per level · {run.rounds} round(s) interleaved · warm-up {run.warmup}/level"
-        + (f" · SLO {run.slo.text}" if run.slo else "")
-    )
-    lines = [head]
-    if any(t.simulated for t in run.targets):
-        lines.append(
-            "SIMULATED services (not real SGLang): " + ", ".join(t.ref for t in run.targets if t.simulated)
-        )
-    headers = ["level", "service", "mode", "ok", "err%", "req/s", "out tok/s", "tok/s/req", "TTFT p50/p90/p99",
-               "TPOT p50", "ITL p50/p99", "e2e p50/p99", "accept", "goodput", "sat"]  # fmt: skip
-    body = []
-    for lv in run.levels:
-        for s in lv.services:
-            body.append(
-                [
-                    lv.label,
-                    s.service,
-                    s.mode or "-",
-                    str(s.n),
-                    f"{s.error_rate * 100:.0f}",
-                    _f(s.request_throughput, "{:.2f}"),
-                    _f(s.output_throughput),
-                    _f(s.tok_s_mean),
-                    f"{_f(s.ttft_ms.p50, '{:.0f}')}/{_f(s.ttft_ms.p90, '{:.0f}')}/{_f(s.ttft_ms.p99, '{:.0f}')}",
-                    _f(s.tpot_ms.p50),
-                    f"{_f(s.itl_ms.p50)}/{_f(s.itl_ms.p99)}",
-                    f"{_f(s.e2e_ms.p50, '{:.0f}')}/{_f(s.e2e_ms.p99, '{:.0f}')}",
-                    _f(s.accept_length, "{:.2f}"),
-                    (f"{_f(s.goodput_rps, '{:.2f}')}/s {_f(s.goodput_pct, '{:.0f}')}%"),
-                    "SAT" if s.saturated else "",
-                ]
-            )
-    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(headers)]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
-    for row in body:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-    verdicts = [(lv.label, d) for lv in run.levels for d in lv.deltas]
-    if verdicts:
-        lines.append("")
-        lines.append(f"vs baseline {run.baseline}:")
-        for label, d in verdicts:
-            lines.append(f"  {label} {d.service} {d.metric}: {d.verdict}")
-    lines.append("")
-    for ref, k in run.knee.items():
-        lines.append(f"knee {ref}: {k if k else 'not reached (no saturation seen)'}")
-    if run.stopped:
-        lines.append(f"stopped: {run.stopped}")
-    return "\n".join(lines) + "\n"

@@ -11,13 +11,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.prompts import Prompt
 
 BENCH_SCHEMA = 1
 
 Api = Literal["generate", "chat", "completions"]
+DEFAULT_MAX_NEW_TOKENS = 256  # the README's; the TUI dialog, --run-bench and the collector alike
+DEFAULT_TIMEOUT = 300.0
+
+
+class BenchUsageError(ValueError):
+    """The request cannot run as asked (unknown baseline, no targets, duplicate services)."""
 
 
 class BenchTarget(BaseModel):
@@ -47,44 +53,50 @@ class SamplingParams(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    max_new_tokens: int = 256
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0
     ignore_eos: bool = False
     api: Api = "generate"
     model: str | None = None  # --model, when given
 
 
-class BenchParams(BaseModel):
-    """A plain run as a user picks it: the bench dialog and the collector's bench intent build one, and it is
-    handed on as it is (Fleet.run_bench's keywords), so the list of choices is written once."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    refs: list[str] = Field(min_length=1)
-    prompt_set: str = "seed3"
-    repeats: int = Field(default=1, ge=1, le=100)
-    max_new_tokens: int = Field(default=128, ge=1, le=32768)
-    baseline: str | None = None
-
-
 class BenchRequest(BaseModel):
-    """What to run. `prompts` is a set name (seed3, agentic, longctx), a FILE.jsonl path or the prompts."""
+    """A plain run as a face asks for it (the TUI's bench dialog, `--run-bench`, the collector's bench
+    intent): built once there and handed on as it is, through the fleet to the engine, so every default is
+    written here once. `refs` names the services (HOST/SVC) and `urls` running servers measured by URL
+    (`--url`); `prompts` is a set name (seed3, agentic, longctx), a FILE.jsonl path or the prompts."""
 
-    prompts: str | list[Prompt] = "seed3"
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    refs: list[str] = Field(default_factory=list, description="HOST/SVC of each service to measure")
+    urls: list[str] = Field(default_factory=list, description="running servers by base URL (--url)")
+    prompts: str | list[Prompt] = Field(
+        default="seed3", validation_alias=AliasChoices("prompts", "prompt_set")
+    )
     repeats: int = Field(default=1, ge=1, le=10000)
     warmup: int = Field(default=1, ge=0, le=1000)
     concurrency: int = Field(default=1, ge=1, le=4096)
-    max_new_tokens: int = Field(default=256, ge=1, le=1_000_000)
+    max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1, le=1_000_000)
     temperature: float = Field(default=0.0, ge=0)
     ignore_eos: bool = False
     api: Api = "generate"
     model: str | None = None
-    timeout: float | None = Field(default=300.0, gt=0, description="per-request limit, seconds")
+    timeout: float | None = Field(default=DEFAULT_TIMEOUT, gt=0, description="per-request limit, seconds")
     baseline: str | None = None
     tokens_event_interval: float = Field(default=0.1, ge=0, description="min seconds between token events")
     workers: int = Field(
         default=1, ge=1, le=64, description="client processes; >1 spreads the requests over child processes"
     )
+
+    @property
+    def prompt_set(self) -> str:
+        """The prompts' name as runs record it ("custom" for prompts given inline)."""
+        return self.prompts if isinstance(self.prompts, str) else "custom"
+
+    @property
+    def services(self) -> list[str]:
+        """What the run measures, by name: the refs, else the URLs."""
+        return list(self.refs or self.urls)
 
     def sampling(self, max_new_tokens: int | None = None) -> SamplingParams:
         return SamplingParams(
@@ -94,6 +106,33 @@ class BenchRequest(BaseModel):
             api=self.api,
             model=self.model,
         )
+
+
+class ShapeRequest(BenchRequest):
+    """A load ladder (`load`), a soak (`soak`, for `duration_s` in windows of `window_s`) or agentic
+    sessions (`sessions`): a BenchRequest with its shape. The texts (`load`, `slo`) are parsed by
+    bench/load.py where the face builds it, so a bad one never reaches a run."""
+
+    load: str = "sync"
+    requests: int | None = Field(default=None, ge=1, description="counted requests per service per level")
+    duration_s: float | None = Field(default=None, gt=0, description="per level; a soak's whole length")
+    slo: str | None = None
+    stop_on_saturation: bool = True
+    soak: bool = False
+    window_s: float = Field(default=10.0, gt=0)
+    soak_log: str | None = Field(default=None, description="a soak's windows as JSON lines, as they come")
+    sessions: int | None = Field(default=None, ge=1, description="agentic: conversations at once")
+    turns: int = Field(default=6, ge=1)
+    think_time_s: float = Field(default=0.0, ge=0)
+
+    @property
+    def what(self) -> str:
+        """How the run is named in the pane's status line."""
+        if self.sessions:
+            return f"{self.sessions} agentic sessions"
+        if self.soak:
+            return f"a {self.duration_s or 0:g} s soak ({self.load})"
+        return self.load
 
 
 class RequestKey(TypedDict):

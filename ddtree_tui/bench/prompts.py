@@ -259,3 +259,57 @@ def load_prompts(spec: str) -> list[Prompt]:
     if spec.endswith(".jsonl") or Path(spec).is_file():
         return load_jsonl(spec)
     raise PromptError(f"unknown prompt set {spec!r} (expected {', '.join(SETS)} or a FILE.jsonl)")
+
+
+class Conversation(BaseModel):
+    """A session's script: the system prompt and the user turns (the first is the task)."""
+
+    id: str
+    system: str | None = None
+    users: list[str]
+
+
+_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+
+
+def load_conversations(path: str | Path) -> list[Conversation]:
+    """A multi-turn JSONL dataset: one conversation a line, `conversations` (ShareGPT `from`/`value`) or
+    `messages` (`role`/`content`). PromptError names the file and the line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PromptError(f"{p}: cannot read: {e.strerror or e}") from None
+    out: list[Conversation] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            obj = json.loads(s)
+        except json.JSONDecodeError as e:
+            raise PromptError(f"{p}:{n}: not JSON: {e.msg}") from None
+        if not isinstance(obj, dict):
+            raise PromptError(f"{p}:{n}: expected an object with conversations or messages")
+        turns = obj.get("conversations", obj.get("messages"))
+        if not isinstance(turns, list):
+            raise PromptError(f"{p}:{n}: expected a conversations or messages list")
+        system: str | None = None
+        users: list[str] = []
+        for j, m in enumerate(turns, start=1):
+            if not isinstance(m, dict):
+                raise PromptError(f"{p}:{n}: turn {j} is not an object")
+            role = _ROLES.get(str(m.get("from", m.get("role", ""))).lower())
+            content = m.get("value", m.get("content"))
+            if role is None or not isinstance(content, str):
+                raise PromptError(f"{p}:{n}: turn {j}: expected from/value or role/content (user, assistant)")
+            if role == "system" and system is None and not users:
+                system = content
+            elif role == "user":
+                users.append(content)
+        if not users:
+            raise PromptError(f"{p}:{n}: no user turn")
+        out.append(Conversation(id=str(obj.get("id") or f"line{n}"), system=system, users=users))
+    if not out:
+        raise PromptError(f"{p}: no conversations")
+    return out

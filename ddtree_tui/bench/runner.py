@@ -35,6 +35,7 @@ from ddtree_tui.bench.models import (
     BenchRequest,
     BenchRun,
     BenchTarget,
+    BenchUsageError,
     ClientStats,
     PromptFinished,
     PromptInfo,
@@ -54,10 +55,6 @@ from ddtree_tui.bench.worker import Worker, WorkerError
 R = TypeVar("R")
 
 EventCallback = Callable[[BenchEvent], None]
-
-
-class BenchUsageError(ValueError):
-    """The request cannot run as asked (unknown baseline, no targets, duplicate services)."""
 
 
 def plan(
@@ -312,7 +309,7 @@ class BenchRunner:
     async def prepare(self, client: StreamClient) -> None:
         """Before the first request: OpenAI model names and each service's /server_info."""
         if self.req.api != "generate":
-            self.targets = [await _with_model(client, t, self.req.model) for t in self.targets]
+            self.targets = [await with_model(client, t, self.req.model) for t in self.targets]
             cur = {t.ref: t for t in self.targets}  # the plan was made before the names were known
             self.batches = [[(cur[t.ref], p, rep) for t, p, rep in b] for b in self.batches]
         for t in self.targets:
@@ -384,7 +381,7 @@ def _end(t_send: float, res: RequestResult) -> float:
     return t_send + res.e2e_s if res.e2e_s is not None else time.monotonic()
 
 
-async def _with_model(client: StreamClient, t: BenchTarget, model: str | None) -> BenchTarget:
+async def with_model(client: StreamClient, t: BenchTarget, model: str | None) -> BenchTarget:
     """The target with the OpenAI "model" name: --model, else the target's own, else /v1/models' first."""
     name = model or t.model or await served_model(client, t.base_url)
     return t.model_copy(update={"model": name}) if name else t

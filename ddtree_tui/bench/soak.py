@@ -15,7 +15,7 @@ GET /sim/gpu, labelled "sim").
 Windows are appended to `log_path` as JSON lines while the run goes (one line a window, flushed and fsynced,
 O_APPEND): a crash or Ctrl-C loses at most the window in progress.
 
-Drift (`detect_drift`), against the baseline = the median of windows 1 and 2 (window 0 is the warm-up):
+Drift (drift.py `detect_drift`), against the baseline = the median of windows 1 and 2 (window 0 is the warm-up):
 - tok/s decay: output throughput below (1 − DECAY) × baseline in two windows running;
 - TTFT growth: TTFT p50 above (1 + GROWTH) × baseline and at least GROWTH_MIN_MS more, two windows running;
 - GPU memory creep: memory used rising window over window for CREEP_WINDOWS windows running, by CREEP_MIB in
@@ -28,21 +28,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from ddtree_tui.bench.drift import detect_drift
 from ddtree_tui.bench.jsonl import append_line
-from ddtree_tui.bench.levels import LevelService, level_service
+from ddtree_tui.bench.levels import level_service
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, ShapeRunHead, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
+from ddtree_tui.bench.results import (
+    GpuWindow,
+    ServiceProbe,
+    SoakRun,
+    SoakWindow,
+)
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile
@@ -51,72 +56,7 @@ from ddtree_tui.model.snapshot import GpuSample
 if TYPE_CHECKING:
     from ddtree_tui.transport.base import Transport
 
-SOAK_SCHEMA = 2
 DEFAULT_WINDOW_S = 10.0
-DECAY = 0.20
-GROWTH = 0.50
-GROWTH_MIN_MS = 20.0
-CREEP_WINDOWS = 3
-CREEP_MIB = 256.0
-
-DriftKind = Literal["tok_s_decay", "ttft_growth", "gpu_memory_creep", "error_onset", "restart", "unhealthy"]
-
-
-class GpuWindow(BaseModel):
-    index: int
-    memory_used_mib: float | None = None
-    utilization_pct: float | None = None
-    power_w: float | None = None
-    temperature_c: float | None = None
-
-
-class ServiceProbe(BaseModel):
-    """The service at a window's end."""
-
-    healthy: bool | None = None
-    health_status: int | None = None
-    health_ms: float | None = None
-    restarted: bool = False
-    gpus: list[GpuWindow] = Field(default_factory=list)
-    gpu_source: str | None = None  # nvml / nvidia-smi / replay / prometheus / sim
-    note: str | None = None
-
-
-class SoakWindow(BaseModel):
-    kind: Literal["soak_window"] = "soak_window"
-    run_id: str
-    index: int
-    start_s: float  # since the soak began
-    end_s: float
-    service: str
-    metrics: LevelService
-    probe: ServiceProbe
-
-
-class Drift(BaseModel):
-    service: str
-    kind: DriftKind
-    window: int  # where it began
-    at_s: float
-    detail: str
-
-
-class SoakRun(ShapeRunHead):
-    schema_version: int = Field(default=SOAK_SCHEMA, alias="schema")
-    kind: Literal["soak"] = "soak"
-    wall_s: float | None = None
-    load_text: str
-    concurrency: int
-    duration_s: float
-    window_s: float
-    slo: Slo | None = None
-    prompt_set: str
-    targets: list[TargetInfo] = Field(default_factory=list)
-    windows: list[SoakWindow] = Field(default_factory=list)
-    drift: list[Drift] = Field(default_factory=list)
-    failed: int = 0
-    log_path: str | None = None
-
 
 GpuProbe = Callable[[BenchTarget], Awaitable[tuple[list[GpuWindow], str | None]]]
 
@@ -133,97 +73,6 @@ class SoakSettings(BaseModel):
     log_path: Path | None = None
     history_path: Path | None = None  # the bench history: start line and windows as they come
     gpu_probe: GpuProbe | None = None
-
-
-def _gpu_values(w: SoakWindow) -> float | None:
-    v = [g.memory_used_mib for g in w.probe.gpus if g.memory_used_mib is not None]
-    return sum(v) if v else None
-
-
-def _med(xs: Sequence[float | None]) -> float | None:
-    v = [x for x in xs if x is not None]
-    return statistics.median(v) if v else None
-
-
-def _two_running(ws: Sequence[SoakWindow], pred: Callable[[SoakWindow], bool]) -> SoakWindow | None:
-    """The first of two windows running that both satisfy `pred`."""
-    for a, b in itertools.pairwise(ws):
-        if pred(a) and pred(b):
-            return a
-    return None
-
-
-def _decayed(thr0: float) -> Callable[[SoakWindow], bool]:
-    def pred(x: SoakWindow) -> bool:
-        v = x.metrics.output_throughput
-        return v is not None and v < (1 - DECAY) * thr0
-
-    return pred
-
-
-def _grown(ttft0: float) -> Callable[[SoakWindow], bool]:
-    def pred(x: SoakWindow) -> bool:
-        v = x.metrics.ttft_ms.p50
-        return v is not None and v > (1 + GROWTH) * ttft0 and v - ttft0 >= GROWTH_MIN_MS
-
-    return pred
-
-
-def _creep(svc: str, ws: Sequence[SoakWindow]) -> Drift | None:
-    run_start: SoakWindow | None = None
-    total, count = 0.0, 0
-    for a, w in itertools.pairwise(ws):
-        pm, m = _gpu_values(a), _gpu_values(w)
-        if pm is not None and m is not None and m > pm:
-            if run_start is None:
-                run_start, total, count = w, 0.0, 0
-            total += m - pm
-            count += 1
-            if count >= CREEP_WINDOWS and total >= CREEP_MIB:
-                detail = f"GPU memory +{total:.0f} MiB over {count} windows and rising"
-                return _began(svc, "gpu_memory_creep", run_start, detail)
-        else:
-            run_start = None
-    return None
-
-
-def _began(svc: str, kind: DriftKind, w: SoakWindow, detail: str) -> Drift:
-    """A drift of `svc` that began at window `w`."""
-    return Drift(service=svc, kind=kind, window=w.index, at_s=w.start_s, detail=detail)
-
-
-def _drift_one(svc: str, ws: Sequence[SoakWindow]) -> list[Drift]:
-    out: list[Drift] = []
-    base, rest = ws[1:3], ws[3:]
-    if not base:
-        return out
-    thr0 = _med([w.metrics.output_throughput for w in base])
-    ttft0 = _med([w.metrics.ttft_ms.p50 for w in base])
-    if thr0 and (w := _two_running(rest, _decayed(thr0))):
-        detail = f"output {w.metrics.output_throughput:.1f} tok/s against {thr0:.1f} at the start"
-        out.append(_began(svc, "tok_s_decay", w, detail))
-    if ttft0 and (w := _two_running(rest, _grown(ttft0))):
-        detail = f"TTFT p50 {w.metrics.ttft_ms.p50:.0f} ms against {ttft0:.0f} ms at the start"
-        out.append(_began(svc, "ttft_growth", w, detail))
-    if (c := _creep(svc, ws)) is not None:
-        out.append(c)
-    if all(w.metrics.failed == 0 for w in base) and (w := next((x for x in rest if x.metrics.failed), None)):
-        detail = f"{w.metrics.failed} failed ({w.metrics.error_rate * 100:.0f} %)"
-        out.append(_began(svc, "error_onset", w, detail))
-    if w := next((x for x in ws if x.probe.restarted), None):
-        out.append(_began(svc, "restart", w, w.probe.note or "restarted"))
-    if w := next((x for x in ws if x.probe.healthy is False), None):
-        out.append(_began(svc, "unhealthy", w, f"/health {w.probe.health_status or 'unreachable'}"))
-    return out
-
-
-def detect_drift(windows: Sequence[SoakWindow]) -> list[Drift]:
-    """The drifts of each service, with the window where each began (rules in the module docstring)."""
-    by: dict[str, list[SoakWindow]] = {}
-    for w in windows:
-        by.setdefault(w.service, []).append(w)
-    out = [d for svc, ws in by.items() for d in _drift_one(svc, sorted(ws, key=lambda w: w.index))]
-    return sorted(out, key=lambda d: (d.window, d.service, d.kind))
 
 
 async def get_json(client: StreamClient, url: str, timeout: float) -> tuple[int, object]:
@@ -455,30 +304,3 @@ async def run_soak(
     """Run the soak; `hooks.stop` ends it with status "interrupted", keeping every finished window."""
     sr = SoakRunner(req, targets, load, settings, hooks)
     return await until_stopped(sr.run(), (hooks or RunHooks()).stop, lambda: sr.build("interrupted"))
-
-
-def soak_table(run: SoakRun) -> str:
-    lines = [
-        f"soak {run.id} · {run.status} · concurrency {run.concurrency} · {run.duration_s:g} s in "
-        f"{run.window_s:g} s windows · {len({w.index for w in run.windows})} window(s)"
-    ]
-    lines.append(
-        "window  t(s)     service              ok  err  out tok/s  TTFT p50  e2e p50  GPU MiB   health"
-    )
-    for w in run.windows:
-        m = w.metrics
-        mem = _gpu_values(w)
-        lines.append(
-            f"{w.index:<6}  {w.start_s:>5.0f}-{w.end_s:<3.0f} {w.service:<20} {m.n:>3} {m.failed:>4} "
-            f"{(m.output_throughput or 0):>10.1f} {(m.ttft_ms.p50 or 0):>9.0f} {(m.e2e_ms.p50 or 0):>8.0f} "
-            f"{('-' if mem is None else f'{mem:.0f}'):>8}   "
-            f"{'ok' if w.probe.healthy else 'DOWN' if w.probe.healthy is False else '-'}"
-            + (" RESTARTED" if w.probe.restarted else "")
-        )
-    lines.append("")
-    if run.drift:
-        for d in run.drift:
-            lines.append(f"DRIFT {d.service}: {d.kind} from window {d.window} ({d.at_s:.0f} s): {d.detail}")
-    else:
-        lines.append("no drift detected")
-    return "\n".join(lines) + "\n"

@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "http://127.0.0.1:9464 (no ssh connections of its own)")  # fmt: skip
     a.add_argument("--token-file", metavar="FILE", default=None, help="the collector's bearer token file")
     _record_args(p, suppress=False)
+    from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS  # the one default (the TUI dialog's too)
+
     b = p.add_argument_group("headless benchmark (--run-bench)")
     b.add_argument("--run-bench", action="store_true", help="run a benchmark headless; table on stdout")
     b.add_argument("--services", metavar="HOST/SVC,...", help="services to compare (default: all)")
@@ -216,7 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--workers", type=int, default=1, metavar="N", help="client processes (when one loop cannot keep up)"
     )
-    b.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="tokens per answer")
+    b.add_argument(
+        "--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, metavar="N", help="tokens per answer"
+    )
     b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
     b.add_argument(
         "--api",

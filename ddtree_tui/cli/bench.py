@@ -1,13 +1,19 @@
-"""Headless `ddtree-tui --run-bench`: progress on stderr, the table on stdout, JSON/CSV/history files.
+"""Headless `ddtree-tui --run-bench`: the command line parsed into one BenchRequest (a plain run) or
+ShapeRequest (`--load`, `--soak`, `--sessions`), run through a `Fleet` like the TUI's and the collector's
+runs (the fleet's bench desk, fleet/benching.py: same defaults, same targets, same rule for a stopped service);
+progress on stderr (counted by bench/progress.py, as the TUI's bench pane), the table on stdout, the
+JSON/CSV/HTML files here and the history line by the fleet.
 
 Exit codes: 0 every counted request succeeded; 1 the run finished but a request failed (the others are still
 measured and saved) or a service could not be reached; 2 bad usage or configuration; 130 interrupted (what
 was measured is still printed and saved).
 
-With `--demo` the demo profile's simulated services are started as child processes (bench/session.py) and stopped after;
-otherwise the services must already be running (the TUI or `ddtree-tui launch` starts them). With
-`--url http://127.0.0.1:PORT[,URL2...]` any running server is measured without a profile, on `--api generate`
-(SGLang), `chat` or `completions` (any OpenAI-compatible server). Our own ports never go through a proxy.
+With `--demo` the profile's simulated services are launched through the fleet (its own lifecycle, in a
+workdir of this run, on free ports when theirs are taken) and killed however the run ends (Ctrl-C, SIGTERM,
+SIGHUP); otherwise the services must already be running (the TUI or `ddtree-tui launch` starts them). With
+`--url http://127.0.0.1:PORT[,URL2...]` any running server is measured without a profile (the fleet has no
+host then; fleet/benching.py says why a URL is a target of its own), on `--api generate` (SGLang), `chat` or
+`completions` (any OpenAI-compatible server). Our own ports never go through a proxy.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shutil
 import signal
+import socket
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,29 +34,21 @@ from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history, report
-from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
-from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
-from ddtree_tui.bench.loadrun import LoadRun, LoadSettings, run_load
-from ddtree_tui.bench.loadrun import table as load_table
-from ddtree_tui.bench.models import BenchEvent, BenchRequest, BenchRun, BenchTarget
-from ddtree_tui.bench.prompts import PromptError, load_prompts
-from ddtree_tui.bench.runner import BenchUsageError, run_bench
-from ddtree_tui.bench.session import (
-    Session,
-    make_targets,
-    select_services,
-    soak_probes,
-    url_list,
-    url_ref,
-    url_targets,
-)
-from ddtree_tui.bench.soak import GpuWindow, SoakRun, SoakSettings, run_soak, soak_table
-from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.load import LoadError, parse_duration, parse_load, parse_slo
+from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchUsageError, ShapeRequest
+from ddtree_tui.bench.progress import BenchProgress
+from ddtree_tui.bench.prompts import PromptError, load_conversations, load_prompts
+from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, TurnResult
+from ddtree_tui.bench.tables import shape_table
+from ddtree_tui.bench.urls import url_list, url_ref
 from ddtree_tui.cli.common import UsageError, profiles_of
-from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.config import HostProfile, ServiceSpec, find_service
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.fleet.benching import BenchRefused
+from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-DEFAULT_TIMEOUT = 300.0
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _err(msg: str) -> None:
@@ -56,55 +56,175 @@ def _err(msg: str) -> None:
         print(f"ddtree-tui --run-bench: {msg}", file=sys.stderr, flush=True)
 
 
+# --- the request, built once ---------------------------------------------------------------------------------
+def select_services(
+    profiles: Sequence[HostProfile], services: str | None
+) -> list[tuple[HostProfile, ServiceSpec]]:
+    """`--services HOST/SVC,...` or every service of every profile; ValueError names what is unknown."""
+    if services:
+        refs = [s.strip() for s in services.split(",") if s.strip()]
+        if not refs:
+            raise ValueError("--services is empty")
+        return [find_service(profiles, r) for r in refs]
+    out = [(h, s) for h in profiles for s in h.service]
+    if not out:
+        raise ValueError("no services in the host profiles (add [[service]] tables or use --demo)")
+    return out
+
+
+def shape_fields(ns: argparse.Namespace) -> dict[str, Any] | None:
+    """The load shape asked for (ShapeRequest's fields), or None for a plain run (--concurrency N alone
+    stays the one-level run); LoadError names the option that is wrong."""
+    text = getattr(ns, "load", None)
+    dur = getattr(ns, "duration", None)
+    nreq = getattr(ns, "requests", None)
+    slo = getattr(ns, "slo", None)
+    soak = bool(getattr(ns, "soak", False))
+    window = getattr(ns, "window", None)
+    if text is None and dur is None and nreq is None and slo is None and not soak and window is None:
+        return None
+    if (soak or window is not None) and dur is None:
+        raise LoadError("--soak needs --duration (e.g. --duration 30m)")
+    if (soak or window is not None) and nreq is not None:
+        raise LoadError("--soak runs for --duration, not --requests")
+    if text is None:
+        text = f"concurrency:{ns.concurrency}" if ns.concurrency > 1 else "sync"
+    spec = parse_load(text)
+    if dur is not None and nreq is not None:
+        raise LoadError("give --duration or --requests, not both")
+    if nreq is not None and nreq < 1:
+        raise LoadError(f"--requests {nreq}: must be at least 1")
+    soak = soak or window is not None
+    log = getattr(ns, "soak_log", None) or (ns.json_out + ".windows.jsonl" if soak and ns.json_out else None)
+    return {
+        "load": spec.text,
+        "duration_s": parse_duration(dur) if dur is not None else None,
+        "requests": nreq,
+        "slo": parse_slo(slo).text if slo is not None else None,
+        "stop_on_saturation": not getattr(ns, "no_saturation_stop", False),
+        "soak": soak,
+        "window_s": parse_duration(window, "--window") if window is not None else 10.0,
+        "soak_log": log,
+    }
+
+
+def build_request(ns: argparse.Namespace, refs: Sequence[str] = (), urls: Sequence[str] = ()) -> BenchRequest:
+    """The one request of this run: a ShapeRequest for --load / --soak / --sessions, else a BenchRequest.
+    Options left out take the model's defaults (the TUI's and the collector's). ValidationError or
+    LoadError for a bad value."""
+    fields: dict[str, Any] = {
+        "refs": list(refs), "urls": list(urls), "prompts": ns.prompts, "repeats": ns.repeats,
+        "warmup": ns.warmup, "concurrency": ns.concurrency, "workers": getattr(ns, "workers", 1),
+        "max_new_tokens": ns.max_new_tokens, "temperature": ns.temperature,
+        "ignore_eos": bool(getattr(ns, "ignore_eos", False)), "api": ns.api, "model": getattr(ns, "model", None),
+        "baseline": ns.baseline,
+    }  # fmt: skip
+    if ns.timeout is not None:
+        fields["timeout"] = ns.timeout
+    if getattr(ns, "sessions", None) is not None:
+        turns, think = getattr(ns, "turns", None), getattr(ns, "think_time", None)
+        agentic = {"sessions": ns.sessions, "turns": turns or 6, "think_time_s": think or 0.0}
+        return ShapeRequest(**fields, **agentic)
+    shape = shape_fields(ns)
+    return ShapeRequest(**fields, **shape) if shape is not None else BenchRequest(**fields)
+
+
+# --- progress ------------------------------------------------------------------------------------------------
 class Progress:
-    """Human progress lines on stderr."""
+    """Human progress lines on stderr from the fleet's events, counted by the one progress reducer (the
+    TUI's bench pane folds the same events the same way); the fleet's warnings as they come."""
 
-    def __init__(self, stream: IO[str] | None = None) -> None:
+    def __init__(self, shaped: bool = False, stream: IO[str] | None = None) -> None:
         self.stream = stream or sys.stderr
+        self.progress = BenchProgress()
+        if shaped:
+            self.progress.reset_load("starting")
 
-    def __call__(self, ev: BenchEvent) -> None:
+    def __call__(self, ev: FleetEvent) -> None:
         with contextlib.suppress(OSError):  # a hung-up terminal (SIGHUP) must not abort the run
-            self._show(ev)
+            if isinstance(ev, BenchEventWrap):
+                self.progress.apply(ev.event)
+                self._show(ev.event)
+            elif isinstance(ev, Notice) and ev.severity != "information":
+                _err(ev.text)
 
-    def _show(self, ev: BenchEvent) -> None:
-        out = self.stream
-        if ev.kind == "run_started":
+    def _line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def _show(self, ev: Any) -> None:
+        kind = getattr(ev, "kind", None)
+        if kind == "run_started":
             names = ", ".join(f"{t.ref} ({t.algorithm}/{t.mode or '-'})" for t in ev.targets)
             how = f"concurrency {ev.concurrency}"
             if ev.prompts_cycled:
                 how += f" ({len(ev.prompts)} prompts cycled to keep {ev.concurrency} in flight)"
             if ev.workers > 1:
                 how += f", {ev.workers} client worker processes"
-            print(f"bench {ev.run_id}: {ev.total} requests over {names}; {how}", file=out, flush=True)
-        elif ev.kind == "prompt_finished":
-            r = ev.result
-            where = f"{r.service} ({r.algorithm}/{r.mode or '-'}) {r.prompt_id} #{r.repeat + 1}"
-            tag = "warm-up" if r.warmup else f"[{ev.done}/{ev.total}]"
-            if r.ok:
-                acc = f", accept {r.accept_length:.2f}" if r.accept_length is not None else ""
-                ttft = f"{r.ttft_s * 1000:.0f} ms" if r.ttft_s is not None else "-"
-                rate = f"{r.tok_s:.1f}" if r.tok_s is not None else "-"
-                print(
-                    f"{tag} {where}: {rate} tok/s, TTFT {ttft}{acc}, {r.output_tokens} tokens",
-                    file=out,
-                    flush=True,
-                )
-            else:
-                print(f"{tag} {where}: FAILED: {r.error}", file=out, flush=True)
-        elif ev.kind == "run_finished":
+            self._line(f"bench {ev.run_id}: {ev.total} requests over {names}; {how}")
+        elif kind == "prompt_finished":
+            self._finished(ev.result)
+        elif kind == "run_finished":
             run = ev.run
             aborted = f" ({run.aborted} aborted by the server)" if run.aborted else ""
-            print(
-                f"bench {run.id}: {run.status}, {run.failed} failed{aborted}, {run.wall_s or 0:.1f} s",
-                file=out,
-                flush=True,
-            )
+            self._line(f"bench {run.id}: {run.status}, {run.failed} failed{aborted}, {run.wall_s or 0:.1f} s")
             if run.client_bound and run.client is not None:
-                print(f"bench {run.id}: CLIENT-BOUND: {run.client.reason}", file=out, flush=True)
+                self._line(f"bench {run.id}: CLIENT-BOUND: {run.client.reason}")
+        elif kind == "level_started":
+            self._line(f"load {ev.run_id}: level {ev.index + 1}/{ev.count} {ev.label}")
+        elif kind == "level_finished":
+            for s in ev.result.services:
+                thr = f"{s.output_throughput:.1f}" if s.output_throughput is not None else "-"
+                ttft = f"{s.ttft_ms.p50:.0f} ms" if s.ttft_ms.p50 is not None else "-"
+                sat = f" SATURATED ({s.saturation})" if s.saturated else ""
+                self._line(
+                    f"  {ev.result.label} {s.service}: {s.n} ok, {s.failed} failed, {thr} out tok/s, "
+                    f"TTFT p50 {ttft}{sat}"
+                )
+        elif kind == "load_finished":
+            run = ev.run
+            self._line(
+                f"load {run.id}: {run.status}, {len(run.levels)} level(s), {run.failed} failed, "
+                f"{run.wall_s or 0:.1f} s"
+            )
+        elif kind == "soak_window":
+            m = ev.metrics
+            mem = ev.gpu_memory_mib()
+            self._line(
+                f"soak {ev.run_id}: window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s) {ev.service}: "
+                f"{m.n} ok, {m.failed} failed, {(m.output_throughput or 0):.1f} out tok/s, TTFT p50 "
+                f"{(m.ttft_ms.p50 or 0):.0f} ms" + (f", GPU {mem:.0f} MiB" if mem is not None else "")
+            )
+        elif isinstance(ev, TurnResult):
+            what = (
+                f"TTFT {ev.ttft_ms:.0f} ms, {ev.prompt_tokens} prompt tokens ({ev.cached_tokens} cached), "
+                f"{ev.output_tokens} out"
+                if ev.ok
+                else f"FAILED: {ev.error}"
+            )
+            self._line(f"{ev.service} {ev.session} turn {ev.turn}: {what}")
+
+    def _finished(self, r: Any) -> None:
+        """A request's line: every one of a plain run (`[done/total]`), the failures of a load or soak."""
+        p = self.progress
+        if p.shaped:
+            if not r.ok:
+                self._line(f"  {r.service} {r.prompt_id}: FAILED: {r.error}")
+            return
+        where = f"{r.service} ({r.algorithm}/{r.mode or '-'}) {r.prompt_id} #{r.repeat + 1}"
+        tag = "warm-up" if r.warmup else f"[{p.done}/{p.total}]"
+        if r.ok:
+            acc = f", accept {r.accept_length:.2f}" if r.accept_length is not None else ""
+            ttft = f"{r.ttft_s * 1000:.0f} ms" if r.ttft_s is not None else "-"
+            rate = f"{r.tok_s:.1f}" if r.tok_s is not None else "-"
+            self._line(f"{tag} {where}: {rate} tok/s, TTFT {ttft}{acc}, {r.output_tokens} tokens")
+        else:
+            self._line(f"{tag} {where}: FAILED: {r.error}")
 
 
+# --- output --------------------------------------------------------------------------------------------------
 def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
-    """Write --json, --csv and the history line; returns the problems (never raises for I/O)."""
+    """Write --json, --csv and --html; returns the problems (never raises for I/O). The history line is the
+    fleet's (fleet/benching.py)."""
     problems: list[str] = []
     outputs: list[tuple[str | None, Callable[[], str]]] = [
         (ns.json_out, lambda: report.to_json(run)),
@@ -125,11 +245,6 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
             html_for_run(run, html_out, source=ns.json_out)
         except OSError as e:
             problems.append(f"cannot write {html_out}: {e.strerror or e}")
-    hist = _history_path(ns)
-    try:
-        history.append(run, hist)
-    except OSError as e:
-        problems.append(f"cannot append to history {hist}: {e.strerror or e}")
     return problems
 
 
@@ -140,254 +255,136 @@ def _atomic_write(path: Path, text: str) -> None:
     atomicio.write_file(path, text)
 
 
-def build_request(ns: argparse.Namespace) -> BenchRequest:
-    return BenchRequest(
-        prompts=ns.prompts,
-        repeats=ns.repeats,
-        warmup=ns.warmup,
-        concurrency=ns.concurrency,
-        workers=getattr(ns, "workers", 1),
-        max_new_tokens=ns.max_new_tokens,
-        temperature=ns.temperature,
-        ignore_eos=bool(getattr(ns, "ignore_eos", False)),
-        api=ns.api,
-        model=getattr(ns, "model", None),
-        timeout=ns.timeout if ns.timeout is not None else DEFAULT_TIMEOUT,
-        baseline=ns.baseline,
-    )
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@dataclass
-class LoadArgs:
-    """--load, --duration, --requests, --slo parsed."""
-
-    spec: LoadSpec
-    duration_s: float | None = None
-    requests: int | None = None
-    slo: Slo | None = None
-    stop_on_saturation: bool = True
-    soak: bool = False
-    window_s: float = 10.0
-    soak_log: str | None = None
-
-    def load_settings(self) -> LoadSettings:
-        return LoadSettings(
-            duration_s=self.duration_s,
-            requests=self.requests,
-            slo=self.slo,
-            stop_on_saturation=self.stop_on_saturation,
-        )
-
-
-def load_args(ns: argparse.Namespace) -> LoadArgs | None:
-    """The load shape asked for, or None for a plain run (--concurrency N alone stays the one-level run);
-    LoadError names the option that is wrong."""
-    text = getattr(ns, "load", None)
-    dur = getattr(ns, "duration", None)
-    nreq = getattr(ns, "requests", None)
-    slo = getattr(ns, "slo", None)
-    soak = bool(getattr(ns, "soak", False))
-    window = getattr(ns, "window", None)
-    if text is None and dur is None and nreq is None and slo is None and not soak and window is None:
-        return None
-    if (soak or window is not None) and dur is None:
-        raise LoadError("--soak needs --duration (e.g. --duration 30m)")
-    if (soak or window is not None) and nreq is not None:
-        raise LoadError("--soak runs for --duration, not --requests")
-    if text is None:
-        text = f"concurrency:{ns.concurrency}" if ns.concurrency > 1 else "sync"
-    spec = parse_load(text)
-    if dur is not None and nreq is not None:
-        raise LoadError("give --duration or --requests, not both")
-    if nreq is not None and nreq < 1:
-        raise LoadError(f"--requests {nreq}: must be at least 1")
-    return LoadArgs(
-        spec=spec,
-        duration_s=parse_duration(dur) if dur is not None else None,
-        requests=nreq,
-        slo=parse_slo(slo) if slo is not None else None,
-        stop_on_saturation=not getattr(ns, "no_saturation_stop", False),
-        soak=soak or window is not None,
-        window_s=parse_duration(window, "--window") if window is not None else 10.0,
-        soak_log=getattr(ns, "soak_log", None),
-    )
-
-
-class LoadProgress(Progress):
-    """Progress lines for a load run: one a level, and failures."""
-
-    def _show(self, ev: Any) -> None:
-        out = self.stream
-        kind = getattr(ev, "kind", None)
-        if kind == "level_started":
-            print(f"load {ev.run_id}: level {ev.index + 1}/{ev.count} {ev.label}", file=out, flush=True)
-        elif kind == "level_finished":
-            for s in ev.result.services:
-                thr = f"{s.output_throughput:.1f}" if s.output_throughput is not None else "-"
-                ttft = f"{s.ttft_ms.p50:.0f} ms" if s.ttft_ms.p50 is not None else "-"
-                sat = f" SATURATED ({s.saturation})" if s.saturated else ""
-                print(
-                    f"  {ev.result.label} {s.service}: {s.n} ok, {s.failed} failed, {thr} out tok/s, "
-                    f"TTFT p50 {ttft}{sat}",
-                    file=out,
-                    flush=True,
-                )
-        elif kind == "prompt_finished" and not ev.result.ok:
-            r = ev.result
-            print(f"  {r.service} {r.prompt_id}: FAILED: {r.error}", file=out, flush=True)
-        elif kind == "load_finished":
-            run = ev.run
-            print(
-                f"load {run.id}: {run.status}, {len(run.levels)} level(s), {run.failed} failed, "
-                f"{run.wall_s or 0:.1f} s",
-                file=out,
-                flush=True,
-            )
-
-
-async def _run_agentic(ns: argparse.Namespace, req: BenchRequest, targets: list[BenchTarget]) -> int:
-    def on_turn(tr: TurnResult) -> None:
-        with contextlib.suppress(OSError):
-            what = (
-                f"TTFT {tr.ttft_ms:.0f} ms, {tr.prompt_tokens} prompt tokens ({tr.cached_tokens} cached), "
-                f"{tr.output_tokens} out"
-                if tr.ok
-                else f"FAILED: {tr.error}"
-            )
-            print(f"{tr.service} {tr.session} turn {tr.turn}: {what}", file=sys.stderr, flush=True)
-
-    if req.api != "generate":
-        from ddtree_tui.bench.runner import _with_model
-
-        async with StreamClient() as client:
-            targets = [await _with_model(client, t, req.model) for t in targets]
-    run = await run_agentic(
-        req,
-        targets,
-        sessions=ns.sessions,
-        turns=getattr(ns, "turns", None) or DEFAULT_TURNS,
-        think_time_s=getattr(ns, "think_time", None) or 0.0,
-        dataset=None if ns.prompts == "agentic" else ns.prompts,
-        on_turn=on_turn,
-    )
-    _emit_shape_run(ns, run, agentic_table(run))
-    return EXIT_FAIL if run.failed else EXIT_OK
-
-
-class SoakProgress(Progress):
-    def _show(self, ev: Any) -> None:
-        kind = getattr(ev, "kind", None)
-        if kind == "soak_window":
-            m = ev.metrics
-            mem = sum(g.memory_used_mib or 0 for g in ev.probe.gpus) if ev.probe.gpus else None
-            print(
-                f"soak {ev.run_id}: window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s) {ev.service}: "
-                f"{m.n} ok, {m.failed} failed, {(m.output_throughput or 0):.1f} out tok/s, TTFT p50 "
-                f"{(m.ttft_ms.p50 or 0):.0f} ms" + (f", GPU {mem:.0f} MiB" if mem is not None else ""),
-                file=self.stream,
-                flush=True,
-            )
-        elif kind == "prompt_finished" and not ev.result.ok:
-            print(f"  {ev.result.service}: FAILED: {ev.result.error}", file=self.stream, flush=True)
-
-
-async def _soak_settings(
-    ns: argparse.Namespace,
-    la: LoadArgs,
-    sess: Session,
-    targets: list[BenchTarget],
-    chosen: list[tuple[HostProfile, ServiceSpec]],
-) -> SoakSettings:
-    """The soak's settings: each service's GPU probe, its window log (next to --json unless named) and the
-    history, where the start line and each window go as they come."""
-    probes = await soak_probes(sess, targets, chosen)
-
-    async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
-        return await probes[t.ref](t)
-
-    log = la.soak_log or (ns.json_out + ".windows.jsonl" if ns.json_out else None)
-    assert la.duration_s is not None
-    return SoakSettings(
-        duration_s=la.duration_s,
-        window_s=la.window_s,
-        slo=la.slo,
-        log_path=Path(log) if log else None,
-        gpu_probe=probe,
-        history_path=_history_path(ns),
-    )
-
-
-async def _run_shape(
-    ns: argparse.Namespace,
-    req: BenchRequest,
-    targets: list[BenchTarget],
-    la: LoadArgs,
-    stop: asyncio.Event,
-    sess: Session,
-    chosen: list[tuple[HostProfile, ServiceSpec]],
-) -> int:
-    """A load ladder or a soak, reported alike (table, --json, history, --html); a soak that drifted fails
-    like a ladder with failed requests."""
-    run: LoadRun | SoakRun
-    if la.soak:
-        settings = await _soak_settings(ns, la, sess, targets, chosen)
-        run = await run_soak(req, targets, la.spec, settings, sess.hooks(SoakProgress(), stop))
-        table, bad = soak_table(run), bool(run.failed or run.drift)
-    else:
-        run = await run_load(req, targets, la.spec, la.load_settings(), sess.hooks(LoadProgress(), stop))
-        table, bad = load_table(run), bool(run.failed)
-    _emit_shape_run(ns, run, table)
-    _write_load_html(ns, run)
-    if run.status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_FAIL if bad else EXIT_OK
-
-
 def _history_path(ns: argparse.Namespace) -> Path:
     return Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
 
 
-def _emit_shape_run(ns: argparse.Namespace, run: history.ShapeRun, table: str) -> None:
-    """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly), its --json file and
-    its history line."""
-    with contextlib.suppress(OSError):
-        sys.stdout.write(table)
+def _stdout(text: str) -> None:
+    with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone: the files still get written
+        sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _emit_plain(ns: argparse.Namespace, run: BenchRun) -> int:
+    _stdout(report.table(run))
+    for p in save(run, ns):
+        _err(p)
+    if run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if run.failed else EXIT_OK
+
+
+def _emit_shape(ns: argparse.Namespace, run: ShapeRun) -> int:
+    """A load, soak or agentic run's table on stdout, its --json file and (load, soak) its --html page; a
+    soak that drifted fails like a ladder with failed requests."""
+    _stdout(shape_table(run))
     if ns.json_out:
         try:
             _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
         except OSError as e:
             _err(f"cannot write {ns.json_out}: {e.strerror or e}")
-    hist = _history_path(ns)
+    html = getattr(ns, "html_out", None)
+    if html and isinstance(run, LoadRun | SoakRun):
+        from ddtree_tui.report.loadhtml import write_load_html
+
+        try:
+            write_load_html(run, html)
+        except OSError as e:
+            _err(f"cannot write {html}: {e.strerror or e}")
+    if isinstance(run, LoadRun | SoakRun) and run.status == "interrupted":
+        return EXIT_INTERRUPTED
+    bad = bool(run.failed or (isinstance(run, SoakRun) and run.drift))
+    return EXIT_FAIL if bad else EXIT_OK
+
+
+# --- the run, through a fleet --------------------------------------------------------------------------------
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def demo_profiles(profiles: Sequence[HostProfile], workdir: str) -> list[HostProfile]:
+    """The demo's local hosts for this run: a workdir of their own (their simulated services are launched
+    and killed by this run; nothing else should find them) and a free port for a service whose port is taken
+    (another demo running here)."""
+    out = []
+    for h in profiles:
+        if not h.is_local:
+            out.append(h)
+            continue
+        svcs = [
+            s.model_copy(update={"port": _free_port()})
+            if s.launcher == "sim" and not _port_free(s.port)
+            else s
+            for s in h.service
+        ]
+        out.append(h.model_copy(update={"workdir": workdir, "service": svcs}))
+    return out
+
+
+async def _prepare(fleet: Fleet, req: BenchRequest, demo: bool) -> str | None:
+    """Hosts connected, the demo's simulated services launched and ready, every status known (so the desk
+    leaves out what is stopped); None, or why the run cannot go on."""
+    if not req.refs:
+        return None
+    specs = {r: fleet.spec_of(r) for r in req.refs}
+    sims = [r for r, (h, s) in specs.items() if demo and h.is_local and s.launcher == "sim"]
+    remote = sorted({h.name for h, _ in specs.values() if not h.is_local})
+    what = [f"starting simulated {', '.join(sims)}"] if sims else []
+    what += [f"connecting to {', '.join(remote)}"] if remote else []
+    _err(f"preparing {len(req.refs)} service(s){': ' + '; '.join(what) if what else ''}")
+    for name in remote:
+        host = next(h for h, _ in specs.values() if h.name == name)
+        t = fleet.transport(name)
+        if not await t.wait_connected(host.connect_timeout + 2.0):
+            return f"cannot reach host {name}: {t.status.error or 'timed out'}"
+    await fleet.wait_settled(5.0)
+
+    async def up(ref: str) -> str | None:
+        res = await fleet.launch(ref)
+        if not res.ok and "already" not in res.message:
+            return res.message
+        st = await fleet.wait_service(
+            ref, {"ready", "crashed", "stopped"}, specs[ref][1].sim.load_time + 30.0
+        )
+        return None if st.state == "ready" else f"simulated {ref} did not come up: {st.state} ({st.detail})"
+
+    for problem in await asyncio.gather(*(up(r) for r in sims)):
+        if problem:
+            return problem
+    return None
+
+
+async def _run(
+    fleet: Fleet, req: BenchRequest, demo: bool, stop: asyncio.Event
+) -> BenchRun | ShapeRun | tuple[int, str]:
+    """The run through the fleet, or (exit code, why not)."""
     try:
-        history.append_shape(run, hist)
-    except OSError as e:
-        _err(f"cannot append to history {hist}: {e.strerror or e}")
+        problem = await _prepare(fleet, req, demo)
+        if problem is not None:
+            return EXIT_FAIL, problem
+        if stop.is_set():
+            return EXIT_INTERRUPTED, "interrupted before the run began"
+        if isinstance(req, ShapeRequest):
+            return await fleet.run_load_shape(req, stop)
+        return await fleet.run_bench(req, stop)
+    except (BenchUsageError, LoadError) as e:
+        return EXIT_USAGE, str(e)
+    except (BenchRefused, RuntimeError, OSError) as e:
+        return EXIT_FAIL, str(e)
 
 
-def _write_load_html(ns: argparse.Namespace, run: LoadRun | SoakRun) -> None:
-    path = getattr(ns, "html_out", None)
-    if not path:
-        return
-    from ddtree_tui.report.loadhtml import write_load_html
-
-    try:
-        write_load_html(run, path)
-    except OSError as e:
-        _err(f"cannot write {path}: {e.strerror or e}")
-
-
-async def _main(
-    ns: argparse.Namespace,
-    req: BenchRequest,
-    chosen: list[tuple[HostProfile, ServiceSpec]],
-    load: LoadArgs | None = None,
-    agentic: bool = False,
-) -> int:
-    sess = Session()
+async def _main(ns: argparse.Namespace, req: BenchRequest, profiles: list[HostProfile]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -402,48 +399,37 @@ async def _main(
     for sig in _STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
+    printer = Progress(shaped=isinstance(req, ShapeRequest))
+    outcome: BenchRun | ShapeRun | tuple[int, str]
     try:
-        sims = [f"{h.name}/{s.name}" for h, s in chosen if ns.demo and h.is_local and s.launcher == "sim"]
-        remote = sorted({h.name for h, _ in chosen if not h.is_local})
-        what = [f"starting simulated {', '.join(sims)}"] if sims else []
-        what += [f"connecting to {', '.join(remote)}"] if remote else []
-        _err(f"preparing {len(chosen)} service(s){': ' + '; '.join(what) if what else ''}")
-        try:
-            if getattr(ns, "url", None):
-                targets = await url_targets(url_list(ns.url))
-            else:
-                targets = await make_targets(sess, chosen, ns.demo, note=_err)
-        except (RuntimeError, OSError) as e:
-            _err(str(e))
-            return EXIT_FAIL
-        if stop.is_set():
-            return EXIT_INTERRUPTED
-        try:
-            if agentic:
-                return await _run_agentic(ns, req, targets)
-            if load is not None:
-                return await _run_shape(ns, req, targets, load, stop, sess, chosen)
-            run = await run_bench(
-                req, targets, on_event=Progress(), stop=stop, gates=sess.gates, where=sess.where
-            )
-        except BenchUsageError as e:
-            _err(str(e))
-            return EXIT_USAGE
+        async with Fleet.open(
+            profiles, demo=bool(ns.demo), telemetry=False, watch=False, history_path=_history_path(ns)
+        ) as fleet:
+            q = fleet.subscribe()
+
+            async def pump() -> None:
+                while True:
+                    printer(await q.get())
+
+            pumping = asyncio.create_task(pump())
+            try:
+                outcome = await _run(fleet, req, bool(ns.demo), stop)
+            finally:
+                pumping.cancel()
+                with contextlib.suppress(BaseException):
+                    await pumping
+                while not q.empty():  # the fleet's last words before ours
+                    printer(q.get_nowait())
+                fleet.unsubscribe(q)
     finally:
-        sess.stop_sims()
-        await sess.close_transports()
         for sig in _STOP_SIGNALS:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
-    with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone: the files still get written
-        sys.stdout.write(report.table(run))
-        sys.stdout.flush()
-    for p in save(run, ns):
-        with contextlib.suppress(OSError):
-            _err(p)
-    if run.status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_FAIL if run.failed else EXIT_OK
+    if isinstance(outcome, tuple):
+        _err(outcome[1])
+        return outcome[0]
+    run = outcome
+    return _emit_plain(ns, run) if isinstance(run, BenchRun) else _emit_shape(ns, run)
 
 
 def cli_main(ns: argparse.Namespace) -> int:
@@ -489,19 +475,23 @@ def cli_main(ns: argparse.Namespace) -> int:
     except PromptError as e:
         _err(str(e))
         return EXIT_USAGE
-    refs = [url_ref(u) for u in urls] if urls else [f"{h.name}/{s.name}" for h, s in chosen]
+    refs = [f"{h.name}/{s.name}" for h, s in chosen]
+    names = [url_ref(u) for u in urls] if urls else refs
     if urls and ns.baseline and ns.baseline.rstrip("/") in urls:
         ns.baseline = url_ref(ns.baseline.rstrip("/"))
-    if len(set(refs)) != len(refs):
-        _err(f"a service is listed twice: {', '.join(refs)}")
+    if len(set(names)) != len(names):
+        _err(f"a service is listed twice: {', '.join(names)}")
         return EXIT_USAGE
-    if ns.baseline and ns.baseline not in refs:
-        _err(f"--baseline {ns.baseline} is not among the services ({', '.join(refs)})")
+    if ns.baseline and ns.baseline not in names:
+        _err(f"--baseline {ns.baseline} is not among the services ({', '.join(names)})")
         return EXIT_USAGE
-    if not ns.baseline and len(refs) > 1:
-        ns.baseline = refs[0]  # deltas against the first service unless told otherwise
+    if not ns.baseline and len(names) > 1:
+        ns.baseline = names[0]  # deltas against the first service unless told otherwise
+    if agentic and (getattr(ns, "load", None) or getattr(ns, "soak", False)):
+        _err("--sessions runs closed-loop conversations: leave out --load and --soak")
+        return EXIT_USAGE
     try:
-        req = build_request(ns)
+        req = build_request(ns, refs, urls)
     except ValidationError as e:
         for err in e.errors():
             opt = "--" + "-".join(str(x) for x in err.get("loc", ())).replace("_", "-")
@@ -509,20 +499,19 @@ def cli_main(ns: argparse.Namespace) -> int:
                 f"{opt}: {str(err.get('msg', 'invalid value')).removeprefix('Value error, ')} (got {err.get('input')!r})"
             )
         return EXIT_USAGE
-    except ValueError as e:
+    except ValueError as e:  # LoadError too
         _err(str(e))
         return EXIT_USAGE
-    if agentic:
-        if getattr(ns, "load", None) or getattr(ns, "soak", False):
-            _err("--sessions runs closed-loop conversations: leave out --load and --soak")
-            return EXIT_USAGE
-        return asyncio.run(_main(ns, req, chosen, None, agentic=True))
-    try:
-        la = load_args(ns)
-    except LoadError as e:
-        _err(str(e))
-        return EXIT_USAGE
-    if la is not None and ns.csv_out:
+    if isinstance(req, ShapeRequest) and not req.sessions and ns.csv_out:
         _err("--csv is for plain runs; a --load or --soak run writes --json (schema 2) and --html")
         return EXIT_USAGE
-    return asyncio.run(_main(ns, req, chosen, la))
+    hosts = {h.name for h, _ in chosen}
+    profiles = [h for h in profiles_of(ns) if h.name in hosts] if chosen else []
+    if not ns.demo:
+        return asyncio.run(_main(ns, req, profiles))
+    Path(".ddtree").mkdir(exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="run-bench-demo-", dir=".ddtree")
+    try:
+        return asyncio.run(_main(ns, req, demo_profiles(profiles, str(Path(workdir).resolve()))))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from ddtree_tui.bench.agentic import AgenticRun
+from ddtree_tui.bench.results import AgenticRun
 from ddtree_tui.cli.args import ReportArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err, handler
 from ddtree_tui.report.loadhtml import shape_runs_in, shape_text, write_load_html
@@ -82,6 +82,33 @@ def _shapes_main(args: ReportArgs) -> int | None:
     return _html(args.html_out, lambda path: write_load_html(last, path))
 
 
+def _mixed_main(ns: ReportArgs) -> int | None:
+    """Several files of which some are load, soak or agentic runs (schema 2): the plain runs compared as
+    always, then each other run's table under its file's name; None when every file is a plain run. Every
+    kind of run this version writes can be read back beside the others."""
+    if len(ns.runs) < 2:
+        return None
+    shapes = {p: shape_runs_in(p) for p in ns.runs}
+    if not any(shapes.values()):
+        return None
+    plain = [p for p in ns.runs if not shapes[p]]
+    try:
+        runs = load_runs(plain) if plain else []
+    except ReportInputError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    if ns.html_out and not runs:
+        _err("--html with several files takes plain runs (one load or soak run: report FILE --html PAGE)")
+        return EXIT_USAGE
+    if runs:
+        sys.stdout.write(terminal_text(runs) + "\n")
+    for p in ns.runs:
+        for run in shapes[p] or []:
+            sys.stdout.write(f"{p}: {run.kind} run {run.id}\n{shape_text(run)}\n")
+    sys.stdout.flush()
+    return _html(ns.html_out, lambda path: write_html(runs, path)) if runs else EXIT_OK
+
+
 @handler("report", ReportArgs)
 def cli_main(args: ReportArgs) -> int:
     sweep = _sweep_main(args)
@@ -90,6 +117,9 @@ def cli_main(args: ReportArgs) -> int:
     shapes = _shapes_main(args)
     if shapes is not None:
         return shapes
+    mixed = _mixed_main(args)
+    if mixed is not None:
+        return mixed
     try:
         runs = load_runs(list(args.runs))
     except ReportInputError as e:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from ddtree_tui.bench.session import url_list, url_ref
 from ddtree_tui.bench.smoke import SmokeResult, smoke_request
+from ddtree_tui.bench.urls import url_list, url_ref
 from ddtree_tui.cli.args import SmokeArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile

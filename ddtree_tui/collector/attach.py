@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 from pydantic import TypeAdapter
 
-from ddtree_tui.bench.models import BenchEvent
+from ddtree_tui.bench.models import BenchEvent, BenchRequest
 from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
@@ -217,8 +217,8 @@ class FollowerFleet(PubSub[Any]):
         """A failed SmokeResult whatever the settings: nothing is sent from here."""
         return failed(ref, f"this view follows {self.source_label}: no request sent from it")
 
-    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> Outcome:
-        """Refused whatever the settings (the UI's FleetLike.run_bench lists them)."""
+    async def run_bench(self, req: BenchRequest) -> Outcome:
+        """Refused whatever the request."""
         return self._refuse("bench")
 
     async def doctor(self, host: str) -> DoctorReport:
@@ -270,17 +270,9 @@ class _IntentsOverHttp:
         """POST /intents/KIND with the intent's body (the collector parses it into the same union)."""
         return await self._post(intent.kind, intent_body(intent), describe(intent))
 
-    async def run_bench(
-        self,
-        refs: list[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-    ) -> Outcome:
-        body = {"refs": list(refs), "prompt_set": prompt_set, "repeats": repeats,
-                "max_new_tokens": max_new_tokens, "baseline": baseline}  # fmt: skip
-        return await self._post("bench", body, "bench")
+    async def run_bench(self, req: BenchRequest) -> Outcome:
+        """The request as it is, to the collector's fleet (POST /intents/bench)."""
+        return await self._post("bench", req.model_dump(mode="json", exclude_defaults=True), "bench")
 
 
 class AttachedFleet(_IntentsOverHttp, FollowerFleet):

@@ -102,7 +102,11 @@ class IntentRoutes:
             if self._bench is not None and not self._bench.done():
                 return Outcome.refused("a benchmark is already running on this collector")
             self._bench = asyncio.create_task(self._run_bench(intent))
-            p = intent.params
+            p = intent.request
+            if not p.refs:
+                return Outcome(
+                    ok=False, invalid=True, message="bad bench intent: refs: name at least one HOST/SVC"
+                )
             return Outcome(ok=True, message=f"bench started: {p.prompt_set} on {', '.join(p.refs)}")
         res = await self.fleet.do(intent)
         if isinstance(intent, Todo) and res.ok:

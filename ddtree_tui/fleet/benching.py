@@ -1,9 +1,18 @@
-"""The fleet's bench desk: targets from the fleet's services, plain runs, load shapes (ladders, soaks,
-agentic sessions), the soak's GPU probe from the fleet's own telemetry, and the bench history. One run at a
-time (its lock); every engine event is published as BenchEventWrap.
+"""The fleet's bench desk: every benchmark, whichever face asked for it (the TUI, `--run-bench`, the
+collector), is run here, from one BenchRequest / ShapeRequest, with the same defaults and the same rules.
 
-Moved here from fleet.py as it was (issue 24): the bench side rewrites this orchestration (one BenchRequest
-built at the face) and replaces this module; until then its logic is kept unchanged.
+What the desk does: turn the request's services into targets (127.0.0.1 for a local host, a port forwarded
+through the host's own SSH transport otherwise, a running server by URL for `--url`), leave out a service
+that is not running (stopped or crashed) with a word, the same rule for a plain run and a load shape, run the
+engine (bench/runner.py, loadrun.py, soak.py, agentic.py) with its events published on the fleet, probe a
+soak's GPUs, and append the run to the bench history.
+
+`--url` targets are a kind of their own here, not a made-up host profile: a URL names a server we neither
+launched nor watch, may be https or another machine, and its results are named host:port as they always
+were; what it runs comes from its own /server_info.
+
+It needs five things of the fleet, named by the `BenchFleet` Protocol, so it can be moved (into the fleet
+package) or tested without the rest of `Fleet`.
 """
 
 from __future__ import annotations
@@ -11,183 +20,274 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
-from ddtree_tui.fleet.hosts import Hosts
+from ddtree_tui.bench import history
+from ddtree_tui.bench.agentic import run_agentic
+from ddtree_tui.bench.client import server_info
+from ddtree_tui.bench.load import parse_load, parse_slo
+from ddtree_tui.bench.loadrun import LoadSettings, run_load
+from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
+from ddtree_tui.bench.results import AnyRun, GpuWindow, ShapeRun
+from ddtree_tui.bench.runner import Gate, RunHooks, run_bench, with_model
+from ddtree_tui.bench.soak import GpuProbe, SoakSettings, gpu_windows, host_gpu_probe, run_soak, sim_gpu_probe
+from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.urls import url_ref
+from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
 from ddtree_tui.model.snapshot import FleetSnapshot
+from ddtree_tui.services.launchline import build_launch
+from ddtree_tui.transport import Transport
 
-if TYPE_CHECKING:
-    from ddtree_tui.bench.agentic import AgenticRun
-    from ddtree_tui.bench.loadrun import LoadRun
-    from ddtree_tui.bench.models import BenchRun, BenchTarget
-    from ddtree_tui.bench.soak import GpuProbe, GpuWindow, SoakRun
+R = TypeVar("R", bound=BenchRequest)
+NOT_RUNNING = frozenset({"stopped", "crashed"})  # no server of ours behind the port: never measured
 
 
-class Benching:
-    """Bench runs over the fleet's services; `history_path` is where runs are appended."""
+class BenchRefused(RuntimeError):
+    """Nothing to measure (every service left out), or a service that cannot be reached; the words say why."""
 
-    def __init__(
-        self,
-        hosts: Hosts,
-        publish: Callable[[FleetEvent], None],
-        snapshot: Callable[[], FleetSnapshot],
-        history_path: Path,
-    ) -> None:
-        self._hosts = hosts
-        self._publish = publish
-        self._snapshot = snapshot
-        self.history_path = history_path
-        self._bench_lock = asyncio.Lock()
-        self.bench_running = False
+
+class BenchFleet(Protocol):
+    """What the desk takes from the fleet: the services' specs and where they run, their status, the hosts'
+    transports, and the event stream it publishes on."""
+
+    @property
+    def history_path(self) -> Path: ...
+    def spec_of(self, ref: str) -> tuple[HostProfile, ServiceSpec]: ...
+    async def service_url(self, ref: str) -> str: ...
+    def snapshot(self) -> FleetSnapshot: ...
+    def transport(self, host: str) -> Transport: ...
+    def publish(self, ev: FleetEvent) -> None: ...
+
+
+def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
+    """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
+    the host's telemetry source (replay: the GPU numbers are a recording)."""
+    try:
+        argv: list[str] | None = build_launch(host, spec).argv
+    except Exception:  # a manifest must never stop a benchmark
+        argv = None
+    return {"argv": argv, "gpus": list(spec.gpus) or None, "telemetry": host.telemetry.source}
+
+
+_ALGOS = {"DFLASH": "dflash", "DDTREE": "ddtree"}
+
+
+async def url_targets(urls: Sequence[str], timeout: float = 5.0) -> list[BenchTarget]:
+    """A target for each running server given by URL: what it runs comes from its /server_info (SGLang),
+    else it is measured as a plain server ("baseline"). Never through a proxy: these are our own ports."""
+    out: list[BenchTarget] = []
+    async with StreamClient(connect_timeout=timeout) as client:
+        for u in urls:
+            info = await server_info(client, u, timeout) or {}
+            spec = info.get("speculative_algorithm")
+            algo = _ALGOS.get(str(spec).upper(), str(spec).lower()) if spec else "baseline"
+            mode = "linear" if algo == "dflash" else None
+            if algo == "ddtree":
+                mode = "shadow-linear" if info.get("speculative_ddtree_shadow_linear") else "tree"
+            out.append(BenchTarget(ref=url_ref(u), base_url=u, algorithm=algo, mode=mode))
+    return out
+
+
+class BenchDesk:
+    """One benchmark at a time on a fleet (a second waits for the first); see the module docstring."""
+
+    def __init__(self, fleet: BenchFleet) -> None:
+        self.fleet = fleet
+        self._lock = asyncio.Lock()
+        self.running = False
+        self.gates: dict[str, Gate] = {}  # by ref: services behind an SSH forward wait out a dropped link
+        self.where: dict[str, str] = {}  # by ref: the route, for connection errors
+
+    def _word(self, text: str) -> None:
+        """Something a user should hear (a service left out, a host that dropped): a warning Notice."""
+        self.fleet.publish(Notice(severity="warning", text=text))
+
+    def _publish(self, ev: object) -> None:
+        self.fleet.publish(BenchEventWrap(event=ev))
+
+    # --- targets -------------------------------------------------------------------------------------------
+    def runnable(self, refs: Sequence[str]) -> tuple[list[str], list[str]]:
+        """(the services to measure, the words for those left out): a service the fleet sees stopped or
+        crashed has no server of ours behind its port, so it is never measured (whatever answers there)."""
+        snap = self.fleet.snapshot()
+        keep: list[str] = []
+        words: list[str] = []
+        for ref in refs:
+            host, _, svc = ref.partition("/")
+            st = snap.service(host, svc)
+            if st is not None and st.state in NOT_RUNNING:
+                words.append(f"{ref} left out: the service is {st.state}")
+            else:
+                keep.append(ref)
+        return keep, words
+
+    async def targets(self, req: BenchRequest) -> list[BenchTarget]:
+        """The request's targets; services that are not running are left out with a word (a Notice on the
+        fleet). BenchRefused when nothing is left or a service cannot be reached."""
+        if req.urls:
+            return await url_targets(req.urls)
+        refs, words = self.runnable(req.refs)
+        for w in words:
+            self._word(w)
+        if not refs:
+            raise BenchRefused(
+                "nothing to benchmark: "
+                + ("every service named is left out" if words else "no service named")
+            )
+        out: list[BenchTarget] = []
+        for ref in refs:
+            host, spec = self.fleet.spec_of(ref)
+            try:
+                base = await self.fleet.service_url(ref)
+            except Exception as e:
+                raise BenchRefused(f"cannot reach {ref} (port {spec.port} on {host.name}): {e}") from None
+            if not host.is_local:
+                self.where[ref] = f"{base} forwarded to port {spec.port} on {host.name} over ssh"
+                self.gates[ref] = self._reconnect_gate(host)
+            out.append(
+                BenchTarget(
+                    ref=ref, base_url=base, algorithm=spec.algorithm, mode=spec.display_mode,
+                    model=spec.served_model_name, **_manifest(host, spec),
+                )
+            )  # fmt: skip
+        return out
 
     async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
-        from ddtree_tui.bench.models import BenchTarget
+        """The targets of `refs` (the fleet's `bench_targets`)."""
+        return await self.targets(BenchRequest(refs=list(refs)))
 
-        targets = []
-        for ref in refs:
-            h, svc = self._hosts.split(ref)
-            spec = h.spec(svc)
-            base = await h.services.base_url(svc)
-            targets.append(
-                BenchTarget(ref=ref, base_url=base, algorithm=spec.algorithm, mode=spec.display_mode)
+    def _reconnect_gate(self, host: HostProfile) -> Gate:
+        """Hold a request while the host's SSH connection is down, up to a bound: a short drop costs a wait,
+        not the run's plan (the forward's local port survives the reconnect)."""
+        bound = max(30.0, 3 * host.connect_timeout)
+        t = self.fleet.transport(host.name)
+
+        async def gate() -> str | None:
+            if t.status.state == "connected":
+                return None
+            why = t.status.error or "connection lost"
+            self._word(
+                f"host {host.name} disconnected ({why}): waiting up to {bound:.0f} s for the reconnect"
             )
-        return targets
+            if await t.wait_connected(bound):
+                self._word(f"host {host.name} reconnected; going on")
+                return None
+            return f"host {host.name} still unreachable after {bound:.0f} s"
 
-    async def run_bench(
-        self,
-        refs: Sequence[str],
-        prompt_set: str = "seed3",
-        repeats: int = 1,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-        warmup: int = 1,
-        **request: object,
-    ) -> BenchRun:
-        from ddtree_tui.bench import history
-        from ddtree_tui.bench.models import BenchRequest
-        from ddtree_tui.bench.runner import run_bench
+        return gate
 
-        async with self._bench_lock:
-            self.bench_running = True
+    def _hooks(self, stop: asyncio.Event | None) -> RunHooks:
+        return RunHooks(on_event=self._publish, gates=self.gates, where=self.where, stop=stop)
+
+    # --- runs ----------------------------------------------------------------------------------------------
+    async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun:
+        """A plain run of `req` (deltas against the first service unless it names a baseline), appended to
+        the history."""
+        async with self._lock:
+            self.running = True
             try:
-                targets = await self.bench_targets(refs)
-                req = BenchRequest.model_validate(
-                    {
-                        "prompts": prompt_set,
-                        "repeats": repeats,
-                        "warmup": warmup,
-                        "max_new_tokens": max_new_tokens,
-                        "baseline": baseline or (refs[0] if refs else None),
-                        **request,
-                    }
-                )
+                targets = await self.targets(req)
+                req = self._with_baseline(req, targets)
                 run = await run_bench(
-                    req, targets, on_event=lambda ev: self._publish(BenchEventWrap(event=ev))
+                    req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
                 )
-                history.append(self.history_path, run)
+                self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
             finally:
-                self.bench_running = False
+                self.running = False
 
-    async def run_load_shape(
-        self,
-        refs: Sequence[str],
-        load: str = "sweep",
-        *,
-        requests: int | None = None,
-        duration_s: float | None = None,
-        slo: str | None = None,
-        soak: bool = False,
-        window_s: float = 10.0,
-        sessions: int | None = None,
-        turns: int = 6,
-        think_time_s: float = 0.0,
-        max_new_tokens: int = 128,
-        baseline: str | None = None,
-        warmup: int = 1,
-    ) -> LoadRun | SoakRun | AgenticRun:
-        """A `--load` ladder, a soak or agentic sessions, as headless runs them (bench/loadrun.py, soak.py,
-        agentic.py); every engine event is published as BenchEventWrap. LoadError for bad `load`/`slo`."""
-        from ddtree_tui.bench import history
-        from ddtree_tui.bench.agentic import run_agentic
-        from ddtree_tui.bench.load import parse_load, parse_slo
-        from ddtree_tui.bench.loadrun import LoadSettings, run_load
-        from ddtree_tui.bench.models import BenchRequest
-        from ddtree_tui.bench.runner import RunHooks
-        from ddtree_tui.bench.soak import SoakSettings, run_soak, sim_gpu_probe
-
-        spec = parse_load(load)
-        slo_m = parse_slo(slo) if slo else None
-
-        def publish(ev: object) -> None:  # engine events and agentic turns
-            self._publish(BenchEventWrap(event=ev))
-
-        async with self._bench_lock:
-            self.bench_running = True
+    async def run_shape(self, req: ShapeRequest, stop: asyncio.Event | None = None) -> ShapeRun:
+        """A load ladder, a soak or agentic sessions; every engine event published. LoadError for a bad
+        `load` / `slo` text, BenchRefused when there is nothing to measure."""
+        spec = parse_load(req.load)
+        slo = parse_slo(req.slo) if req.slo else None
+        async with self._lock:
+            self.running = True
             try:
-                targets = await self.bench_targets(refs)
-                req = BenchRequest(
-                    prompts="seed3",
-                    warmup=warmup,
-                    max_new_tokens=max_new_tokens,
-                    baseline=baseline or (refs[0] if refs else None),
-                )
-                run: LoadRun | SoakRun | AgenticRun
-                if sessions:
+                targets = await self.targets(req)
+                req = self._with_baseline(req, targets)
+                run: ShapeRun
+                if req.sessions:
+                    if req.api != "generate":
+                        async with StreamClient() as client:
+                            targets = [await with_model(client, t, req.model) for t in targets]
                     run = await run_agentic(
-                        req,
-                        targets,
-                        sessions=sessions,
-                        turns=turns,
-                        think_time_s=think_time_s,
-                        on_turn=publish,
-                    )
-                elif soak:
-                    soak_settings = SoakSettings(
-                        duration_s=duration_s or 60.0,
-                        window_s=window_s,
-                        slo=slo_m,
-                        gpu_probe=self._soak_gpu_probe(sim_gpu_probe),
-                        history_path=self.history_path,  # windows appended as they come
-                    )
-                    run = await run_soak(req, targets, spec, soak_settings, RunHooks(on_event=publish))
+                        req, targets, sessions=req.sessions, turns=req.turns, think_time_s=req.think_time_s,
+                        dataset=None if req.prompts == "agentic" else req.prompt_set, on_turn=self._publish,
+                    )  # fmt: skip
+                elif req.soak:
+                    soak = SoakSettings(
+                        duration_s=req.duration_s or 60.0, window_s=req.window_s, slo=slo,
+                        log_path=Path(req.soak_log) if req.soak_log else None,
+                        gpu_probe=await self.gpu_probe(targets),
+                        history_path=self.fleet.history_path,  # the start line and windows as they come
+                    )  # fmt: skip
+                    run = await run_soak(req, targets, spec, soak, self._hooks(stop))
                 else:
-                    load_settings = LoadSettings(requests=requests, duration_s=duration_s, slo=slo_m)
-                    run = await run_load(req, targets, spec, load_settings, RunHooks(on_event=publish))
-                try:
-                    history.append_shape(run, self.history_path)
-                except OSError as e:
-                    self._publish(Notice(severity="warning", text=f"bench history not written: {e}"))
+                    settings = LoadSettings(
+                        requests=req.requests, duration_s=req.duration_s, slo=slo,
+                        stop_on_saturation=req.stop_on_saturation,
+                    )  # fmt: skip
+                    run = await run_load(req, targets, spec, settings, self._hooks(stop))
+                self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
             finally:
-                self.bench_running = False
+                self.running = False
 
-    def _soak_gpu_probe(self, sim_probe: GpuProbe) -> GpuProbe:
-        """A soak's GPU probe from this fleet's own telemetry (the host's latest samples of the service's
-        GPUs); the simulator's modelled GPU for a simulated service."""
-        from ddtree_tui.bench.soak import gpu_windows
+    @staticmethod
+    def _with_baseline(req: R, targets: Sequence[BenchTarget]) -> R:
+        """Deltas against the first service unless the request names a baseline."""
+        if req.baseline or not targets:
+            return req
+        return req.model_copy(update={"baseline": targets[0].ref})
+
+    def _append(self, write: Callable[[], object]) -> None:
+        try:
+            write()
+        except OSError as e:
+            self._word(f"bench history not written: {e.strerror or e}")
+
+    async def gpu_probe(self, targets: Sequence[BenchTarget]) -> GpuProbe:
+        """A soak's GPU probe: the simulator's modelled GPU for a simulated service (or a --url server),
+        else the fleet's telemetry of the service's GPUs, else a probe over the host's transport."""
+        probes: dict[str, GpuProbe] = {}
+        for t in targets:
+            if "/" not in t.ref:
+                probes[t.ref] = sim_gpu_probe
+                continue
+            host, spec = self.fleet.spec_of(t.ref)
+            if spec.launcher == "sim":
+                probes[t.ref] = sim_gpu_probe
+            else:
+                probes[t.ref] = self._host_probe(host, spec)
 
         async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
-            host, svc = self._hosts.split(t.ref)
-            spec = host.spec(svc)
-            if spec.launcher == "sim":
-                return await sim_probe(t)
-            view = self._snapshot().host(host.profile.name)
-            return gpu_windows(view.gpus if view else [], spec.gpus), host.profile.telemetry.source
+            return await probes.get(t.ref, sim_gpu_probe)(t)
 
         return probe
 
-    def bench_history(self) -> list[BenchRun | LoadRun | SoakRun | AgenticRun]:
-        """The last plain runs (read incrementally) and load / soak / agentic runs, oldest first."""
-        from ddtree_tui.bench import history
+    def _host_probe(self, host: HostProfile, spec: ServiceSpec) -> GpuProbe:
+        over_ssh = host_gpu_probe(self.fleet.transport(host.name), host, list(spec.gpus) or None)
 
+        async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
+            view = self.fleet.snapshot().host(host.name)
+            if view is not None and view.gpus:  # the fleet samples this host: its latest numbers
+                return gpu_windows(view.gpus, spec.gpus), host.telemetry.source
+            return await over_ssh(t)
+
+        return probe
+
+    # --- history -------------------------------------------------------------------------------------------
+    def history(self) -> list[AnyRun]:
+        """The last plain runs (read incrementally) and load / soak / agentic runs, oldest first."""
+        path = self.fleet.history_path
         try:
-            plain: list[BenchRun | LoadRun | SoakRun | AgenticRun] = list(
-                history.load_tail(self.history_path)
-            )
-            runs = plain + list(history.load_shapes(self.history_path))
-            return sorted(runs, key=lambda r: r.started_at)[-history.RECENT_RUNS :]
+            runs: list[AnyRun] = [*history.load_tail(path), *history.load_shapes(path)]
         except Exception as e:
-            self._publish(Notice(severity="warning", text=f"bench history unreadable: {e}"))
+            self._word(f"bench history unreadable: {e}")
             return []
+        return sorted(runs, key=lambda r: r.started_at)[-history.RECENT_RUNS :]
+
+
+__all__ = ["NOT_RUNNING", "BenchDesk", "BenchFleet", "BenchRefused", "url_targets"]

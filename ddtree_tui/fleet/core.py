@@ -23,7 +23,7 @@ from ddtree_tui.bench.smoke import SmokeResult
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.doctor import DoctorReport
 from ddtree_tui.fleet import snapshot as snap
-from ddtree_tui.fleet.benching import Benching
+from ddtree_tui.fleet.benching import BenchDesk
 from ddtree_tui.fleet.hosts import Hosts
 from ddtree_tui.fleet.services import SMOKE_PROMPT, Ref, ServiceDesk
 from ddtree_tui.fleet.todos import Todos
@@ -38,10 +38,8 @@ from ddtree_tui.todo import DEFAULT_TODOS, TodoStore
 from ddtree_tui.transport import Transport
 
 if TYPE_CHECKING:
-    from ddtree_tui.bench.agentic import AgenticRun
-    from ddtree_tui.bench.loadrun import LoadRun
-    from ddtree_tui.bench.models import BenchRun, BenchTarget
-    from ddtree_tui.bench.soak import SoakRun
+    from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
+    from ddtree_tui.bench.results import AnyRun, ShapeRun
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +80,7 @@ class Fleet:
             profiles, publish, self._guard, watch=watch, telemetry=telemetry, probe_interval=probe_interval
         )
         self.services = ServiceDesk(self.hosts, publish)
-        self.benching = Benching(self.hosts, publish, self.snapshot, self.history_path)
+        self.bench = BenchDesk(self)  # benchmarks: targets, runs, history (fleet/benching.py)
         self.todo_desk = Todos(
             self.todos_path, self.history_path, publish, self.snapshot, auto_complete_todos
         )
@@ -102,8 +100,8 @@ class Fleet:
                 return Outcome.of_action(await self.services.restart(ref, force=force))
             case Move(ref=ref, to_host=to_host, startup_timeout=t):
                 return Outcome.of_action(await self.services.move(ref, to_host, startup_timeout=t))
-            case Bench(params=params):
-                run = await self.benching.run_bench(**params.model_dump())
+            case Bench(request=req):
+                run = await self.bench.run_bench(req)
                 return Outcome(ok=True, message=f"bench {run.id}: {len(run.results)} results", run_id=run.id)
             case Todo(edit=edit):
                 return Outcome.of_todo(await self.todo_desk.todo_apply(edit))
@@ -255,19 +253,22 @@ class Fleet:
     ) -> SmokeResult:
         return await self.services.smoke(ref, prompt, max_new_tokens, timeout, api, model)
 
-    @property
-    def run_bench(self) -> Callable[..., Awaitable[BenchRun]]:
-        return self.benching.run_bench
+    async def service_url(self, ref: Ref) -> str:
+        """http://127.0.0.1:PORT reaching the service (its port forwarded over the host's transport)."""
+        h, svc = self.hosts.split(ref)
+        return await h.services.base_url(svc)
 
-    @property
-    def run_load_shape(self) -> Callable[..., Awaitable[LoadRun | SoakRun | AgenticRun]]:
-        return self.benching.run_load_shape
+    async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun:
+        return await self.bench.run_bench(req, stop)
+
+    async def run_load_shape(self, req: ShapeRequest, stop: asyncio.Event | None = None) -> ShapeRun:
+        return await self.bench.run_shape(req, stop)
 
     async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
-        return await self.benching.bench_targets(refs)
+        return await self.bench.bench_targets(refs)
 
-    def bench_history(self) -> list[BenchRun | LoadRun | SoakRun | AgenticRun]:
-        return self.benching.bench_history()
+    def bench_history(self) -> list[AnyRun]:
+        return self.bench.history()
 
     def todo_evidence(self) -> list[ItemEvidence]:
         return self.todo_desk.todo_evidence()
@@ -282,10 +283,6 @@ class Fleet:
     def todos(self) -> TodoStore:
         """The todo store (read it; change it through `do(Todo(...))`)."""
         return self.todo_desk.todos
-
-    @property
-    def bench_running(self) -> bool:
-        return self.benching.bench_running
 
 
 async def collect_snapshot(

@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-# the bench dialog's choices; the bench side (issue 24, B) replaces this with its BenchRequest: the one import
-# of an engine in model/ (import-linter's layers contract names it in ignore_imports)
-from ddtree_tui.bench.models import BenchParams
+# the request a face builds for a plain run (bench/models.py): the one import of model/ from above it
+# (import-linter's layers contract names it in ignore_imports)
+from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.model.ref import ServiceRef
 from ddtree_tui.model.snapshot import ActionResult
 from ddtree_tui.model.todo import TodoEdit, TodoResult
@@ -60,10 +60,10 @@ class Move(_Intent):
 
 
 class Bench(_Intent):
-    """A plain benchmark run of the bench dialog's choices."""
+    """A plain benchmark run: the request the face built (bench/models.py BenchRequest, its defaults)."""
 
     kind: Literal["bench"] = "bench"
-    params: BenchParams
+    request: BenchRequest
 
 
 class Todo(_Intent):
@@ -83,11 +83,11 @@ KINDS: tuple[str, ...] = ("launch", "kill", "restart", "move", "bench", "todo")
 def parse_intent(kind: str, body: object) -> AnyIntent:
     """A face's body for the intent `kind` (the collector's URL verb) as the typed intent: KeyError for an
     unknown kind, pydantic's ValidationError for a bad body. A service intent's body is its fields (`ref`,
-    `to_host`, ...); a bench's is BenchParams'; a todo's is TodoEdit's."""
+    `to_host`, ...); a bench's is BenchRequest's; a todo's is TodoEdit's."""
     if kind not in KINDS:
         raise KeyError(kind)
     if kind == "bench":
-        return INTENTS.validate_python({"kind": kind, "params": body})
+        return INTENTS.validate_python({"kind": kind, "request": body})
     if kind == "todo":
         return INTENTS.validate_python({"kind": kind, "edit": body})
     return INTENTS.validate_python({**body, "kind": kind} if isinstance(body, dict) else body)
@@ -97,7 +97,7 @@ def intent_body(intent: AnyIntent) -> dict[str, object]:
     """The body `parse_intent` reads back for `intent.kind` (what an attached TUI POSTs to a collector)."""
     match intent:
         case Bench():
-            return intent.params.model_dump(mode="json")
+            return intent.request.model_dump(mode="json")
         case Todo():
             return intent.edit.model_dump(mode="json", exclude_none=True)
         case _:
@@ -112,7 +112,7 @@ def describe(intent: AnyIntent) -> str:
         case Launch() | Kill() | Restart():
             return f"{intent.kind} {intent.ref}"
         case Bench():
-            return f"bench {intent.params.prompt_set} on {', '.join(intent.params.refs)}"
+            return f"bench {intent.request.prompt_set} on {', '.join(intent.request.refs)}"
         case Todo():
             return f"todo {intent.edit.action}"
 

@@ -16,11 +16,8 @@ from pathlib import Path
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history
-from ddtree_tui.bench.agentic import agentic_table
-from ddtree_tui.bench.history import ShapeRun
-from ddtree_tui.bench.loadrun import LoadRun
-from ddtree_tui.bench.loadrun import table as load_table
-from ddtree_tui.bench.soak import SoakRun, SoakWindow, soak_table
+from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, SoakWindow
+from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
 
@@ -239,8 +236,4 @@ def shape_runs_in(path: str) -> list[ShapeRun] | None:
 
 def shape_text(run: ShapeRun) -> str:
     """The table headless mode printed for the run."""
-    if isinstance(run, LoadRun):
-        return load_table(run)
-    if isinstance(run, SoakRun):
-        return soak_table(run)
-    return agentic_table(run)
+    return shape_table(run)

@@ -23,7 +23,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static, Tab, Tabs
 
-from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.lib import paths
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui.apphost import AppHost
@@ -421,7 +421,7 @@ class DDTreeApp(AppHost):
     def on_bench_intent(self, msg: BenchIntent) -> None:
         self.start_bench(msg.params)
 
-    def start_bench(self, params: BenchParams) -> None:
+    def start_bench(self, params: BenchRequest) -> None:
         self.bench.start_bench(params)
 
     def on_shape_intent(self, msg: ShapeIntent) -> None:

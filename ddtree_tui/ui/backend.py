@@ -5,17 +5,15 @@ no live data), and how the app is developed without hosts."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from ddtree_tui.bench.agentic import AgenticRun
-from ddtree_tui.bench.loadrun import LoadRun
-from ddtree_tui.bench.models import BenchRun
+from ddtree_tui.bench.models import BenchRequest, BenchRun, ShapeRequest
+from ddtree_tui.bench.results import AnyRun, ShapeRun
 from ddtree_tui.bench.smoke import SmokeResult, failed
-from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.lib.pubsub import PubSub
@@ -25,9 +23,9 @@ from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.model.todo import ItemEvidence, TodoItem, TodoView
 from ddtree_tui.ui.views import HistoryRun
 
-# Fleet.run_bench and its stand-ins (StaticFleet, collector AttachedFleet): BenchParams' fields in, a BenchRun
-# or a refusal in words out
-BenchCall = Callable[..., Awaitable[BenchRun | Outcome]]
+# Fleet.run_bench and its stand-ins (StaticFleet, collector AttachedFleet): a BenchRequest in, a BenchRun or a
+# refusal in words out
+BenchCall = Callable[[BenchRequest], Awaitable[BenchRun | Outcome]]
 
 
 @runtime_checkable
@@ -49,10 +47,10 @@ class FleetLike(Protocol):
     ) -> SmokeResult: ...
     @property
     def run_bench(self) -> BenchCall:
-        """A plain run, called with BenchParams' fields (the bench dialog's one shape of them)."""
+        """A plain run: the BenchRequest the bench dialog built."""
         ...
 
-    def bench_history(self) -> list[BenchRun | LoadRun | SoakRun | AgenticRun]: ...
+    def bench_history(self) -> list[AnyRun]: ...
     async def doctor(self, host: str) -> DoctorReport: ...
     async def reload_profiles(self) -> list[str]: ...
     def todo_evidence(self) -> list[ItemEvidence]: ...
@@ -61,25 +59,10 @@ class FleetLike(Protocol):
 
 @runtime_checkable
 class LoadShaper(Protocol):
-    """A fleet that runs load ladders, soaks and agentic sessions (Fleet.run_load_shape; the keyword
-    arguments are ShapeParams'). A frozen or attached fleet has none: the app says so."""
+    """A fleet that runs load ladders, soaks and agentic sessions (Fleet.run_load_shape, given the
+    ShapeRequest the dialog or a key built). A frozen or attached fleet has none: the app says so."""
 
-    async def run_load_shape(
-        self,
-        refs: Sequence[str],
-        load: str = ...,
-        *,
-        requests: int | None = ...,
-        duration_s: float | None = ...,
-        slo: str | None = ...,
-        soak: bool = ...,
-        window_s: float = ...,
-        sessions: int | None = ...,
-        turns: int = ...,
-        think_time_s: float = ...,
-        max_new_tokens: int = ...,
-        baseline: str | None = ...,
-    ) -> LoadRun | SoakRun | AgenticRun: ...
+    async def run_load_shape(self, req: ShapeRequest) -> ShapeRun: ...
 
 
 @runtime_checkable
@@ -160,8 +143,8 @@ class StaticFleet(PubSub[FleetEvent]):
         """A failed SmokeResult whatever the settings: a frozen view sends no request."""
         return failed(ref, "the view is frozen (snapshot mode): no request sent")
 
-    async def run_bench(self, refs: list[str], *_: Any, **__: Any) -> Outcome:
-        """Refused whatever the settings (FleetLike.run_bench lists them)."""
+    async def run_bench(self, req: BenchRequest) -> Outcome:
+        """Refused whatever the request."""
         return await self._frozen("bench")
 
     def bench_history(self) -> list[HistoryRun]:

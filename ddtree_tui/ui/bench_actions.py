@@ -1,13 +1,12 @@
-"""The app's bench actions: the bench dialog (b, a service's `bench`), a plain run (BenchParams) and a load
-shape, soak or agentic run (ShapeParams), each carried to the fleet in a worker while the bench pane shows
+"""The app's bench actions: the bench dialog (b, a service's `bench`), a plain run (BenchRequest) and a load
+shape, soak or agentic run (ShapeRequest), each built once and carried to the fleet in a worker while the bench pane shows
 its progress. Kept out of ui/app.py so the view stays a layout and its keys."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ddtree_tui.bench.load import ShapeParams
-from ddtree_tui.bench.models import BenchParams, BenchRun
+from ddtree_tui.bench.models import BenchRequest, BenchRun, ShapeRequest
 from ddtree_tui.ui.backend import LoadShaper
 from ddtree_tui.ui.messages import BenchIntent
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
@@ -48,7 +47,7 @@ class BenchActions:
 
         app.push_screen(BenchSetupScreen(refs, preselect), done)
 
-    def start_bench(self, params: BenchParams) -> None:
+    def start_bench(self, params: BenchRequest) -> None:
         app = self.app
         pane = app.query_one(BenchPane)
         pane.live.reset(0, f"starting: {params.prompt_set} on {', '.join(params.refs)}")
@@ -56,11 +55,11 @@ class BenchActions:
         app.action_focus_pane(5)
         app.run_worker(self._do_bench(params), group="bench", exclusive=True, name="bench")
 
-    async def _do_bench(self, params: BenchParams) -> BenchRun | None:
+    async def _do_bench(self, params: BenchRequest) -> BenchRun | None:
         app = self.app
         live = app.query_one(BenchPane).live
         try:
-            run = await app.fleet.run_bench(**params.model_dump())
+            run = await app.fleet.run_bench(params)
         except Exception as e:
             live.running = False
             live.status = f"failed: {e}"
@@ -77,7 +76,7 @@ class BenchActions:
         app.ctl.dirty.add("bench")
         return run if isinstance(run, BenchRun) else None
 
-    def start_shape(self, refs: list[str] | None, params: ShapeParams) -> None:
+    def start_shape(self, refs: list[str] | None, params: ShapeRequest) -> None:
         """A load shape, soak or agentic sessions (from the dialog or a key in the pane) through
         Fleet.run_load_shape, the engine headless mode uses; the pane follows its events."""
         app = self.app
@@ -87,15 +86,16 @@ class BenchActions:
             return
         pane = app.query_one(BenchPane)
         pane.live.reset_load(f"starting {params.what} on {', '.join(refs)}")
-        app.run_worker(self._do_shape(refs, params), group="bench", exclusive=True, name="load")
+        req = params if params.refs else params.model_copy(update={"refs": refs})
+        app.run_worker(self._do_shape(req), group="bench", exclusive=True, name="load")
 
-    async def _do_shape(self, refs: list[str], params: ShapeParams) -> None:
+    async def _do_shape(self, params: ShapeRequest) -> None:
         app = self.app
         live = app.query_one(BenchPane).live
         try:
             if not isinstance(app.fleet, LoadShaper):
                 raise RuntimeError("this fleet runs no load shapes")
-            run = await app.fleet.run_load_shape(refs, **params.model_dump())
+            run = await app.fleet.run_load_shape(params)
         except Exception as e:
             live.running = False
             live.status = f"failed: {e}"

@@ -7,8 +7,7 @@ from typing import Literal
 
 from textual.message import Message
 
-from ddtree_tui.bench.load import ShapeParams
-from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.bench.models import BenchRequest, ShapeRequest
 from ddtree_tui.model.intents import ServiceIntent as ServiceIntentModel
 
 ServiceVerb = Literal["launch", "kill", "restart", "move", "logs", "bench", "smoke"]
@@ -66,7 +65,7 @@ class TodoIntent(Message):
 class BenchIntent(Message):
     """Run a benchmark: the services and choices of the bench dialog."""
 
-    def __init__(self, params: BenchParams) -> None:
+    def __init__(self, params: BenchRequest) -> None:
         super().__init__()
         self.params = params
 
@@ -75,7 +74,7 @@ class ShapeIntent(Message):
     """Run a load shape, soak or agentic sessions on `refs` (None: the ready services), from a key or the
     bench dialog; the app runs it through the fleet and the bench pane follows its events."""
 
-    def __init__(self, params: ShapeParams, refs: list[str] | None = None) -> None:
+    def __init__(self, params: ShapeRequest, refs: list[str] | None = None) -> None:
         super().__init__()
         self.params = params
         self.refs = refs

@@ -9,10 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ddtree_tui.bench.agentic import AgenticRun
-from ddtree_tui.bench.loadrun import LoadRun
-from ddtree_tui.bench.models import BenchRun
-from ddtree_tui.bench.soak import SoakRun
+from ddtree_tui.bench.results import AnyRun
 from ddtree_tui.config import display_mode
 from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus
 from ddtree_tui.model.todo import TodoView
@@ -110,7 +107,7 @@ class TodosView:
 
 
 # a run in the bench history: what Fleet.bench_history gives, oldest first
-HistoryRun = BenchRun | LoadRun | SoakRun | AgenticRun
+HistoryRun = AnyRun  # bench/results.py: every run kind the bench history holds
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
     p = tmp_path / "loc.toml"
     p.write_text(
         'name = "loc"\naddress = "local"\n\n'
-        f'[[service]]\nname = "good"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {good_port}\n\n'
-        f'[[service]]\nname = "bad"\nalgorithm = "ddtree"\nmode = "tree"\nlauncher = "sim"\nport = {bad_port}\n'
+        f'[[service]]\nname = "good"\nalgorithm = "dflash"\nlauncher = "external"\nport = {good_port}\n\n'
+        f'[[service]]\nname = "bad"\nalgorithm = "ddtree"\nmode = "tree"\nlauncher = "external"\nport = {bad_port}\n'
     )
     return p
 

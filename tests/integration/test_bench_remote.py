@@ -28,7 +28,7 @@ MAX_NEW = 16
 def _profile(tmp_path: Path, ssh_env: SshEnv, port: int, connect_timeout: float = 5) -> Path:
     extra = (
         f"python = {json.dumps(sys.executable)}\nconnect_timeout = {connect_timeout}\n\n"
-        f'[[service]]\nname = "spec"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {port}\n'
+        f'[[service]]\nname = "spec"\nalgorithm = "dflash"\nlauncher = "external"\nport = {port}\n'
     )
     p = tmp_path / "testhost.toml"
     p.write_text(ssh_env.profile_toml("testhost", extra=extra))

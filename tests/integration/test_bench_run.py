@@ -7,9 +7,10 @@ import asyncio
 
 import pytest
 
-from ddtree_tui.bench import BenchRequest, BenchTarget, run_bench
+from ddtree_tui.bench import BenchRequest, BenchTarget
 from ddtree_tui.bench.models import BenchEvent
 from ddtree_tui.bench.prompts import Prompt, seed3
+from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from ddtree_tui.sim.server import SimServer

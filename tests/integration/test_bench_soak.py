@@ -12,13 +12,10 @@ from ddtree_tui.bench import history
 from ddtree_tui.bench.levels import LevelService, Pctl
 from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
+from ddtree_tui.bench.results import GpuWindow, ServiceProbe, SoakRun, SoakWindow
 from ddtree_tui.bench.runner import RunHooks
 from ddtree_tui.bench.soak import (
-    GpuWindow,
-    ServiceProbe,
-    SoakRun,
     SoakSettings,
-    SoakWindow,
     detect_drift,
     run_soak,
     sim_gpu_probe,

@@ -14,11 +14,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ddtree_tui.bench import BenchRequest, BenchTarget, report, run_bench
+from ddtree_tui.bench import BenchRequest, BenchTarget, report
 from ddtree_tui.bench.client import measure_request, server_info
 from ddtree_tui.bench.loadmon import verdict
 from ddtree_tui.bench.models import BenchEvent, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.bench.stream import StreamClient, StreamError
 from ddtree_tui.bench.worker import Worker, WorkerError
 from ddtree_tui.sim.config import SimConfig

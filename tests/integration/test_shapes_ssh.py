@@ -31,7 +31,7 @@ SHAPES: dict[str, list[str]] = {
 def _profile(tmp_path: Path, ssh_env: SshEnv, port: int) -> Path:
     extra = (
         f"python = {json.dumps(sys.executable)}\nconnect_timeout = 5\n\n"
-        f'[[service]]\nname = "spec"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {port}\n'
+        f'[[service]]\nname = "spec"\nalgorithm = "dflash"\nlauncher = "external"\nport = {port}\n'
     )
     p = tmp_path / "testhost.toml"
     p.write_text(ssh_env.profile_toml("testhost", extra=extra))

@@ -17,7 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from ddtree_tui.bench import report
@@ -190,8 +189,10 @@ def test_sighup_during_run_bench_saves_and_stops_the_demo_servers(tmp_path: Path
             deadline = time.monotonic() + 30
             while "[2/" not in err.read_text() and time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.05)
-            sims = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-            assert sims, "the demo should run its simulated servers as children"
+            # the demo's simulated servers, launched through the fleet (detached, in this run's workdir)
+            pidfiles = list(tmp_path.glob(".ddtree/run-bench-demo-*/run/*.json"))
+            sims = [json.loads(f.read_text())["pid"] for f in pidfiles]
+            assert len(sims) == 2 and all(alive(p) for p in sims), "the demo should run its simulated servers"
             proc.send_signal(signal.SIGHUP)
             proc.communicate(timeout=30)
         finally:

@@ -431,11 +431,13 @@ async def play_story(world: World, timer: Timer) -> StoryResult:
             out = await asyncio.gather(*(smoke(fleet, r) for r in refs))
             res.smokes = dict(zip(refs, out, strict=True))
         async with timer.step("seed3 bench, interleaved"):
+            from ddtree_tui.bench.models import BenchRequest
             from ddtree_tui.bench.report import table
 
-            res.bench = await fleet.run_bench(
-                refs, "seed3", repeats=1, max_new_tokens=32, baseline="ct200/dflash", warmup=0
+            req = BenchRequest(
+                refs=refs, prompts="seed3", repeats=1, max_new_tokens=32, baseline="ct200/dflash", warmup=0
             )
+            res.bench = await fleet.run_bench(req)
             res.bench_table = table(res.bench)
         async with timer.step("todos verify themselves"):
 

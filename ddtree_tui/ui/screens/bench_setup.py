@@ -17,7 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
 from ddtree_tui.bench.load import LoadError, shape_params
-from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, BenchRequest
 from ddtree_tui.ui.screens.form import form_buttons, steady_inputs
 
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
@@ -73,7 +73,12 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
                 ),
                 (
                     "max new tokens",
-                    Input("128", placeholder="max new tokens", id="max-tokens", type="integer"),
+                    Input(
+                        str(DEFAULT_MAX_NEW_TOKENS),
+                        placeholder="max new tokens",
+                        id="max-tokens",
+                        type="integer",
+                    ),
                 ),
             )
             yield Label("baseline (Δ columns are relative to it)", classes="field-label")
@@ -111,7 +116,7 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         baseline = self.query_one("#baseline", Select).value
         try:
             repeats = max(1, int(self.query_one("#repeats", Input).value or 1))
-            max_tokens = max(1, int(self.query_one("#max-tokens", Input).value or 128))
+            max_tokens = max(1, int(self.query_one("#max-tokens", Input).value or DEFAULT_MAX_NEW_TOKENS))
         except ValueError:
             self.notify("repeats and max new tokens are whole numbers", severity="error")
             return
@@ -122,6 +127,7 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             shape = shape_params(
                 **field,
                 think_time=self.query_one("#think-time", Input).value,
+                refs=refs,
                 max_new_tokens=max_tokens,
                 baseline=base,
             )
@@ -133,9 +139,9 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             self.dismiss({"refs": refs, "shape": shape})
             return
         try:
-            params = BenchParams(
+            params = BenchRequest(
                 refs=refs,
-                prompt_set=str(self.query_one("#prompts", Select).value),
+                prompts=str(self.query_one("#prompts", Select).value),
                 repeats=repeats,
                 max_new_tokens=max_tokens,
                 baseline=base,

@@ -8,200 +8,29 @@ while painting."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
-from ddtree_tui.bench.agentic import AgenticRun, TurnResult
-from ddtree_tui.bench.levels import LevelService
-from ddtree_tui.bench.load import ShapeParams
-from ddtree_tui.bench.loadrun import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.models import (
     BenchRun,
-    PromptFinished,
-    PromptStarted,
-    RequestResult,
-    RunFinished,
-    RunStarted,
     ServiceSummary,
-    TokensReceived,
+    ShapeRequest,
 )
-from ddtree_tui.bench.soak import SoakRun, SoakWindow
+from ddtree_tui.bench.progress import BenchProgress
+from ddtree_tui.bench.results import (
+    AgenticRun,
+    LoadRun,
+    SoakRun,
+)
 from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.messages import ShapeIntent
 from ddtree_tui.ui.views import BenchView, HistoryRun
 from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sync_table
-
-
-class LiveRow(TypedDict, total=False):
-    """One request of the run streaming now, as the live list shows it."""
-
-    ref: str
-    prompt: str
-    tokens: int
-    tok_s: float | None
-    ttft: float | None
-    accept: float | None
-    state: str
-
-
-class LevelRow(TypedDict):
-    """One load level (or soak window) × service in the per-level table."""
-
-    label: str
-    ref: str
-    n: int
-    failed: int
-    thr: float | None
-    rps: float | None
-    ttft: float | None
-    ttft99: float | None
-    tpot: float | None
-    goodput: float | None
-    sat: bool
-
-
-class BenchLive:
-    """What the live part of the pane shows; fed by bench events, read at repaint time."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, LiveRow] = {}
-        self.total = 0
-        self.done = 0
-        self.status = "no run in this session: press b to benchmark the selected services"
-        self.run: BenchRun | None = None
-        self.running = False
-        self.current: str | None = None  # the row of the request streaming now (the live list follows it)
-        # load shapes / soak / agentic (bench/loadrun.py, soak.py, agentic.py)
-        self.phase = ""  # "level 3/6 c=4" or "soak window 7"
-        self.series_thr: list[float] = []  # output tok/s over time: per finished level or soak window
-        self.series_ttft: list[float] = []  # TTFT p50 ms, same points
-        self.levels: list[LevelRow] = []  # one row a level × service (or soak window × service)
-        self.verdicts: list[str] = []
-        self.load_run: LoadRun | None = None
-
-    def reset(self, total: int, status: str) -> None:
-        self.rows.clear()
-        self.total, self.done, self.status, self.run, self.running = total, 0, status, None, True
-        self.current = None
-
-    def reset_load(self, status: str) -> None:
-        self.reset(0, status)
-        self.phase, self.load_run = "", None
-        self.series_thr, self.series_ttft, self.levels, self.verdicts = [], [], [], []
-
-    def _point(self, label: str, svc: LevelService, first: bool) -> None:
-        thr, ttft = svc.output_throughput, svc.ttft_ms.p50
-        if first:  # one point a level/window: the first service's (the baseline's)
-            self.series_thr.append(float(thr or 0.0))
-            self.series_ttft.append(float(ttft or 0.0))
-        self.levels.append(
-            {
-                "label": label,
-                "ref": svc.service,
-                "n": svc.n,
-                "failed": svc.failed,
-                "thr": thr,
-                "rps": svc.request_throughput,
-                "ttft": ttft,
-                "ttft99": svc.ttft_ms.p99,
-                "tpot": svc.tpot_ms.p50,
-                "goodput": svc.goodput_pct,
-                "sat": svc.saturated,
-            }
-        )
-
-    def apply_load(self, ev: object) -> bool:
-        """Load-shape, soak and agentic events; True when `ev` was one."""
-        if isinstance(ev, LevelStarted):
-            self.running = True
-            self.phase = f"level {ev.index + 1}/{ev.count} {ev.label}"
-            self.status = f"load · {self.phase}"
-        elif isinstance(ev, LevelFinished):
-            res = ev.result
-            for i, svc in enumerate(res.services):
-                self._point(res.label, svc, i == 0)
-            self.verdicts = [
-                f"{res.label} {d.service} {d.metric}: {d.verdict}" for d in res.deltas
-            ] + self.verdicts[: 12 - len(res.deltas)]
-        elif isinstance(ev, SoakWindow):
-            self.running = True
-            self.phase = f"soak window {ev.index} ({ev.start_s:.0f}-{ev.end_s:.0f} s)"
-            self.status = f"soak · {self.phase}"
-            first = not self.levels or self.levels[-1]["label"] != f"w{ev.index}"
-            self._point(f"w{ev.index}", ev.metrics, first)
-        elif isinstance(ev, LoadFinished):
-            self.load_run = ev.run
-            self.running = False
-            run = ev.run
-            knee = ", ".join(f"{k}: {v or 'none'}" for k, v in run.knee.items())
-            self.status = f"load finished ({run.status}) · {len(run.levels)} level(s) · knee {knee}"
-        elif isinstance(ev, TurnResult):
-            self.phase = f"agentic {ev.session} turn {ev.turn}"
-            self.status = f"agentic · {self.phase}"
-            if ev.ok:
-                self.series_thr.append(float(ev.cached_tokens or 0))
-                self.series_ttft.append(float(ev.ttft_ms or 0.0))
-        else:
-            return False
-        return True
-
-    def apply(self, ev: object) -> None:
-        """Fold one engine event (bench/models.py, loadrun.py, soak.py, agentic.py) into what the pane shows,
-        matched on its model; anything else (a newer engine's event) is ignored."""
-        if self.apply_load(ev):
-            return
-        if isinstance(ev, RunStarted):
-            self.reset(ev.total, "running")
-            return
-        if isinstance(ev, RunFinished):
-            self.run = ev.run
-            self.running = False
-            mark = "⚠ INTERRUPTED" if ev.run.status == "interrupted" else ev.run.status
-            self.status = f"finished ({mark}) · {self.done}/{self.total} requests"
-            self.current = None
-            if ev.run.client_bound:  # the client limited the numbers: say so
-                why = ev.run.client.reason if ev.run.client is not None else None
-                self.status += " · CLIENT-BOUND" + (f": {why}" if why else "")
-            return
-        if isinstance(ev, PromptFinished):
-            src: PromptStarted | TokensReceived | RequestResult = ev.result
-        elif isinstance(ev, PromptStarted | TokensReceived):
-            src = ev
-        else:
-            return
-        key = f"{src.service}|{src.prompt_id}|{'w' if src.warmup else src.repeat}"
-        # 1-based like the headless report (`p1 #1` is the first measured request, `#2` the first repeat)
-        label = f"{src.prompt_id}" + (" (warm-up)" if src.warmup else f" #{src.repeat + 1}")
-        row = self.rows.setdefault(
-            key, {"ref": src.service, "prompt": label, "tokens": 0, "tok_s": None, "ttft": None, "state": "…"}
-        )
-        if isinstance(ev, PromptStarted):
-            row["state"] = "sending"
-            self.current = key
-        elif isinstance(ev, TokensReceived):
-            row["tokens"] = ev.tokens
-            row["tok_s"] = ev.tok_s if ev.tok_s is not None else row["tok_s"]
-            if row["ttft"] is None:  # the first tokens: time to first token, until the result has it exactly
-                row["ttft"] = ev.elapsed_s * 1000.0
-            row["state"] = "streaming"
-            self.current = key
-        else:
-            r = ev.result
-            row["tokens"] = r.output_tokens if r.output_tokens is not None else row["tokens"]
-            row["tok_s"] = r.tok_s if r.tok_s is not None else row["tok_s"]
-            row["ttft"] = r.ttft_s * 1000.0 if r.ttft_s is not None else row["ttft"]
-            row["accept"] = r.accept_length
-            row["state"] = "done" if r.ok else f"error: {r.error or 'failed'}"
-            self.done, self.total = ev.done, ev.total
-        if self.running:
-            self.status = f"running · {self.done}/{self.total} requests"
-            if self.phase:
-                self.status = f"{self.phase} · {self.done} requests"
 
 
 def _mode(s: ServiceSummary) -> str:
@@ -285,7 +114,7 @@ class BenchPane(Pane):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self.live = BenchLive()
+        self.live = BenchProgress()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="bench-top"):
@@ -398,14 +227,16 @@ class BenchPane(Pane):
         self.query_one("#bench-verdicts", Static).update("\n".join(live.verdicts[:4]))
 
     def action_load_ladder(self) -> None:
-        self.post_message(ShapeIntent(ShapeParams(load=self.load_text, max_new_tokens=64)))
+        self.post_message(ShapeIntent(ShapeRequest(load=self.load_text, max_new_tokens=64)))
 
     def action_soak(self) -> None:
-        p = ShapeParams(soak=True, duration_s=self.soak_s, window_s=self.soak_window_s, max_new_tokens=64)
+        p = ShapeRequest(soak=True, duration_s=self.soak_s, window_s=self.soak_window_s, max_new_tokens=64)
         self.post_message(ShapeIntent(p))
 
     def action_agentic(self) -> None:
-        self.post_message(ShapeIntent(ShapeParams(sessions=4, turns=4, max_new_tokens=64)))
+        self.post_message(
+            ShapeIntent(ShapeRequest(prompts="agentic", sessions=4, turns=4, max_new_tokens=64))
+        )
 
     def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[CellText]:
         """A load, soak or agentic run in the history list: what it was, its services, its best out tok/s."""

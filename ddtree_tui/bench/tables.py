@@ -1,0 +1,139 @@
+"""The text tables headless mode prints for a load, soak or agentic run (and `report` prints again from the
+saved JSON): functions of the result types only, so a reader of a saved run needs no engine."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun
+
+
+def _f0(x: Any, fmt: str = "{:.0f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _f(x: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def load_table(run: LoadRun) -> str:
+    """Per level × service, then the deltas' verdicts, the knee and why the ladder stopped."""
+    head = (
+        f"load {run.id} · {run.status} · {run.load_text} · "
+        + (f"{run.duration_s:g} s" if run.duration_s else f"{run.requests or 'auto'} requests")
+        + f" per service per level · {run.rounds} round(s) interleaved · warm-up {run.warmup}/level"
+        + (f" · SLO {run.slo.text}" if run.slo else "")
+    )
+    lines = [head]
+    if any(t.simulated for t in run.targets):
+        lines.append(
+            "SIMULATED services (not real SGLang): " + ", ".join(t.ref for t in run.targets if t.simulated)
+        )
+    headers = ["level", "service", "mode", "ok", "err%", "req/s", "out tok/s", "tok/s/req", "TTFT p50/p90/p99",
+               "TPOT p50", "ITL p50/p99", "e2e p50/p99", "accept", "goodput", "sat"]  # fmt: skip
+    body = []
+    for lv in run.levels:
+        for s in lv.services:
+            body.append(
+                [
+                    lv.label,
+                    s.service,
+                    s.mode or "-",
+                    str(s.n),
+                    f"{s.error_rate * 100:.0f}",
+                    _f(s.request_throughput, "{:.2f}"),
+                    _f(s.output_throughput),
+                    _f(s.tok_s_mean),
+                    f"{_f(s.ttft_ms.p50, '{:.0f}')}/{_f(s.ttft_ms.p90, '{:.0f}')}/{_f(s.ttft_ms.p99, '{:.0f}')}",
+                    _f(s.tpot_ms.p50),
+                    f"{_f(s.itl_ms.p50)}/{_f(s.itl_ms.p99)}",
+                    f"{_f(s.e2e_ms.p50, '{:.0f}')}/{_f(s.e2e_ms.p99, '{:.0f}')}",
+                    _f(s.accept_length, "{:.2f}"),
+                    (f"{_f(s.goodput_rps, '{:.2f}')}/s {_f(s.goodput_pct, '{:.0f}')}%"),
+                    "SAT" if s.saturated else "",
+                ]
+            )
+    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(headers)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    for row in body:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    verdicts = [(lv.label, d) for lv in run.levels for d in lv.deltas]
+    if verdicts:
+        lines.append("")
+        lines.append(f"vs baseline {run.baseline}:")
+        for label, d in verdicts:
+            lines.append(f"  {label} {d.service} {d.metric}: {d.verdict}")
+    lines.append("")
+    for ref, k in run.knee.items():
+        lines.append(f"knee {ref}: {k if k else 'not reached (no saturation seen)'}")
+    if run.stopped:
+        lines.append(f"stopped: {run.stopped}")
+    return "\n".join(lines) + "\n"
+
+
+def soak_table(run: SoakRun) -> str:
+    lines = [
+        f"soak {run.id} · {run.status} · concurrency {run.concurrency} · {run.duration_s:g} s in "
+        f"{run.window_s:g} s windows · {len({w.index for w in run.windows})} window(s)"
+    ]
+    lines.append(
+        "window  t(s)     service              ok  err  out tok/s  TTFT p50  e2e p50  GPU MiB   health"
+    )
+    for w in run.windows:
+        m = w.metrics
+        mem = w.gpu_memory_mib()
+        lines.append(
+            f"{w.index:<6}  {w.start_s:>5.0f}-{w.end_s:<3.0f} {w.service:<20} {m.n:>3} {m.failed:>4} "
+            f"{(m.output_throughput or 0):>10.1f} {(m.ttft_ms.p50 or 0):>9.0f} {(m.e2e_ms.p50 or 0):>8.0f} "
+            f"{('-' if mem is None else f'{mem:.0f}'):>8}   "
+            f"{'ok' if w.probe.healthy else 'DOWN' if w.probe.healthy is False else '-'}"
+            + (" RESTARTED" if w.probe.restarted else "")
+        )
+    lines.append("")
+    if run.drift:
+        for d in run.drift:
+            lines.append(f"DRIFT {d.service}: {d.kind} from window {d.window} ({d.at_s:.0f} s): {d.detail}")
+    else:
+        lines.append("no drift detected")
+    return "\n".join(lines) + "\n"
+
+
+def agentic_table(run: AgenticRun) -> str:
+    lines = [
+        f"agentic {run.id} · {run.source} · {run.sessions} session(s) × up to {run.turns} turns · think "
+        f"{run.think_time_s:g} s"
+    ]
+    lines.append("service              turn  n  TTFT p50 ms  prompt tok  cached tok  out tok  accept")
+    svcs = list(dict.fromkeys(t.service for t in run.turns_results))
+    for s in svcs:
+        for k in range(1, run.turns + 1):
+            ts = [t for t in run.turns_results if t.service == s and t.turn == k and t.ok]
+            if not ts:
+                continue
+
+            def med(xs: list[Any]) -> float | None:
+                v = [x for x in xs if x is not None]
+                return statistics.median(v) if v else None
+
+            lines.append(
+                f"{s:<20} {k:>4} {len(ts):>2} {_f0(med([t.ttft_ms for t in ts])):>12} "
+                f"{_f0(med([t.prompt_tokens for t in ts])):>11} {_f0(med([t.cached_tokens for t in ts])):>11} "
+                f"{_f0(med([t.output_tokens for t in ts])):>8} {_f0(med([t.accept_length for t in ts]), '{:.2f}'):>7}"
+            )
+    lines.append("")
+    for s in svcs:
+        done = [x.completion_s for x in run.session_results if x.service == s and x.completion_s is not None]
+        failed = sum(1 for x in run.session_results if x.service == s and x.failed)
+        median_s = f"{statistics.median(done):.1f} s" if done else "-"
+        lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
+    return "\n".join(lines) + "\n"
+
+
+def shape_table(run: ShapeRun) -> str:
+    """The table of any load, soak or agentic run."""
+    if isinstance(run, LoadRun):
+        return load_table(run)
+    if isinstance(run, SoakRun):
+        return soak_table(run)
+    return agentic_table(run)

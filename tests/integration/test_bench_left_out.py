@@ -1,0 +1,108 @@
+"""One rule for every bench path (issue 29): a service the fleet sees stopped is left out, with a word, of a
+plain run and of a load-shape run alike, even when something else answers on its port; nothing left: the
+run is refused in words. Through a real Fleet on a local profile, with real simulated servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddtree_tui.bench.models import BenchRequest, ShapeRequest
+from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.config import load_profiles
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.fleet.benching import BenchRefused
+from ddtree_tui.model.events import FleetEvent, Notice
+from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.server import SimServer
+from tests.util import cli_argv
+
+PROMPTS = [Prompt(id="p0", messages=[{"role": "user", "content": "question"}])]
+
+
+def _profile(tmp_path: Path, up_port: int, down_port: int) -> Path:
+    p = tmp_path / "loc.toml"
+    p.write_text(
+        f'name = "loc"\naddress = "local"\nworkdir = "{tmp_path / "wd"}"\npython = {json.dumps(sys.executable)}\n\n'
+        f'[[service]]\nname = "up"\nalgorithm = "dflash"\nlauncher = "external"\nport = {up_port}\n\n'
+        f'[[service]]\nname = "down"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {down_port}\n'
+    )
+    return p
+
+
+def _words(q: asyncio.Queue[FleetEvent]) -> list[str]:
+    out = []
+    while not q.empty():
+        ev = q.get_nowait()
+        if isinstance(ev, Notice):
+            out.append(ev.text)
+    return out
+
+
+@pytest.mark.timeout(90)
+async def test_a_stopped_service_is_left_out_with_a_word_in_plain_and_load_runs(tmp_path: Path) -> None:
+    cfg = SimConfig(algorithm="dflash", decode_rate=2000, load_time=0)
+    # `down` was never launched (no pidfile: stopped), yet a foreign server answers on its port
+    async with SimServer(cfg, log=lambda s: None) as up, SimServer(cfg, log=lambda s: None) as foreign:
+        profiles = load_profiles([_profile(tmp_path, up.port, foreign.port)])
+        hist = tmp_path / "h.jsonl"
+        async with Fleet.open(profiles, telemetry=False, watch=False, history_path=hist) as fleet:
+            await fleet.wait_settled(10)
+            q = fleet.subscribe()
+            refs = ["loc/up", "loc/down"]
+            plain = await fleet.run_bench(
+                BenchRequest(refs=refs, prompts=PROMPTS, warmup=0, max_new_tokens=8)
+            )
+            assert [t.ref for t in plain.targets] == ["loc/up"]
+            assert {r.service for r in plain.results} == {"loc/up"} and plain.failed == 0
+            assert "loc/down left out: the service is stopped" in _words(q)
+
+            shape = ShapeRequest(refs=refs, prompts=PROMPTS, warmup=0, max_new_tokens=8, requests=2)
+            load = await fleet.run_load_shape(shape)
+            assert load.kind == "load" and [t.ref for t in load.targets] == ["loc/up"]
+            assert {r.service for r in load.results} == {"loc/up"}
+            assert "loc/down left out: the service is stopped" in _words(q)
+
+            with pytest.raises(BenchRefused, match="nothing to benchmark"):
+                await fleet.run_load_shape(shape.model_copy(update={"refs": ["loc/down"]}))
+            with pytest.raises(BenchRefused, match="nothing to benchmark"):
+                await fleet.run_bench(BenchRequest(refs=["loc/down"], prompts=PROMPTS))
+            assert "loc/down left out: the service is stopped" in _words(q)
+    assert [
+        h["kind"] if "kind" in h else "plain" for h in map(json.loads, hist.read_text().splitlines())
+    ] == [
+        "plain",
+        "load",
+    ]
+
+
+@pytest.mark.timeout(120)
+async def test_run_bench_says_which_service_it_left_out(tmp_path: Path) -> None:
+    """The same rule at the level a user sees it: `--run-bench` (plain and --load) names the stopped service
+    on stderr, measures the other, and measures nothing when only the stopped one is named."""
+    cfg = SimConfig(algorithm="dflash", decode_rate=2000, load_time=0)
+    async with SimServer(cfg, log=lambda s: None) as up, SimServer(cfg, log=lambda s: None) as foreign:
+        prof = _profile(tmp_path, up.port, foreign.port)
+        base = ["--run-bench", "--profile", str(prof), "--warmup", "0", "--max-new-tokens", "8"]
+        base += ["--history", str(tmp_path / "h.jsonl")]
+        for extra in ([], ["--load", "sync", "--requests", "2"]):
+            out = tmp_path / "r.json"
+            p = await _cli(tmp_path, *base, "--services", "loc/up,loc/down", "--json", str(out), *extra)
+            assert p[0] == 0, p[1]
+            assert "loc/down left out: the service is stopped" in p[1]
+            assert [t["ref"] for t in json.loads(out.read_text())["targets"]] == ["loc/up"]
+        p = await _cli(tmp_path, *base, "--services", "loc/down")
+        assert p[0] == 1 and "nothing to benchmark" in p[1] and "loc/down left out" in p[1], p[1]
+
+
+async def _cli(cwd: Path, *args: str) -> tuple[int, str]:
+    """`ddtree-tui ARGS` in a child process (this test's simulated servers keep serving meanwhile)."""
+    proc = await asyncio.create_subprocess_exec(
+        *cli_argv(*args), cwd=cwd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 90)
+    return int(proc.returncode or 0), err.decode()
