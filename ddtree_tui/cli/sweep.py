@@ -241,7 +241,9 @@ async def _sweep_until(
         if sig.name is not None:
             _err(f"stopped by {sig.name} before the sweep began; nothing was changed")
             return sig.exit_code or EXIT_FAIL
-        before = _before(fleet, settings.ref)
+        # as it was before the sweep began: a resumed sweep keeps what its first run saw (run() saves it now)
+        before = runner.state.service_before or _before(fleet, settings.ref)
+        runner.state.service_before = before
         try:
             state = await runner.run()
         except ServiceHeld as e:
@@ -249,7 +251,7 @@ async def _sweep_until(
             return EXIT_FAIL
         if before == "stopped":
             await _put_back_stopped(fleet, state)
-        state.service_before, state.stopped_by = before, sig.name
+        state.stopped_by = sig.name
         st.save(state, out)
     res = write_results(out, state, ns)
     _out(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
