@@ -27,7 +27,7 @@ from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.services.launchline import sim_argv as launch_sim_argv
-from ddtree_tui.sim.process import free_port
+from ddtree_tui.sim.process import free_port, moved_note
 from ddtree_tui.transport import make_transport
 from ddtree_tui.transport.base import TransportError
 
@@ -194,6 +194,8 @@ async def make_targets(
         model: dict[str, Any] = {"model": spec.served_model_name}
         if demo and host.is_local and spec.launcher == "sim":
             child = start_sim(sess, ref, host, spec)
+            if child.port != spec.port:  # the demo's fixed port is taken (another demo, a test run)
+                note(moved_note(ref, spec.port, child.port))
             manifest["argv"] = sim_argv(host, spec, child.port)
             port, model = child.port, {}
         elif host.is_local:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ddtree_tui.cli.common import UsageError, err, profiles_of
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.sim.process import demo_ports
 from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.ui.app import DDTreeApp, exit_code
 from ddtree_tui.ui.skins import discover_themes
@@ -45,17 +49,46 @@ def todos_of(ns: argparse.Namespace) -> Path:
     return Path(ns.todos) if getattr(ns, "todos", None) else DEFAULT_TODOS
 
 
-def run_and_stop(app: DDTreeApp) -> int | None:
+def run_and_stop(app: DDTreeApp, notes: Sequence[str] = ()) -> int | None:
     """Run the app and, however it ends (`q`, a crash, a signal), stop what the fleet started on the same
-    event loop, bounded in time (never a second loop after the app's has closed)."""
+    event loop, bounded in time (never a second loop after the app's has closed). SIGHUP (the terminal was
+    closed, `tmux kill-window`) and SIGTERM leave like `q`: Python's default would end the process on the
+    spot, and the demo's simulated servers would outlive it. `notes` are shown once the app is up."""
 
     async def main() -> int | None:
+        loop = asyncio.get_running_loop()
+        for sig in HANGUP_SIGNALS:
+            loop.add_signal_handler(sig, app.exit)
+        shown = asyncio.create_task(_notes_when_up(app, list(notes))) if notes else None
         try:
             return await app.run_async()
         finally:
+            if shown is not None:
+                shown.cancel()
+            for sig in HANGUP_SIGNALS:  # while stopping, a second SIGHUP must not cut the demo's cleanup
+                loop.add_signal_handler(sig, lambda: None)
             await app.shutdown_fleet(running=False)
 
     return asyncio.run(main())
+
+
+HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+
+
+async def _notes_when_up(app: DDTreeApp, notes: list[str]) -> None:
+    """Show `notes` in the message line (and its history, H) once the app has painted its first screen."""
+    for _ in range(600):
+        if app.is_running:
+            break
+        await asyncio.sleep(0.1)
+
+    def show() -> None:
+        with contextlib.suppress(Exception):  # the app may already be gone
+            for note in notes:
+                app.notify(note, severity="warning", timeout=20)
+
+    with contextlib.suppress(Exception):
+        app.call_after_refresh(show)
 
 
 def cli_main(ns: argparse.Namespace) -> int:
@@ -77,7 +110,12 @@ def cli_main(ns: argparse.Namespace) -> int:
         err(str(e))
         return 2
     todos = todos_of(ns)
+    notes: list[str] = []
+    if ns.demo:  # its fixed ports may be another demo's (or a test run's): free ones then, said so
+        profiles, notes = demo_ports(profiles)
+        for note in notes:
+            err(note)
     fleet = Fleet(profiles, todos_path=todos, demo=bool(ns.demo))
     app = DDTreeApp(fleet, theme_name=theme, demo=bool(ns.demo), crash_dir=todos.parent)
-    rc = run_and_stop(app)
+    rc = run_and_stop(app, notes)
     return exit_code(app, rc)
