@@ -111,9 +111,11 @@ def test_run_bench_json_through_a_planted_link_is_refused_and_reported(tmp_path:
     victim = tmp_path / "victim.json"
     victim.write_text("precious")
     link = nobody_link(victim, pub / "r.json")
+    hist = nobody_link(victim, pub / "h.jsonl")  # the history is appended to, not replaced: refused too
     argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--max-new-tokens", "8",
-            "--repeats", "1", "--warmup", "0", "--json", str(link), "--history", str(tmp_path / "h.jsonl")]  # fmt: skip
+            "--repeats", "1", "--warmup", "0", "--json", str(link), "--history", str(hist)]  # fmt: skip
     p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=90)
     assert f"cannot write {link}" in p.stderr and "not followed" in p.stderr, p.stderr[-2000:]
+    assert f"cannot append to history {hist}" in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr  # (its exit status is another finding of issue 25)
     assert victim.read_text() == "precious"
