@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import queue
 import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,22 +61,81 @@ def run_and_stop(app: DDTreeApp, notes: Sequence[str] = ()) -> int | None:
 
     async def main() -> int | None:
         loop = asyncio.get_running_loop()
-        for sig in HANGUP_SIGNALS:
-            loop.add_signal_handler(sig, app.exit)
+        hangup = Hangup(app, loop)
         shown = asyncio.create_task(_notes_when_up(app, list(notes))) if notes else None
         try:
             return await app.run_async()
         finally:
             if shown is not None:
                 shown.cancel()
-            for sig in HANGUP_SIGNALS:  # while stopping, a second SIGHUP must not cut the demo's cleanup
-                loop.add_signal_handler(sig, lambda: None)
+            hangup.stopping = True  # a second SIGHUP must not cut the demo's cleanup short
             await app.shutdown_fleet(running=False)
 
-    return asyncio.run(main())
+    before = {sig: signal.getsignal(sig) for sig in HANGUP_SIGNALS}
+    try:
+        return asyncio.run(main())
+    finally:
+        for sig, handler in before.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, handler)
 
 
 HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+
+
+class Hangup:
+    """SIGHUP and SIGTERM end the app like `q`. A plain signal handler, not the loop's: it must run even
+    when the loop is stuck. After a hangup the terminal is gone and every write to it fails (EIO); Textual's
+    output thread dies of that, and its full queue then blocks the event loop for good (the app never
+    exits, the fleet is never stopped: seen under load). So on SIGHUP the terminal's output descriptors
+    are pointed at /dev/null first, and should the output thread already be dead, its queue is drained."""
+
+    def __init__(self, app: DDTreeApp, loop: asyncio.AbstractEventLoop) -> None:
+        self.app = app
+        self.loop = loop
+        self.stopping = False
+        self.hung_up = False
+        for sig in HANGUP_SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGHUP and not self.hung_up:
+            self.hung_up = True
+            _detach_terminal()
+            threading.Thread(target=_drain_dead_writer, args=(self.app,), daemon=True).start()
+        if not self.stopping:
+            self.stopping = True
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
+                self.loop.call_soon_threadsafe(self.app.exit)
+
+
+def _detach_terminal() -> None:
+    """Point stdout and stderr at /dev/null: the terminal is gone, writes must not fail (reads of the
+    hung-up terminal already end at once)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        for n in (1, 2):
+            with contextlib.suppress(OSError):
+                os.dup2(fd, n)
+        os.close(fd)
+
+
+def _drain_dead_writer(app: DDTreeApp) -> None:
+    """Keep Textual's output queue moving once its writer thread has died (EIO after the hangup), so that no
+    write, nor the driver's close, blocks the event loop; ends at the close's None."""
+    writer = getattr(getattr(app, "_driver", None), "_writer_thread", None)
+    q = getattr(writer, "_queue", None)
+    if writer is None or q is None:
+        return
+    while True:
+        if writer.is_alive():
+            time.sleep(0.1)
+            continue
+        try:
+            if q.get(timeout=0.5) is None:
+                return
+        except queue.Empty:
+            continue
 
 
 async def _notes_when_up(app: DDTreeApp, notes: list[str]) -> None:
