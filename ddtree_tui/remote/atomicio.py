@@ -73,7 +73,7 @@ def resolve_trusted(path: str | os.PathLike[str]) -> str:
         if hops > _MAX_LINKS:
             raise OSError(40, "too many levels of symbolic links", p)
         target = os.readlink(nxt)
-        if nxt.startswith("/proc/") and not target.startswith("/"):
+        if nxt.startswith("/proc/") and ":" in target and not target.startswith("/"):
             # a /proc magic link (pipe:[N], socket:[N]): the kernel opens it; nothing more to check
             return os.path.join(nxt, *parts) if parts else nxt
         if target.startswith("/"):
