@@ -92,6 +92,11 @@ def test_a_link_planted_by_another_user_is_never_followed(tmp_path: Path, pub: P
     p = subprocess.run([sys.executable, "-c", "from ddtree_tui import atomicio; atomicio.write_file('/dev/stdout', 'out')"],
                        capture_output=True, text=True, timeout=30)  # fmt: skip
     assert p.returncode == 0 and p.stdout == "out", p.stderr
+    redirected = tmp_path / "stdout.txt"
+    with open(redirected, "w") as f:  # /dev/stdout redirected to a file: that file gets the output
+        subprocess.run([sys.executable, "-c", "from ddtree_tui import atomicio; atomicio.write_file('/dev/stdout', 'out')"],
+                       stdout=f, check=True, timeout=30)  # fmt: skip
+    assert redirected.read_text() == "out"
 
 
 def test_the_host_side_writer_refuses_it_too(tmp_path: Path, pub: Path) -> None:
