@@ -5,6 +5,8 @@ launch on the same port; and a demo whose default ports are taken moves to free 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ def sim_pid(workdir: Path, svc: str) -> int:
 
 @pytest.mark.timeout(120)
 def test_closing_the_demos_terminal_stops_its_simulated_server(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
+    tui = 0
     try:
         prof = demo_profile(tmp_path)
         cmd = f"cd {tmp_path} && TERM=screen-256color exec {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
@@ -46,8 +49,10 @@ def test_closing_the_demos_terminal_stops_its_simulated_server(tmux: Tmux, tmp_p
             time.sleep(0.2)
         assert not alive(tui), "the TUI outlived its terminal"
         assert not alive(pid), "the demo's simulated server outlived the TUI's terminal"
-    finally:  # a failed run must not leave the simulator behind
+    finally:  # a failed run must leave neither the simulator nor a stuck TUI behind
         cleanup_workdir(tmp_path / ".ddtree" / "demo")
+        if tui and alive(tui):
+            os.kill(tui, signal.SIGKILL)  # the TUI this test started, by its pid
 
 
 @pytest.mark.timeout(120)
