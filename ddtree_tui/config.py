@@ -424,16 +424,39 @@ def _profile_error(text: str, path: Path | str, e: ValidationError) -> ProfileEr
     return ProfileError(path, line, field, message)
 
 
-def load_profile(path: Path | str) -> HostProfile:
+# a host profile is a few KiB of TOML; a bigger file is not one (and is never read whole to find that out)
+MAX_PROFILE_BYTES = 1024 * 1024
+
+
+def read_profile_text(path: Path | str) -> str:
+    """A profile file's text, read at most MAX_PROFILE_BYTES (+1 to tell it is bigger); ProfileError naming
+    the file when it is missing, unreadable, not UTF-8 or too big."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as f:
+            raw = f.read(MAX_PROFILE_BYTES + 1)
     except FileNotFoundError:
         raise ProfileError(p, None, None, "file not found") from None
+    except IsADirectoryError:
+        raise ProfileError(p, None, None, "is a directory, not a profile file") from None
+    except OSError as e:
+        raise ProfileError(p, None, None, f"cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise ProfileError(
+            p,
+            None,
+            None,
+            f"larger than {MAX_PROFILE_BYTES // 1024} KiB: not a host profile (not read further)",
+        )
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ProfileError(p, None, None, f"not UTF-8 text: {e}") from None
-    except OSError as e:
-        raise ProfileError(p, None, None, f"cannot read: {e.strerror}") from None
+
+
+def load_profile(path: Path | str) -> HostProfile:
+    p = Path(path)
+    text = read_profile_text(p)
     prof = parse_profile(text, p)
     if prof.source != str(p):
         prof = prof.model_copy(update={"source": str(p)})
@@ -447,7 +470,7 @@ def load_profiles(paths: Iterable[Path | str]) -> list[HostProfile]:
     for p in paths:
         prof = load_profile(p)
         if prof.name in seen:
-            text = Path(p).read_text(encoding="utf-8")
+            text = read_profile_text(p)
             raise ProfileError(
                 p,
                 locate_line(text, ("name",)),

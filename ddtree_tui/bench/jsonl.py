@@ -8,6 +8,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from ddtree_tui.atomicio import resolve_trusted
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on POSIX
@@ -17,10 +19,11 @@ except ImportError:  # pragma: no cover - not on POSIX
 def append_line(obj: dict[str, Any], path: Path | str) -> Path:
     """One JSON object as one line: one write() on a file opened O_APPEND, under an advisory lock, then
     fsync, so two writers never interleave and a crash leaves at most a torn last line (readers skip it)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    p = Path(resolve_trusted(path))  # a symlink another user planted is refused (UntrustedLinkError)
     data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    nofollow = 0 if p.is_symlink() else getattr(os, "O_NOFOLLOW", 0)  # a /proc/self/fd link stays one
+    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | nofollow, 0o644)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -46,6 +45,7 @@ from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.fleet.benching import BenchRefused
 from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
+from ddtree_tui.sim.process import demo_ports
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -298,38 +298,14 @@ def _emit_shape(ns: argparse.Namespace, run: ShapeRun) -> int:
 
 
 # --- the run, through a fleet --------------------------------------------------------------------------------
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def demo_profiles(profiles: Sequence[HostProfile], workdir: str) -> list[HostProfile]:
     """The demo's local hosts for this run: a workdir of their own (their simulated services are launched
     and killed by this run; nothing else should find them) and a free port for a service whose port is taken
-    (another demo running here)."""
-    out = []
-    for h in profiles:
-        if not h.is_local:
-            out.append(h)
-            continue
-        svcs = [
-            s.model_copy(update={"port": _free_port()})
-            if s.launcher == "sim" and not _port_free(s.port)
-            else s
-            for s in h.service
-        ]
-        out.append(h.model_copy(update={"workdir": workdir, "service": svcs}))
-    return out
+    (another demo, a test run: sim/process.demo_ports), said on stderr."""
+    moved, notes = demo_ports(profiles)
+    for note in notes:
+        _err(note)
+    return [h.model_copy(update={"workdir": workdir}) if h.is_local else h for h in moved]
 
 
 async def _prepare(fleet: Fleet, req: BenchRequest, demo: bool) -> str | None:

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
+from typing import Literal
 
 from ddtree_tui.cli.args import SweepArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, handler, service_of
-from ddtree_tui.config import HostProfile, ProfileError, SweepPreset
+from ddtree_tui.config import HostProfile, ProfileError, SweepPreset, read_profile_text
 from ddtree_tui.fleet import Fleet, ServiceHeld
 from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep.runner import SweepRunner, SweepSettings
 from ddtree_tui.sweep.spec import Dimension, SweepError, parse_constraint, parse_load, parse_set
+from ddtree_tui.sweep.stopping import StopOnSignals
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -96,7 +99,53 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def _err(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # the terminal closed (SIGHUP): the sweep still puts the service back
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _out(text: str) -> None:
+    with contextlib.suppress(OSError):
+        print(text, flush=True)
+
+
+# what a sweep writes into --out before its sweep.json exists (a temp file of it, the fleet's todo file)
+_OWN_PREFIXES = (".sweep.json.", ".todos.json")
+
+
+def check_out_dir(out: Path) -> str | None:
+    """Why `out` may not take a new sweep (None: it may). A directory that already holds a sweep is the
+    runner's to judge (--resume); one holding anything else is refused, because results.json and
+    results.csv would replace the user's own files of those names."""
+    if not out.exists() and not out.is_symlink():
+        return None
+    if not out.is_dir():
+        return f"--out {out} exists and is not a directory"
+    if (out / "sweep.json").exists():
+        return None
+    foreign = sorted(e.name for e in out.iterdir() if not e.name.startswith(_OWN_PREFIXES))
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    return (
+        f"--out {out} already holds files this sweep did not write ({shown}); its results.json and "
+        "results.csv would replace files of those names: give a new or empty directory"
+    )
+
+
+def _before(fleet: Fleet, ref: str) -> Literal["running", "stopped"]:
+    """'stopped' when the service is not running before the sweep (put back stopped), else 'running'."""
+    host, name = ref.split("/", 1)
+    view = fleet.snapshot().host(host)
+    svc = next((s for s in view.services if s.name == name), None) if view is not None else None
+    return "stopped" if svc is not None and svc.state in ("stopped", "crashed") else "running"
+
+
+async def _put_back_stopped(fleet: Fleet, state: st.SweepState) -> None:
+    """The service was stopped before the sweep: the runner put the profile's config back; stop it again."""
+    res = await fleet.kill(state.ref)
+    state.restored = res.ok
+    if not res.ok:
+        state.caveats.append(f"could not stop the service again as it was before the sweep: {res.message}")
 
 
 def write_results(out: Path, state: st.SweepState, ns: SweepArgs | None = None) -> rs.SweepResults:
@@ -145,6 +194,26 @@ def _dims(ns: SweepArgs, preset: SweepPreset | None) -> list[Dimension]:
 
 
 async def _sweep(ns: SweepArgs, profiles: list[HostProfile], settings: SweepSettings, out: Path) -> int:
+    """The sweep, stopped (and its service put back) by SIGTERM, SIGHUP or SIGINT: sweep/stopping.py."""
+    stop = asyncio.Event()
+
+    def heard(name: str, n: int) -> None:
+        if n == 1:
+            _err(f"{name}: stopping the sweep; putting {settings.ref} back as it was first")
+        else:
+            _err(f"{name}: already stopping; {settings.ref} is being put back (SIGKILL abandons it)")
+
+    with StopOnSignals(stop, heard) as sig:
+        return await _sweep_until(ns, profiles, settings, out, sig)
+
+
+async def _sweep_until(
+    ns: SweepArgs,
+    profiles: list[HostProfile],
+    settings: SweepSettings,
+    out: Path,
+    sig: StopOnSignals,
+) -> int:
     async with Fleet.open(
         profiles,
         todos_path=out / ".todos.json",
@@ -158,6 +227,7 @@ async def _sweep(ns: SweepArgs, profiles: list[HostProfile], settings: SweepSett
             runner = SweepRunner(
                 fleet, settings, out, resume=ns.sw_resume, redo=ns.sw_redo, redo_failed=ns.sw_redo_failed,
                 on_event=lambda ev: _err(f"  #{ev.index if ev.index >= 0 else 'base'} {ev.label}: {ev.status}" + (f" ({ev.text})" if ev.text else "")),
+                stop=sig.stop,
             )  # fmt: skip
         except SweepError as e:
             _err(f"ddtree-tui sweep: {e}")
@@ -166,17 +236,30 @@ async def _sweep(ns: SweepArgs, profiles: list[HostProfile], settings: SweepSett
         _err(
             f"sweep of {settings.ref}: {n} point(s) to measure, about {secs / 60:.1f} min ({how}); state in {out}"
         )
+        if sig.name is not None:
+            _err(f"stopped by {sig.name} before the sweep began; nothing was changed")
+            return sig.exit_code or EXIT_FAIL
+        # as it was before the sweep began: a resumed sweep keeps what its first run saw (run() saves it now)
+        before = runner.state.service_before or _before(fleet, settings.ref)
+        runner.state.service_before = before
         try:
             state = await runner.run()
         except ServiceHeld as e:
             _err(f"ddtree-tui sweep: {e}; nothing was done")
             return EXIT_FAIL
+        if before == "stopped":
+            await _put_back_stopped(fleet, state)
+        state.stopped_by = sig.name
+        st.save(state, out)
     res = write_results(out, state, ns)
-    print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res), flush=True)
+    _out(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
     _err(f"wall time {state.wall_s:.1f} s; results in {out}/results.json and results.csv")
+    if sig.name is not None:
+        back = {True: "put back", False: "NOT put back", None: "not known to be put back"}[state.restored]
+        _err(f"stopped by {sig.name}: {settings.ref} {back} ({before}); continue with --resume")
     if not write_html(ns, out, state, res) or state.restored is False or res.best is None:
-        return EXIT_FAIL
-    return EXIT_OK
+        return sig.exit_code or EXIT_FAIL
+    return sig.exit_code or EXIT_OK
 
 
 def _apply(ns: SweepArgs) -> int:
@@ -205,7 +288,7 @@ def _apply(ns: SweepArgs) -> int:
         _err("the sweep does not know its profile file; give --to FILE")
         return EXIT_USAGE
     try:
-        old = path.read_text(encoding="utf-8")
+        old = read_profile_text(path)  # bounded: a 1 GB file is refused after 1 MiB, naming the file
         new = edit_profile_text(old, path, state.ref.split("/", 1)[1], rec.overrides)
     except (OSError, ProfileError, SweepError) as e:
         _err(f"ddtree-tui sweep apply: {e}")
@@ -296,6 +379,10 @@ def cli_main(ns: SweepArgs) -> int:
         _err(f"ddtree-tui sweep: {e}")
         return EXIT_USAGE
     out = Path(ns.sw_out)
+    why = check_out_dir(out)
+    if why is not None:
+        _err(f"ddtree-tui sweep: {why}; nothing was done")
+        return EXIT_USAGE
     try:
         return asyncio.run(_sweep(ns, profiles, settings, out))
     except KeyboardInterrupt:

@@ -4,12 +4,20 @@ ddtree_tui/ui/app.py); a first run without profiles says how to write one and of
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import queue
+import signal
 import sys
+import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ddtree_tui.cli.args import CliArgs, TuiArgs, WebArgs
 from ddtree_tui.cli.common import UsageError, err, handler, profiles_of
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.sim.process import demo_ports
 from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.ui.app import DDTreeApp, exit_code
 from ddtree_tui.ui.skins import discover_themes
@@ -45,17 +53,105 @@ def todos_of(args: CliArgs) -> Path:
     return Path(args.todos) if args.todos else DEFAULT_TODOS
 
 
-def run_and_stop(app: DDTreeApp) -> int | None:
+def run_and_stop(app: DDTreeApp, notes: Sequence[str] = ()) -> int | None:
     """Run the app and, however it ends (`q`, a crash, a signal), stop what the fleet started on the same
-    event loop, bounded in time (never a second loop after the app's has closed)."""
+    event loop, bounded in time (never a second loop after the app's has closed). SIGHUP (the terminal was
+    closed, `tmux kill-window`) and SIGTERM leave like `q`: Python's default would end the process on the
+    spot, and the demo's simulated servers would outlive it. `notes` are shown once the app is up."""
 
     async def main() -> int | None:
+        loop = asyncio.get_running_loop()
+        hangup = Hangup(app, loop)
+        shown = asyncio.create_task(_notes_when_up(app, list(notes))) if notes else None
         try:
             return await app.run_async()
         finally:
+            if shown is not None:
+                shown.cancel()
+            hangup.stopping = True  # a second SIGHUP must not cut the demo's cleanup short
             await app.shutdown_fleet(running=False)
 
-    return asyncio.run(main())
+    before = {sig: signal.getsignal(sig) for sig in HANGUP_SIGNALS}
+    try:
+        return asyncio.run(main())
+    finally:
+        for sig, handler in before.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, handler)
+
+
+HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+
+
+class Hangup:
+    """SIGHUP and SIGTERM end the app like `q`. A plain signal handler, not the loop's: it must run even
+    when the loop is stuck. After a hangup the terminal is gone and every write to it fails (EIO); Textual's
+    output thread dies of that, and its full queue then blocks the event loop for good (the app never
+    exits, the fleet is never stopped: seen under load). So on SIGHUP the terminal's output descriptors
+    are pointed at /dev/null first, and should the output thread already be dead, its queue is drained."""
+
+    def __init__(self, app: DDTreeApp, loop: asyncio.AbstractEventLoop) -> None:
+        self.app = app
+        self.loop = loop
+        self.stopping = False
+        self.hung_up = False
+        for sig in HANGUP_SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGHUP and not self.hung_up:
+            self.hung_up = True
+            _detach_terminal()
+            threading.Thread(target=_drain_dead_writer, args=(self.app,), daemon=True).start()
+        if not self.stopping:
+            self.stopping = True
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
+                self.loop.call_soon_threadsafe(self.app.exit)
+
+
+def _detach_terminal() -> None:
+    """Point stdout and stderr at /dev/null: the terminal is gone, writes must not fail (reads of the
+    hung-up terminal already end at once)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        for n in (1, 2):
+            with contextlib.suppress(OSError):
+                os.dup2(fd, n)
+        os.close(fd)
+
+
+def _drain_dead_writer(app: DDTreeApp) -> None:
+    """Keep Textual's output queue moving once its writer thread has died (EIO after the hangup), so that no
+    write, nor the driver's close, blocks the event loop; ends at the close's None."""
+    writer = getattr(getattr(app, "_driver", None), "_writer_thread", None)
+    q = getattr(writer, "_queue", None)
+    if writer is None or q is None:
+        return
+    while True:
+        if writer.is_alive():
+            time.sleep(0.1)
+            continue
+        try:
+            if q.get(timeout=0.5) is None:
+                return
+        except queue.Empty:
+            continue
+
+
+async def _notes_when_up(app: DDTreeApp, notes: list[str]) -> None:
+    """Show `notes` in the message line (and its history, H) once the app has painted its first screen."""
+    for _ in range(600):
+        if app.is_running:
+            break
+        await asyncio.sleep(0.1)
+
+    def show() -> None:
+        with contextlib.suppress(Exception):  # the app may already be gone
+            for note in notes:
+                app.notify(note, severity="warning", timeout=20)
+
+    with contextlib.suppress(Exception):
+        app.call_after_refresh(show)
 
 
 @handler(None, TuiArgs)
@@ -78,7 +174,12 @@ def cli_main(ns: TuiArgs) -> int:
         err(str(e))
         return 2
     todos = todos_of(ns)
+    notes: list[str] = []
+    if ns.demo:  # its fixed ports may be another demo's (or a test run's): free ones then, said so
+        profiles, notes = demo_ports(profiles)
+        for note in notes:
+            err(note)
     fleet = Fleet(profiles, todos_path=todos, demo=ns.demo)
     app = DDTreeApp(fleet, theme_name=theme, demo=ns.demo, crash_dir=todos.parent)
-    rc = run_and_stop(app)
+    rc = run_and_stop(app, notes)
     return exit_code(app, rc)

@@ -4,6 +4,11 @@
 - a regular file, or a path that does not exist yet: temp file in the same directory, fsync, os.replace, fsync
   of the directory (readers see the old or the new file, never half of one); a symlink to a regular file
   is followed and its target replaced, the link kept;
+- a symlink (anywhere in the path) is followed only when we own it, or root does (/dev/stdout, /proc/self):
+  one planted by another user (a link by `nobody` in a sticky world-writable /tmp pointing at our file) is
+  refused with `UntrustedLinkError`, nothing written. We resolve links ourselves (to replace a link's
+  target), so the kernel's fs.protected_symlinks never gets to judge them: this is that rule, stricter
+  (any directory, not only sticky ones), and the final open of a device or FIFO uses O_NOFOLLOW;
 - a special file (character or block device such as /dev/null, a FIFO, /dev/fd/N of a pipe): written
   directly, never replaced — an atomic rename over /dev/null would turn the device into a regular file;
 - a directory (or anything we cannot write): OSError with the reason, nothing changed.
@@ -21,6 +26,60 @@ import tempfile
 
 class NotAFileError(IsADirectoryError):
     """The path is a directory (or a socket): there is nothing a file write can sensibly do."""
+
+
+class UntrustedLinkError(PermissionError):
+    """A symlink on the way to the file belongs to another user: not followed, nothing written."""
+
+
+_MAX_LINKS = 40  # like the kernel's ELOOP limit
+
+
+def _trusted(uid: int) -> bool:
+    return uid in (os.geteuid(), 0)
+
+
+def resolve_trusted(path: str | os.PathLike[str]) -> str:
+    """`path` with every symlink resolved, following only links we (or root) own; UntrustedLinkError naming
+    the link and its owner otherwise. A link whose target is not a path (/proc/self/fd/N of a pipe:
+    `pipe:[123]`) ends the walk: the path so far, with the rest, is returned for the kernel to open."""
+    p = os.fspath(path)
+    cur = "/" if p.startswith("/") else os.getcwd()
+    parts = [x for x in p.split("/") if x]
+    hops = 0
+    while parts:
+        name = parts.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            cur = os.path.dirname(cur) or "/"
+            continue
+        nxt = os.path.join(cur, name)
+        try:
+            st = os.lstat(nxt)
+        except OSError:  # missing (or not a directory): nothing further to follow
+            return os.path.join(nxt, *parts) if parts else nxt
+        if not stat.S_ISLNK(st.st_mode):
+            cur = nxt
+            continue
+        if not _trusted(st.st_uid):
+            raise UntrustedLinkError(
+                1,
+                "is a symbolic link owned by uid %d, not by you: not followed (a link another user can "
+                "plant); write to the real file's path" % st.st_uid,
+                nxt,
+            )
+        hops += 1
+        if hops > _MAX_LINKS:
+            raise OSError(40, "too many levels of symbolic links", p)
+        target = os.readlink(nxt)
+        if nxt.startswith("/proc/") and ":" in target and not target.startswith("/"):
+            # a /proc magic link (pipe:[N], socket:[N]): the kernel opens it; nothing more to check
+            return os.path.join(nxt, *parts) if parts else nxt
+        if target.startswith("/"):
+            cur = "/"
+        parts = [x for x in target.split("/") if x] + parts
+    return cur
 
 
 def _kind(path: str) -> str:
@@ -65,7 +124,7 @@ def write_file(
     callable run just before the rename; when it returns False nothing is replaced and write_file returns
     False (the caller merges and tries again). Returns True when written.
     """
-    p = os.fspath(path)
+    p = resolve_trusted(path)  # refuses a link another user owns, before anything is looked at
     raw = data.encode("utf-8") if isinstance(data, str) else data
     kind = _kind(p)
     if kind == "directory":
@@ -74,7 +133,9 @@ def write_file(
         raise NotAFileError(6, "is a socket, not a file", p)
     if kind == "special":
         # a device or a FIFO: write into it like a shell redirection would; never rename over it
-        fd = os.open(p, os.O_WRONLY)
+        # resolved above, so the last component is no link, unless a /proc magic link (pipe:[N]) we own
+        nofollow = 0 if os.path.islink(p) else getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(p, os.O_WRONLY | nofollow)
         try:
             view = memoryview(raw)
             while view:
@@ -83,7 +144,7 @@ def write_file(
         finally:
             os.close(fd)
         return True
-    target = os.path.realpath(p) if os.path.islink(p) else p
+    target = p  # already resolved: a rename over it can only replace the file itself
     d = os.path.dirname(target) or "."
     existing_mode: int | None = None
     if kind == "regular":

@@ -7,6 +7,8 @@ client being measured, and can really exit (the `exit` fault).
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import signal
 import socket
 import subprocess
@@ -18,6 +20,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import IO
 
+from ddtree_tui.config import HostProfile
 from ddtree_tui.sim.config import SimConfig
 
 
@@ -25,6 +28,66 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """True when `port` cannot be bound on `host` now (another demo, a test run, anything)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def moved_note(ref: str, wanted: int, got: int) -> str:
+    """What the demo says when a simulated service of its profile moves off a taken port."""
+    return (
+        f"demo: port {wanted} of {ref} is in use (another demo or a test run?); using free port {got} instead"
+    )
+
+
+def _ours(workdir: str, svc: str, port: int) -> bool:
+    """Whether `port` is held by this very service, left running by an earlier demo in the same workdir (its
+    pidfile's process group): then the demo keeps the port and finds the service again."""
+    from ddtree_tui.remote.ports import port_holder_pid
+
+    try:
+        with open(os.path.join(os.path.expanduser(workdir), "run", svc + ".json"), encoding="utf-8") as f:
+            rec = json.load(f)
+        _listening, pid = port_holder_pid(port)
+        return pid is not None and (pid == rec.get("pid") or os.getpgid(pid) == rec.get("pgid"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def demo_ports(profiles: Sequence[HostProfile]) -> tuple[list[HostProfile], list[str]]:
+    """The demo's profiles with every simulated service of a local host whose port is taken moved to a free
+    port (the loaded profiles are not changed), and one note per move to show the user. The demo's ports are
+    fixed in its profile; two demos, or a demo and a test run, on one machine would otherwise clash."""
+    out: list[HostProfile] = []
+    notes: list[str] = []
+    used: set[int] = set()
+    for prof in profiles:
+        services = []
+        for spec in prof.service:
+            port = spec.port
+            if (
+                prof.is_local
+                and spec.launcher == "sim"
+                and (port in used or port_taken(port))
+                and not _ours(prof.workdir, spec.name, port)
+            ):
+                new = free_port()
+                while new in used:
+                    new = free_port()
+                notes.append(moved_note(f"{prof.name}/{spec.name}", port, new))
+                spec = spec.model_copy(update={"port": new})
+            used.add(spec.port)
+            services.append(spec)
+        out.append(prof.model_copy(update={"service": services}))
+    return out, notes
 
 
 def argword(v: float) -> str:

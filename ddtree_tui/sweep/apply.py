@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+import tomlkit.exceptions
 from tomlkit.items import AoT, Table
 
+from ddtree_tui.atomicio import resolve_trusted
 from ddtree_tui.config import parse_profile
 from ddtree_tui.sweep.spec import SweepError, _flag, _set_flag, _typed, apply_overrides, check_key
 from ddtree_tui.sweep.state import atomic_write
@@ -36,8 +38,11 @@ def _set_nested(table: Any, key: str, value: Any) -> None:
 
 def edit_profile_text(text: str, path: Path, service: str, overrides: dict[str, str]) -> str:
     """The profile's text with `overrides` written into the service's table (comments kept)."""
-    doc = tomlkit.parse(text)
-    prof = parse_profile(text, path)
+    prof = parse_profile(text, path)  # a file that is not a profile: ProfileError naming it, nothing parsed
+    try:
+        doc = tomlkit.parse(text)
+    except (tomlkit.exceptions.TOMLKitError, ValueError, RecursionError) as e:
+        raise SweepError(f"{path}: not a TOML profile tomlkit can edit: {e}") from None
     spec = prof.get_service(service)
     if spec is None:
         raise SweepError(f"{path}: no [[service]] named '{service}'")
@@ -90,8 +95,9 @@ def diff(old: str, new: str, path: Path) -> str:
 
 
 def write_profile(path: Path, text: str) -> None:
-    """Atomic replace; refuses anything but a regular file (a symlink is followed to its target)."""
-    real = path.resolve()
+    """Atomic replace; refuses anything but a regular file (a symlink is followed to its target when we own
+    it; one another user planted is refused: atomicio.resolve_trusted)."""
+    real = Path(resolve_trusted(path))
     if not real.is_file():
         raise SweepError(f"{path}: not a regular file; not replaced")
     atomic_write(real, text)

@@ -7,14 +7,12 @@ parser refused its command line: never launched) or skipped (`--max-time` ran ou
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ddtree_tui.atomicio import is_special, write_file
 from ddtree_tui.sweep.spec import Dimension
 
 SWEEP_SCHEMA = 1
@@ -133,29 +131,19 @@ class SweepState(BaseModel):
     updated_at: float
     wall_s: float = 0.0
     finished: bool = False
-    restored: bool | None = None  # the service was put back as the profile has it at the end
+    restored: bool | None = None  # the service was put back at the end: as the profile has it, or stopped
+    service_before: Literal["running", "stopped"] | None = None  # how it was before: what "put back" means
+    stopped_by: str | None = None  # the signal that stopped the sweep (SIGTERM, SIGHUP, SIGINT), if one did
     caveats: list[str] = Field(default_factory=list)
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` so a reader (or a crash) sees the old file or the new one, never half."""
+    """Write `text` to `path` so a reader (or a crash) sees the old file or the new one, never half
+    (ddtree_tui.atomicio: the file keeps its permissions; a symlink another user owns is refused)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and not path.is_file():
+    if is_special(path) or (path.exists() and not path.is_file()):
         raise OSError(f"{path} is not a regular file; not replaced")
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        if mode is not None:
-            os.chmod(tmp, mode)  # the replaced file keeps its permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_file(path, text)
 
 
 def save(state: SweepState, out: Path) -> None:

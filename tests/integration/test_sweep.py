@@ -63,6 +63,10 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
     original = profile.read_text()
     out = tmp_path / "sweep"
     try:
+        # running before the sweep, so that the sweep puts it back running (a stopped one stays stopped)
+        up = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "launch",
+                             "local/ddtree-shadow"], cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert up.returncode == 0, up.stderr
         child = subprocess.Popen(
             sweep_argv(profile, out), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )

@@ -1,0 +1,101 @@
+"""Issue 25: closing the terminal of `ddtree-tui --demo` (here `tmux kill-session`, which hangs up the pane:
+SIGHUP) after launching a service stops the demo's simulated server like `q` does, so the next demo can
+launch on the same port; and a demo whose default ports are taken moves to free ones and says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ddtree_tui.sim.process import demo_ports
+from tests.app.test_tmux import EXE, Tmux, demo_profile, tmux  # noqa: F401 (the fixture)
+from tests.fixtures.services.support import cleanup_workdir
+from tests.procs import alive
+
+
+def sim_pid(workdir: Path, svc: str) -> int:
+    return int(json.loads((workdir / "run" / f"{svc}.json").read_text())["pid"])
+
+
+@pytest.mark.timeout(120)
+def test_closing_the_demos_terminal_stops_its_simulated_server(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
+    tui = 0
+    try:
+        prof = demo_profile(tmp_path)
+        cmd = f"cd {tmp_path} && TERM=screen-256color exec {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
+        tmux.run("new-session", "-d", "-s", "ui", "-x", "120", "-y", "36", cmd)
+        tmux.wait_for("● connected", 30)
+        tmux.wait_for("local/dflash", 20)
+        tmux.run("send-keys", "-t", "ui", "3")
+        time.sleep(0.5)
+        tmux.run("send-keys", "-t", "ui", "l")
+        tmux.wait_for("● ready", 40)
+        pid = sim_pid(tmp_path / ".ddtree" / "demo", "dflash")
+        assert alive(pid)
+        tui = int(tmux.run("display-message", "-p", "-t", "ui", "#{pane_pid}").strip())
+        assert "ddtree-tui" in " ".join(psutil.Process(tui).cmdline())
+        tmux.run("kill-session", "-t", "ui")  # the terminal goes away: SIGHUP to the TUI
+        deadline = time.monotonic() + 30
+        while (alive(pid) or alive(tui)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(tui), "the TUI outlived its terminal"
+        assert not alive(pid), "the demo's simulated server outlived the TUI's terminal"
+    finally:  # a failed run must leave neither the simulator nor a stuck TUI behind
+        cleanup_workdir(tmp_path / ".ddtree" / "demo")
+        if tui and alive(tui):
+            os.kill(tui, signal.SIGKILL)  # the TUI this test started, by its pid
+
+
+@pytest.mark.timeout(120)
+def test_a_demo_whose_port_is_taken_moves_to_a_free_one_and_says_so(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
+    """Another demo holds the dflash port (here: our own listening socket on the profile's port)."""
+    from ddtree_tui.config import load_profiles
+
+    prof = demo_profile(tmp_path)
+    profiles = load_profiles([prof])
+    wanted = profiles[0].service[0].port
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", wanted))
+        held.listen()
+        moved, notes = demo_ports(profiles)
+        ports = [s.port for s in moved[0].service]
+        assert ports[0] != wanted and ports[1] == profiles[0].service[1].port  # only the taken one moves
+        assert notes == [
+            f"demo: port {wanted} of local/dflash is in use (another demo or a test run?); using free port {ports[0]} instead"
+        ]
+        assert profiles[0].service[0].port == wanted  # the loaded profile itself is not changed
+
+        # --run-bench --demo says so on stderr, and measures the service on its free port
+        argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--profile", str(prof),
+                "--services", "local/dflash", "--max-new-tokens", "8", "--repeats", "1", "--warmup", "0",
+                "--history", str(tmp_path / "h.jsonl")]  # fmt: skip
+        p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=90)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert f"demo: port {wanted} of local/dflash is in use" in p.stderr, p.stderr[-2000:]
+
+        # the TUI shows it, and launches the service on the free port
+        try:
+            cmd = f"cd {tmp_path} && TERM=screen-256color exec {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
+            tmux.run("new-session", "-d", "-s", "ui", "-x", "160", "-y", "40", cmd)
+            tmux.wait_for("● connected", 30)
+            tmux.run("send-keys", "-t", "ui", "H")  # the message history: the bar's line may have gone by
+            tmux.wait_for(f"demo: port {wanted} of local/dflash", 20)
+            tmux.run("send-keys", "-t", "ui", "Escape")
+            time.sleep(0.5)
+            tmux.run("send-keys", "-t", "ui", "3")
+            time.sleep(0.5)
+            tmux.run("send-keys", "-t", "ui", "l")
+            tmux.wait_for("● ready", 40)
+            rec = json.loads((tmp_path / ".ddtree" / "demo" / "run" / "dflash.json").read_text())
+            assert rec["port"] != wanted
+        finally:
+            cleanup_workdir(tmp_path / ".ddtree" / "demo")
