@@ -17,9 +17,13 @@ except ImportError:  # pragma: no cover - not on POSIX
 def append_line(obj: dict[str, Any], path: Path | str) -> Path:
     """One JSON object as one line: one write() on a file opened O_APPEND, under an advisory lock, then
     fsync, so two writers never interleave and a crash leaves at most a torn last line (readers skip it)."""
+    return append_bytes((json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode(), path)
+
+
+def append_bytes(data: bytes, path: Path | str) -> Path:
+    """`append_line` of a line already serialized (ending with a newline), as one write."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
     fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         if fcntl is not None:

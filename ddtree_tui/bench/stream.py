@@ -99,11 +99,35 @@ class _Conn(asyncio.Protocol):
 
     # slots: its attributes are read on every chunk, and slot access stays fast however many there are
     __slots__ = (
-        "transport", "parser", "lost", "limits", "max_line", "max_response", "status", "keep_alive", "complete", "framed",
-        "error", "limit_hit", "sse", "lines", "partial", "partial_len", "body", "body_len", "head_bytes",
-        "resp_bytes", "got_bytes", "t_read", "_waiter", "_timer", "on_complete", "discard", "keep_body",
+        "_timer",
+        "_waiter",
+        "body",
+        "body_len",
         "body_max",
-    )  # fmt: skip
+        "complete",
+        "discard",
+        "error",
+        "framed",
+        "got_bytes",
+        "head_bytes",
+        "keep_alive",
+        "keep_body",
+        "limit_hit",
+        "limits",
+        "lines",
+        "lost",
+        "max_line",
+        "max_response",
+        "on_complete",
+        "parser",
+        "partial",
+        "partial_len",
+        "resp_bytes",
+        "sse",
+        "status",
+        "t_read",
+        "transport",
+    )
 
     def __init__(self, limits: StreamLimits | None = None) -> None:
         self.transport: asyncio.Transport | None = None

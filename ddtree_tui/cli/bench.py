@@ -1,7 +1,8 @@
 """Headless `ddtree-tui --run-bench`: progress on stderr, the table on stdout, JSON/CSV/history files.
 
 Exit codes: 0 every counted request succeeded; 1 the run finished but a request failed (the others are still
-measured and saved) or a service could not be reached; 2 bad usage or configuration; 130 interrupted (what
+measured and saved), a service could not be reached, or a file asked for (--json, --csv, the history)
+could not be written; 2 bad usage or configuration; 130 interrupted (what
 was measured is still printed and saved).
 
 With `--demo` the demo profile's simulated services are started as child processes (bench/session.py) and stopped after;
@@ -15,9 +16,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -25,7 +27,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from ddtree_tui import atomicio
-from ddtree_tui.bench import history, report
+from ddtree_tui.bench import bounds, history, report
 from ddtree_tui.bench.agentic import DEFAULT_TURNS, TurnResult, agentic_table, load_conversations, run_agentic
 from ddtree_tui.bench.load import LoadError, LoadSpec, Slo, parse_duration, parse_load, parse_slo
 from ddtree_tui.bench.loadrun import LoadRun, LoadSettings, run_load
@@ -43,7 +45,7 @@ from ddtree_tui.bench.session import (
     url_targets,
 )
 from ddtree_tui.bench.soak import GpuWindow, SoakRun, SoakSettings, run_soak, soak_table
-from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.stream import StreamClient, set_default_limits
 from ddtree_tui.cli.common import UsageError, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec
 
@@ -106,9 +108,9 @@ class Progress:
 def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
     """Write --json, --csv and the history line; returns the problems (never raises for I/O)."""
     problems: list[str] = []
-    outputs: list[tuple[str | None, Callable[[], str]]] = [
-        (ns.json_out, lambda: report.to_json(run)),
-        (ns.csv_out, lambda: report.to_csv(run)),
+    outputs: list[tuple[str | None, Callable[[], Iterable[bytes]]]] = [
+        (ns.json_out, lambda: report.iter_json(run)),  # streamed: a run of any size is never whole in memory
+        (ns.csv_out, lambda: report.iter_csv(run)),
     ]
     for path, text in outputs:
         if not path:
@@ -133,7 +135,7 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
     return problems
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str | Iterable[bytes]) -> None:
     """Through the one shared writer: a special file (/dev/null, a FIFO) is written, never replaced."""
     if not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -273,8 +275,8 @@ async def _run_agentic(ns: argparse.Namespace, req: BenchRequest, targets: list[
         dataset=None if ns.prompts == "agentic" else ns.prompts,
         on_turn=on_turn,
     )
-    _emit_shape_run(ns, run, agentic_table(run))
-    return EXIT_FAIL if run.failed else EXIT_OK
+    unsaved = _emit_shape_run(ns, run, agentic_table(run))
+    return EXIT_FAIL if run.failed or unsaved else EXIT_OK
 
 
 class SoakProgress(Progress):
@@ -339,33 +341,37 @@ async def _run_shape(
     else:
         run = await run_load(req, targets, la.spec, la.load_settings(), sess.hooks(LoadProgress(), stop))
         table, bad = load_table(run), bool(run.failed)
-    _emit_shape_run(ns, run, table)
+    unsaved = _emit_shape_run(ns, run, table)
     _write_load_html(ns, run)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
-    return EXIT_FAIL if bad else EXIT_OK
+    return EXIT_FAIL if bad or unsaved else EXIT_OK
 
 
 def _history_path(ns: argparse.Namespace) -> Path:
     return Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
 
 
-def _emit_shape_run(ns: argparse.Namespace, run: history.ShapeRun, table: str) -> None:
+def _emit_shape_run(ns: argparse.Namespace, run: history.ShapeRun, table: str) -> list[str]:
     """A load, soak or agentic run's table on stdout (a closed pipe ends it quietly), its --json file and
-    its history line."""
+    its history line; returns what could not be written (said on stderr too)."""
     with contextlib.suppress(OSError):
         sys.stdout.write(table)
         sys.stdout.flush()
+    problems: list[str] = []
     if ns.json_out:
         try:
-            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+            _atomic_write(Path(ns.json_out), itertools.chain(report.iter_json(run, 1, strict=True), [b"\n"]))
         except OSError as e:
-            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+            problems.append(f"cannot write {ns.json_out}: {e.strerror or e}")
     hist = _history_path(ns)
     try:
         history.append_shape(run, hist)
     except OSError as e:
-        _err(f"cannot append to history {hist}: {e.strerror or e}")
+        problems.append(f"cannot append to history {hist}: {e.strerror or e}")
+    for p in problems:
+        _err(p)
+    return problems
 
 
 def _write_load_html(ns: argparse.Namespace, run: LoadRun | SoakRun) -> None:
@@ -438,12 +444,13 @@ async def _main(
     with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone: the files still get written
         sys.stdout.write(report.table(run))
         sys.stdout.flush()
-    for p in save(run, ns):
+    unsaved = save(run, ns)
+    for p in unsaved:
         with contextlib.suppress(OSError):
             _err(p)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
-    return EXIT_FAIL if run.failed else EXIT_OK
+    return EXIT_FAIL if run.failed or unsaved else EXIT_OK
 
 
 def cli_main(ns: argparse.Namespace) -> int:
@@ -457,6 +464,13 @@ def cli_main(ns: argparse.Namespace) -> int:
         if getattr(ns, name, low) < low:
             _err(f"--{name.replace('_', '-')} must be at least {low}")
             return EXIT_USAGE
+    # issue 25: every count has a bound, and the read limits reach this process and its workers (bench/bounds.py)
+    problem = bounds.bench_args_problem(ns)
+    if problem:
+        _err(problem)
+        return EXIT_USAGE
+    if (limits := bounds.limits_of(ns)) is not None:
+        set_default_limits(limits)
     if ns.timeout is not None and ns.timeout <= 0:
         _err("--timeout must be positive")
         return EXIT_USAGE
