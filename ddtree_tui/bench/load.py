@@ -227,8 +227,8 @@ def shape_params(
     if sessions or think_time:
         if load or soak or requests or duration:
             raise LoadError("agentic sessions run closed-loop conversations: leave load and soak blank")
-        if not sessions.isdigit() or int(sessions) < 1:
-            raise LoadError(f"sessions {sessions!r}: a whole number, at least 1")
+        if not sessions.isdigit() or not 1 <= int(sessions) <= MAX_CONCURRENCY:  # = bounds.MAX_SESSIONS
+            raise LoadError(f"sessions {sessions!r}: a whole number 1…{MAX_CONCURRENCY}")
         think = parse_duration(think_time, "think time") if think_time and think_time != "0" else 0.0
         return ShapeParams(
             sessions=int(sessions), think_time_s=think, max_new_tokens=max_new_tokens, baseline=baseline
