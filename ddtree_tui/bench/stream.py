@@ -102,6 +102,7 @@ class _Conn(asyncio.Protocol):
         "_timer",
         "_waiter",
         "body",
+        "body_full",
         "body_len",
         "body_max",
         "complete",
@@ -151,6 +152,7 @@ class _Conn(asyncio.Protocol):
         self.partial_len = 0
         self.body = bytearray()
         self.body_len = 0
+        self.body_full = False  # an error body reached MAX_BODY: what is kept is all read() returns
         self.head_bytes = 0
         self.resp_bytes = 0
         self.got_bytes = False
@@ -277,8 +279,11 @@ class _Conn(asyncio.Protocol):
                 self._over(f"the body is over {_size(self.body_max)}")
                 return
             self.body += body
-        elif len(self.body) < MAX_BODY:  # an error body: its first 64 KiB are kept
+        elif not self.body_full:  # an error body: its first 64 KiB are kept, then reading stops
             self.body += body[: MAX_BODY - len(self.body)]
+            if len(self.body) >= MAX_BODY:
+                self.body_full = True  # read() returns it; release() closes the connection
+                self._wake()
 
     def _line_over(self) -> None:
         self._over(f"an SSE line is over {_size(self.max_line)} (--max-line-bytes)")
@@ -353,10 +358,11 @@ class Response:
             await c.wait()
 
     async def read(self) -> bytes:
-        """The whole body (of an error response: its first 64 KiB); StreamLimitError above max_body_bytes."""
+        """The whole body (of an error response: its first 64 KiB, the rest never read); StreamLimitError
+        above max_body_bytes."""
         c = self._conn
 
-        while not c.complete:
+        while not c.complete and not c.body_full:
             err = self._fail()
             if err is not None:
                 raise err

@@ -64,6 +64,9 @@ class Hostile:
                 elif kind == "headers":  # headers that never end
                     writer.write(b"HTTP/1.1 200 OK\r\n")
                     chunk = b"x-pad: " + b"a" * 1000 + b"\r\n"
+                elif kind == "error":  # an error status whose body never ends
+                    writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\n\r\n")
+                    chunk = b"overloaded " * 4096
                 elif kind == "body":  # short lines, forever
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
                     chunk = b": keep-alive\n" * 4096
@@ -116,6 +119,14 @@ async def test_endless_headers_and_an_endless_body_fail_with_the_limit_they_cros
             not ok and err is not None and "limit: the response is over 4 MiB (--max-response-bytes)" in err
         )
         assert h.sent["headers"] < 8 * MIB and h.sent["body"] < 16 * MIB
+        assert await _measure(client, h.port, "ok") == (True, None)
+
+
+async def test_an_endless_error_body_is_cut_at_64_kib_and_the_request_fails_with_its_start() -> None:
+    async with Hostile().serve() as h, StreamClient() as client:
+        ok, err = await _measure(client, h.port, "error")
+        assert not ok and err is not None and err.startswith("HTTP 500: overloaded overloaded"), err
+        assert h.sent["error"] < 64 * MIB
         assert await _measure(client, h.port, "ok") == (True, None)
 
 
