@@ -70,8 +70,13 @@ def write_file(
     False (the caller merges and tries again). Returns True when written.
     """
     p = os.fspath(path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    chunks: Iterable[bytes] = (raw,) if isinstance(raw, (bytes, bytearray, memoryview)) else raw
+    chunks: Iterable[bytes]
+    if isinstance(data, str):
+        chunks = (data.encode("utf-8"),)
+    elif isinstance(data, bytes):
+        chunks = (data,)
+    else:
+        chunks = data
     kind = _kind(p)
     if kind == "directory":
         raise NotAFileError(21, "is a directory, not a file", p)
