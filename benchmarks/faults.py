@@ -219,6 +219,8 @@ def _issue25_client_probes() -> list[tuple[str, str, str, str]]:
          r + "test_an_endless_line_fails_that_request_at_the_default_limit_and_the_next_one_works"),
         ("25c", "server sends endless headers; an endless body", "fails naming the limit crossed",
          r + "test_endless_headers_and_an_endless_body_fail_with_the_limit_they_crossed"),
+        ("25c", "HTTP 500 whose body never ends", "fails with its first words; read stops at 64 KiB",
+         r + "test_an_endless_error_body_is_cut_at_64_kib_and_the_request_fails_with_its_start"),
         ("25c", "/server_info body of 100 GB", "not read whole (4 MiB cap)",
          r + "test_a_huge_server_info_is_not_read_whole"),
         ("25c", "prompt file of 100001 prompts", "usage error naming file:line",
