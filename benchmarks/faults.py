@@ -225,6 +225,8 @@ def _issue25_client_probes() -> list[tuple[str, str, str, str]]:
          r + "test_a_huge_server_info_is_not_read_whole"),
         ("25c", "prompt file of 100001 prompts", "usage error naming file:line",
          b + "test_a_prompt_file_past_the_bound_is_refused_naming_the_line"),
+        ("25c", "2000 prompts × --repeats 1000 (2 M requests)", "usage error before any plan is made",
+         b + "test_a_run_past_a_million_requests_is_refused_before_it_plans_them"),
         ("25c", "a prompt's max_new_tokens = 2^64", "usage error naming file:line and field",
          b + "test_a_max_new_tokens_past_2_to_the_64_names_file_line_and_field"),
         ("25c", "--sessions 100000, --turns 100000, bad --max-*-bytes", "usage error (2), no traceback",

@@ -21,7 +21,8 @@ MAX_PROMPTS = 100_000  # prompts in a set or FILE.jsonl (a run keeps every resul
 MAX_NEW_TOKENS = 1_000_000  # a prompt's max_new_tokens, as BenchRequest's --max-new-tokens
 MAX_SESSIONS = MAX_CONCURRENCY  # agentic sessions at once: one connection each, like --concurrency
 MAX_TURNS = 1000  # turns of an agentic session (each carries the whole history so far)
-MAX_REQUESTS = 10_000_000  # --requests per service per level
+MAX_REQUESTS = 1_000_000  # --requests per service per level
+MAX_RUN_REQUESTS = 1_000_000  # counted requests of a plain run: prompts × repeats × services (all kept)
 MAX_THINK_TIME_S = 24 * 3600.0
 
 __all__ = [
@@ -31,11 +32,13 @@ __all__ = [
     "MAX_PROMPTS",
     "MAX_RATE",
     "MAX_REQUESTS",
+    "MAX_RUN_REQUESTS",
     "MAX_SESSIONS",
     "MAX_TURNS",
     "bench_args_problem",
     "limits_of",
     "parse_size",
+    "plan_problem",
 ]
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
@@ -70,6 +73,17 @@ def limits_of(ns: Any) -> StreamLimits | None:
         name = str(err.get("loc", ("?",))[0])
         msg = str(err.get("msg", "out of range")).replace("Input should be", "must be")
         raise ValueError(f"--{name.replace('_', '-')} {fields.get(name)}: {msg} bytes") from None
+
+
+def plan_problem(prompts: int, repeats: int, services: int) -> str | None:
+    """A plain run's size past MAX_RUN_REQUESTS (its plan and every result are held in memory), in words."""
+    total = prompts * repeats * max(1, services)
+    if total <= MAX_RUN_REQUESTS:
+        return None
+    return (
+        f"{prompts} prompts × {repeats} repeats × {services} service(s) = {total} requests: at most "
+        f"{MAX_RUN_REQUESTS} a run (fewer prompts or --repeats)"
+    )
 
 
 def _count(ns: Any, name: str, lo: int, hi: int) -> str | None:

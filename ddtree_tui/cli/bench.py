@@ -499,7 +499,9 @@ def cli_main(ns: argparse.Namespace) -> int:
             if ns.prompts != "agentic":
                 load_conversations(ns.prompts)
         else:
-            load_prompts(ns.prompts)
+            n = len(load_prompts(ns.prompts))
+            if too_big := bounds.plan_problem(n, ns.repeats, len(urls) or len(chosen)):
+                raise PromptError(too_big)
     except PromptError as e:
         _err(str(e))
         return EXIT_USAGE

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.bench import history, report
-from ddtree_tui.bench.bounds import MAX_NEW_TOKENS, MAX_PROMPTS, MAX_SESSIONS
+from ddtree_tui.bench.bounds import MAX_NEW_TOKENS, MAX_PROMPTS, MAX_RUN_REQUESTS, MAX_SESSIONS
 from ddtree_tui.cli import main
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
@@ -38,6 +38,17 @@ def test_a_prompt_file_past_the_bound_is_refused_naming_the_line(
     assert main(["--run-bench", "--url", NOWHERE, "--prompts", str(f)]) == 2
     err = capsys.readouterr().err
     assert f"{f}:{MAX_PROMPTS + 1}: more than {MAX_PROMPTS} prompts" in err and "Traceback" not in err
+
+
+def test_a_run_past_a_million_requests_is_refused_before_it_plans_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = _prompts(tmp_path / "p.jsonl", [{"prompt": f"q{i}"} for i in range(2000)])
+    argv = ["--run-bench", "--url", NOWHERE, "--prompts", str(f), "--repeats", "1000"]
+    assert main([*argv, "--history", str(tmp_path / "h.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"2000 prompts × 1000 repeats × 1 service(s) = 2000000 requests: at most {MAX_RUN_REQUESTS}" in err
+    assert not (tmp_path / "h.jsonl").exists()  # nothing ran
 
 
 def test_a_max_new_tokens_past_2_to_the_64_names_file_line_and_field(
