@@ -256,6 +256,39 @@ def collector_probes() -> list[tuple[str, str, str, str]]:
 PROBES.extend(collector_probes())
 
 
+def _issue25_client_probes() -> list[tuple[str, str, str, str]]:
+    """Issue 25, the bench client and the counts a user gives (item "25c")."""
+    r = "tests/integration/test_read_limits.py::"
+    b = "tests/integration/test_bench_bounds_cli.py::"
+    return [
+        ("25c", "server sends one SSE line that never ends", "that request fails at 16 MiB; next works",
+         r + "test_an_endless_line_fails_that_request_at_the_default_limit_and_the_next_one_works"),
+        ("25c", "server sends endless headers; an endless body", "fails naming the limit crossed",
+         r + "test_endless_headers_and_an_endless_body_fail_with_the_limit_they_crossed"),
+        ("25c", "HTTP 500 whose body never ends", "fails with its first words; read stops at 64 KiB",
+         r + "test_an_endless_error_body_is_cut_at_64_kib_and_the_request_fails_with_its_start"),
+        ("25c", "/server_info body of 100 GB", "not read whole (4 MiB cap)",
+         r + "test_a_huge_server_info_is_not_read_whole"),
+        ("25c", "prompt file of 100001 prompts", "usage error naming file:line",
+         b + "test_a_prompt_file_past_the_bound_is_refused_naming_the_line"),
+        ("25c", "2000 prompts × --repeats 1000 (2 M requests)", "usage error before any plan is made",
+         b + "test_a_run_past_a_million_requests_is_refused_before_it_plans_them"),
+        ("25c", "a prompt's max_new_tokens = 2^64", "usage error naming file:line and field",
+         b + "test_a_max_new_tokens_past_2_to_the_64_names_file_line_and_field"),
+        ("25c", "--sessions 100000, --turns 100000, bad --max-*-bytes", "usage error (2), no traceback",
+         b + "test_counts_past_their_bounds_are_usage_errors"),
+        ("25c", "--json under a path that cannot be written", "exit 1 and a clear message",
+         b + "test_an_unwritable_json_exits_1_and_says_so"),
+        ("25c", "SIGINT mid-run of 5000 prompts", "partial JSON streamed; report reads it",
+         b + "test_a_run_stopped_by_sigint_leaves_a_partial_json_that_report_reads"),
+        ("25c", "prompt ids '$_$', 'p$\\frac$', '$$' in --html", "drawn as they are, no crash",
+         b + "test_a_dollar_in_a_prompt_id_is_drawn_as_it_is_in_the_html"),
+    ]  # fmt: skip
+
+
+PROBES.extend(_issue25_client_probes())
+
+
 def _results(xml_path: Path) -> dict[str, tuple[str, float]]:
     out: dict[str, tuple[str, float]] = {}
     if not xml_path.exists():

@@ -2,8 +2,9 @@
 transport (bench/stream.py: a raw asyncio protocol that stamps each chunk at the socket read) and orjson.
 
 Each request becomes one RequestResult. Nothing a server sends can crash the client: a malformed line, an
-error object, an HTTP error, a dropped connection or a stall are all recorded as that request's error and
-the run goes on. Token counts come from the server (`meta_info.completion_tokens`, `usage`), never from
+error object, an HTTP error, a dropped connection, a stall or a response over the transport's limits (a
+line, a head or a body too long: bench/stream.py StreamLimits) are all recorded as that request's error and
+the run goes on. `/server_info` and `/v1/models` bodies are read under the same body limit. Token counts come from the server (`meta_info.completion_tokens`, `usage`), never from
 counting chunks, because speculative decoding puts several tokens in one chunk.
 
 Scored as real servers send (recorded from SGLang 0.5.23's own serializers in tests/fixtures/sglang/): an
@@ -28,9 +29,10 @@ import orjson
 from ddtree_tui.bench.metrics import Timeline, timeline_metrics
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.stream import StreamClient, StreamError
+from ddtree_tui.bench.stream import StreamClient, StreamError, StreamLimitError
 
 TokensCallback = Callable[[int, float], None]  # (tokens so far, seconds since send)
+INFO_MAX_BYTES = 4 * 1024 * 1024  # a /server_info or /v1/models body (SGLang's are a few KiB); above: None
 
 
 class MeasureOpts(TypedDict):
@@ -410,6 +412,8 @@ async def measure_request(
                             break
     except TimeoutError:
         acc.errors.append(f"timeout after {timeout:g} s")
+    except StreamLimitError as e:  # the server sent more than the client reads (bench/stream.py StreamLimits)
+        acc.errors.append(f"limit: {_short(str(e))}")
     except StreamError as e:
         acc.errors.append(f"connection: {_short(str(e))}")
     except OSError as e:
@@ -536,7 +540,7 @@ async def served_model(client: StreamClient, base_url: str, timeout: float = 5.0
     """The first model id `/v1/models` lists (the name an OpenAI-compatible server wants); None if none."""
     try:
         async with asyncio.timeout(timeout):
-            async with await client.get(base_url.rstrip("/") + "/v1/models") as r:
+            async with await client.get(base_url.rstrip("/") + "/v1/models", max_bytes=INFO_MAX_BYTES) as r:
                 raw = await r.read()
                 status = r.status
         if status != 200:
@@ -557,7 +561,7 @@ async def server_info(client: StreamClient, base_url: str, timeout: float = 5.0)
     for path in ("/server_info", "/get_server_info"):
         try:
             async with asyncio.timeout(timeout):
-                async with await client.get(base_url.rstrip("/") + path) as r:
+                async with await client.get(base_url.rstrip("/") + path, max_bytes=INFO_MAX_BYTES) as r:
                     raw = await r.read()
                     status = r.status
         except (StreamError, TimeoutError, OSError):

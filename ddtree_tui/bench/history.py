@@ -22,8 +22,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ddtree_tui.bench.drift import detect_drift
-from ddtree_tui.bench.jsonl import append_line
-from ddtree_tui.bench.models import BenchRun, TargetInfo, dump
+from ddtree_tui.bench.jsonl import append_bytes, append_line
+from ddtree_tui.bench.models import BenchRun, TargetInfo
+from ddtree_tui.bench.report import iter_json
 from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun, SoakWindow
 from ddtree_tui.lib import paths
 
@@ -38,7 +39,8 @@ def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HIS
         run, path = path, run
     if not isinstance(run, BenchRun) or isinstance(path, BenchRun):
         raise TypeError("append(run: BenchRun, path)")
-    return append_line(dump(run), path)
+    # serialized a list item at a time: a big run's line is built without its whole dump in memory
+    return append_bytes(b"".join((*iter_json(run, indent=None), b"\n")), path)
 
 
 _SHAPES: dict[str, type[LoadRun] | type[SoakRun] | type[AgenticRun]] = {

@@ -19,9 +19,13 @@ except ImportError:  # pragma: no cover - not on POSIX
 def append_line(obj: dict[str, Any], path: Path | str) -> Path:
     """One JSON object as one line: one write() on a file opened O_APPEND, under an advisory lock, then
     fsync, so two writers never interleave and a crash leaves at most a torn last line (readers skip it)."""
+    return append_bytes((json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode(), path)
+
+
+def append_bytes(data: bytes, path: Path | str) -> Path:
+    """`append_line` of a line already serialized (ending with a newline), as one write."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     p = Path(resolve_trusted(path))  # a symlink another user planted is refused (UntrustedLinkError)
-    data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
     nofollow = 0 if p.is_symlink() else getattr(os, "O_NOFOLLOW", 0)  # a /proc/self/fd link stays one
     fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | nofollow, 0o644)
     try:

@@ -17,13 +17,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ddtree_tui.bench.bounds import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE
 from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, ShapeRequest
 
 LoadKind = Literal["sync", "concurrency", "rate", "poisson", "sweep"]
 SWEEP_MAX = 256
-MAX_LEVELS = 64
-MAX_RATE = 100000.0
-MAX_CONCURRENCY = 4096
 
 
 class LoadError(ValueError):
@@ -202,8 +200,8 @@ def shape_params(
     if sessions or think_time:
         if load or soak or requests or duration:
             raise LoadError("agentic sessions run closed-loop conversations: leave load and soak blank")
-        if not sessions.isdigit() or int(sessions) < 1:
-            raise LoadError(f"sessions {sessions!r}: a whole number, at least 1")
+        if not sessions.isdigit() or not 1 <= int(sessions) <= MAX_CONCURRENCY:  # = bounds.MAX_SESSIONS
+            raise LoadError(f"sessions {sessions!r}: a whole number 1…{MAX_CONCURRENCY}")
         think = parse_duration(think_time, "think time") if think_time and think_time != "0" else 0.0
         return ShapeRequest(
             refs=refs or [],

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ddtree_tui.bench.bounds import MAX_NEW_TOKENS, MAX_PROMPTS
 
 SETS = ("seed3", "agentic", "longctx")
 
@@ -29,7 +32,7 @@ class Prompt(BaseModel):
     title: str = ""
     messages: list[dict[str, str]] = Field(default_factory=list)
     text: str | None = None  # raw text for /generate; rendered from messages when None
-    max_new_tokens: int | None = None  # overrides the run's value for this prompt
+    max_new_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS)  # overrides the run's value
 
     def as_text(self) -> str:
         if self.text is not None:
@@ -197,14 +200,20 @@ def longctx() -> list[Prompt]:
 
 
 def load_jsonl(path: Path | str) -> list[Prompt]:
-    """One prompt a line: {"id"?, "prompt"|"text"|"messages", "max_new_tokens"?, "title"?}; # comments ok."""
+    """One prompt a line: {"id"?, "prompt"|"text"|"messages", "max_new_tokens"?, "title"?}; # comments ok.
+    At most MAX_PROMPTS prompts (bench/bounds.py): the file is read line by line and refused at the first
+    prompt past the bound, so a huge file is never read whole."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        with p.open(encoding="utf-8") as f:
+            return _parse_jsonl(p, f)
     except FileNotFoundError:
         raise PromptError(f"{p}: prompt file not found") from None
     except (OSError, UnicodeDecodeError) as e:
         raise PromptError(f"{p}: cannot read prompt file: {e}") from None
+
+
+def _parse_jsonl(p: Path, lines: Iterable[str]) -> list[Prompt]:
     out: list[Prompt] = []
     seen: set[str] = set()
     for n, line in enumerate(lines, start=1):
@@ -217,13 +226,17 @@ def load_jsonl(path: Path | str) -> list[Prompt]:
             raise PromptError(f"{p}:{n}: not a JSON object: {e.msg}") from None
         if not isinstance(obj, dict):
             raise PromptError(f"{p}:{n}: expected a JSON object")
+        if len(out) >= MAX_PROMPTS:
+            raise PromptError(f"{p}:{n}: more than {MAX_PROMPTS} prompts (the most a run takes)")
         pid = str(obj.get("id") or f"{p.stem}-{len(out) + 1}")
         if pid in seen:
             raise PromptError(f"{p}:{n}: prompt id {pid!r} is used twice")
         seen.add(pid)
         mnt = obj.get("max_new_tokens")
-        if mnt is not None and (not isinstance(mnt, int) or mnt < 1):
-            raise PromptError(f"{p}:{n}: max_new_tokens must be a positive integer")
+        if mnt is not None and (
+            not isinstance(mnt, int) or isinstance(mnt, bool) or not 1 <= mnt <= MAX_NEW_TOKENS
+        ):
+            raise PromptError(f"{p}:{n}: max_new_tokens {mnt!r}: must be a whole number 1…{MAX_NEW_TOKENS}")
         msgs = obj.get("messages")
         title = str(obj.get("title") or "")
         if msgs is not None:

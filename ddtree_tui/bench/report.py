@@ -68,9 +68,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from ddtree_tui.bench.models import BenchRun, PromptRow, dump
+import orjson
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from ddtree_tui.bench.models import BenchRun, PromptRow
 
 CSV_COLUMNS = [
     "run_id",
@@ -102,7 +107,50 @@ CSV_COLUMNS = [
 
 
 def to_json(run: BenchRun, indent: int | None = 2) -> str:
-    return json.dumps(dump(run), indent=indent, ensure_ascii=False)
+    return b"".join(iter_json(run, indent)).decode("utf-8")
+
+
+_HOLE = "\x00stream:{}\x00"  # where a top-level list goes; no dumped value can hold a raw NUL
+
+
+def _dump(x: object, strict: bool, exclude: set[str] | None = None) -> Any:
+    if not isinstance(x, BaseModel):
+        return to_jsonable_python(x)
+    if strict:  # pydantic's JSON rules (a non-finite float is null), as model_dump_json writes them
+        return orjson.loads(x.model_dump_json(by_alias=True, exclude=exclude))
+    return x.model_dump(mode="json", by_alias=True, exclude=exclude)
+
+
+def iter_json(model: BaseModel, indent: int | None = 2, strict: bool = False) -> Iterator[bytes]:
+    """The model's JSON (what json.dumps of its `model_dump(mode="json", by_alias=True)` writes; compact
+    without `indent`; with `strict`, values as `model_dump_json` has them) in pieces: each top-level list is
+    dumped one item at a time, so a run of a million results is written without its whole dump (several
+    times its size) in memory at once."""
+    fields = type(model).model_fields
+    lists = [n for n in fields if isinstance(getattr(model, n), list) and getattr(model, n)]
+    head = _dump(model, strict, set(lists))
+    skeleton: dict[str, Any] = {}
+    for name, f in fields.items():
+        key = f.serialization_alias or f.alias or name
+        if name in lists:
+            skeleton[key] = _HOLE.format(name)
+        elif key in head:
+            skeleton[key] = head.pop(key)
+    skeleton.update(head)  # anything else the dump holds, in its order
+    seps = (",", ":") if indent is None else (",", ": ")
+    text = json.dumps(skeleton, indent=indent, ensure_ascii=False, separators=seps)
+    pad = "" if indent is None else " " * indent
+    nl = "" if indent is None else "\n"
+    for name in lists:
+        before, text = text.split(json.dumps(_HOLE.format(name)), 1)
+        yield (before + "[").encode("utf-8")
+        sep = nl + pad * 2
+        for x in getattr(model, name):
+            item = json.dumps(_dump(x, strict), indent=indent, ensure_ascii=False, separators=seps)
+            yield (sep + (item.replace("\n", "\n" + pad * 2) if indent else item)).encode("utf-8")
+            sep = "," + nl + pad * 2
+        yield (nl + pad + "]").encode("utf-8")
+    yield text.encode("utf-8")
 
 
 def from_json(text: str) -> BenchRun:
@@ -110,11 +158,19 @@ def from_json(text: str) -> BenchRun:
 
 
 def to_csv(run: BenchRun) -> str:
+    return b"".join(iter_csv(run)).decode("utf-8")
+
+
+def iter_csv(run: BenchRun) -> Iterator[bytes]:
+    """`to_csv` a line at a time (the header, then one line per row)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
     sp = run.sampling
     for row in run.rows:
+        yield buf.getvalue().encode("utf-8")
+        buf.seek(0)
+        buf.truncate()
         d: dict[str, Any] = row.model_dump()
         d.update(
             run_id=run.id,
@@ -124,7 +180,7 @@ def to_csv(run: BenchRun) -> str:
             api=sp.api,
         )
         w.writerow({k: ("" if d.get(k) is None else d[k]) for k in CSV_COLUMNS})
-    return buf.getvalue()
+    yield buf.getvalue().encode("utf-8")
 
 
 def from_csv(text: str) -> list[PromptRow]:

@@ -13,6 +13,13 @@ time of the socket read that completed it.
 - Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
   connection) pays its connect once, not per request.
 
+- Every read has a limit (`StreamLimits`: one SSE line, the response head, a body read whole, all the bytes
+  of one response): a server that crosses one fails that request with a `StreamLimitError` that names the
+  limit, and the connection is closed, so no server can grow the client or stall its loop. Lines are
+  assembled in linear time (a long line is a list of pieces joined once, never re-copied per read).
+  The defaults hold any real SGLang stream; `DDTREE_STREAM_LIMITS` (JSON, set by `--max-line-bytes` and
+  `--max-response-bytes`) changes them for this process and the worker processes it starts.
+
 Anything the server or the network does is a `StreamError` (or `TimeoutError`); nothing else escapes.
 """
 
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import ssl
 import time
@@ -27,25 +35,108 @@ from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import httptools
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line without its line break)
 
 CONNECT_TIMEOUT = 10.0
 COALESCE_S = 0.050  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
-MAX_BODY = 64 * 1024  # of an error response
+MAX_BODY = 64 * 1024  # of an error response: what is kept of it (the rest is read and dropped)
+KIB, MIB, GIB = 1024, 1024 * 1024, 1024 * 1024 * 1024
+LIMITS_ENV = "DDTREE_STREAM_LIMITS"
+
+
+class StreamLimits(BaseModel):
+    """How much one response may make the client read: crossing any of these fails the request."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # one SSE line: SGLang's cumulative /generate sends the whole text so far on each line (with output ids,
+    # a 32k-token answer is well under 1 MiB)
+    max_line_bytes: int = Field(default=16 * MIB, ge=1 * KIB, le=4 * GIB)
+    # the status line and headers
+    max_header_bytes: int = Field(default=64 * KIB, ge=1 * KIB, le=64 * MIB)
+    # a body read whole (/server_info, /v1/models); an error body is read to its end, 64 KiB of it kept
+    max_body_bytes: int = Field(default=16 * MIB, ge=1 * KIB, le=4 * GIB)
+    # every byte of one response: a cumulative stream of a long answer sends its text again on every line,
+    # so this is large; it stops a server that never ends a response
+    max_response_bytes: int = Field(default=8 * GIB, ge=1 * KIB, le=1024 * GIB)
+
+
+def default_limits() -> StreamLimits:
+    """The limits of this process: `DDTREE_STREAM_LIMITS` (a JSON object of StreamLimits) or the defaults."""
+    raw = os.environ.get(LIMITS_ENV)
+    if not raw:
+        return StreamLimits()
+    try:
+        return StreamLimits.model_validate_json(raw)
+    except ValidationError:
+        return StreamLimits()  # set_default_limits validated it; a hand-made bad value falls back safely
+
+
+def set_default_limits(limits: StreamLimits) -> None:
+    """Make `limits` this process's default, and its children's (bench worker processes inherit it)."""
+    os.environ[LIMITS_ENV] = limits.model_dump_json(exclude_defaults=True)
 
 
 class StreamError(Exception):
     """The connection failed, or the server broke HTTP: the message says which."""
 
 
+class StreamLimitError(StreamError):
+    """The response crossed one of the StreamLimits: the message names the limit and the option that sets it."""
+
+
+def _size(n: int) -> str:
+    for unit, k in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if n >= k and n % k == 0:
+            return f"{n // k} {unit}"
+    return f"{n} bytes"
+
+
 class _Conn(asyncio.Protocol):
     """One HTTP/1.1 connection, one response at a time."""
 
-    def __init__(self) -> None:
+    # slots: its attributes are read on every chunk, and slot access stays fast however many there are
+    __slots__ = (
+        "_timer",
+        "_waiter",
+        "body",
+        "body_full",
+        "body_len",
+        "body_max",
+        "complete",
+        "discard",
+        "error",
+        "framed",
+        "got_bytes",
+        "head_bytes",
+        "keep_alive",
+        "keep_body",
+        "limit_hit",
+        "limits",
+        "lines",
+        "lost",
+        "max_line",
+        "max_response",
+        "on_complete",
+        "parser",
+        "partial",
+        "partial_len",
+        "resp_bytes",
+        "sse",
+        "status",
+        "t_read",
+        "transport",
+    )
+
+    def __init__(self, limits: StreamLimits | None = None) -> None:
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
+        self.limits = limits or StreamLimits()
+        self.max_line = self.limits.max_line_bytes  # read on every chunk: plain attributes
+        self.max_response = self.limits.max_response_bytes
         self.reset()
 
     def reset(self) -> None:
@@ -54,9 +145,16 @@ class _Conn(asyncio.Protocol):
         self.complete = False
         self.framed = False  # Content-Length or chunked; else the body ends when the server closes
         self.error: str | None = None
+        self.limit_hit = False  # the error is a crossed StreamLimits
+        self.sse = False  # a 200 streaming response, its body read as lines (on_body's hot path)
         self.lines: list[Line] = []
-        self.partial = b""
+        self.partial: list[bytes] = []  # the pieces of a line not ended yet: joined once, when it ends
+        self.partial_len = 0
         self.body = bytearray()
+        self.body_len = 0
+        self.body_full = False  # an error body reached MAX_BODY: what is kept is all read() returns
+        self.head_bytes = 0
+        self.resp_bytes = 0
         self.got_bytes = False
         self.t_read = 0.0
         self._waiter: asyncio.Future[None] | None = None
@@ -64,6 +162,7 @@ class _Conn(asyncio.Protocol):
         self.on_complete: Callable[[], None] | None = None  # set when released before the end
         self.discard = False
         self.keep_body = False  # a plain (non-streaming) response: the body is kept whole
+        self.body_max = self.limits.max_body_bytes  # of a body kept whole
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -76,18 +175,42 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.t_read = time.monotonic()  # the read time: before any parsing
         self.got_bytes = True
+        if self.error is not None:
+            return  # failed (a limit crossed): the connection is closing, nothing more is parsed
+        self.resp_bytes += len(data)
+        if self.resp_bytes > self.max_response:
+            self._over(f"the response is over {_size(self.max_response)} (--max-response-bytes)")
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self.error = "the server switched protocols"
         except httptools.HttpParserError as e:
-            self.error = f"bad HTTP from the server: {e}"
+            if self.error is None:
+                self.error = f"bad HTTP from the server: {e}"
+        if self.status is None and self.error is None:
+            self.head_bytes += len(data)  # the whole read is head: the headers are not complete yet
+            if self.head_bytes > self.limits.max_header_bytes:
+                self._over(f"the response head is over {_size(self.limits.max_header_bytes)}")
         if self.complete or self.error is not None or self.status is None or self.status != 200:
             self._wake()
         elif self._timer is None and self._waiter is not None:
             # coalesce: the reader of the lines wakes at most every COALESCE_S, not once a chunk; the lines
             # carry their read times, so waking later changes no measurement, only what it costs
             self._timer = asyncio.get_running_loop().call_later(COALESCE_S, self._wake)
+
+    def _over(self, why: str) -> None:
+        """A limit crossed: the request fails with `why`, and the connection is closed (nothing more read)."""
+        if self.error is None:
+            self.error = why
+            self.limit_hit = True
+        self.sse = False
+        self.partial, self.partial_len, self.lines = [], 0, []
+        self.body = bytearray()
+        if self.transport is not None:
+            self.transport.close()
+        self.lost = True
+        self._wake()
 
     def _eof_ends_body(self) -> None:
         # a response without Content-Length or chunked encoding (HTTP/1.0, or `Connection: close` servers
@@ -118,25 +241,59 @@ class _Conn(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
         self.keep_alive = self.parser.should_keep_alive()
+        self.sse = self.status == 200 and not self.keep_body and not self.discard and self.error is None
 
     def on_body(self, body: bytes) -> None:
-        if self.discard:
+        if self.sse:  # the hot path: a 200 streaming response, read line by line
+            parts = body.split(b"\n")  # (cheaper than a `b"\n" in body` test first)
+            if len(parts) == 1:  # a piece of a longer line: kept, not copied, until the line ends
+                self.partial_len += len(body)
+                if self.partial_len > self.max_line:
+                    self._line_over()
+                    return
+                self.partial.append(body)
+                return
+            if self.partial:
+                if self.partial_len + len(parts[0]) > self.max_line:
+                    self._line_over()
+                    return
+                self.partial.append(parts[0])
+                parts[0] = b"".join(self.partial)
+                self.partial, self.partial_len = [], 0
+            last = parts.pop()
+            if len(body) > self.max_line and any(len(p) > self.max_line for p in (*parts, last)):
+                self._line_over()
+                return
+            if last:
+                self.partial, self.partial_len = [last], len(last)
+            t = self.t_read
+            for p in parts:
+                if p and p != b"\r":
+                    self.lines.append((t, p))
             return
-        if self.status != 200 or self.keep_body:
-            if self.keep_body or len(self.body) < MAX_BODY:
-                self.body += body
+        if self.discard or self.error is not None:
             return
-        parts = (self.partial + body).split(b"\n") if self.partial else body.split(b"\n")
-        self.partial = parts.pop()
-        t = self.t_read
-        for p in parts:
-            if p and p != b"\r":
-                self.lines.append((t, p))
+        if self.keep_body:
+            self.body_len += len(body)
+            if self.body_len > self.body_max:
+                self._over(f"the body is over {_size(self.body_max)}")
+                return
+            self.body += body
+        elif not self.body_full:  # an error body: its first 64 KiB are kept, then reading stops
+            self.body += body[: MAX_BODY - len(self.body)]
+            if len(self.body) >= MAX_BODY:
+                self.body_full = True  # read() returns it; release() closes the connection
+                self._wake()
+
+    def _line_over(self) -> None:
+        self._over(f"an SSE line is over {_size(self.max_line)} (--max-line-bytes)")
 
     def on_message_complete(self) -> None:
-        if self.partial.strip():
-            self.lines.append((self.t_read, self.partial))
-            self.partial = b""
+        if self.partial:
+            line = b"".join(self.partial)
+            self.partial, self.partial_len = [], 0
+            if line.strip():
+                self.lines.append((self.t_read, line))
         self.complete = True
         if self.on_complete is not None:  # released early (after [DONE]): back to the pool now
             cb, self.on_complete = self.on_complete, None
@@ -180,7 +337,7 @@ class Response:
     def _fail(self) -> StreamError | None:
         c = self._conn
         if c.error is not None:
-            return StreamError(c.error)
+            return StreamLimitError(c.error) if c.limit_hit else StreamError(c.error)
         if c.lost and not c.complete:
             return StreamError("the server closed the connection before the response was complete")
         return None
@@ -201,10 +358,11 @@ class Response:
             await c.wait()
 
     async def read(self) -> bytes:
-        """The whole body (of an error response: its first 64 KiB)."""
+        """The whole body (of an error response: its first 64 KiB, the rest never read); StreamLimitError
+        above max_body_bytes."""
         c = self._conn
 
-        while not c.complete:
+        while not c.complete and not c.body_full:
             err = self._fail()
             if err is not None:
                 raise err
@@ -224,6 +382,7 @@ class Response:
         elif c.status == 200:  # stopped reading at [DONE]: pooled when the rest of the response arrives
             c.lines = []
             c.discard = True
+            c.sse = False
             c.on_complete = lambda: (
                 self._client._put(self._key, c) if c.keep_alive and not c.lost else c.close()
             )
@@ -240,8 +399,14 @@ class Response:
 class StreamClient:
     """A pool of kept-alive HTTP/1.1 connections for streaming POSTs; `close()` (or `async with`) ends them."""
 
-    def __init__(self, connect_timeout: float = CONNECT_TIMEOUT, max_idle_per_host: int = 4096) -> None:
+    def __init__(
+        self,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        max_idle_per_host: int = 4096,
+        limits: StreamLimits | None = None,
+    ) -> None:
         self.connect_timeout = connect_timeout
+        self.limits = limits or default_limits()
         self.max_idle = max_idle_per_host
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
         self._open: list[_Conn] = []  # every connection made, so close() ends those still in use too
@@ -277,7 +442,7 @@ class StreamClient:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, proto = await loop.create_connection(_Conn, host, port, ssl=ctx)
+                _, proto = await loop.create_connection(lambda: _Conn(self.limits), host, port, ssl=ctx)
         except TimeoutError:
             raise StreamError(
                 f"connect to {host}:{port} timed out after {self.connect_timeout:g} s"
@@ -292,8 +457,11 @@ class StreamClient:
         """Send a POST and wait for the response's status line and headers."""
         return await self.request("POST", url, body, headers)
 
-    async def get(self, url: str, headers: dict[str, str] | None = None) -> Response:
-        return await self.request("GET", url, None, headers, stream=False)
+    async def get(
+        self, url: str, headers: dict[str, str] | None = None, max_bytes: int | None = None
+    ) -> Response:
+        """A GET whose body is read whole with `read()`: at most `max_bytes` (and the limits' max_body_bytes)."""
+        return await self.request("GET", url, None, headers, stream=False, max_bytes=max_bytes)
 
     async def request(
         self,
@@ -302,6 +470,7 @@ class StreamClient:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
         stream: bool = True,
+        max_bytes: int | None = None,
     ) -> Response:
         """Send a request and wait for the response's status line and headers. `stream`: the body is SSE,
         read it with `batches()`; otherwise `read()` it whole."""
@@ -322,6 +491,8 @@ class StreamClient:
         while True:
             conn, reused = await self._take(key)
             conn.keep_body = not stream
+            cap = self.limits.max_body_bytes
+            conn.body_max = min(cap, max_bytes) if max_bytes is not None else cap
             assert conn.transport is not None
             conn.transport.write(req)
             while conn.status is None and conn.error is None and not conn.lost:
@@ -329,6 +500,8 @@ class StreamClient:
             if conn.status is not None:
                 return Response(self, key, conn)
             conn.close()
+            if conn.limit_hit:
+                raise StreamLimitError(conn.error or "a limit was crossed")
             # a kept-alive connection the server had closed while idle: once more on a fresh one
             if reused and not conn.got_bytes and not retried:
                 retried = True

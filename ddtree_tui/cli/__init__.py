@@ -242,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="send ignore_eos (SGLang's sampling parameter; always sent on /generate, only then on OpenAI APIs)",
     )
     b.add_argument("--timeout", type=float, default=None, help="per-request timeout, seconds")
+    b.add_argument(
+        "--max-line-bytes", metavar="SIZE", help="longest SSE line read (default 16M): longer fails it"
+    )
+    b.add_argument(
+        "--max-response-bytes", metavar="SIZE", help="most bytes one response may send (default 8G)"
+    )
     b.add_argument("--baseline", metavar="HOST/SVC", help="Δ columns relative to it (default: the first)")
     b.add_argument("--json", dest="json_out", metavar="FILE", help="write the run as JSON (schema in README)")
     b.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-prompt rows as CSV")

@@ -5,7 +5,8 @@ progress on stderr (counted by bench/progress.py, as the TUI's bench pane), the 
 JSON/CSV/HTML files here and the history line by the fleet.
 
 Exit codes: 0 every counted request succeeded; 1 the run finished but a request failed (the others are still
-measured and saved) or a service could not be reached; 2 bad usage or configuration; 130 interrupted (what
+measured and saved), a service could not be reached, or a file asked for (--json, --csv, the history)
+could not be written; 2 bad usage or configuration; 130 interrupted (what
 was measured is still printed and saved).
 
 With `--demo` the profile's simulated services are launched through the fleet (its own lifecycle, in a
@@ -21,18 +22,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from pydantic import ValidationError
 
 from ddtree_tui import atomicio
-from ddtree_tui.bench import history, report
+from ddtree_tui.bench import bounds, history, report
 from ddtree_tui.bench.load import LoadError, parse_duration, parse_load, parse_slo
 from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchUsageError, ShapeRequest
 from ddtree_tui.bench.progress import BenchProgress
@@ -226,9 +228,9 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
     """Write --json, --csv and --html; returns the problems (never raises for I/O). The history line is the
     fleet's (fleet/benching.py)."""
     problems: list[str] = []
-    outputs: list[tuple[str | None, Callable[[], str]]] = [
-        (ns.json_out, lambda: report.to_json(run)),
-        (ns.csv_out, lambda: report.to_csv(run)),
+    outputs: list[tuple[str | None, Callable[[], Iterable[bytes]]]] = [
+        (ns.json_out, lambda: report.iter_json(run)),  # streamed: a run of any size is never whole in memory
+        (ns.csv_out, lambda: report.iter_csv(run)),
     ]
     for path, text in outputs:
         if not path:
@@ -248,7 +250,7 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
     return problems
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str | Iterable[bytes]) -> None:
     """Through the one shared writer: a special file (/dev/null, a FIFO) is written, never replaced."""
     if not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,23 +268,28 @@ def _stdout(text: str) -> None:
 
 
 def _emit_plain(ns: argparse.Namespace, run: BenchRun) -> int:
+    """The run's table on stdout and its files; an output that could not be written fails the run (issue 25:
+    it used to exit 0)."""
     _stdout(report.table(run))
-    for p in save(run, ns):
-        _err(p)
+    unsaved = save(run, ns)
+    for p in unsaved:
+        with contextlib.suppress(OSError):
+            _err(p)
     if run.status == "interrupted":
         return EXIT_INTERRUPTED
-    return EXIT_FAIL if run.failed else EXIT_OK
+    return EXIT_FAIL if run.failed or unsaved else EXIT_OK
 
 
 def _emit_shape(ns: argparse.Namespace, run: ShapeRun) -> int:
     """A load, soak or agentic run's table on stdout, its --json file and (load, soak) its --html page; a
-    soak that drifted fails like a ladder with failed requests."""
+    soak that drifted fails like a ladder with failed requests, and so does an output not written."""
     _stdout(shape_table(run))
+    problems: list[str] = []
     if ns.json_out:
         try:
-            _atomic_write(Path(ns.json_out), run.model_dump_json(by_alias=True, indent=1) + "\n")
+            _atomic_write(Path(ns.json_out), itertools.chain(report.iter_json(run, 1, strict=True), [b"\n"]))
         except OSError as e:
-            _err(f"cannot write {ns.json_out}: {e.strerror or e}")
+            problems.append(f"cannot write {ns.json_out}: {e.strerror or e}")
     html = getattr(ns, "html_out", None)
     if html and isinstance(run, LoadRun | SoakRun):
         from ddtree_tui.report.loadhtml import write_load_html
@@ -290,11 +297,14 @@ def _emit_shape(ns: argparse.Namespace, run: ShapeRun) -> int:
         try:
             write_load_html(run, html)
         except OSError as e:
-            _err(f"cannot write {html}: {e.strerror or e}")
+            problems.append(f"cannot write {html}: {e.strerror or e}")
+    for p in problems:
+        with contextlib.suppress(OSError):
+            _err(p)
     if isinstance(run, LoadRun | SoakRun) and run.status == "interrupted":
         return EXIT_INTERRUPTED
     bad = bool(run.failed or (isinstance(run, SoakRun) and run.drift))
-    return EXIT_FAIL if bad else EXIT_OK
+    return EXIT_FAIL if bad or problems else EXIT_OK
 
 
 # --- the run, through a fleet --------------------------------------------------------------------------------
@@ -419,6 +429,13 @@ def cli_main(ns: argparse.Namespace) -> int:
         if getattr(ns, name, low) < low:
             _err(f"--{name.replace('_', '-')} must be at least {low}")
             return EXIT_USAGE
+    # issue 25: every count has a bound, and the read limits reach this process and its workers (bench/bounds.py)
+    problem = bounds.bench_args_problem(ns)
+    if problem:
+        _err(problem)
+        return EXIT_USAGE
+    if (limits := bounds.limits_of(ns)) is not None:
+        bounds.use_limits(limits)
     if ns.timeout is not None and ns.timeout <= 0:
         _err("--timeout must be positive")
         return EXIT_USAGE
@@ -447,7 +464,9 @@ def cli_main(ns: argparse.Namespace) -> int:
             if ns.prompts != "agentic":
                 load_conversations(ns.prompts)
         else:
-            load_prompts(ns.prompts)
+            n = len(load_prompts(ns.prompts))
+            if too_big := bounds.plan_problem(n, ns.repeats, len(urls) or len(chosen)):
+                raise PromptError(too_big)
     except PromptError as e:
         _err(str(e))
         return EXIT_USAGE

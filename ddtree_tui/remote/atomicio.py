@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 
 
 class NotAFileError(IsADirectoryError):
@@ -112,7 +113,7 @@ def _umask() -> int:
 
 def write_file(
     path: str | os.PathLike[str],
-    data: bytes | str,
+    data: bytes | str | Iterable[bytes],
     *,
     mode: int | None = None,
     before_replace: object = None,
@@ -120,12 +121,21 @@ def write_file(
 ) -> bool:
     """Write `data` to `path` without ever replacing a special file; see the module docstring.
 
+    `data` may be an iterable of byte chunks: they are written as they come, so a large file is never
+    whole in memory (and an exception from it leaves the old file untouched).
+
     `mode`: permissions of a new file (an existing regular file keeps its own). `before_replace`: a
     callable run just before the rename; when it returns False nothing is replaced and write_file returns
     False (the caller merges and tries again). Returns True when written.
     """
     p = resolve_trusted(path)  # refuses a link another user owns, before anything is looked at
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    chunks: Iterable[bytes]
+    if isinstance(data, str):
+        chunks = (data.encode("utf-8"),)
+    elif isinstance(data, bytes):
+        chunks = (data,)
+    else:
+        chunks = data
     kind = _kind(p)
     if kind == "directory":
         raise NotAFileError(21, "is a directory, not a file", p)
@@ -137,10 +147,11 @@ def write_file(
         nofollow = 0 if os.path.islink(p) else getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(p, os.O_WRONLY | nofollow)
         try:
-            view = memoryview(raw)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            for chunk in chunks:
+                view = memoryview(chunk)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
         finally:
             os.close(fd)
         return True
@@ -155,7 +166,8 @@ def write_file(
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=tmp_suffix, dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(raw)
+            for chunk in chunks:
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         want = existing_mode if existing_mode is not None else mode

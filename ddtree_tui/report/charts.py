@@ -46,6 +46,9 @@ RC: dict[RcKeyType, Any] = {
     "grid.linewidth": 0.6,
     "legend.frameon": False,
     "figure.dpi": 72,
+    # labels are names (prompt ids, services, sweep values), never math: a "$" in one is drawn as it is
+    # instead of going to the mathtext parser (where "$_$" raised and ended the whole report)
+    "text.parse_math": False,
 }
 
 

@@ -200,6 +200,7 @@ def test_dialog_fields_parse_like_the_cli() -> None:
         ({"window": "5s"}, "needs a soak duration"),
         ({"sessions": "2", "load": "sync"}, "leave load and soak blank"),
         ({"sessions": "two"}, "sessions 'two'"),
+        ({"sessions": "100000"}, "sessions '100000': a whole number 1…4096"),
         ({"requests": "0"}, "at least 1"),
         ({"slo": "ttft=fast"}, "is not a time"),
     ):
