@@ -38,6 +38,40 @@ def count_any(src: str) -> int:
     return names + strings
 
 
+def _mentions_any(node: ast.expr | None) -> bool:
+    if node is None:
+        return False
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.search(r"\bAny\b", node.value) is not None
+    return any(isinstance(n, ast.Name) and n.id == "Any" for n in ast.walk(node))
+
+
+def public_any(src: str) -> int:
+    """Signatures of public functions and methods (what another package may call) that name `Any` in a
+    parameter or the return: issue 24's "no Any across a package boundary"."""
+    tree = ast.parse(src)
+    n = 0
+
+    def visit(body: list[ast.stmt], public: bool) -> None:
+        nonlocal n
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, public and not node.name.startswith("_"))
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = node.name
+                if not public or (name.startswith("_") and not name.startswith("__")):
+                    continue
+                a = node.args
+                params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                if _mentions_any(node.returns) or any(
+                    p is not None and _mentions_any(p.annotation) for p in params
+                ):
+                    n += 1
+
+    visit(tree.body, True)
+    return n
+
+
 def count_calls(src: str, names: set[str]) -> int:
     tree = ast.parse(src)
     return sum(
@@ -69,11 +103,18 @@ def mypy_errors() -> str:
 
 def main() -> int:
     rows = []
-    any_n = ga_n = 0
+    any_n = ga_n = pub_any = 0
+    fleet_max = (0, "")
     for p in modules():
         src = p.read_text()
         rows.append((len(src.splitlines()), str(p.relative_to(ROOT))))
+        if p.parent.name == "fleet" and p.parent.parent == PKG:
+            fleet_max = max(fleet_max, rows[-1])
         any_n += count_any(src)
+        if (
+            "remote" not in p.relative_to(PKG).parts
+        ):  # host programs: stdlib JSON in and out, untyped on purpose
+            pub_any += public_any(src)
         ga_n += count_calls(src, {"getattr", "hasattr"})
     rows.sort(reverse=True)
     print("| measure | value |\n|---|---|")
@@ -81,6 +122,9 @@ def main() -> int:
         print(f"| lines: {name} | {n} |")
     print(f"| modules over 600 lines | {sum(1 for n, _ in rows if n > 600)} |")
     print(f"| `Any` (names in the AST) | {any_n} |")
+    print(f"| public signatures naming `Any` (outside remote/) | {pub_any} |")
+    if fleet_max[0]:
+        print(f"| largest module of fleet/ | {fleet_max[1]} {fleet_max[0]} |")
     print(f"| getattr/hasattr calls | {ga_n} |")
     if "--mypy" in sys.argv:
         print(f"| mypy without the debt list | {mypy_errors()} |")
