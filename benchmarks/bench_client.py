@@ -41,7 +41,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from exact_server import Config, ExactServer
 
-from ddtree_tui.bench import BenchRequest, BenchTarget, run_bench
+from ddtree_tui.bench import BenchRequest, BenchTarget
+from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.bench.prompts import Prompt
 
 HERE = Path(__file__).resolve().parent
