@@ -47,7 +47,10 @@ class Misbehaving:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, OSError):
+        # (CancelledError: the loop ends while the handler waits for a next request)
+        with contextlib.suppress(
+            ConnectionError, asyncio.IncompleteReadError, OSError, asyncio.CancelledError
+        ):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = 0
