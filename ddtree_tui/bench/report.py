@@ -78,7 +78,8 @@ import orjson
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from ddtree_tui.bench.models import BenchRun, PromptRow, ServiceSummary
+from ddtree_tui.bench.models import BenchRun, PromptRow
+from ddtree_tui.bench.tables import reads_note
 
 CSV_COLUMNS = [
     "run_id",
@@ -219,21 +220,6 @@ def render_table(headers: list[str], rows: list[list[str]], right: set[int]) -> 
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
-def itl_note(summary: list[ServiceSummary]) -> list[str]:
-    """How many socket reads held several chunks, per service: the footnote every ITL figure carries."""
-    parts = [
-        f"{s.service} {s.coalesced_reads}/{s.reads} ({s.coalesced_reads / s.reads * 100:.0f} %)"
-        for s in summary
-        if s.reads
-    ]
-    if not parts:
-        return []
-    return [
-        "reads with several chunks: " + ", ".join(parts) + "; ITL spreads a read's gap over all the "
-        "tokens it brought (chunks of one read share its time)"
-    ]
-
-
 def table(run: BenchRun) -> str:
     """Per prompt × service (tok/s median [min–max], decode tok/s, TTFT, accept length, Δ vs baseline),
     then per service; the mode of every service is on every line."""
@@ -340,7 +326,7 @@ def table(run: BenchRun) -> str:
         )
         for s in verdicts:
             lines.append(f"  {s.service} vs {run.baseline}: {s.delta_verdict}")
-    lines += itl_note(run.summary)
+    lines += reads_note((s.service, s.coalesced_reads, s.reads) for s in run.summary)
     c = run.client
     if c is not None:
         lat = "-" if c.loop_lag_ms_p99 is None else f"{c.loop_lag_ms_p99:.1f} ms"

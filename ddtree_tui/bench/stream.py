@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line without its line break)
 
 CONNECT_TIMEOUT = 10.0
-MAX_INTERIM = 16  # 1xx interim responses before the final one (real servers send one 100 or 103, at most a few)
+MAX_INTERIM = 16  # 1xx interim responses before the final one (real servers send one 100 or 103)
 COALESCE_S = 0.050  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
 MAX_BODY = 64 * 1024  # of an error response: what is kept of it (the rest is read and dropped)
 KIB, MIB, GIB = 1024, 1024 * 1024, 1024 * 1024 * 1024
@@ -280,7 +280,7 @@ class _Conn(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         code = self.parser.get_status_code()
-        if 100 <= code < 200 and code != 101:  # interim (100 Continue, 103 Early Hints): the final one follows
+        if 100 <= code < 200 and code != 101:  # interim (100 Continue, 103 Early Hints): the final follows
             self.interim = True
             return
         self.status = code
