@@ -18,6 +18,9 @@ Columns:
               processes; SGLang's: benchmark() start to calculate_metrics(), i.e. its warm-up + streaming)
   bound       ours: client-bound verdict (busiest process's % of a core, loop lag p99)
   late p99    how late the server's chunks left (ms, p99): a loaded machine shows here first
+  ITL true    median over requests of (last send − first send) / (tokens − tokens of the first chunk)
+  ITL ours    the client's median per-request ITL p50 (sglang: its median ITL); coalesced: % of the
+              client's socket reads that held several chunks (ours only)
 
 Run:  python benchmarks/bench_client.py [--quick] [--rounds N] [--workers N]
       [--sglang-python VENV/bin/python --sglang-src DIR]   (DIR: the sglang wheel, unzipped)
@@ -41,8 +44,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from exact_server import Config, ExactServer
 
-from ddtree_tui.bench import BenchRequest, BenchTarget, run_bench
+from ddtree_tui.bench import BenchRequest, BenchTarget
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.runner import run_bench
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,6 +73,8 @@ class Measured:
     bound: str = ""
     ok: int = 0
     note: str = ""
+    itl_ms: float | None = None
+    coalesced_pct: float | None = None
 
 
 @dataclass
@@ -77,9 +83,10 @@ class Truth:
     agg: float
     ttft_ms: float
     late_p99: float | None
+    itl_ms: float | None = None
 
 
-def truth(stats: dict[str, Any], n: int) -> Truth:
+def truth(stats: dict[str, Any], n: int, tpc: int = 1) -> Truth:
     done = sorted(stats["done"], key=lambda d: d["t_arrival"])[-n:]
     rates = [d["tokens"] / (d["t_last"] - d["t_arrival"]) for d in done]
     span = max(d["t_last"] for d in done) - min(d["t_arrival"] for d in done)
@@ -88,6 +95,11 @@ def truth(stats: dict[str, Any], n: int) -> Truth:
         agg=sum(d["tokens"] for d in done) / span,
         ttft_ms=statistics.median((d["t_first"] - d["t_arrival"]) * 1000 for d in done),
         late_p99=stats.get("late_ms_p99"),
+        itl_ms=statistics.median(
+            (d["t_last"] - d["t_first"]) / (d["tokens"] - tpc) * 1000 for d in done if d["tokens"] > tpc
+        )
+        if any(d["tokens"] > tpc for d in done)
+        else None,
     )
 
 
@@ -109,9 +121,14 @@ async def ours(base: str, sc: Scenario, n: int, workers: int) -> Measured:
     lag = f"{c.loop_lag_ms_p99:.1f}" if c.loop_lag_ms_p99 is not None else "-"
     bound = ("CLIENT-BOUND " if run.client_bound else "") + f"{c.cpu_core_max * 100:.0f}%/lag {lag}"
     name = "ours" if workers == 1 else f"ours×{workers}"
+    itls = [r.itl_p50_ms for r in run.results if r.ok and r.itl_p50_ms is not None]
+    reads = sum(getattr(r, "reads", 0) for r in run.results if r.ok)
+    coalesced = sum(getattr(r, "coalesced_reads", 0) for r in run.results if r.ok)
     return Measured(
-        name, s.tok_s_median, s.output_throughput, s.ttft_ms_median, c.cpu_us_per_token, bound, s.n
-    )
+        name, s.tok_s_median, s.output_throughput, s.ttft_ms_median, c.cpu_us_per_token, bound, s.n,
+        itl_ms=statistics.median(itls) if itls else None,
+        coalesced_pct=coalesced / reads * 100 if reads else None,
+    )  # fmt: skip
 
 
 def sglang(a: argparse.Namespace, base: str, sc: Scenario, n: int, tok_dir: Path) -> Measured:
@@ -159,6 +176,7 @@ def sglang(a: argparse.Namespace, base: str, sc: Scenario, n: int, tok_dir: Path
             r["median_ttft_ms"],
             c["cpu_s"] / toks * 1e6 if toks else None,
             ok=r["completed"],
+            itl_ms=r.get("median_itl_ms"),
         )
 
 
@@ -228,7 +246,7 @@ def main() -> None:
                         m = sglang(a, base, sc, n, tok_dir)
                     else:
                         m = asyncio.run(ours(base, sc, n, a.workers if cl == "workers" else 1))
-                    t = truth(srv.get("/stats"), n) if m.ok else None
+                    t = truth(srv.get("/stats"), n, sc.tpc) if m.ok else None
                     if t is not None:
                         res.setdefault(m.client, []).append((m, t))
                     print(f"{sc.name} round {rnd + 1} {m.client}: {m} {t}", file=sys.stderr, flush=True)
@@ -245,6 +263,9 @@ def main() -> None:
             err_ttft = med(lambda m, t: m.ttft_ms - t.ttft_ms if m.ttft_ms is not None else None)
             cpu = med(lambda m, t: m.cpu_us_tok)
             late = med(lambda m, t: t.late_p99)
+            itl_t = [t.itl_ms for m, t in ms if t.itl_ms is not None]
+            itl_m = [m.itl_ms for m, t in ms if m.itl_ms is not None]
+            coal = [m.coalesced_pct for m, t in ms if m.coalesced_pct is not None]
             rows.append(
                 [
                     sc.name,
@@ -258,6 +279,9 @@ def main() -> None:
                     f"{cpu:.1f}",
                     ms[-1][0].bound or "-",
                     f"{late:.2f}",
+                    f"{statistics.median(itl_t):.3f}" if itl_t else "-",
+                    f"{statistics.median(itl_m):.3f}" if itl_m else "-",
+                    f"{statistics.median(coal):.0f}%" if coal else "-",
                 ]
             )
     headers = [
@@ -272,6 +296,9 @@ def main() -> None:
         "CPU µs/tok",
         "bound",
         "late p99",
+        "ITL true",
+        "ITL ours",
+        "coalesced",
     ]
     w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     print(f"median of {a.rounds} round(s); truth from the exact server's own send times")

@@ -5,7 +5,10 @@ Each request becomes one RequestResult. Nothing a server sends can crash the cli
 error object, an HTTP error, a dropped connection, a stall or a response over the transport's limits (a
 line, a head or a body too long: bench/stream.py StreamLimits) are all recorded as that request's error and
 the run goes on. `/server_info` and `/v1/models` bodies are read under the same body limit. Token counts come from the server (`meta_info.completion_tokens`, `usage`), never from
-counting chunks, because speculative decoding puts several tokens in one chunk.
+counting chunks, because speculative decoding puts several tokens in one chunk; so they are checked: a count
+outside its sane bounds (negative; more output tokens than the request asked for, plus SPEC_SLACK; an accept
+length that is negative, not finite or above MAX_ACCEPT_LENGTH) fails the request with the value it gave,
+and is never used as a number.
 
 Scored as real servers send (recorded from SGLang 0.5.23's own serializers in tests/fixtures/sglang/): an
 abort finish_reason is a failure with its status code; reasoning_content is generated text (TTFT counts it,
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +37,11 @@ from ddtree_tui.bench.stream import StreamClient, StreamError, StreamLimitError
 
 TokensCallback = Callable[[int, float], None]  # (tokens so far, seconds since send)
 INFO_MAX_BYTES = 4 * 1024 * 1024  # a /server_info or /v1/models body (SGLang's are a few KiB); above: None
+# output tokens a server may report past max_new_tokens before the count is not believed: a speculative
+# step can accept a whole draft past the limit before the server trims it (drafts are far shorter than this)
+SPEC_SLACK = 64
+MAX_ACCEPT_LENGTH = 1024.0  # tokens per verify pass: no draft (chain or tree path) is this long
+MAX_PROMPT_TOKENS = 100_000_000  # prompt / cached tokens: above any model's context
 
 
 class MeasureOpts(TypedDict):
@@ -115,9 +124,12 @@ def _err_code(obj: dict[str, Any]) -> int | None:
 class _Acc:
     """Per-request parsing state shared by every protocol."""
 
-    def __init__(self, t_send: float) -> None:
+    def __init__(self, t_send: float, max_new_tokens: int = 0) -> None:
         self.tl = Timeline(t_send)
         self.errors: list[str] = []
+        self.asked = max_new_tokens
+        self.max_tokens = max_new_tokens + SPEC_SLACK if max_new_tokens > 0 else MAX_PROMPT_TOKENS
+        self.insane: set[str] = set()  # the counts already found out of bounds (one error each)
         self.done = False
         self.prev_tokens = 0
         self.seen_tokens = 0  # best running estimate, for progress events
@@ -134,6 +146,37 @@ class _Acc:
         self.first_answer_t: float | None = None
         self.reasoning_chars = 0
         self.malformed = 0
+
+    def count(self, name: str, v: object, hi: int | None = None) -> int | None:
+        """A whole-number count the server reported (None when absent or not a whole number, as before); one
+        outside 0…hi (default: the output bound) fails the request with the value and is not used."""
+        if not isinstance(v, int) or isinstance(v, bool):
+            return None
+        hi = self.max_tokens if hi is None else hi
+        if 0 <= v <= hi:
+            return v
+        if name not in self.insane:
+            self.insane.add(name)
+            why = (
+                f"max_new_tokens {self.asked} + {SPEC_SLACK}"
+                if hi == self.max_tokens and self.asked > 0
+                else "the sane bound"
+            )
+            self.errors.append(f"bad count: {name} {_short(str(v), 40)} is outside 0…{hi} ({why})")
+        return None
+
+    def accept_length(self, v: object) -> float | None:
+        """`spec_accept_length` when it is a finite number in 0…MAX_ACCEPT_LENGTH; else the request fails."""
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            return None
+        if math.isfinite(v) and 0 <= v <= MAX_ACCEPT_LENGTH:
+            return float(v)
+        if "spec_accept_length" not in self.insane:
+            self.insane.add("spec_accept_length")
+            self.errors.append(
+                f"bad count: spec_accept_length {_short(str(v), 40)} is outside 0…{MAX_ACCEPT_LENGTH:g}"
+            )
+        return None
 
     def bad(self, raw: str) -> None:
         self.malformed += 1
@@ -216,7 +259,7 @@ def _handle_generate(acc: _Acc, obj: dict[str, Any], now: float) -> None:
     meta = obj.get("meta_info") or {}
     if not isinstance(meta, dict):
         meta = {}
-    ct = meta.get("completion_tokens")
+    ct = acc.count("completion_tokens", meta.get("completion_tokens"))
     ids = obj.get("output_ids")
     prev = acc.prev_tokens
     if acc.ids_mode is None and isinstance(ct, int) and isinstance(ids, list) and 0 < prev < ct:
@@ -270,8 +313,8 @@ def _handle_openai(acc: _Acc, obj: dict[str, Any], now: float) -> None:
     acc.acc_text += content
     if isinstance(usage, dict):
         acc.usage = usage
-        ct = usage.get("completion_tokens")
-        if isinstance(ct, int):
+        ct = acc.count("usage.completion_tokens", usage.get("completion_tokens"))
+        if ct is not None:
             idx = len(acc.tl.chunks) - 1 if (content or reasoning) else -1
             acc.usage_points.append((idx, ct))
             acc.seen_tokens = max(acc.seen_tokens, ct)
@@ -372,7 +415,7 @@ async def measure_request(
     url = target.base_url.rstrip("/") + path
     started_at = time.time()
     t_send = time.monotonic()
-    acc = _Acc(t_send)
+    acc = _Acc(t_send, sp.max_new_tokens)
     last_cb = 0.0
     try:
         async with asyncio.timeout(timeout):
@@ -454,9 +497,7 @@ def _spread(acc: _Acc, total: int) -> None:
 def _usage_tokens(acc: _Acc) -> tuple[int | None, str | None]:
     """(total, source) of an OpenAI stream, filling each chunk's tokens from usage where it says them."""
     points = [(i, ct) for i, ct in acc.usage_points if i >= 0]
-    total = acc.usage.get("completion_tokens") if acc.usage else None
-    if not isinstance(total, int):
-        total = None
+    total = acc.count("usage.completion_tokens", acc.usage.get("completion_tokens")) if acc.usage else None
     if (
         total is not None
         and len(points) >= 2
@@ -490,18 +531,18 @@ def _result(
     source: str | None = None
     if sp.api != "generate":
         total, source = _usage_tokens(acc)
-    elif isinstance(meta.get("completion_tokens"), int):
-        total, source = meta["completion_tokens"], "meta_info"
-    elif acc.tl.chunks:
+    elif (ct := acc.count("completion_tokens", meta.get("completion_tokens"))) is not None:
+        total, source = ct, "meta_info"
+    elif acc.tl.chunks and "completion_tokens" not in acc.insane:
         total, source = sum(1 for c in acc.tl.chunks if c.has_text), "chunks"
     m = timeline_metrics(acc.tl, total)
     first_answer = acc.first_answer_t - acc.tl.t_send if acc.first_answer_t is not None else None
     if sp.api == "generate" or not acc.reasoning_chars:
         first_answer = m.get("ttft_s") if first_answer is None else first_answer
-    verify = meta.get("spec_verify_ct")
-    accept = meta.get("spec_accept_length")
-    if not isinstance(accept, int | float):
-        accept = total / verify if isinstance(verify, int) and verify > 0 and total else None
+    verify = acc.count("spec_verify_ct", meta.get("spec_verify_ct"))
+    accept = acc.accept_length(meta.get("spec_accept_length"))
+    if accept is None and "spec_accept_length" not in acc.insane:
+        accept = total / verify if verify and total else None
     prompt_tokens = meta.get("prompt_tokens")
     cached = meta.get("cached_tokens")
     if usage:
@@ -509,6 +550,8 @@ def _result(
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):
             cached = details.get("cached_tokens", cached)
+    prompt_tokens = acc.count("prompt_tokens", prompt_tokens, MAX_PROMPT_TOKENS)
+    cached = acc.count("cached_tokens", cached, MAX_PROMPT_TOKENS)
     rate = meta.get("spec_accept_rate")
     server_e2e = meta.get("e2e_latency")
     return RequestResult(
@@ -520,11 +563,11 @@ def _result(
         aborted=acc.abort is not None,
         first_answer_s=first_answer,
         output_tokens=total,
-        prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
-        cached_tokens=cached if isinstance(cached, int) else None,
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached,
         accept_length=float(accept) if accept is not None else None,
         accept_rate=float(rate) if isinstance(rate, int | float) else None,
-        spec_verify_ct=verify if isinstance(verify, int) else None,
+        spec_verify_ct=verify,
         finish_reason=acc.finish,
         text_mode=acc.text_mode if sp.api == "generate" else "incremental",  # type: ignore[arg-type]
         reasoning_chars=acc.reasoning_chars,

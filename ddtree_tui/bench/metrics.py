@@ -56,7 +56,14 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
     - decode tok/s: tokens after the first text chunk / time from it to the last token-bearing chunk.
     - ITL: each gap between token-bearing chunks divided by the tokens of the later chunk, counted once per
       token (SGLang's definition), so a 4-token chunk after 40 ms is four 10 ms samples; its quantiles at
-      0, 5, …, 100 % are kept (`itl_quantiles_ms`) for the report's CDF.
+      0, 5, …, 100 % are kept (`itl_quantiles_ms`) for the report's CDF. The unit of time is the socket
+      read, not the chunk: chunks that one read brought share its timestamp (a busy client reads several
+      at once), so the gap since the previous read is spread over all the tokens of that read. Without
+      that, every chunk but the first of a read is a 0 ms sample and a loaded client reads a median ITL of
+      0; spread, the samples still add up to the measured time (the mean and TPOT are unchanged) and only
+      spacing finer than one read, which was never measured, is smoothed. The tokens of the first read are
+      not ITL samples (its gap is the TTFT). `reads` / `coalesced_reads`: token-bearing reads, and those
+      that held several chunks.
     - chunk_tokens_hist: how many chunks carried 1, 2, … tokens (chunks whose count the server gave).
     Chunks whose token count is unknown share the known total evenly.
     """
@@ -72,7 +79,12 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
         "itl_p99_ms": None,
         "tokens_per_chunk": None,
         "chunks": len(chunks),
+        "reads": 0,
+        "coalesced_reads": 0,
     }
+    reads = _reads(chunks)
+    out["reads"] = len(reads)
+    out["coalesced_reads"] = sum(1 for lo, hi in reads if hi - lo > 1)
     t_end = tl.t_end if tl.t_end is not None else (chunks[-1].t if chunks else None)
     if t_end is not None:
         out["e2e_s"] = max(0.0, t_end - tl.t_send)
@@ -97,11 +109,12 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
         if span > 0 and total_tokens - before > 0:
             out["decode_tok_s"] = (total_tokens - before) / span
     itl: list[float] = []
-    for i in range(1, len(chunks)):
-        k = ks[i]
+    for j in range(1, len(reads)):
+        lo, hi = reads[j]
+        k = sum(ks[lo:hi])
         if k <= 0:
             continue
-        gap = (chunks[i].t - chunks[i - 1].t) / k * 1000.0
+        gap = (chunks[lo].t - chunks[reads[j - 1][0]].t) / k * 1000.0
         itl.extend([gap] * max(1, round(k)))
     if itl:
         q = [percentile(itl, p) for p in ITL_QUANTILES]
@@ -114,6 +127,18 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
 
 
 ITL_QUANTILES = tuple(range(0, 101, 5))
+
+
+def _reads(chunks: Sequence[Chunk]) -> list[tuple[int, int]]:
+    """The socket reads of a timeline as [lo, hi) index ranges: consecutive chunks with the same timestamp
+    came in one read (bench/stream.py stamps each line with its read's time.monotonic())."""
+    out: list[tuple[int, int]] = []
+    lo = 0
+    for i in range(1, len(chunks) + 1):
+        if i == len(chunks) or chunks[i].t != chunks[lo].t:
+            out.append((lo, i))
+            lo = i
+    return out
 
 
 def _distributions(tl: Timeline) -> dict[str, Any]:
@@ -241,6 +266,8 @@ def summarize(
                 output_tokens=tokens,
                 output_throughput=tokens / busy if busy else None,
                 request_throughput=len(ok) / busy if busy else None,
+                reads=sum(r.reads for r in ok),
+                coalesced_reads=sum(r.coalesced_reads for r in ok),
                 tok_s_mean=statistics.fmean(pmeans) if pmeans else None,
             )
         )

@@ -184,6 +184,10 @@ class RequestResult(BaseModel):
     itl_p99_ms: float | None = None
     tokens_per_chunk: float | None = None
     chunks: int = 0
+    # socket reads that brought token-bearing chunks (ITL's unit of time: bench/metrics.py), and of those the
+    # reads that held several chunks (such a read's gap is spread over its tokens)
+    reads: int = 0
+    coalesced_reads: int = 0
     accept_length: float | None = None  # from this request's meta_info
     accept_rate: float | None = None
     spec_verify_ct: int | None = None
@@ -254,6 +258,9 @@ class ServiceSummary(ServiceCounts):
     output_tokens: int = 0
     output_throughput: float | None = None  # Σ output tokens / wall time this service was being measured
     request_throughput: float | None = None  # successful requests / that wall time
+    # Σ over the successful requests: token-bearing socket reads, and those with several chunks
+    reads: int = 0
+    coalesced_reads: int = 0
     delta_tok_s_pct: float | None = None  # (tok_s_mean − baseline's) / baseline's, %
     # the statistic both the tok/s column and Δ use: mean over prompts of the per-prompt mean tok/s
     tok_s_mean: float | None = None

@@ -26,6 +26,8 @@ JSON schema (`--json FILE`, and each line of the history file), `"schema": 1`:
      "decode_tok_s": 143.9,         # tokens after the first text chunk / time after it
      "itl_mean_ms": 7.1, "itl_p50_ms": 7.0, "itl_p90_ms": 7.4, "itl_p99_ms": 9.0,   # per token
      "tokens_per_chunk": 3.4, "chunks": 75,
+     "reads": 75, "coalesced_reads": 0,   # socket reads with chunks; of them, reads that held several
+                                    # (ITL spreads a read's gap over its tokens: bench/metrics.py)
      "accept_length": 3.42,         # this request's meta_info (completion_tokens / spec_verify_ct)
      "accept_rate": 0.16, "spec_verify_ct": 75, "finish_reason": "length",
      "text_mode": "cumulative",     # detected: cumulative | incremental
@@ -55,7 +57,8 @@ JSON schema (`--json FILE`, and each line of the history file), `"schema": 1`:
   "client_bound": false             # true: the client limited the numbers, not the server
 }
 ```
-(summary rows also carry `request_throughput`, requests/s.)
+(summary rows also carry `request_throughput`, requests/s, and `reads` / `coalesced_reads`, summed over the
+successful requests.)
 Times are seconds unless the name says `_ms`; rates are tokens per second; a value that could not be
 measured is null. Readers must ignore unknown keys (new keys do not bump the schema).
 
@@ -76,6 +79,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from ddtree_tui.bench.models import BenchRun, PromptRow
+from ddtree_tui.bench.tables import reads_note
 
 CSV_COLUMNS = [
     "run_id",
@@ -322,6 +326,7 @@ def table(run: BenchRun) -> str:
         )
         for s in verdicts:
             lines.append(f"  {s.service} vs {run.baseline}: {s.delta_verdict}")
+    lines += reads_note((s.service, s.coalesced_reads, s.reads) for s in run.summary)
     c = run.client
     if c is not None:
         lat = "-" if c.loop_lag_ms_p99 is None else f"{c.loop_lag_ms_p99:.1f} ms"

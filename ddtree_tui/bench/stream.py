@@ -12,6 +12,11 @@ time of the socket read that completed it.
   scored, never the time recorded for it, and a chunk costs a socket read, not a task switch.
 - Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
   connection) pays its connect once, not per request.
+- A request is credited only with the response to that request (HTTP/1.1 has no request ids: on a kept-alive
+  connection the order of bytes is all there is, so a connection that breaks the order is dropped, never
+  reused): `1xx` interim responses are skipped and the final one read (RFC 9110 section 15.2); any byte
+  after a complete response marks the connection dead; a pooled connection that got bytes (or EOF) while
+  idle, or has anything readable when it is taken, is closed and a fresh one used.
 
 - Every read has a limit (`StreamLimits`: one SSE line, the response head, a body read whole, all the bytes
   of one response): a server that crosses one fails that request with a `StreamLimitError` that names the
@@ -28,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import socket
 import ssl
 import time
@@ -40,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line without its line break)
 
 CONNECT_TIMEOUT = 10.0
+MAX_INTERIM = 16  # 1xx interim responses before the final one (real servers send one 100 or 103)
 COALESCE_S = 0.050  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
 MAX_BODY = 64 * 1024  # of an error response: what is kept of it (the rest is read and dropped)
 KIB, MIB, GIB = 1024, 1024 * 1024, 1024 * 1024 * 1024
@@ -94,6 +101,24 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+class _Unsolicited(Exception):
+    """A response began after the one asked for was complete: raised in the parser's callback to stop it."""
+
+
+def _readable(c: _Conn) -> bool:
+    """Whether an idle connection's socket has anything to read (bytes or EOF) that the loop has not handed
+    to the protocol yet: one poll(2) with no wait."""
+    sock = c.transport.get_extra_info("socket") if c.transport is not None else None
+    if sock is None:
+        return False
+    try:
+        p = select.poll()
+        p.register(sock.fileno(), select.POLLIN | select.POLLPRI)
+        return bool(p.poll(0))
+    except (OSError, ValueError):
+        return True  # a socket that cannot be polled is not one to send on
+
+
 class _Conn(asyncio.Protocol):
     """One HTTP/1.1 connection, one response at a time."""
 
@@ -111,6 +136,9 @@ class _Conn(asyncio.Protocol):
         "framed",
         "got_bytes",
         "head_bytes",
+        "idle",
+        "interim",
+        "interims",
         "keep_alive",
         "keep_body",
         "limit_hit",
@@ -134,13 +162,16 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
+        self.idle = False  # in the pool: nothing was asked, so any byte that comes is not an answer
         self.limits = limits or StreamLimits()
         self.max_line = self.limits.max_line_bytes  # read on every chunk: plain attributes
         self.max_response = self.limits.max_response_bytes
         self.reset()
 
     def reset(self) -> None:
-        self.status: int | None = None
+        self.status: int | None = None  # of the final response (1xx interim ones are skipped)
+        self.interim = False  # the response being parsed is a 1xx interim one
+        self.interims = 0
         self.keep_alive = False
         self.complete = False
         self.framed = False  # Content-Length or chunked; else the body ends when the server closes
@@ -177,6 +208,9 @@ class _Conn(asyncio.Protocol):
         self.got_bytes = True
         if self.error is not None:
             return  # failed (a limit crossed): the connection is closing, nothing more is parsed
+        if self.idle:  # bytes nobody asked for (an unsolicited response): the connection is dropped
+            self.close()
+            return
         self.resp_bytes += len(data)
         if self.resp_bytes > self.max_response:
             self._over(f"the response is over {_size(self.max_response)} (--max-response-bytes)")
@@ -186,7 +220,9 @@ class _Conn(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self.error = "the server switched protocols"
         except httptools.HttpParserError as e:
-            if self.error is None:
+            if isinstance(e.__context__, _Unsolicited):
+                self.close()  # bytes after the complete response: not ours, and the connection is out of step
+            elif self.error is None:
                 self.error = f"bad HTTP from the server: {e}"
         if self.status is None and self.error is None:
             self.head_bytes += len(data)  # the whole read is head: the headers are not complete yet
@@ -233,13 +269,21 @@ class _Conn(asyncio.Protocol):
         self._wake()
 
     # httptools callbacks
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise _Unsolicited
+
     def on_header(self, name: bytes, value: bytes) -> None:
         n = name.lower()
         if n == b"content-length" or (n == b"transfer-encoding" and b"chunked" in value.lower()):
             self.framed = True
 
     def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
+        code = self.parser.get_status_code()
+        if 100 <= code < 200 and code != 101:  # interim (100 Continue, 103 Early Hints): the final follows
+            self.interim = True
+            return
+        self.status = code
         self.keep_alive = self.parser.should_keep_alive()
         self.sse = self.status == 200 and not self.keep_body and not self.discard and self.error is None
 
@@ -289,6 +333,15 @@ class _Conn(asyncio.Protocol):
         self._over(f"an SSE line is over {_size(self.max_line)} (--max-line-bytes)")
 
     def on_message_complete(self) -> None:
+        if self.interim:  # skipped: the parser goes on to the final response of this request
+            self.interim = False
+            self.framed = False
+            self.interims += 1
+            if self.interims > MAX_INTERIM and self.error is None:
+                self.error = f"the server sent more than {MAX_INTERIM} interim (1xx) responses"
+                self.close()
+                self._wake()
+            return
         if self.partial:
             line = b"".join(self.partial)
             self.partial, self.partial_len = [], 0
@@ -426,8 +479,9 @@ class StreamClient:
 
     def _put(self, key: tuple[str, str, int], c: _Conn) -> None:
         pool = self._idle.setdefault(key, [])
-        if len(pool) < self.max_idle:
+        if len(pool) < self.max_idle and not c.lost:
             c.reset()
+            c.idle = True
             pool.append(c)
         else:
             c.close()
@@ -512,7 +566,8 @@ class StreamClient:
         pool = self._idle.get(key)
         while pool:
             c = pool.pop()
-            if not c.lost and c.transport is not None and not c.transport.is_closing():
+            if not c.lost and c.transport is not None and not c.transport.is_closing() and not _readable(c):
+                c.idle = False
                 return c, True
-            c.close()
+            c.close()  # closed by the server, or it sent something while idle: never reused
         return await self._connect(key), False

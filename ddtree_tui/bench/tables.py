@@ -4,8 +4,10 @@ saved JSON): functions of the result types only, so a reader of a saved run need
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ddtree_tui.bench.models import RequestResult
 from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun
 
 
@@ -15,6 +17,29 @@ def _f0(x: Any, fmt: str = "{:.0f}") -> str:
 
 def _f(x: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(x)
+
+
+def reads_note(counts: Iterable[tuple[str, int, int]]) -> list[str]:
+    """The footnote every ITL figure carries: per service (name, coalesced reads, reads), how many socket
+    reads held several chunks (bench/metrics.py spreads such a read's gap over its tokens)."""
+    parts = [f"{name} {c}/{n} ({c / n * 100:.0f} %)" for name, c, n in counts if n]
+    if not parts:
+        return []
+    return [
+        "reads with several chunks: " + ", ".join(parts) + "; ITL spreads a read's gap over all the "
+        "tokens it brought (chunks of one read share its time)"
+    ]
+
+
+def results_reads(results: Sequence[RequestResult]) -> list[tuple[str, int, int]]:
+    """(service, coalesced reads, reads) over the successful counted requests, services in order."""
+    out: dict[str, list[int]] = {}
+    for r in results:
+        if r.ok and not r.warmup:
+            acc = out.setdefault(r.service, [0, 0])
+            acc[0] += r.coalesced_reads
+            acc[1] += r.reads
+    return [(name, c, n) for name, (c, n) in out.items()]
 
 
 def load_table(run: LoadRun) -> str:
@@ -64,6 +89,7 @@ def load_table(run: LoadRun) -> str:
         lines.append(f"vs baseline {run.baseline}:")
         for label, d in verdicts:
             lines.append(f"  {label} {d.service} {d.metric}: {d.verdict}")
+    lines += reads_note(results_reads(run.results))
     lines.append("")
     for ref, k in run.knee.items():
         lines.append(f"knee {ref}: {k if k else 'not reached (no saturation seen)'}")
