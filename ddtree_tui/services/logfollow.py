@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -66,14 +67,16 @@ class LogFollower:
                 q.put_nowait(line)
         m = parse_line(line)
         if m is not None and svc.proc is not None and svc.proc.alive:
-            svc.metrics = m
+            svc.metrics, svc.metrics_at = m, time.time()
             upd: dict[str, Any] = {}
             if m.kind == "decode":
                 upd.update(
                     accept_length=m.accept_len, accept_rate=m.accept_rate, gen_throughput=m.gen_throughput
                 )
             upd.update(running_reqs=m.running_req, queue_reqs=m.queue_req, token_usage=m.usage)
-            self._pub.set(svc, **{k: v for k, v in upd.items() if v is not None})
+            seen = {k: v for k, v in upd.items() if v is not None}
+            observed = {**svc.status.observed_at, **dict.fromkeys(seen, svc.metrics_at)}
+            self._pub.set(svc, **seen, observed_at=observed)
             on_metrics = self._listeners.on_metrics
             if on_metrics is not None:
                 with contextlib.suppress(Exception):

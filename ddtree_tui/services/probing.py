@@ -77,10 +77,11 @@ class Prober:
             if info is not None:
                 if svc.info is not None and info.model_path is None:
                     info = info.model_copy(update={"model_path": svc.info.model_path})
-                svc.info = info
+                svc.info, svc.info_at = info, time.time()
         if svc.spec.enable_metrics:
             try:
                 svc.sglang = await fetch_sglang_metrics(http, base, self._timeout)
+                svc.sglang_at = time.time()
             except BodyTooLarge as e:
                 svc.sglang = None
                 notes.append(str(e))
