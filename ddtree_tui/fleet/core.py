@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
@@ -72,6 +73,7 @@ class Fleet:
         probe_interval: float = 2.0,
         auto_complete_todos: bool | None = None,
         watch: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.demo = demo
         self.history_path = Path(history_path or DEFAULT_HISTORY)
@@ -79,8 +81,9 @@ class Fleet:
         self.events: PubSub[FleetEvent] = PubSub(QUEUE_SIZE)
         publish = self.events.publish
         self.hosts = Hosts(
-            profiles, publish, self._guard, watch=watch, telemetry=telemetry, probe_interval=probe_interval
-        )
+            profiles, publish, self._guard, watch=watch, telemetry=telemetry, probe_interval=probe_interval,
+            clock=clock,
+        )  # fmt: skip
         self.services = ServiceDesk(self.hosts, publish)
         self.benching = Benching(self.hosts, publish, self.snapshot, self.history_path)
         self.todo_desk = Todos(

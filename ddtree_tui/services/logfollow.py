@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -67,7 +66,7 @@ class LogFollower:
                 q.put_nowait(line)
         m = parse_line(line)
         if m is not None and svc.proc is not None and svc.proc.alive:
-            svc.metrics, svc.metrics_at = m, time.time()
+            svc.metrics, svc.metrics_at = m, self._book.clock()
             upd: dict[str, Any] = {}
             if m.kind == "decode":
                 upd.update(

@@ -77,11 +77,11 @@ class Prober:
             if info is not None:
                 if svc.info is not None and info.model_path is None:
                     info = info.model_copy(update={"model_path": svc.info.model_path})
-                svc.info, svc.info_at = info, time.time()
+                svc.info, svc.info_at = info, self._book.clock()
         if svc.spec.enable_metrics:
             try:
                 svc.sglang = await fetch_sglang_metrics(http, base, self._timeout)
-                svc.sglang_at = time.time()
+                svc.sglang_at = self._book.clock()
             except BodyTooLarge as e:
                 svc.sglang = None
                 notes.append(str(e))
@@ -95,6 +95,7 @@ class Prober:
             h = HealthResult(ok=False, error=f"port forward failed: {e}", ts=time.time())
         else:
             h = await probe_health(self._http(), base, self._timeout)
+            h = h.model_copy(update={"ts": self._book.clock()})  # observed now, by the fleet's clock
             if h.ok and (svc.info is None or svc.info_age >= INFO_EVERY):
                 await self._server(svc, base)
                 svc.info_age = 0

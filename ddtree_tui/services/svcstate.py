@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ddtree_tui.config import HostProfile, ServiceSpec
@@ -64,8 +64,9 @@ class SvcState:
 class ServiceBook:
     """The services of one host profile by name, and the profile as it is now (launch may add a service)."""
 
-    def __init__(self, profile: HostProfile) -> None:
+    def __init__(self, profile: HostProfile, clock: Callable[[], float] = time.time) -> None:
         self.profile = profile
+        self.clock = clock  # stamps when a live value was observed (a log line, a /metrics read, a probe)
         self._svcs: dict[str, SvcState] = {}
         for spec in profile.services:
             self.add(spec)
