@@ -59,8 +59,8 @@ class Facts:
     info: ServerInfo | None = None
     probe_note: str | None = None  # why the last /server_info or /metrics read failed (a body over its cap)
     sglang: SglangGauges | None = None  # the server's own /metrics
-    info_at: float | None = None  # when `info` was read
-    sglang_at: float | None = None  # when `sglang` was read
+    info_seen: dict[str, float] = field(default_factory=dict)  # status field -> when `info` observed it
+    sglang_seen: dict[str, float] = field(default_factory=dict)  # status field -> when `sglang` observed it
     metrics: LogMetrics | None = None  # the last parsed log line
     metrics_at: float | None = None  # when that line was read
     last_line: str | None = None  # the last log line (the detail while starting)
@@ -130,20 +130,43 @@ def updated(previous: ServiceStatus, now: float, **upd: Any) -> ServiceStatus:
     return previous.model_copy(update=upd)
 
 
+def observed_times(
+    before: dict[str, float], old: dict[str, Any], new: dict[str, Any], now: float
+) -> dict[str, float]:
+    """When each figure of a server read (`new`, by status field) was observed: `now`, except a figure the
+    server keeps between its decode lines (`_RATES`) that reads as it did in the last read (`old`): as
+    `before` says. The caller keeps what this returns as the next `before`."""
+    out: dict[str, float] = {}
+    for key, value in new.items():
+        if value is None:
+            continue
+        same = key in _RATES and key in before and old.get(key) == value
+        out[key] = before[key] if same else now
+    return out
+
+
+def info_figures(info: ServerInfo | None) -> dict[str, Any]:
+    """/server_info's live figures by status field."""
+    if info is None:
+        return {}
+    return {"accept_length": info.avg_spec_accept_length, "gen_throughput": info.last_gen_throughput}
+
+
+def gauge_figures(sg: SglangGauges | None) -> dict[str, Any]:
+    """/metrics' live figures by status field."""
+    return {} if sg is None else {key: getattr(sg, key, None) for key in _LOG_FIELD}
+
+
 def _from_server(
-    f: Facts, previous: ServiceStatus, upd: dict[str, Any], stamps: dict[str, float], key: str,
-    value: float | None, at: float | None,
-) -> None:  # fmt: skip
-    """A figure read from the server (/server_info or /metrics at `at`) into `upd` with when it was observed,
+    f: Facts, upd: dict[str, Any], stamps: dict[str, float], key: str, value: float | None, at: float | None
+) -> None:
+    """A figure read from the server (/server_info or /metrics, observed at `at`) into `upd` with that time,
     unless the log's figure is at least as fresh (the log reports each decode step window; it wins a tie)."""
     log_has = f.metrics is not None and getattr(f.metrics, _LOG_FIELD[key], None) is not None
     if value is None:
         if not log_has:
             upd[key] = None
         return
-    seen = stamps.get(key)
-    if at is not None and key in _RATES and seen is not None and value == getattr(previous, key):
-        at = seen  # the server's last figure again: observed when it last changed
     if log_has and (f.metrics_at is None or at is None or f.metrics_at >= at):
         return  # the log's figure is as fresh (or nobody knows which is fresher): it stays
     upd[key] = value
@@ -151,14 +174,14 @@ def _from_server(
         stamps[key] = at
 
 
-def _server_numbers(f: Facts, previous: ServiceStatus, upd: dict[str, Any], stamps: dict[str, float]) -> None:
+def _server_numbers(f: Facts, upd: dict[str, Any], stamps: dict[str, float]) -> None:
     """Version, model and speed numbers from /server_info and /metrics, where the log has none as fresh."""
     info = f.info
     if info is not None:
         upd["version"] = info.version
         upd["model"] = info.model_path
-        _from_server(f, previous, upd, stamps, "accept_length", info.avg_spec_accept_length, f.info_at)
-        _from_server(f, previous, upd, stamps, "gen_throughput", info.last_gen_throughput, f.info_at)
+        for key, value in info_figures(info).items():
+            _from_server(f, upd, stamps, key, value, f.info_seen.get(key))
 
 
 def _health_numbers(f: Facts, upd: dict[str, Any], stamps: dict[str, float]) -> None:
@@ -174,7 +197,7 @@ def _external(spec: ServiceSpec, f: Facts, previous: ServiceStatus, now: float) 
     h = f.health
     upd: dict[str, Any] = {"pid": None}
     stamps = dict(previous.observed_at)
-    _server_numbers(f, previous, upd, stamps)
+    _server_numbers(f, upd, stamps)
     _health_numbers(f, upd, stamps)
     upd["observed_at"] = stamps
     if h is None:
@@ -248,13 +271,11 @@ def derive_status(spec: ServiceSpec, facts: Facts, previous: ServiceStatus, now:
         else None
     )
     stamps = dict(previous.observed_at)
-    _server_numbers(f, previous, upd, stamps)
-    sg = f.sglang  # the server's own gauges: between its log lines and /server_info
-    if sg is not None:
-        for key in _LOG_FIELD:
-            val = getattr(sg, key, None)
-            if val is not None:
-                _from_server(f, previous, upd, stamps, key, val, f.sglang_at)
+    _server_numbers(f, upd, stamps)
+    # the server's own gauges: between its log lines and /server_info
+    for key, val in gauge_figures(f.sglang).items():
+        if val is not None:
+            _from_server(f, upd, stamps, key, val, f.sglang_seen.get(key))
     _health_numbers(f, upd, stamps)
     upd["observed_at"] = stamps
     if h is not None and h.ok:

@@ -40,13 +40,13 @@ class SvcState:
     fail_since: float | None = None
     ever_ready_pid: int | None = None  # the pid that was ready at least once
     info: ServerInfo | None = None
-    info_at: float | None = None  # when `info` was read
+    info_seen: dict[str, float] = field(default_factory=dict)  # when each of its figures was observed
     info_age: int = 0
     probe_note: str | None = None  # why the last /server_info or /metrics read failed (a body over its cap)
     metrics: LogMetrics | None = None
     metrics_at: float | None = None  # when the `metrics` line was read
     sglang: SglangGauges | None = None  # the server's own /metrics
-    sglang_at: float | None = None  # when `sglang` was read
+    sglang_seen: dict[str, float] = field(default_factory=dict)  # when each of its figures was observed
     killing: bool = False
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     pids: list[int] = field(default_factory=list)
