@@ -157,7 +157,10 @@ class AlertEngine:
                     msg = f"accept length {st.accept_length:.2f}, running median {med:.2f}"
                     self._set("accept_collapse", ev.host, st.name, low, msg, now)
                 win.append(st.accept_length)
-        if st.state not in ("ready", "unhealthy"):  # a collapse is of a serving process; a new one starts afresh
+        if st.state not in (
+            "ready",
+            "unhealthy",
+        ):  # a collapse is of a serving process; a new one starts afresh
             self._set("accept_collapse", ev.host, st.name, False, "", now)
         # going down unasked within a window: a crash, or back to starting after running
         planned = self._planned.get(key, 0.0) >= now

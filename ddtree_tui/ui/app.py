@@ -99,7 +99,11 @@ class DDTreeApp(AppHost):
         self.fleet = fleet
         self.demo = demo
         self.ctl = Controller(
-            fleet, self, live=live and not isinstance(fleet, FrozenFleet), stop_timeout=stop_timeout, clock=clock
+            fleet,
+            self,
+            live=live and not isinstance(fleet, FrozenFleet),
+            stop_timeout=stop_timeout,
+            clock=clock,
         )
         self.refresh_hz = refresh_hz
         self.theme_name = theme_name
