@@ -157,14 +157,19 @@ class AlertEngine:
                     msg = f"accept length {st.accept_length:.2f}, running median {med:.2f}"
                     self._set("accept_collapse", ev.host, st.name, low, msg, now)
                 win.append(st.accept_length)
-        if st.state not in (
-            "ready",
-            "unhealthy",
-        ):  # a collapse is of a serving process; a new one starts afresh
+        # a collapse is of a serving process; a new one starts afresh
+        if st.state not in ("ready", "unhealthy"):
             self._set("accept_collapse", ev.host, st.name, False, "", now)
         # going down unasked within a window: a crash, or back to starting after running
         planned = self._planned.get(key, 0.0) >= now
-        went_down = (st.state == "crashed" and prev_state not in (None, "crashed")) or (
+        # a crash counts once per process (a relaunch that dies before it is seen starting has a new pid); one
+        # found at the first look (a pidfile left from before we watched) is not news
+        crashed = (
+            st.state == "crashed"
+            and prev_state not in (None, "unknown")
+            and (prev_state != "crashed" or st.pid != prev_pid)
+        )
+        went_down = crashed or (
             st.state == "starting" and prev_state in ("ready", "unhealthy") and not planned
         )
         if st.state == "starting":
