@@ -11,7 +11,8 @@
 - restart_loop: a service went down unasked `restart_count` times in `restart_window_s`: it crashed, or went
   back to starting after running without anyone asking. Restarts asked for (a ServicePlanned event: the
   user's intents through the fleet's service desk, a sweep's deploys) and anything while a sweep holds the
-  service (its planned relaunches, its points that fail to start) are not counted.
+  service (its planned relaunches, its points that fail to start) are not counted, nor while a sweep in
+  another ddtree-tui process on this machine holds it (its hold file).
 
 Thresholds come from each host profile's `[alerts]` table. The engine subscribes to the fleet like any reader
 and publishes AlertChanged (for the collector's /metrics and /events, and recordings) plus a Notice (for the
@@ -38,6 +39,7 @@ from ddtree_tui.model.events import (
     ServiceStateChanged,
 )
 from ddtree_tui.model.snapshot import Alert, AlertKind, GpuSample
+from ddtree_tui.services import holdfiles
 
 PLANNED_FOR_S = 120.0  # how long a planned launch / restart waits for its service to show it is starting
 OFF_BUS = ("lost", "off the bus", "no longer reported", "unknown error", "requires reset", "device handle")
@@ -64,9 +66,16 @@ def gpu_fault_kind(g: GpuSample) -> AlertKind | None:
 class AlertEngine:
     """Keeps the active alerts; `handle()` one event at a time (or `run()` on a fleet until cancelled)."""
 
-    def __init__(self, options: Callable[[str], AlertOptions], emit: Callable[[FleetEvent], None]) -> None:
+    def __init__(
+        self,
+        options: Callable[[str], AlertOptions],
+        emit: Callable[[FleetEvent], None],
+        held_elsewhere: Callable[[str, str], bool] | None = None,
+    ) -> None:
         self._options = options
         self._emit = emit
+        # (host, service) -> whether a sweep in another ddtree-tui process holds it (its relaunches are its plan)
+        self._held_elsewhere = held_elsewhere or (lambda host, svc: False)
         self.active: dict[tuple[str, str, str], Alert] = {}
         self._accept: dict[tuple[str, str], deque[float]] = {}
         self._accept_seen: dict[tuple[str, str], float] = {}  # observed_at of the last sample taken
@@ -174,7 +183,7 @@ class AlertEngine:
         )
         if st.state == "starting":
             self._planned.pop(key, None)
-        if went_down and key not in self._held:
+        if went_down and key not in self._held and not self._held_elsewhere(*key):
             self._restarts.setdefault(key, deque()).append(now)
         self._restart_check(key, opt, now)
 
@@ -195,6 +204,19 @@ class AlertEngine:
             self._restart_check(key, self._options(key[0]), now)
 
 
+def held_elsewhere(profiles: Callable[[], list[HostProfile]]) -> Callable[[str, str], bool]:
+    """Whether a sweep in another ddtree-tui process on this machine holds HOST/SVC (its hold file, scoped to
+    where the service lives): a `sweep` run from a shell relaunches what this fleet watches."""
+
+    def check(host: str, service: str) -> bool:
+        prof = next((p for p in profiles() if p.name == host), None)
+        return (
+            prof is not None and holdfiles.holder(f"{host}/{service}", holdfiles.place_of(prof)) is not None
+        )
+
+    return check
+
+
 async def run_alerts(fleet: AlertSource) -> None:
     """Follow `fleet` until cancelled, publishing alerts back into it."""
 
@@ -202,7 +224,7 @@ async def run_alerts(fleet: AlertSource) -> None:
         prof = next((p for p in fleet.profiles() if p.name == host), None)
         return prof.alerts if prof is not None else AlertOptions()
 
-    engine = AlertEngine(options, fleet.publish)
+    engine = AlertEngine(options, fleet.publish, held_elsewhere(fleet.profiles))
     q = fleet.subscribe()
     try:
         while True:

@@ -131,6 +131,52 @@ def test_restarts_asked_for_are_not_a_loop_and_a_fresh_server_is_not_a_collapse(
     assert "3 times in 600 s" in loop.message and "crashed" in loop.message
 
 
+def test_a_sweep_run_from_another_process_relaunching_the_service_is_not_a_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `sweep` started in a shell holds the service (its hold file) and relaunches it while the TUI's fleet
+    watches: no restart loop there while the hold is alive; once that process is gone, restarts count again."""
+    import subprocess
+    import sys
+
+    from ddtree_tui.alerts import held_elsewhere
+    from ddtree_tui.config import parse_profile
+    from tests.procs import stop_child
+
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
+    text = f'name = "h"\naddress = "local"\nworkdir = "{tmp_path / "wd"}"\n'
+    (tmp_path / "h.toml").write_text(text)
+    holder = (
+        "import sys\nfrom pathlib import Path\nfrom ddtree_tui.config import parse_profile\n"
+        "from ddtree_tui.services import holdfiles\n"
+        "p = parse_profile(Path(sys.argv[1]).read_text())\n"
+        "holdfiles.acquire('h/dflash', 'sweep S', holdfiles.place_of(p))\nprint('held', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", holder, str(tmp_path / "h.toml")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    out: list[Any] = []
+    prof = parse_profile(text)
+    eng = AlertEngine(lambda host: AlertOptions(restart_count=3), out.append, held_elsewhere(lambda: [prof]))
+    t = 1000.0
+
+    def relaunch_three_times() -> None:
+        nonlocal t
+        for _ in range(3):
+            eng.handle(_svc("ready", 3.0), now=t)
+            eng.handle(_svc("starting"), now=t + 1)
+            t += 10
+
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        relaunch_three_times()
+        assert eng.alerts() == []
+    finally:
+        stop_child(child)
+    relaunch_three_times()
+    assert [a.kind for a in eng.alerts()] == ["restart_loop"]
+
+
 @pytest.mark.timeout(120)
 async def test_xid_alert_reaches_metrics_and_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prometheus: Callable[[list[str]], Prometheus]
