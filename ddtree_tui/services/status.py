@@ -166,6 +166,7 @@ def _from_server(
     if value is None:
         if not log_has:
             upd[key] = None
+            stamps.pop(key, None)
         return
     if log_has and (f.metrics_at is None or at is None or f.metrics_at >= at):
         return  # the log's figure is as fresh (or nobody knows which is fresher): it stays
