@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
@@ -70,6 +71,7 @@ class Fleet:
         probe_interval: float = 2.0,
         auto_complete_todos: bool | None = None,
         watch: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.demo = demo
         self.history_path = Path(history_path or DEFAULT_HISTORY)
@@ -77,8 +79,9 @@ class Fleet:
         self.events: PubSub[FleetEvent] = PubSub(QUEUE_SIZE)
         publish = self.events.publish
         self.hosts = Hosts(
-            profiles, publish, self._guard, watch=watch, telemetry=telemetry, probe_interval=probe_interval
-        )
+            profiles, publish, self._guard, watch=watch, telemetry=telemetry, probe_interval=probe_interval,
+            clock=clock,
+        )  # fmt: skip
         self.services = ServiceDesk(self.hosts, publish)
         self.bench = BenchDesk(self)  # benchmarks: targets, runs, history (fleet/benching.py)
         self.todo_desk = Todos(

@@ -83,8 +83,10 @@ class Hosts:
         watch: bool,
         telemetry: bool,
         probe_interval: float,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.profiles = list(profiles)
+        self._clock = clock  # when the services' live values were observed (tests inject one)
         self._publish = publish
         self._guard = guard  # runs a background task, reporting its crash
         self._watch = watch  # False: a one-shot mode; services are probed when asked, not watched
@@ -136,6 +138,7 @@ class Hosts:
             on_status=functools.partial(self._on_service, prof.name),
             on_log=functools.partial(self._on_log, prof.name),
             probe_interval=self._probe_interval,
+            clock=self._clock,
         )
         for st in h.services.statuses():
             h.statuses[st.name] = st

@@ -14,7 +14,7 @@ from ddtree_tui.bench.smoke import SmokeResult, failed, smoke_request
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.doctor import DoctorReport, run_doctor
 from ddtree_tui.fleet.hosts import Hosts
-from ddtree_tui.model.events import FleetEvent, Notice
+from ddtree_tui.model.events import FleetEvent, Notice, PlannedVerb, ServicePlanned
 from ddtree_tui.model.ref import RefLike, ServiceRef
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services import argcheck
@@ -55,6 +55,7 @@ class ServiceDesk:
         held = self._foreign_hold(r, "launch")
         if held is not None:
             return held
+        self._planned(r, "launch")
         return self._done("launch", r, await h.services.launch(svc, h.extra_specs.get(svc), force=force))
 
     async def kill(self, ref: Ref, *, timeout: float | None = None) -> ActionResult:
@@ -63,6 +64,7 @@ class ServiceDesk:
         held = self._foreign_hold(r, "kill")
         if held is not None:
             return held
+        self._planned(r, "kill")
         return self._done("kill", r, await h.services.kill(svc, timeout=timeout))
 
     async def restart(self, ref: Ref, *, force: bool = False) -> ActionResult:
@@ -71,7 +73,13 @@ class ServiceDesk:
         held = self._foreign_hold(r, "restart")
         if held is not None:
             return held
+        self._planned(r, "restart")
         return self._done("restart", r, await h.services.restart(svc, force=force))
+
+    def _planned(self, ref: ServiceRef, verb: PlannedVerb, by: str = "user") -> None:
+        """Say that `ref` is about to change because someone asked (the alert engine reads it: a restart asked
+        for is not a restart loop). Published before the change, so it comes before the states it causes."""
+        self._publish(ServicePlanned(host=ref.host, service=ref.service, verb=verb, by=by))
 
     def _done(self, verb: str, ref: ServiceRef, res: ActionResult) -> ActionResult:
         """Remember what we started (the demo's cleanup) and say how it went."""
@@ -90,6 +98,8 @@ class ServiceDesk:
             return held
         dst = self.hosts.host(to_host)
         dst.adopt(src.spec(svc))
+        self._planned(r, "move")
+        self._planned(ServiceRef(to_host, svc), "move")
         res = await move_service(src.services, dst.services, svc, startup_timeout=startup_timeout)
         if res.ok:
             self.launched.discard(r)
@@ -105,23 +115,26 @@ class ServiceDesk:
         h, svc = self.hosts.split(r)
         h.services.hold(svc, owner)
         try:
-            holds.acquire(str(r), owner)  # other ddtree-tui processes on this machine see it too
+            holds.acquire(str(r), owner, holds.place_of(h.profile))  # other processes here see it too
         except ValueError as e:
             h.services.release(svc, owner)
             raise ServiceHeld(str(e)) from None
+        self._planned(r, "hold", owner)
         self._publish(Notice(severity="information", text=f"{r} is held by {owner}"))
 
     def release(self, ref: Ref, owner: str) -> None:
         h, svc = self.hosts.split(ref)
         h.services.release(svc, owner)
-        holds.release(str(ServiceRef.parse(ref)))
+        holds.release(str(ServiceRef.parse(ref)), holds.place_of(h.profile))
+        self._planned(ServiceRef.parse(ref), "release", owner)
 
     def _foreign_hold(self, ref: ServiceRef, verb: str) -> ActionResult | None:
-        """An ActionResult refusing `verb` when a sweep in another process holds the service."""
-        who = holds.holder(str(ref))
+        """An ActionResult refusing `verb` when a sweep in another process holds the service (at the same
+        place: another checkout's service of the same name is another service)."""
+        h, svc = self.hosts.split(ref)
+        who = holds.holder(str(ref), holds.place_of(h.profile))
         if who is None:
             return None
-        h, svc = self.hosts.split(ref)
         res = ActionResult(
             ok=False,
             message=f"refused to {verb} {ref}: it is held by {who}; nothing was done",
@@ -137,8 +150,8 @@ class ServiceDesk:
 
     def held_elsewhere(self, ref: Ref) -> str | None:
         """Who holds `ref` from another process on this machine (a sweep), or None."""
-        self.hosts.split(ref)
-        return holds.holder(str(ServiceRef.parse(ref)))
+        h, _svc = self.hosts.split(ref)
+        return holds.holder(str(ServiceRef.parse(ref)), holds.place_of(h.profile))
 
     # --- one-off specs, waits, reads -----------------------------------------------------------------------
     def current_spec(self, ref: Ref) -> ServiceSpec:
@@ -156,6 +169,7 @@ class ServiceDesk:
         profile file is never edited). Returns the launch's ActionResult; wait with `wait_service`."""
         r = ServiceRef.parse(ref)
         h, svc = self.hosts.split(r)
+        self._planned(r, "deploy", holder or "user")
         k = await h.services.kill(svc, holder=holder)
         if not k.ok:
             self.notice(f"deploy {r}", k)

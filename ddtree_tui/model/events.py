@@ -64,6 +64,21 @@ class Notice(Event):
     text: str
 
 
+PlannedVerb = Literal["launch", "kill", "restart", "move", "deploy", "hold", "release"]
+
+
+class ServicePlanned(_HostEvent):
+    """A change of a service that someone asked for, published before it is carried out: a launch, kill,
+    restart, move or deploy through the fleet's service desk (`by` "user", or the sweep that holds it), or a
+    sweep's hold / release (while held, the sweep's relaunches are its plan). The alert engine reads it:
+    a restart that was asked for is not a restart loop, and a fresh server starts a fresh accept window."""
+
+    kind: Literal["planned"] = "planned"
+    service: str
+    verb: PlannedVerb
+    by: str = "user"
+
+
 class AlertChanged(Event):
     """An alert was raised or cleared (ddtree_tui.alerts)."""
 
@@ -80,4 +95,5 @@ FleetEvent = (
     | TodoChanged
     | Notice
     | AlertChanged
+    | ServicePlanned
 )

@@ -15,6 +15,26 @@ HostConnState = Literal["connecting", "connected", "disconnected"]
 ServiceState = Literal["stopped", "starting", "ready", "unhealthy", "crashed", "unknown"]
 GpuHealth = Literal["ok", "fault"]
 
+# A service's live values: each carries when it was observed (ServiceStatus.observed_at)
+LIVE_FIELDS = (
+    "accept_length", "accept_rate", "gen_throughput", "running_reqs", "queue_reqs", "token_usage",
+    "health_latency_ms",
+)  # fmt: skip
+# A live value (a service's numbers, a GPU or host sample) observed longer ago than this is stale: the views
+# dim it and show its age. Several of the slowest regular reading (/server_info and /metrics: every 5th probe
+# at the 2 s default, so 10 s) and many of the samplers' (1 s).
+STALE_AFTER_S = 30.0
+
+
+def age(observed: float | None, now: float) -> float | None:
+    """Seconds since `observed` (None: never observed, or no timestamp: a recording from before them)."""
+    return None if not observed else max(0.0, now - observed)
+
+
+def is_stale(observed: float | None, now: float) -> bool:
+    a = age(observed, now)
+    return a is not None and a > STALE_AFTER_S
+
 
 class _Snap(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -59,7 +79,7 @@ class GpuSample(_Snap):
     fault: str | None = None
     fault_at: float | None = None
     service: str | None = None  # comma-joined names of our services running on it
-    ts: float = 0.0
+    ts: float = 0.0  # unix time the sample was taken (every value in it was observed then)
 
 
 class HostSample(_Snap):
@@ -72,7 +92,7 @@ class HostSample(_Snap):
     disk_free_mb: int | None = None
     disk_total_mb: int | None = None
     uptime_s: float | None = None
-    ts: float = 0.0
+    ts: float = 0.0  # unix time the sample was taken (every value in it was observed then)
 
 
 class TelemetryStatus(_Snap):
@@ -106,6 +126,9 @@ class ServiceStatus(_Snap):
     queue_reqs: int | None = None
     token_usage: float | None = None
     health_latency_ms: float | None = None
+    # unix time each LIVE_FIELDS value was observed at its source (the log line, the /metrics or /server_info
+    # read, the health probe); a field missing here has no value or no known time
+    observed_at: dict[str, float] = Field(default_factory=dict)
     version: str | None = None
     model: str | None = None
     gpus: list[int] = Field(default_factory=list)

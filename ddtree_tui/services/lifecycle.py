@@ -53,12 +53,13 @@ class ServiceManager:
         health_timeout: float = 5.0,
         fail_threshold: int = 2,
         follow_lines: int = 40,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.transport = transport
         self.probe_interval, self.health_timeout = probe_interval, health_timeout
         self.fail_threshold, self.follow_lines = fail_threshold, follow_lines
         self._started = False
-        book = self._book = ServiceBook(profile)
+        book = self._book = ServiceBook(profile, clock)
         self._listeners = Listeners(on_status, on_log, on_metrics)
         redactor = Redactor(book)
         pub = self._pub = Publisher(self._listeners, fail_threshold, redactor.text)

@@ -66,14 +66,16 @@ class LogFollower:
                 q.put_nowait(line)
         m = parse_line(line)
         if m is not None and svc.proc is not None and svc.proc.alive:
-            svc.metrics = m
+            svc.metrics, svc.metrics_at = m, self._book.clock()
             upd: dict[str, Any] = {}
             if m.kind == "decode":
                 upd.update(
                     accept_length=m.accept_len, accept_rate=m.accept_rate, gen_throughput=m.gen_throughput
                 )
             upd.update(running_reqs=m.running_req, queue_reqs=m.queue_req, token_usage=m.usage)
-            self._pub.set(svc, **{k: v for k, v in upd.items() if v is not None})
+            seen = {k: v for k, v in upd.items() if v is not None}
+            observed = {**svc.status.observed_at, **dict.fromkeys(seen, svc.metrics_at)}
+            self._pub.set(svc, **seen, observed_at=observed)
             on_metrics = self._listeners.on_metrics
             if on_metrics is not None:
                 with contextlib.suppress(Exception):

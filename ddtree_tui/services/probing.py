@@ -18,7 +18,7 @@ from ddtree_tui.services.health import HealthResult, fetch_server_info, probe_he
 from ddtree_tui.services.probehttp import BodyTooLarge, new_session
 from ddtree_tui.services.publish import Publisher
 from ddtree_tui.services.sglang_metrics import fetch_sglang_metrics
-from ddtree_tui.services.status import running_port
+from ddtree_tui.services.status import gauge_figures, info_figures, observed_times, running_port
 from ddtree_tui.services.svcstate import ServiceBook, SvcState
 from ddtree_tui.transport.base import Transport
 
@@ -77,10 +77,17 @@ class Prober:
             if info is not None:
                 if svc.info is not None and info.model_path is None:
                     info = info.model_copy(update={"model_path": svc.info.model_path})
+                svc.info_seen = observed_times(
+                    svc.info_seen, info_figures(svc.info), info_figures(info), self._book.clock()
+                )
                 svc.info = info
         if svc.spec.enable_metrics:
             try:
-                svc.sglang = await fetch_sglang_metrics(http, base, self._timeout)
+                sg = await fetch_sglang_metrics(http, base, self._timeout)
+                svc.sglang_seen = observed_times(
+                    svc.sglang_seen, gauge_figures(svc.sglang), gauge_figures(sg), self._book.clock()
+                )
+                svc.sglang = sg
             except BodyTooLarge as e:
                 svc.sglang = None
                 notes.append(str(e))
@@ -94,6 +101,7 @@ class Prober:
             h = HealthResult(ok=False, error=f"port forward failed: {e}", ts=time.time())
         else:
             h = await probe_health(self._http(), base, self._timeout)
+            h = h.model_copy(update={"ts": self._book.clock()})  # observed now, by the fleet's clock
             if h.ok and (svc.info is None or svc.info_age >= INFO_EVERY):
                 await self._server(svc, base)
                 svc.info_age = 0

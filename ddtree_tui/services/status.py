@@ -41,6 +41,9 @@ _CLEARED: dict[str, Any] = dict.fromkeys(
     ("health_latency_ms", "accept_length", "accept_rate", "gen_throughput", "running_reqs", "queue_reqs",
      "token_usage"),
 )  # fmt: skip
+# figures the server computes at its own decode log line and then keeps: one that reads the same as last time
+# is the server's last figure, observed when it last changed (an idle server's gen_throughput stays put)
+_RATES = ("accept_length", "accept_rate", "gen_throughput")
 
 
 def _same(text: str) -> str:
@@ -56,7 +59,10 @@ class Facts:
     info: ServerInfo | None = None
     probe_note: str | None = None  # why the last /server_info or /metrics read failed (a body over its cap)
     sglang: SglangGauges | None = None  # the server's own /metrics
+    info_seen: dict[str, float] = field(default_factory=dict)  # status field -> when `info` observed it
+    sglang_seen: dict[str, float] = field(default_factory=dict)  # status field -> when `sglang` observed it
     metrics: LogMetrics | None = None  # the last parsed log line
+    metrics_at: float | None = None  # when that line was read
     last_line: str | None = None  # the last log line (the detail while starting)
     killing: bool = False  # our kill of it is under way
     unreachable: str | None = None  # why the host does not answer, while it does not
@@ -124,26 +130,79 @@ def updated(previous: ServiceStatus, now: float, **upd: Any) -> ServiceStatus:
     return previous.model_copy(update=upd)
 
 
-def _server_numbers(f: Facts, upd: dict[str, Any]) -> None:
-    """Version, model and speed numbers from /server_info and /metrics, where the log has none."""
-    m, info = f.metrics, f.info
+def observed_times(
+    before: dict[str, float], old: dict[str, Any], new: dict[str, Any], now: float
+) -> dict[str, float]:
+    """When each figure of a server read (`new`, by status field) was observed: `now`, except a figure the
+    server keeps between its decode lines (`_RATES`) that reads as it did in the last read (`old`): as
+    `before` says. The caller keeps what this returns as the next `before`."""
+    out: dict[str, float] = {}
+    for key, value in new.items():
+        if value is None:
+            continue
+        same = key in _RATES and key in before and old.get(key) == value
+        out[key] = before[key] if same else now
+    return out
+
+
+def info_figures(info: ServerInfo | None) -> dict[str, Any]:
+    """/server_info's live figures by status field."""
+    if info is None:
+        return {}
+    return {"accept_length": info.avg_spec_accept_length, "gen_throughput": info.last_gen_throughput}
+
+
+def gauge_figures(sg: SglangGauges | None) -> dict[str, Any]:
+    """/metrics' live figures by status field."""
+    return {} if sg is None else {key: getattr(sg, key, None) for key in _LOG_FIELD}
+
+
+def _from_server(
+    f: Facts, upd: dict[str, Any], stamps: dict[str, float], key: str, value: float | None, at: float | None
+) -> None:
+    """A figure read from the server (/server_info or /metrics, observed at `at`) into `upd` with that time,
+    unless the log's figure is at least as fresh (the log reports each decode step window; it wins a tie)."""
+    log_has = f.metrics is not None and getattr(f.metrics, _LOG_FIELD[key], None) is not None
+    if value is None:
+        if not log_has:
+            upd[key] = None
+            stamps.pop(key, None)
+        return
+    if log_has and (f.metrics_at is None or at is None or f.metrics_at >= at):
+        return  # the log's figure is as fresh (or nobody knows which is fresher): it stays
+    upd[key] = value
+    if at is not None:
+        stamps[key] = at
+
+
+def _server_numbers(f: Facts, upd: dict[str, Any], stamps: dict[str, float]) -> None:
+    """Version, model and speed numbers from /server_info and /metrics, where the log has none as fresh."""
+    info = f.info
     if info is not None:
         upd["version"] = info.version
         upd["model"] = info.model_path
-        if m is None or m.accept_len is None:
-            upd["accept_length"] = info.avg_spec_accept_length
-        if m is None or m.gen_throughput is None:
-            upd["gen_throughput"] = info.last_gen_throughput
+        for key, value in info_figures(info).items():
+            _from_server(f, upd, stamps, key, value, f.info_seen.get(key))
+
+
+def _health_numbers(f: Facts, upd: dict[str, Any], stamps: dict[str, float]) -> None:
+    h = f.health
+    if h is not None:
+        upd["health_latency_ms"] = round(h.latency_ms, 2) if h.latency_ms is not None else None
+        if h.latency_ms is not None and h.ts:
+            stamps["health_latency_ms"] = h.ts
 
 
 def _external(spec: ServiceSpec, f: Facts, previous: ServiceStatus, now: float) -> ServiceStatus:
     """A server ddtree-tui did not start: its state is what /health says, never read from a pidfile."""
     h = f.health
     upd: dict[str, Any] = {"pid": None}
-    _server_numbers(f, upd)
+    stamps = dict(previous.observed_at)
+    _server_numbers(f, upd, stamps)
+    _health_numbers(f, upd, stamps)
+    upd["observed_at"] = stamps
     if h is None:
         return updated(previous, now, state="unknown", detail="external: not probed yet", **upd)
-    upd["health_latency_ms"] = round(h.latency_ms, 2) if h.latency_ms is not None else None
     if h.ok:
         detail = "external" if f.probe_note is None else f"external; {f.probe_note}"
         return updated(previous, now, state="ready", detail=detail, **upd)
@@ -200,25 +259,26 @@ def derive_status(spec: ServiceSpec, facts: Facts, previous: ServiceStatus, now:
             previous, now, state="unknown", pid=None, detail=f"workdir not trusted: {rec.untrusted}"
         )
     if not rec.present:
-        return updated(previous, now, state="stopped", pid=None, detail=None, port=spec.port, **_CLEARED)
+        return updated(
+            previous, now, state="stopped", pid=None, detail=None, port=spec.port, observed_at={}, **_CLEARED
+        )
     if not rec.alive:
         return _dead(spec, rec, f, previous, now)
-    pid, started, m, h = rec.pid, rec.started_at, f.metrics, f.health
+    pid, started, h = rec.pid, rec.started_at, f.health
     upd: dict[str, Any] = {"pid": pid, "started_at": started, "port": running_port(spec, rec)}
     port_note = (
         f"running on port {upd['port']}; the profile says {spec.port}: restart to apply"
         if upd["port"] != spec.port
         else None
     )
-    _server_numbers(f, upd)
-    sg = f.sglang  # the server's own gauges: between its log lines and /server_info
-    if sg is not None:
-        for key, log_field in _LOG_FIELD.items():
-            val = getattr(sg, key, None)
-            if val is not None and (m is None or getattr(m, log_field, None) is None):
-                upd[key] = val
-    if h is not None:
-        upd["health_latency_ms"] = round(h.latency_ms, 2) if h.latency_ms is not None else None
+    stamps = dict(previous.observed_at)
+    _server_numbers(f, upd, stamps)
+    # the server's own gauges: between its log lines and /server_info
+    for key, val in gauge_figures(f.sglang).items():
+        if val is not None:
+            _from_server(f, upd, stamps, key, val, f.sglang_seen.get(key))
+    _health_numbers(f, upd, stamps)
+    upd["observed_at"] = stamps
     if h is not None and h.ok:
         notes = [n for n in (port_note, f.probe_note) if n]
         return updated(previous, now, state="ready", detail="; ".join(notes) or None, **upd)

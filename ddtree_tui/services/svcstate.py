@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ddtree_tui.config import HostProfile, ServiceSpec
@@ -40,10 +40,13 @@ class SvcState:
     fail_since: float | None = None
     ever_ready_pid: int | None = None  # the pid that was ready at least once
     info: ServerInfo | None = None
+    info_seen: dict[str, float] = field(default_factory=dict)  # when each of its figures was observed
     info_age: int = 0
     probe_note: str | None = None  # why the last /server_info or /metrics read failed (a body over its cap)
     metrics: LogMetrics | None = None
+    metrics_at: float | None = None  # when the `metrics` line was read
     sglang: SglangGauges | None = None  # the server's own /metrics
+    sglang_seen: dict[str, float] = field(default_factory=dict)  # when each of its figures was observed
     killing: bool = False
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     pids: list[int] = field(default_factory=list)
@@ -61,8 +64,9 @@ class SvcState:
 class ServiceBook:
     """The services of one host profile by name, and the profile as it is now (launch may add a service)."""
 
-    def __init__(self, profile: HostProfile) -> None:
+    def __init__(self, profile: HostProfile, clock: Callable[[], float] = time.time) -> None:
         self.profile = profile
+        self.clock = clock  # stamps when a live value was observed (a log line, a /metrics read, a probe)
         self._svcs: dict[str, SvcState] = {}
         for spec in profile.services:
             self.add(spec)

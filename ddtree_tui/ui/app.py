@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -89,6 +89,7 @@ class DDTreeApp(AppHost):
         refresh_hz: float = 5.0,
         stop_timeout: float = 15.0,
         crash_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._themes = discover_themes()
         super().__init__(css_path=[p for p, _ in self._themes.values()])
@@ -98,7 +99,11 @@ class DDTreeApp(AppHost):
         self.fleet = fleet
         self.demo = demo
         self.ctl = Controller(
-            fleet, self, live=live and not isinstance(fleet, FrozenFleet), stop_timeout=stop_timeout
+            fleet,
+            self,
+            live=live and not isinstance(fleet, FrozenFleet),
+            stop_timeout=stop_timeout,
+            clock=clock,
         )
         self.refresh_hz = refresh_hz
         self.theme_name = theme_name

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,8 +80,17 @@ class ViewHost(Protocol):
 class Controller:
     """State between the fleet and the panes; `live=False` (a frozen fleet) starts nothing."""
 
-    def __init__(self, fleet: FleetLike, host: ViewHost, *, live: bool, stop_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        fleet: FleetLike,
+        host: ViewHost,
+        *,
+        live: bool,
+        stop_timeout: float = 15.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.fleet = fleet
+        self.clock = clock  # a live fleet's "now" (tests inject one to age values without waiting)
         self.host = host
         self.live = live
         self.stop_timeout = stop_timeout
@@ -140,7 +149,7 @@ class Controller:
             return float(self.fleet.clock())
         if isinstance(self.fleet, FrozenFleet):
             return self.fleet.frozen_at()
-        return time.time() if self.live else self.snap.ts
+        return self.clock() if self.live else self.snap.ts
 
     def banner(self) -> str | None:
         return self.fleet.banner() if isinstance(self.fleet, Bannered) else None

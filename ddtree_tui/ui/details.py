@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus, age, is_stale
 from ddtree_tui.ui import fmt
 
 
@@ -29,8 +29,20 @@ def _host(snap: FleetSnapshot, name: str) -> HostView | None:
     return next((h for h in snap.hosts if h.name == name), None)
 
 
+def _aged(text: str, s: ServiceStatus, now: float, *keys: str) -> str:
+    """A live value's text with its age once stale (the oldest of `keys`: a pair shown together)."""
+    if text == "-" or not keys:
+        return text
+    seen = [s.observed_at.get(k) for k in keys]
+    oldest = min((t for t in seen if t), default=None)
+    if not is_stale(oldest, now):
+        return text
+    return f"{text} · stale, {fmt.duration(age(oldest, now))} ago"
+
+
 def service_facts(s: ServiceStatus, now: float) -> list[tuple[str, str]]:
     live = s.state in ("ready", "starting", "unhealthy")
+    running = f"{fmt.num(s.running_reqs, '{:.0f}')} / {fmt.num(s.queue_reqs, '{:.0f}')}"
     return [
         ("state", s.state + (f" since {_when(s.since)}" if s.since else "")),
         (
@@ -41,12 +53,28 @@ def service_facts(s: ServiceStatus, now: float) -> list[tuple[str, str]]:
         ("port", str(s.port)),
         ("pid", str(s.pid or "-")),
         ("uptime", fmt.duration(now - s.started_at) if s.started_at and live else "-"),
-        ("accept length", fmt.num(s.accept_length, "{:.2f}") if live and s.accept_length else "-"),
-        ("accept rate", fmt.num(s.accept_rate, "{:.2f}") if live else "-"),
-        ("gen throughput", fmt.num(s.gen_throughput, "{:.1f}", " tok/s") if live else "-"),
-        ("running / queued", f"{fmt.num(s.running_reqs, '{:.0f}')} / {fmt.num(s.queue_reqs, '{:.0f}')}"),
-        ("KV token usage", fmt.num(s.token_usage, "{:.2f}")),
-        ("health latency", fmt.num(s.health_latency_ms, "{:.0f}", " ms") if live else "-"),
+        (
+            "accept length",
+            _aged(fmt.num(s.accept_length, "{:.2f}"), s, now, "accept_length")
+            if live and s.accept_length
+            else "-",
+        ),
+        ("accept rate", _aged(fmt.num(s.accept_rate, "{:.2f}"), s, now, "accept_rate") if live else "-"),
+        (
+            "gen throughput",
+            _aged(fmt.num(s.gen_throughput, "{:.1f}", " tok/s"), s, now, "gen_throughput") if live else "-",
+        ),
+        (
+            "running / queued",
+            _aged(running, s, now, "running_reqs", "queue_reqs") if running != "- / -" else running,
+        ),
+        ("KV token usage", _aged(fmt.num(s.token_usage, "{:.2f}"), s, now, "token_usage")),
+        (
+            "health latency",
+            _aged(fmt.num(s.health_latency_ms, "{:.0f}", " ms"), s, now, "health_latency_ms")
+            if live
+            else "-",
+        ),
         ("GPUs", ", ".join(str(g) for g in s.gpus) or "-"),
         ("model", s.model or "-"),
         ("server version", s.version or "-"),

@@ -11,7 +11,7 @@ from typing import Literal
 
 from ddtree_tui.bench.results import AnyRun
 from ddtree_tui.config import display_mode
-from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus, age, is_stale
 from ddtree_tui.model.todo import TodoView
 from ddtree_tui.ui import fmt
 
@@ -53,6 +53,20 @@ def styled(text: str, badge: Badge | None = None) -> Cell:
 
 def plain_of(cell: CellValue) -> str:
     return cell.plain if isinstance(cell, Cell) else cell
+
+
+def age_text(observed: float | None, now: float) -> str:
+    """ "6m03s ago" for a value observed then."""
+    return f"{fmt.duration(age(observed, now))} ago"
+
+
+def aged(text: str, observed: float | None, now: float, *, show_age: bool = True) -> CellValue:
+    """A live value as shown: as it is while fresh; once it is older than STALE_AFTER_S (the source stopped
+    reporting it), dimmed, with its age. A placeholder (`-`) has no age."""
+    if text == "-" or not is_stale(observed, now):
+        return text
+    segs = (Seg(text), Seg(f" {age_text(observed, now)}")) if show_age else (Seg(text),)
+    return Cell(segs, base="dim")
 
 
 @dataclass(frozen=True)
@@ -177,13 +191,16 @@ def host_row(h: HostView, now: float, narrow: bool) -> Row:
     note = styled("✖ error (below)", "bad") if h.error else styled(tel.note or "", "dim")
     if narrow and tel.source == "replay" and not h.error:
         note = styled("REPLAY telemetry", "replay")
+    seen = s.ts if s else None  # the sample's values were all observed then; the CPU cell says how long ago
     named: dict[str, CellValue] = {
         "Host": styled(h.name, "accent"),
         "State": host_badge(h, now),
-        "CPU": fmt.num(s.cpu_percent if s else None, "{:.0f}", "%"),
-        "RAM": f"{fmt.mb(s.mem_used_mb)}/{fmt.mb(s.mem_total_mb)}" if s else "-",
-        "Disk free": fmt.mb(s.disk_free_mb) if s else "-",
-        "Load": fmt.num(s.load1 if s else None, "{:.2f}"),
+        "CPU": aged(fmt.num(s.cpu_percent if s else None, "{:.0f}", "%"), seen, now),
+        "RAM": aged(
+            f"{fmt.mb(s.mem_used_mb)}/{fmt.mb(s.mem_total_mb)}" if s else "-", seen, now, show_age=False
+        ),
+        "Disk free": aged(fmt.mb(s.disk_free_mb) if s else "-", seen, now, show_age=False),
+        "Load": aged(fmt.num(s.load1 if s else None, "{:.2f}"), seen, now, show_age=False),
         "GPUs": str(len(h.gpus)),
         "Telemetry": tel_cell,
         "Note": note,
@@ -243,6 +260,15 @@ def service_ref(s: ServiceStatus) -> str:
     return f"{s.host}/{s.name}"
 
 
+def live_metric(
+    s: ServiceStatus, key: str, fmt_: str, now: float, zero_is_missing: bool = False
+) -> CellValue:
+    """A service's live value (a ServiceStatus field in LIVE_FIELDS) as shown: `metric`'s text, dimmed with
+    its age once its source stopped reporting it (an idle server's last throughput)."""
+    text = metric(getattr(s, key), fmt_, s.state, zero_is_missing)
+    return aged(text, s.observed_at.get(key), now)
+
+
 def metric(value: float | None, fmt_: str, state: str, zero_is_missing: bool = False) -> str:
     """A service metric as shown: `-` when the service is not running (a crashed service kept its last
     health latency) or when the value is a placeholder zero (accept length is at least 1 when measured)."""
@@ -291,24 +317,27 @@ def service_row(s: ServiceStatus, now: float, narrow: bool) -> Row:
         "Port": str(s.port),
         "Algorithm": algorithm_text(s, narrow),
         "Kind": kind,
-        "Accept": metric(s.accept_length, "{:.2f}", s.state, zero_is_missing=True),
-        "Gen tok/s": metric(s.gen_throughput, "{:.1f}", s.state),
-        "tok/s": metric(s.gen_throughput, "{:.1f}", s.state),
-        "Health": metric(s.health_latency_ms, "{:.0f}ms", s.state),
+        "Accept": live_metric(s, "accept_length", "{:.2f}", now, zero_is_missing=True),
+        "Gen tok/s": live_metric(s, "gen_throughput", "{:.1f}", now),
+        "tok/s": live_metric(s, "gen_throughput", "{:.1f}", now),
+        "Health": live_metric(s, "health_latency_ms", "{:.0f}ms", now),
         "Uptime": fmt.duration(now - (s.started_at or 0.0)) if live else "-",
         "Detail": styled(s.detail or "", _bad_if_failed(s)),
     }
     return Row(service_ref(s), pick(named, SERVICES_NARROW if narrow else SERVICES_WIDE))
 
 
-def service_detail_line(s: ServiceStatus | None) -> tuple[Seg, ...]:
-    """What does not fit in the columns: port, pid, health, why."""
+def service_detail_line(s: ServiceStatus | None, now: float | None = None) -> tuple[Seg, ...]:
+    """What does not fit in the columns: port, pid, health (its age once stale), why."""
     if s is None:
         return ()
+    health = metric(s.health_latency_ms, "{:.0f}ms", s.state)
+    if now is not None and health != "-" and is_stale(s.observed_at.get("health_latency_ms"), now):
+        health += f" {age_text(s.observed_at.get('health_latency_ms'), now)}"
     parts = [
         f":{s.port}",
         f"pid {s.pid or '-'}",
-        f"health {metric(s.health_latency_ms, '{:.0f}ms', s.state)}",
+        f"health {health}",
     ]
     if s.simulated:
         parts.append("SIMULATED")
@@ -329,7 +358,8 @@ def services_view(snap: FleetSnapshot, inp: PaneInputs) -> ServicesView:
                 rows.append(service_row(s, inp.now, inp.narrow))
     cols = SERVICES_NARROW if inp.narrow else SERVICES_WIDE
     return ServicesView(
-        TableView(cols, tuple(rows), _title(3, "Services", inp.filter)), service_detail_line(selected)
+        TableView(cols, tuple(rows), _title(3, "Services", inp.filter)),
+        service_detail_line(selected, inp.now),
     )
 
 
@@ -416,13 +446,22 @@ def gpu_cells(
     label = Cell(tuple(label_segs), base="accent", clip=False)
     faulty = g.health == "fault" or bool(g.fault)
     fault_cell = styled("✖ fault (below)", "bad")
+    mem: CellValue = _bar(g.mem_used_mb, g.mem_total_mb, mem_pct, bw, mem_tail)
+    temp: CellValue = fmt.num(g.temp_c, "{:.0f}", "°C")
+    power_cell: CellValue = power
+    if is_stale(g.ts, inp.now):  # the sampler stopped reporting it: its last numbers, dimmed, with their age
+        label = Cell((*label_segs, Seg(f" {age_text(g.ts, inp.now)}", "dim")), base="accent", clip=False)
+        util = Cell((Seg(util.plain),), base="dim", clip=False)
+        mem = Cell((Seg(plain_of(mem)),), base="dim", clip=False)
+        temp = aged(plain_of(temp), g.ts, inp.now, show_age=False)
+        power_cell = aged(power, g.ts, inp.now, show_age=False)
     return {
         "Host:GPU": label,
         "GPU": label,
         "Util": util,
-        "Memory": _bar(g.mem_used_mb, g.mem_total_mb, mem_pct, bw, mem_tail),
-        "Temp": fmt.num(g.temp_c, "{:.0f}", "°C"),
-        "Power": power,
+        "Memory": mem,
+        "Temp": temp,
+        "Power": power_cell,
         "Util history": hist,
         "History": hist,
         "Service": fault_cell if (faulty and narrow) else short_services(g.service, narrow),

@@ -16,7 +16,7 @@ from ddtree_tui.collector.server import Collector, serve
 from ddtree_tui.config import AlertOptions, load_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.lib import http
-from ddtree_tui.model.events import AlertChanged, GpuSampleEvent, Notice, ServiceStateChanged
+from ddtree_tui.model.events import AlertChanged, GpuSampleEvent, Notice, ServicePlanned, ServiceStateChanged
 from ddtree_tui.model.snapshot import GpuSample, ServiceStatus, TelemetryStatus
 from tests import httpc
 from tests.collector.dcgm import FakeDcgm, FakeGpu, start_exporter
@@ -29,9 +29,16 @@ def _engine(opt: AlertOptions | None = None) -> tuple[AlertEngine, list[Any]]:
     return AlertEngine(lambda host: opt or AlertOptions(), out.append), out
 
 
-def _svc(state: str, accept: float | None = None) -> ServiceStateChanged:
-    st = ServiceStatus(name="dflash", host="h", algorithm="dflash", port=1, state=state, accept_length=accept)  # type: ignore[arg-type]
+def _svc(
+    state: str, accept: float | None = None, pid: int | None = None, seen: float | None = None
+) -> ServiceStateChanged:
+    st = ServiceStatus(name="dflash", host="h", algorithm="dflash", port=1, state=state, accept_length=accept,  # type: ignore[arg-type]
+                       pid=pid, observed_at={"accept_length": seen} if seen is not None else {})  # fmt: skip
     return ServiceStateChanged(host="h", status=st)
+
+
+def _planned(verb: str, by: str = "user") -> ServicePlanned:
+    return ServicePlanned(host="h", service="dflash", verb=verb, by=by)  # type: ignore[arg-type]
 
 
 def _gpu(**kw: Any) -> GpuSampleEvent:
@@ -80,6 +87,94 @@ def test_repeated_restarts_and_the_window_passing() -> None:
     assert a.kind == "restart_loop" and "3 times" in a.message
     eng.tick(now=t + 200)
     assert eng.alerts() == []
+
+
+def test_restarts_asked_for_are_not_a_loop_and_a_fresh_server_is_not_a_collapse() -> None:
+    """Issue 29: three user restarts, or a sweep's relaunches while it holds the service, raise no restart
+    loop; the fresh server's first numbers (0.00, or one low figure) are not a collapse of the old window;
+    a crash loop (each relaunch dies: the user asked for the launch, not for the crash) still is one."""
+    eng, _ = _engine(AlertOptions(restart_count=3, restart_window_s=600, accept_min_samples=3))
+    t, pid = 1000.0, 100
+    for i in range(4):
+        eng.handle(_svc("ready", 3.4, pid, seen=t + i), now=t + i)
+    for _ in range(3):  # the user restarts it three times
+        eng.handle(_planned("restart"), now=t)
+        eng.handle(_svc("starting", None, pid + 1), now=t + 1)
+        pid += 1
+        eng.handle(_svc("ready", 0.0, pid, seen=t + 2), now=t + 2)  # a fresh server: nothing decoded yet
+        eng.handle(_svc("ready", 1.2, pid, seen=t + 3), now=t + 3)  # its first window: one low figure
+        t += 10
+    assert eng.alerts() == []
+    eng.handle(_planned("hold", "sweep X"), now=t)
+    for _ in range(3):  # the sweep's relaunches: deploys with a new config, one point that fails to start
+        eng.handle(_planned("deploy", "sweep X"), now=t)
+        eng.handle(_svc("stopped"), now=t)
+        eng.handle(_svc("starting", None, pid + 1), now=t + 1)
+        pid += 1
+        eng.handle(_svc("crashed", None, pid), now=t + 2)
+        t += 10
+    eng.handle(_planned("release", "sweep X"), now=t)
+    assert eng.alerts() == []
+    # warmed up on real traffic, then a real collapse of the same process
+    for i in range(3):
+        eng.handle(_svc("ready", 3.4, pid, seen=t + i), now=t + i)
+    eng.handle(_svc("ready", 3.4, pid, seen=t + 2), now=t + 3)  # the same observation again: no new sample
+    eng.handle(_svc("ready", 1.2, pid, seen=t + 4), now=t + 4)
+    assert [a.kind for a in eng.alerts()] == ["accept_collapse"]
+    # a crash loop: the user relaunches, it dies each time
+    for _ in range(3):
+        eng.handle(_planned("launch"), now=t)
+        pid += 1
+        eng.handle(_svc("crashed", None, pid), now=t + 1)  # died before it was seen starting
+        t += 10
+    [loop] = [a for a in eng.alerts() if a.kind == "restart_loop"]
+    assert "3 times in 600 s" in loop.message and "crashed" in loop.message
+
+
+def test_a_sweep_run_from_another_process_relaunching_the_service_is_not_a_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `sweep` started in a shell holds the service (its hold file) and relaunches it while the TUI's fleet
+    watches: no restart loop there while the hold is alive; once that process is gone, restarts count again."""
+    import subprocess
+    import sys
+
+    from ddtree_tui.alerts import held_elsewhere
+    from ddtree_tui.config import parse_profile
+    from tests.procs import stop_child
+
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
+    text = f'name = "h"\naddress = "local"\nworkdir = "{tmp_path / "wd"}"\n'
+    (tmp_path / "h.toml").write_text(text)
+    holder = (
+        "import sys\nfrom pathlib import Path\nfrom ddtree_tui.config import parse_profile\n"
+        "from ddtree_tui.services import holdfiles\n"
+        "p = parse_profile(Path(sys.argv[1]).read_text())\n"
+        "holdfiles.acquire('h/dflash', 'sweep S', holdfiles.place_of(p))\nprint('held', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", holder, str(tmp_path / "h.toml")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    out: list[Any] = []
+    prof = parse_profile(text)
+    eng = AlertEngine(lambda host: AlertOptions(restart_count=3), out.append, held_elsewhere(lambda: [prof]))
+    t = 1000.0
+
+    def relaunch_three_times() -> None:
+        nonlocal t
+        for _ in range(3):
+            eng.handle(_svc("ready", 3.0), now=t)
+            eng.handle(_svc("starting"), now=t + 1)
+            t += 10
+
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        relaunch_three_times()
+        assert eng.alerts() == []
+    finally:
+        stop_child(child)
+    relaunch_three_times()
+    assert [a.kind for a in eng.alerts()] == ["restart_loop"]
 
 
 @pytest.mark.timeout(120)
@@ -150,3 +245,83 @@ async def test_xid_alert_reaches_metrics_and_events(
         if task is not None:
             await task
         await runner.cleanup()
+
+
+@pytest.mark.timeout(180)
+async def test_a_fleet_raises_no_alert_for_restarts_asked_for_and_one_for_a_crash_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, on a real fleet and real simulated servers: a warmed-up accept window, then three restarts
+    through Fleet.do and a sweep's relaunches raise no alert (and no collapse of the fresh servers); a service
+    that dies at every launch does."""
+    import sys
+
+    from ddtree_tui.config import parse_profile
+    from ddtree_tui.model.intents import Launch, Restart
+    from ddtree_tui.sweep.runner import SweepRunner, SweepSettings
+    from ddtree_tui.sweep.spec import parse_set
+    from tests.fixtures.services.support import cleanup_workdir
+
+    monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
+    wd, port = tmp_path / "wd", free_port()
+    sim = "[service.sim]\ndecode_rate = 400.0\nload_time = 0.1\n"
+    prof = parse_profile(
+        f'name = "h"\naddress = "local"\npython = "{sys.executable}"\nworkdir = "{wd}"\n'
+        '[telemetry]\nsource = "none"\n[alerts]\naccept_min_samples = 2\nrestart_count = 3\n'
+        f'[[service]]\nname = "ok"\nalgorithm = "ddtree"\nmode = "tree"\nlauncher = "sim"\nport = {port}\n'
+        f"budget = 16\nstartup_timeout = 30\n{sim}"
+        f'[[service]]\nname = "bad"\nalgorithm = "ddtree"\nmode = "tree"\nlauncher = "sim"\nport = {free_port()}\n'
+        f"budget = 16\nstartup_timeout = 30\n{sim}hybrid = true\n"
+    )
+    fleet = Fleet(
+        [prof], todos_path=tmp_path / "t.json", history_path=tmp_path / "h.jsonl", probe_interval=0.3
+    )
+    q = fleet.subscribe()
+    alerts: list[AlertChanged] = []
+
+    async def collect() -> None:  # read as they come: a queue left unread drops its oldest events
+        while True:
+            ev = await q.get()
+            if isinstance(ev, AlertChanged):
+                alerts.append(ev)
+
+    reader = asyncio.create_task(collect())
+    try:
+        await fleet.start()
+
+        async def ready(ref: str) -> None:
+            st = await fleet.wait_service(ref, {"ready"}, 30)
+            assert st.state == "ready", st
+
+        async def traffic(n: int) -> None:
+            async with httpc.AClient(timeout=30) as client:
+                for _ in range(n):
+                    body = {"text": "hi", "sampling_params": {"max_new_tokens": 200}}
+                    r = await client.post(f"http://127.0.0.1:{port}/generate", json=body)
+                    assert r.status_code == 200, r.text
+                    await asyncio.sleep(0.8)  # a /metrics read between requests
+
+        assert (await fleet.do(Launch(ref="h/ok"))).ok
+        await ready("h/ok")
+        await traffic(3)  # a warmed-up window of real decode traffic
+        for _ in range(3):
+            out = await fleet.do(Restart(ref="h/ok"))
+            assert out.ok, out.message
+            await ready("h/ok")
+            await asyncio.sleep(1.0)  # the fresh server's first reads (accept length 0.00)
+        settings = SweepSettings(ref="h/ok", dims=[parse_set("budget=8,12")], repeats=1, warmup=0,
+                                 max_new_tokens=16)  # fmt: skip
+        state = await SweepRunner(fleet, settings, tmp_path / "sweep").run()
+        assert [p.status for p in state.points] == ["done", "done"]
+        for _ in range(3):  # the user launches a service that dies at start, three times
+            await fleet.do(Launch(ref="h/bad"))
+            st = await fleet.wait_service("h/bad", {"crashed"}, 30)
+            assert st.state == "crashed", st
+        await asyncio.sleep(0.5)
+        raised = [(e.alert.kind, e.alert.subject) for e in alerts if e.alert.active]
+        assert raised == [("restart_loop", "bad")], [e.alert for e in alerts]
+    finally:
+        reader.cancel()
+        fleet.unsubscribe(q)
+        await fleet.stop()
+        cleanup_workdir(wd)

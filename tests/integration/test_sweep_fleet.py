@@ -142,3 +142,55 @@ async def test_reference_baseline_interleaved_and_load_levels(tmp_path: Path) ->
     finally:
         await fleet.stop()
         cleanup_workdir(wd)
+
+
+_HOLDER = """
+import sys
+from pathlib import Path
+from ddtree_tui.config import parse_profile
+from ddtree_tui.services import holdfiles
+prof = parse_profile(Path(sys.argv[1]).read_text())
+holdfiles.acquire("h/dd", "sweep other-checkout", holdfiles.place_of(prof))
+print("held", flush=True)
+sys.stdin.read()  # hold until the test closes our stdin
+"""
+
+
+async def test_a_sweep_in_another_checkout_does_not_block_a_launch_here(tmp_path: Path) -> None:
+    """Another ddtree-tui process holds `h/dd` of a profile with the same name but another workdir (another
+    checkout): our launch of h/dd goes ahead. A holder of the same h/dd in the same workdir still refuses it."""
+    from tests.procs import stop_child
+
+    wd, other_wd = tmp_path / "wd", tmp_path / "other" / "wd"
+    body = _sim_service(free_port())
+    prof = parse_profile(f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{body}')
+    (tmp_path / "other.toml").write_text(f'name = "h"\naddress = "local"\nworkdir = "{other_wd}"\n{body}')
+    (tmp_path / "same.toml").write_text(f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{body}')
+    fleet = Fleet([prof], todos_path=tmp_path / "t.json", history_path=tmp_path / "h.jsonl", telemetry=False,
+                  probe_interval=0.3)  # fmt: skip
+
+    def holder(profile: str) -> subprocess.Popen[str]:
+        child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path / profile)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        return child
+
+    other = holder("other.toml")
+    try:
+        await fleet.start()
+        assert fleet.held_elsewhere("h/dd") is None
+        r = await fleet.launch("h/dd")
+        assert r.ok, r.message
+        k = await fleet.kill("h/dd")
+        assert k.ok, k.message
+        same = holder("same.toml")
+        try:
+            r = await fleet.launch("h/dd")
+            assert not r.ok and "held by sweep other-checkout" in r.message, r.message
+            assert fleet.held_elsewhere("h/dd") == f"sweep other-checkout (pid {same.pid})"
+        finally:
+            stop_child(same)
+    finally:
+        stop_child(other)
+        await fleet.stop()
+        cleanup_workdir(wd)

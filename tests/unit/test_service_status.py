@@ -171,3 +171,45 @@ def test_an_argcheck_reply_becomes_a_verdict_and_a_malformed_one_a_clear_error()
     assert no.ok is None and no.note is not None and "no torch" in no.note
     with pytest.raises(BadReply, match="algorithms"):
         parse_reply(ArgcheckReply, {"argcheck": 1, "parser": True, "algorithms": 5}, "argcheck")
+
+
+def test_every_live_value_says_when_it_was_observed_and_a_fresh_read_beats_a_stale_log_line() -> None:
+    """Issue 29: after a bench the last decode line said 69.2 tok/s and 1 running; minutes later /metrics
+    says 0 running (a count read now is observed now), and its throughput gauge still holds the last figure
+    (observed when it last changed, so it ages instead of looking fresh)."""
+    from ddtree_tui.services.sglang_metrics import SglangGauges
+    from ddtree_tui.services.status import gauge_figures, observed_times
+
+    t_log = NOW - 360
+    m = LogMetrics(kind="decode", gen_throughput=69.2, running_req=1, queue_req=0, accept_len=3.4)
+    logged = {"gen_throughput": t_log, "running_reqs": t_log, "queue_reqs": t_log, "accept_length": t_log}
+    prev = initial_status(SPEC, "h", t_log).model_copy(
+        update={"state": "ready", "gen_throughput": 69.2, "running_reqs": 1, "queue_reqs": 0,
+                "accept_length": 3.4, "observed_at": logged}
+    )  # fmt: skip
+    gauges = SglangGauges(running_reqs=0, queue_reqs=0, gen_throughput=69.213, accept_length=3.4)
+    first = observed_times({}, {}, gauge_figures(gauges), t_log + 5)  # the first read after the decode line
+    assert first == dict.fromkeys(
+        ("running_reqs", "queue_reqs", "gen_throughput", "accept_length"), t_log + 5
+    )
+    later = observed_times(first, gauge_figures(gauges), gauge_figures(gauges), NOW)  # six minutes on
+    assert later["running_reqs"] == later["queue_reqs"] == NOW  # counts: read now, observed now
+    assert later["gen_throughput"] == later["accept_length"] == t_log + 5  # kept figures: as old as before
+    moved = gauges.model_copy(update={"gen_throughput": 70.0})
+    assert (
+        observed_times(later, gauge_figures(gauges), gauge_figures(moved), NOW + 1)["gen_throughput"]
+        == NOW + 1
+    )
+
+    facts = Facts(proc=_alive(), health=OK, metrics=m, metrics_at=t_log, sglang=gauges, sglang_seen=later)
+    st = derive_status(SPEC, facts, prev, NOW)
+    assert (st.running_reqs, st.observed_at["running_reqs"]) == (0, NOW)  # not the log line's stale 1
+    assert (st.gen_throughput, st.observed_at["gen_throughput"]) == (69.213, t_log + 5)
+    assert st.observed_at["health_latency_ms"] == OK.ts
+    # a log line as fresh as the read wins (the log reports each decode window)
+    newer = Facts(proc=_alive(), health=OK, metrics=m, metrics_at=NOW, sglang=gauges, sglang_seen=later)
+    st3 = derive_status(SPEC, newer, prev, NOW)
+    assert st3.running_reqs == 1 and st3.observed_at["running_reqs"] == t_log  # as the log line set it
+    # stopped: nothing live is left, nor its timestamps
+    gone = derive_status(SPEC, Facts(proc=WatchRecord(present=False)), st, NOW + 2)
+    assert gone.state == "stopped" and gone.observed_at == {} and gone.gen_throughput is None

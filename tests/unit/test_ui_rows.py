@@ -213,3 +213,42 @@ def test_process_rows_under_their_gpu_biggest_first() -> None:
     ]
     assert short_services("a,b,c", narrow=True) == "a +2"
     assert short_services(None, narrow=False) == "-"
+
+
+def test_live_values_older_than_a_few_intervals_are_dimmed_with_their_age() -> None:
+    """Issue 29: a value whose source stopped reporting it (an idle server's last throughput, a sampler that
+    went quiet) is shown dimmed with its age; one observed just now is shown as it is."""
+    from ddtree_tui.model.snapshot import STALE_AFTER_S
+    from ddtree_tui.ui.details import service_facts
+
+    snap = snapshot()
+    h = snap.hosts[0]
+    s = h.services[0].model_copy(
+        update={"gen_throughput": 69.2, "accept_length": 3.4, "running_reqs": 1, "queue_reqs": 0,
+                "health_latency_ms": 2.0,
+                "observed_at": {"gen_throughput": T0, "accept_length": T0, "running_reqs": T0, "queue_reqs": T0,
+                                "health_latency_ms": T0 + 363}}
+    )  # fmt: skip
+    snap = snap.model_copy(update={"hosts": [h.model_copy(update={"services": [s]}), *snap.hosts[1:]]})
+    now = T0 + 363  # six minutes after the last decode line
+    view = services_view(snap, PaneInputs(now=now, width=WIDE))
+    row = next(r for r in view.table.rows if r.key == "local/dflash")
+    got = cells(row, SERVICES_WIDE)
+    assert got["Gen tok/s"] == "69.2 6m03s ago" and badge(row, SERVICES_WIDE, "Gen tok/s") == "dim"
+    assert got["Accept"] == "3.40 6m03s ago" and badge(row, SERVICES_WIDE, "Accept") == "dim"
+    assert got["Health"] == "2ms"  # probed just now: as it is
+    facts = dict(service_facts(s, now))
+    assert facts["running / queued"] == "1 / 0 · stale, 6m03s ago"
+    assert facts["gen throughput"] == "69.2 tok/s · stale, 6m03s ago" and facts["health latency"] == "2 ms"
+    fresh = services_view(snap, PaneInputs(now=T0 + STALE_AFTER_S - 1, width=WIDE))
+    assert (
+        cells(next(r for r in fresh.table.rows if r.key == "local/dflash"), SERVICES_WIDE)["Gen tok/s"]
+        == "69.2"
+    )
+    # the host sample and the GPU sample stopped coming too (both were taken at T0)
+    hrow = next(r for r in hosts_view(snap, PaneInputs(now=now, width=WIDE)).table.rows if r.key == "local")
+    assert cells(hrow, HOSTS_WIDE)["CPU"] == "12% 6m03s ago" and badge(hrow, HOSTS_WIDE, "RAM") == "dim"
+    grow = next(r for r in gpus_view(snap, PaneInputs(now=now, width=WIDE)).table.rows if r.key == "local:0")
+    assert (
+        cells(grow, GPUS_WIDE)["Host:GPU"].endswith("6m03s ago") and badge(grow, GPUS_WIDE, "Util") == "dim"
+    )
