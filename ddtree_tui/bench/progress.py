@@ -17,6 +17,7 @@ from ddtree_tui.bench.models import (
     RunStarted,
     TokensReceived,
 )
+from ddtree_tui.bench.tables import reached_cell
 from ddtree_tui.bench.results import (
     LevelFinished,
     LevelService,
@@ -54,6 +55,8 @@ class LevelRow(TypedDict):
     tpot: float | None
     goodput: float | None
     sat: bool
+    reach: str  # what the level reached beside what was asked (tables.reached_cell)
+    missed: bool  # the level did not reach its target: no conclusion drawn from it
 
 
 class BenchProgress:
@@ -107,6 +110,8 @@ class BenchProgress:
                 "tpot": svc.tpot_ms.p50,
                 "goodput": svc.goodput_pct,
                 "sat": svc.saturated,
+                "reach": reached_cell(svc),
+                "missed": not svc.reached,
             }
         )
 
@@ -133,7 +138,7 @@ class BenchProgress:
             self.load_run = ev.run
             self.running = False
             run = ev.run
-            knee = ", ".join(f"{k}: {v or 'none'}" for k, v in run.knee.items())
+            knee = ", ".join(f"{k}: {v}" for k, v in run.knee_lines().items())
             self.status = f"load finished ({run.status}) · {len(run.levels)} level(s) · knee {knee}"
         elif isinstance(ev, TurnResult):
             self.phase = f"agentic {ev.session} turn {ev.turn}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun
+from ddtree_tui.bench.results import AgenticRun, LevelService, LoadRun, ShapeRun, SoakRun
 
 
 def _f0(x: Any, fmt: str = "{:.0f}") -> str:
@@ -15,6 +15,19 @@ def _f0(x: Any, fmt: str = "{:.0f}") -> str:
 
 def _f(x: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(x)
+
+
+def reached_cell(s: LevelService) -> str:
+    """What a level reached beside what was asked: closed loop `mean/max in flight of N`, open loop the
+    rate sent; `NO` in front when the level did not reach its target."""
+    if s.target_concurrency is not None:
+        mean = "-" if s.mean_in_flight is None else f"{s.mean_in_flight:.1f}"
+        txt = f"{mean}/{_f0(s.max_in_flight)} of {s.target_concurrency}"
+    elif s.offered_rate is not None:
+        txt = f"{_f(s.sent_rate, '{:.2f}')} of {s.offered_rate:g}/s"
+    else:
+        return "-"  # a run saved before planned vs achieved was recorded
+    return txt if s.reached else f"NO {txt}"
 
 
 def load_table(run: LoadRun) -> str:
@@ -30,8 +43,8 @@ def load_table(run: LoadRun) -> str:
         lines.append(
             "SIMULATED services (not real SGLang): " + ", ".join(t.ref for t in run.targets if t.simulated)
         )
-    headers = ["level", "service", "mode", "ok", "err%", "req/s", "out tok/s", "tok/s/req", "TTFT p50/p90/p99",
-               "TPOT p50", "ITL p50/p99", "e2e p50/p99", "accept", "goodput", "sat"]  # fmt: skip
+    headers = ["level", "service", "mode", "reached", "ok", "err%", "req/s", "out tok/s", "tok/s/req",
+               "TTFT p50/p90/p99", "TPOT p50", "ITL p50/p99", "e2e p50/p99", "accept", "goodput", "sat"]  # fmt: skip
     body = []
     for lv in run.levels:
         for s in lv.services:
@@ -40,6 +53,7 @@ def load_table(run: LoadRun) -> str:
                     lv.label,
                     s.service,
                     s.mode or "-",
+                    reached_cell(s),
                     str(s.n),
                     f"{s.error_rate * 100:.0f}",
                     _f(s.request_throughput, "{:.2f}"),
@@ -65,8 +79,12 @@ def load_table(run: LoadRun) -> str:
         for label, d in verdicts:
             lines.append(f"  {label} {d.service} {d.metric}: {d.verdict}")
     lines.append("")
-    for ref, k in run.knee.items():
-        lines.append(f"knee {ref}: {k if k else 'not reached (no saturation seen)'}")
+    missed = run.not_reached()
+    if missed:
+        lines.append("NOT REACHED (no saturation, knee or verdict drawn from these):")
+        lines += [f"  {m}" for m in missed]
+    for ref, k in run.knee_lines().items():
+        lines.append(f"knee {ref}: {k}")
     if run.stopped:
         lines.append(f"stopped: {run.stopped}")
     return "\n".join(lines) + "\n"

@@ -219,7 +219,11 @@ class BenchPane(Pane):
                         f"{fmt.num(r['ttft'], '{:.0f}')}/{fmt.num(r['ttft99'], '{:.0f}')}",
                         fmt.num(r["tpot"], "{:.1f}"),
                         fmt.num(r["goodput"], "{:.0f}", "%"),
-                        self.t("SATURATED", "warn") if r["sat"] else "",
+                        self.t(f"NOT REACHED {r['reach'].removeprefix('NO ')}", "warn")
+                        if r.get("missed")
+                        else self.t("SATURATED", "warn")
+                        if r["sat"]
+                        else "",
                     ],
                 )
             )
