@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ddtree_tui.bench.results import AgenticRun, LevelService, LoadRun, ShapeRun, SoakRun
+from ddtree_tui.bench.results import AgenticRun, BenchRun, LevelService, LoadRun, ShapeRun, SoakRun
 
 
 def _f0(x: Any, fmt: str = "{:.0f}") -> str:
@@ -146,6 +146,29 @@ def agentic_table(run: AgenticRun) -> str:
         median_s = f"{statistics.median(done):.1f} s" if done else "-"
         lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
     return "\n".join(lines) + "\n"
+
+
+HISTORY_RATES = ("best tok/s/req", "best out tok/s")
+"""The history list's two rate columns, one meaning each (bench history mixed them in one `Best tok/s`):
+per-request decode speed (a request's tokens / its own time) and aggregate output throughput (all the tokens
+a service returned / the time it was being measured)."""
+
+
+def history_rates(run: BenchRun | ShapeRun) -> tuple[float | None, float | None]:
+    """A run's best per-request tok/s and best aggregate output tok/s over its services (and levels or
+    windows), for the history list's two columns (HISTORY_RATES); None where the run has no such figure."""
+    if isinstance(run, BenchRun):
+        per = [s.tok_s_mean if s.tok_s_mean is not None else s.tok_s_mean_of_prompts for s in run.summary]
+        agg = [s.output_throughput for s in run.summary]
+    elif isinstance(run, LoadRun):
+        svcs = [s for lv in run.levels for s in lv.services]
+        per, agg = [s.tok_s_mean for s in svcs], [s.output_throughput for s in svcs]
+    elif isinstance(run, SoakRun):
+        per = [w.metrics.tok_s_mean for w in run.windows]
+        agg = [w.metrics.output_throughput for w in run.windows]
+    else:
+        return None, None
+    return max((x for x in per if x), default=None), max((x for x in agg if x), default=None)
 
 
 def shape_table(run: ShapeRun) -> str:
