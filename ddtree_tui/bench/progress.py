@@ -117,6 +117,10 @@ class BenchProgress:
 
     def apply_load(self, ev: object) -> bool:
         """Load-shape, soak and agentic events; True when `ev` was one."""
+        if isinstance(ev, LevelStarted | SoakWindow | TurnResult):
+            # a shaped run counts requests without a total, whichever face started it (an attached TUI
+            # sees a headless soak's events without having called reset_load)
+            self.shaped, self.total = True, 0
         if isinstance(ev, LevelStarted):
             self.running = True
             self.phase = f"level {ev.index + 1}/{ev.count} {ev.label}"
