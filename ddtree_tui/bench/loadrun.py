@@ -310,12 +310,7 @@ class LoadRunner:
             ls = self._flights[t.ref].reached(ls, self.load.closed_loop, width)
             # against the last level this service reached (one it did not reach is no reference)
             prev = next(
-                (
-                    s
-                    for lv in reversed(self.levels)
-                    for s in lv.services
-                    if s.service == t.ref and s.reached
-                ),
+                (s for lv in reversed(self.levels) for s in lv.services if s.service == t.ref and s.reached),
                 None,
             )
             why = saturation(prev, ls, self.load.closed_loop)
@@ -340,7 +335,9 @@ class LoadRunner:
                     if missed:  # measured, but no verdict from a level that was not reached
                         why = "; ".join(f"{s.service}: {s.shortfall}" for s in missed)
                         ld = ld.model_copy(
-                            update={"verdict": f"no verdict: {label} not reached ({why}); Δ {stats.fmt_pct(d.pct)} %"}
+                            update={
+                                "verdict": f"no verdict: {label} not reached ({why}); Δ {stats.fmt_pct(d.pct)} %"
+                            }
                         )
                     deltas.append(ld)
         res = LevelResult(

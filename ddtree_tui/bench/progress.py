@@ -17,7 +17,6 @@ from ddtree_tui.bench.models import (
     RunStarted,
     TokensReceived,
 )
-from ddtree_tui.bench.tables import reached_cell
 from ddtree_tui.bench.results import (
     LevelFinished,
     LevelService,
@@ -27,6 +26,7 @@ from ddtree_tui.bench.results import (
     SoakWindow,
     TurnResult,
 )
+from ddtree_tui.bench.tables import reached_cell
 
 
 class LiveRow(TypedDict, total=False):

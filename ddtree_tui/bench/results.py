@@ -73,7 +73,10 @@ class LoadRun(ShapeRunHead):
         """'c=8 h/a: 4.0 in flight on average, at most 4, of 8 asked' for each level × service that did not
         reach its target."""
         return [
-            f"{lv.label} {s.service}: {s.shortfall}" for lv in self.levels for s in lv.services if not s.reached
+            f"{lv.label} {s.service}: {s.shortfall}"
+            for lv in self.levels
+            for s in lv.services
+            if not s.reached
         ]
 
 

@@ -99,12 +99,20 @@ def run_delta(run: BenchRun, service: str, metric: str = "tok/s") -> Delta | Non
         return None
     s = next((x for x in run.summary if x.service == service), None)
     if s is not None and metric == "tok/s" and s.delta_method is not None:
-        return stored_delta(s.delta_tok_s_pct, s.delta_tok_s_lo_pct, s.delta_tok_s_hi_pct, s.delta_n, s.delta_method)
+        return stored_delta(
+            s.delta_tok_s_pct, s.delta_tok_s_lo_pct, s.delta_tok_s_hi_pct, s.delta_n, s.delta_method
+        )
     if s is not None and metric == "TTFT" and s.delta_ttft_method is not None:
         return stored_delta(
-            s.delta_ttft_mean_pct, s.delta_ttft_lo_pct, s.delta_ttft_hi_pct, s.delta_ttft_n, s.delta_ttft_method
+            s.delta_ttft_mean_pct,
+            s.delta_ttft_lo_pct,
+            s.delta_ttft_hi_pct,
+            s.delta_ttft_n,
+            s.delta_ttft_method,
         )
-    return baseline_delta([r for r in run.results if not r.warmup], base, service, "TTFT" if metric == "TTFT" else "tok/s")
+    return baseline_delta(
+        [r for r in run.results if not r.warmup], base, service, "TTFT" if metric == "TTFT" else "tok/s"
+    )
 
 
 def cross_run_delta(

@@ -151,7 +151,9 @@ def test_a_sweep_with_too_few_requests_says_which_levels_it_never_reached(tmp_pa
             assert s["reached"] == (lv["level"] <= 2), (lv["label"], s)
             assert s["reached"] or (not s["saturated"] and "of " + str(int(lv["level"])) in s["shortfall"])
         if lv["level"] > 2:
-            assert all(d["verdict"].startswith(f"no verdict: {lv['label']} not reached") for d in lv["deltas"])
+            assert all(
+                d["verdict"].startswith(f"no verdict: {lv['label']} not reached") for d in lv["deltas"]
+            )
     for ref in ("local/a", "local/b"):
         knee = doc["knee_verdict"][ref]
         assert "no saturation seen" not in knee

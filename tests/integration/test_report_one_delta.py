@@ -21,7 +21,7 @@ CI = re.compile(r"95 % CI (\S+ … \S+ %)")
 def test_report_text_html_and_json_carry_the_one_stored_interval(tmp_path: Path) -> None:
     out = tmp_path / "a.json"
     argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--repeats", "3", "--json", str(out))
-    p = subprocess.run(argv + ["--history", str(tmp_path / "h.jsonl")], cwd=tmp_path, capture_output=True,
+    p = subprocess.run([*argv, "--history", str(tmp_path / "h.jsonl")], cwd=tmp_path, capture_output=True,
                        text=True, timeout=120)  # fmt: skip
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())

@@ -174,7 +174,9 @@ def test_a_point_without_enough_data_for_an_interval_is_not_ranked_apart() -> No
     assert by[3].group == by[0].group  # not a group of its own: nothing tells it from its head
     assert "or too little data for an interval" in rs.table(res)
     # the caveat says what the sweep did about warm-up
-    st0 = st.model_copy(update={"warmup": 0, "caveats": ["Each point is measured after one warm-up request; x"]})
+    st0 = st.model_copy(
+        update={"warmup": 0, "caveats": ["Each point is measured after one warm-up request; x"]}
+    )
     cav = rs.analyse(st0).caveats
     assert any(c.startswith("Each point is measured after no warm-up request") for c in cav), cav
     assert not any("one warm-up" in c for c in cav)

@@ -21,12 +21,12 @@ from ddtree_tui.bench.models import (
     ShapeRequest,
 )
 from ddtree_tui.bench.progress import BenchProgress
-from ddtree_tui.bench.tables import HISTORY_RATES, history_rates
 from ddtree_tui.bench.results import (
     AgenticRun,
     LoadRun,
     SoakRun,
 )
+from ddtree_tui.bench.tables import HISTORY_RATES, history_rates
 from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.messages import ShapeIntent
