@@ -7,6 +7,13 @@ Saturation: a service is saturated at a level when, against the previous level, 
 less than SAT_FLAT (10 %) while its median end-to-end latency (closed loop) or median TTFT (open loop) grew by
 more than SAT_CLIMB (25 %); an open-loop level whose achieved request rate is under RATE_MISS (90 %) of the
 offered rate while latency climbs is saturated too.
+
+Planned vs achieved: a level is only as good as what it reached. Each service's entry records the
+concurrency it reached (mean and max requests in flight, time-weighted over its segments) and, open loop, the
+rate it sent, beside what was asked. A closed-loop level is reached when its max in flight got to the width
+asked and its mean to at least REACH_MEAN (50 %) of it; an open-loop level when it sent at least RATE_MISS of
+the offered rate (two sends at least). Saturation, the knee and the verdicts use reached levels only: a
+ladder of `--requests 4` cannot say anything about c=8.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from ddtree_tui.bench.models import BenchTarget, RequestResult, ServiceCounts
 SAT_FLAT = 0.10
 SAT_CLIMB = 0.25
 RATE_MISS = 0.90
+REACH_MEAN = 0.50
 
 
 class Pctl(BaseModel):
@@ -55,6 +63,13 @@ class LevelService(ServiceCounts):
     segment_throughput: list[float] = Field(default_factory=list)  # output tok/s of each round
     saturated: bool = False
     saturation: str | None = None  # why, in words
+    # planned vs achieved (what was asked is `target_concurrency` closed loop, `offered_rate` open loop)
+    target_concurrency: int | None = None  # closed loop: requests asked to be kept in flight
+    mean_in_flight: float | None = None  # time-weighted over the service's segments
+    max_in_flight: int | None = None
+    sent_rate: float | None = None  # open loop: requests/s actually sent
+    reached: bool = True  # False: the level never reached its target; no conclusion drawn from it
+    shortfall: str | None = None  # why not, in words
 
 
 class LevelDelta(BaseModel):
@@ -167,9 +182,34 @@ def level_service(
     )
 
 
+def shortfall(cur: LevelService) -> str | None:
+    """Why `cur` did not reach the level asked (definition in the module docstring), or None."""
+    if cur.target_concurrency is not None:
+        want = cur.target_concurrency
+        top, mean = cur.max_in_flight or 0, cur.mean_in_flight or 0.0
+        if top < want or mean < REACH_MEAN * want:
+            return f"{mean:.1f} in flight on average, at most {top}, of {want} asked"
+        return None
+    if cur.offered_rate:
+        if cur.sent_rate is None:
+            return f"too few requests to send at {cur.offered_rate:g} req/s"
+        if cur.sent_rate < RATE_MISS * cur.offered_rate:
+            return f"sent {cur.sent_rate:.2f} of {cur.offered_rate:g} req/s asked"
+    return None
+
+
+def with_reach(ls: LevelService) -> LevelService:
+    """`ls` with `reached` and `shortfall` set from its planned and achieved figures."""
+    why = shortfall(ls)
+    return ls.model_copy(update={"reached": why is None, "shortfall": why})
+
+
 def saturation(prev: LevelService | None, cur: LevelService, closed_loop: bool) -> str | None:
-    """Why `cur` is saturated against the previous level, or None (definition in the module docstring)."""
+    """Why `cur` is saturated against the previous level, or None (definition in the module docstring).
+    A level that did not reach its target, or a previous one that did not, says nothing."""
     if prev is None or not prev.output_throughput or cur.output_throughput is None:
+        return None
+    if not cur.reached or not prev.reached:
         return None
     gain = cur.output_throughput / prev.output_throughput - 1
     a, b = (prev.e2e_ms.p50, cur.e2e_ms.p50) if closed_loop else (prev.ttft_ms.p50, cur.ttft_ms.p50)
@@ -215,3 +255,30 @@ def level_delta(service: str, metric: str, d: stats.Delta, subject: str) -> Leve
         method=d.method,
         verdict=stats.verdict(d, subject=subject),
     )
+
+
+def knee_verdict(levels: Sequence[LevelResult], service: str) -> tuple[str | None, str]:
+    """A service's knee (the label of the last reached level before its first saturated one, None when not
+    found) and the sentence the tables print; levels that did not reach their target are not evidence."""
+    mine = [(lv.label, s) for lv in levels for s in lv.services if s.service == service]
+    reached = [(label, s) for label, s in mine if s.reached]
+    missed = [label for label, s in mine if not s.reached]
+    last: str | None = None
+    for label, s in reached:
+        if s.saturated:
+            return last, f"{last or '-'} (saturated at {label}: {s.saturation})"
+        last = label
+    if not mine:
+        return None, "not determined: no level measured"
+    if not reached:
+        return None, f"not determined: no level reached its target ({_span(missed)} did not)"
+    if missed:
+        return None, (
+            f"not determined: no saturation up to {last}, the last level that reached its target; "
+            f"{_span(missed)} did not reach theirs"
+        )
+    return None, "not reached (no saturation seen)"
+
+
+def _span(labels: Sequence[str]) -> str:
+    return labels[0] if len(labels) == 1 else f"{labels[0]} … {labels[-1]}"

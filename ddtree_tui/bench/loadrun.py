@@ -10,7 +10,9 @@ one service), so a drift in the machine hits them alike. A segment is either
 and lasts `--requests N` counted requests or `--duration S` seconds per service per level (split over the
 rounds). Before each level each service gets `warmup` uncounted requests at that level's width.
 
-Saturation (the stop of a ladder, and the knee) is defined in levels.py, with the level statistics.
+Saturation (the stop of a ladder, and the knee) is defined in levels.py, with the level statistics. What each
+level reached is counted here (`_Flight`: requests in flight over time, sends) and judged there: a level that
+did not reach what was asked is shown as such and never used for saturation or the knee.
 When every service is saturated at a level the ladder stops there (unless `stop_on_saturation` is off);
 a service's knee is the last level before its first saturated one.
 
@@ -31,7 +33,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.bench import stats
-from ddtree_tui.bench.levels import LevelDelta, LevelResult, compare, level_delta, level_service, saturation
+from ddtree_tui.bench.levels import (
+    LevelDelta,
+    LevelResult,
+    LevelService,
+    compare,
+    knee_verdict,
+    level_delta,
+    level_service,
+    saturation,
+    with_reach,
+)
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
@@ -53,6 +65,64 @@ class LoadSettings(BaseModel):
     requests: int | None = None
     slo: Slo | None = None
     stop_on_saturation: bool = True
+
+
+class _Flight:
+    """What one service reached at one level: requests in flight over time (time-weighted mean, max) and the
+    sends of each segment (for the rate an open loop actually sent)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.top = 0
+        self.area = 0.0  # Σ in-flight × seconds over the segments
+        self.span = 0.0  # Σ segment length (first send → last end)
+        self.sent = 0  # sends after a segment's first
+        self.send_span = 0.0  # Σ first send → last send
+        self._t = 0.0
+        self._seg: tuple[float, float, float, int] | None = None  # first send, last send, last end, sends
+
+    def _tick(self, t: float) -> None:
+        self.area += self.now * (t - self._t)
+        self._t = t
+
+    def enter(self) -> None:
+        t = time.monotonic()
+        if self._seg is None:
+            self._t = t
+            self._seg = (t, t, t, 0)
+        self._tick(t)
+        a, _, c, n = self._seg
+        self._seg = (a, t, c, n + 1)
+        self.now += 1
+        self.top = max(self.top, self.now)
+
+    def leave(self) -> None:
+        t = time.monotonic()
+        self._tick(t)
+        self.now -= 1
+        if self._seg is not None:
+            a, b, _, n = self._seg
+            self._seg = (a, b, t, n)
+
+    def close_segment(self) -> None:
+        if self._seg is not None:
+            a, b, c, n = self._seg
+            self.span += max(0.0, c - a)
+            self.sent += n - 1
+            self.send_span += b - a
+        self._seg = None
+
+    def reached(self, ls: LevelService, closed_loop: bool, width: int) -> LevelService:
+        """`ls` with what was asked, what was reached, and the judgement (levels.with_reach)."""
+        upd: dict[str, Any] = {
+            "max_in_flight": self.top,
+            "mean_in_flight": self.area / self.span if self.span > 0 else float(self.top),
+        }
+        if closed_loop:
+            upd["target_concurrency"] = width
+        else:
+            upd["sent_rate"] = self.sent / self.send_span if self.sent > 0 and self.send_span > 0 else None
+        return with_reach(ls.model_copy(update=upd))
 
 
 class LoadRunner:
@@ -84,6 +154,7 @@ class LoadRunner:
         self.current: tuple[int, LevelStarted] | None = None
         self._label = ""
         self._cur_level = 0.0
+        self._flights: dict[str, _Flight] = {}
 
     @property
     def prompts(self) -> list[Prompt]:
@@ -159,7 +230,12 @@ class LoadRunner:
         r = self.runner
         seq = len(r.order)
         r.order.append(f"{t.ref} {p.id} {self._label} r{rnd + 1}")
-        await r._one(client, t, p, rnd, seq, False)
+        flight = self._flights.setdefault(t.ref, _Flight())
+        flight.enter()
+        try:
+            await r._one(client, t, p, rnd, seq, False)
+        finally:
+            flight.leave()
         # tag the result just appended with its level (the runner appends counted results in order of end)
         for i in range(len(r.results) - 1, -1, -1):
             if r.results[i].seq == seq:
@@ -190,6 +266,7 @@ class LoadRunner:
         for t in r.targets:
             await self._warmup(client, t, width)
         busy: dict[str, float] = {}
+        self._flights = {t.ref: _Flight() for t in r.targets}
         seg_thr: dict[str, list[float]] = {}
         n_total = self._budget(level)
         for rnd in range(self.rounds):
@@ -211,6 +288,7 @@ class LoadRunner:
                     await self._closed(client, t, width, n, deadline, rnd)
                 else:
                     await self._open(client, t, level, n, deadline, rnd)
+                self._flights[t.ref].close_segment()
                 spans = r.spans.get(t.ref, [])[k0:]
                 if spans:
                     span = max(e for _, e in spans) - min(s for s, _ in spans)
@@ -229,10 +307,11 @@ class LoadRunner:
                 t, rs, busy.get(t.ref, 0.0), self.settings.slo, None if self.load.closed_loop else level
             )
             ls = ls.model_copy(update={"segment_throughput": seg_thr.get(t.ref, [])})
-            prev = (
-                next((s for s in self.levels[-1].services if s.service == t.ref), None)
-                if self.levels
-                else None
+            ls = self._flights[t.ref].reached(ls, self.load.closed_loop, width)
+            # against the last level this service reached (one it did not reach is no reference)
+            prev = next(
+                (s for lv in reversed(self.levels) for s in lv.services if s.service == t.ref and s.reached),
+                None,
             )
             why = saturation(prev, ls, self.load.closed_loop)
             services.append(ls.model_copy(update={"saturated": why is not None, "saturation": why}))
@@ -245,10 +324,22 @@ class LoadRunner:
                 if t.ref == base:
                     continue
                 rs = [x for x in r.results if x.level == level and x.service == t.ref]
-                deltas.append(level_delta(t.ref, "tok/s per request", compare(base_rs, rs), t.ref))
+                missed = [s for s in services if s.service in (base, t.ref) and not s.reached]
                 other = next((s.segment_throughput for s in services if s.service == t.ref), [])
                 pairs = list(zip(base_seg, other, strict=False))
-                deltas.append(level_delta(t.ref, "output throughput", stats.paired_delta(pairs), t.ref))
+                for metric, d in (
+                    ("tok/s per request", compare(base_rs, rs)),
+                    ("output throughput", stats.paired_delta(pairs)),
+                ):
+                    ld = level_delta(t.ref, metric, d, t.ref)
+                    if missed:  # measured, but no verdict from a level that was not reached
+                        why = "; ".join(f"{s.service}: {s.shortfall}" for s in missed)
+                        ld = ld.model_copy(
+                            update={
+                                "verdict": f"no verdict: {label} not reached ({why}); Δ {stats.fmt_pct(d.pct)} %"
+                            }
+                        )
+                    deltas.append(ld)
         res = LevelResult(
             level=level,
             label=label,
@@ -285,17 +376,9 @@ class LoadRunner:
     def build(self, status: str) -> LoadRun:
         r = self.runner
         knee: dict[str, str | None] = {}
+        knee_text: dict[str, str] = {}
         for t in r.targets:
-            last = None
-            for lv in self.levels:
-                s = next((x for x in lv.services if x.service == t.ref), None)
-                if s is None:
-                    continue
-                if s.saturated:
-                    break
-                last = lv.label
-            sat = any(x.saturated for lv in self.levels for x in lv.services if x.service == t.ref)
-            knee[t.ref] = last if sat else None
+            knee[t.ref], knee_text[t.ref] = knee_verdict(self.levels, t.ref)
         sp = self.req.sampling()
         return LoadRun(
             id=self.id,
@@ -320,6 +403,7 @@ class LoadRunner:
             baseline=self.req.baseline,
             levels=list(self.levels),
             knee=knee,
+            knee_verdict=knee_text,
             stopped=self.stopped,
             failed=sum(1 for x in r.results if not x.ok),
             results=sorted(r.results, key=lambda x: x.seq),

@@ -10,8 +10,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from ddtree_tui.bench import stats
 from ddtree_tui.bench.models import BenchTarget, PromptRow, RequestResult, ServiceCounts, ServiceSummary
 
 
@@ -278,21 +279,32 @@ def summarize(
     return rows, summary
 
 
-def _tok_s_by_prompt(rs: Sequence[RequestResult], service: str) -> dict[str, list[float | None]]:
+def _by_prompt(
+    rs: Sequence[RequestResult], service: str, metric: Literal["tok/s", "TTFT"]
+) -> dict[str, list[float | None]]:
     out: dict[str, list[float | None]] = {}
     for r in rs:
-        if r.service == service and r.ok and r.tok_s is not None:
-            out.setdefault(r.prompt_id, []).append(r.tok_s)
+        v = r.tok_s if metric == "tok/s" else (None if r.ttft_s is None else r.ttft_s * 1000.0)
+        if r.service == service and r.ok and v is not None:
+            out.setdefault(r.prompt_id, []).append(v)
     return out
+
+
+def baseline_delta(
+    counted: Sequence[RequestResult], baseline: str, service: str, metric: Literal["tok/s", "TTFT"] = "tok/s"
+) -> stats.Delta:
+    """THE Δ of `service` against the run's baseline on the prompts both ran (stats.delta_of_means, its one
+    seed): computed once when the run is summarized and stored; text, HTML, TUI and JSON print the stored
+    figure (a run saved before TTFT was stored gets this same function)."""
+    a, b = _by_prompt(counted, baseline, metric), _by_prompt(counted, service, metric)
+    return stats.delta_of_means({k: (a[k], b[k]) for k in sorted(set(a) & set(b))})
 
 
 def _with_delta(s: ServiceSummary, counted: Sequence[RequestResult], baseline: str) -> ServiceSummary:
     """Δ tok/s against the baseline on the prompts both ran, with its interval and verdict: the statistic
-    of the tok/s column (tok_s_mean), so the column and Δ agree."""
-    from ddtree_tui.bench import stats
-
-    a, b = _tok_s_by_prompt(counted, baseline), _tok_s_by_prompt(counted, s.service)
-    d = stats.delta_of_means({k: (a[k], b[k]) for k in sorted(set(a) & set(b))})
+    of the tok/s column (tok_s_mean), so the column and Δ agree; and Δ TTFT the same way."""
+    d = baseline_delta(counted, baseline, s.service)
+    dt = baseline_delta(counted, baseline, s.service, "TTFT")
     return s.model_copy(
         update={
             "delta_tok_s_pct": d.pct,
@@ -301,5 +313,11 @@ def _with_delta(s: ServiceSummary, counted: Sequence[RequestResult], baseline: s
             "delta_n": d.n,
             "delta_method": d.method,
             "delta_verdict": stats.verdict(d, subject=s.service),
+            "delta_ttft_mean_pct": dt.pct,
+            "delta_ttft_lo_pct": dt.lo_pct,
+            "delta_ttft_hi_pct": dt.hi_pct,
+            "delta_ttft_n": dt.n,
+            "delta_ttft_method": dt.method,
+            "delta_ttft_verdict": stats.verdict(dt, s.service, False, ("lower TTFT", "higher TTFT")),
         }
     )

@@ -269,6 +269,13 @@ class ServiceSummary(ServiceCounts):
     delta_n: int | None = None
     delta_method: str | None = None  # bootstrap (≥ 2 requests a prompt) or t-paired (one a prompt)
     delta_verdict: str | None = None  # "no measurable difference (Δ …)" / "B slower by 3.1 % ± 1.0 % (…)"
+    # TTFT against the baseline, the same function (metrics.baseline_delta): stored so no face recomputes it
+    delta_ttft_mean_pct: float | None = None
+    delta_ttft_lo_pct: float | None = None
+    delta_ttft_hi_pct: float | None = None
+    delta_ttft_n: int | None = None
+    delta_ttft_method: str | None = None
+    delta_ttft_verdict: str | None = None
 
 
 class ClientStats(BaseModel):

@@ -26,6 +26,7 @@ from ddtree_tui.bench.results import (
     SoakWindow,
     TurnResult,
 )
+from ddtree_tui.bench.tables import reached_cell
 
 
 class LiveRow(TypedDict, total=False):
@@ -54,6 +55,8 @@ class LevelRow(TypedDict):
     tpot: float | None
     goodput: float | None
     sat: bool
+    reach: str  # what the level reached beside what was asked (tables.reached_cell)
+    missed: bool  # the level did not reach its target: no conclusion drawn from it
 
 
 class BenchProgress:
@@ -107,11 +110,17 @@ class BenchProgress:
                 "tpot": svc.tpot_ms.p50,
                 "goodput": svc.goodput_pct,
                 "sat": svc.saturated,
+                "reach": reached_cell(svc),
+                "missed": not svc.reached,
             }
         )
 
     def apply_load(self, ev: object) -> bool:
         """Load-shape, soak and agentic events; True when `ev` was one."""
+        if isinstance(ev, LevelStarted | SoakWindow | TurnResult):
+            # a shaped run counts requests without a total, whichever face started it (an attached TUI
+            # sees a headless soak's events without having called reset_load)
+            self.shaped, self.total = True, 0
         if isinstance(ev, LevelStarted):
             self.running = True
             self.phase = f"level {ev.index + 1}/{ev.count} {ev.label}"
@@ -133,7 +142,7 @@ class BenchProgress:
             self.load_run = ev.run
             self.running = False
             run = ev.run
-            knee = ", ".join(f"{k}: {v or 'none'}" for k, v in run.knee.items())
+            knee = ", ".join(f"{k}: {v}" for k, v in run.knee_lines().items())
             self.status = f"load finished ({run.status}) · {len(run.levels)} level(s) · knee {knee}"
         elif isinstance(ev, TurnResult):
             self.phase = f"agentic {ev.session} turn {ev.turn}"

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ddtree_tui.bench.levels import LevelDelta, LevelResult, LevelService, Pctl
+from ddtree_tui.bench.levels import LevelDelta, LevelResult, LevelService, Pctl, knee_verdict
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.models import (
     BENCH_SCHEMA,
@@ -57,9 +57,27 @@ class LoadRun(ShapeRunHead):
     baseline: str | None = None
     levels: list[LevelResult] = Field(default_factory=list)
     knee: dict[str, str | None] = Field(default_factory=dict)  # service → label of its knee level
+    # service → the knee's sentence, from reached levels only (levels.knee_verdict)
+    knee_verdict: dict[str, str] = Field(default_factory=dict)
     stopped: str | None = None  # why the ladder ended before its last level
     failed: int = 0
     results: list[RequestResult] = Field(default_factory=list)
+
+    def knee_lines(self) -> dict[str, str]:
+        """service → the knee's sentence every face prints: the stored one, or (a run saved before it was
+        stored) the same function over the stored levels."""
+        refs = list(dict.fromkeys([*self.knee, *(s.service for lv in self.levels for s in lv.services)]))
+        return {ref: self.knee_verdict.get(ref) or knee_verdict(self.levels, ref)[1] for ref in refs}
+
+    def not_reached(self) -> list[str]:
+        """'c=8 h/a: 4.0 in flight on average, at most 4, of 8 asked' for each level × service that did not
+        reach its target."""
+        return [
+            f"{lv.label} {s.service}: {s.shortfall}"
+            for lv in self.levels
+            for s in lv.services
+            if not s.reached
+        ]
 
 
 class _LevelEvent(BaseModel):

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 CONFIDENCE = 0.95
 N_BOOT = 2000
+SEED = 0  # the one seed policy: every bootstrap starts from this seed, so one Δ has one interval
 
 # two-sided 95 % Student-t critical values, df 1..30
 _T975 = (
@@ -120,7 +121,7 @@ def bootstrap_ci(
     xs: Sequence[float | None],
     stat: Callable[[Sequence[float]], float] = statistics.median,
     n_boot: int = N_BOOT,
-    seed: int = 0,
+    seed: int = SEED,
 ) -> Estimate:
     """`stat` (median by default) over the requests with a percentile-bootstrap 95 % interval."""
     v = _clean(xs)
@@ -179,7 +180,7 @@ def bootstrap_delta(
     strata: Mapping[str, tuple[Sequence[float | None], Sequence[float | None]]]
     | tuple[Sequence[float | None], Sequence[float | None]],
     n_boot: int = N_BOOT,
-    seed: int = 0,
+    seed: int = SEED,
 ) -> Delta:
     """B vs A from unpaired samples: the mean over strata of mean(B) / mean(A), percentile bootstrap.
 
@@ -222,7 +223,7 @@ def _mean_of_means(strata: Sequence[Sequence[float]]) -> float:
 def delta_of_means(
     strata: Mapping[str, tuple[Sequence[float | None], Sequence[float | None]]],
     n_boot: int = N_BOOT,
-    seed: int = 0,
+    seed: int = SEED,
 ) -> Delta:
     """B vs A where each side's number is the mean over strata (prompts) of the stratum's mean, the
     statistic a table's tok/s column shows: Δ = (col_B − col_A) / col_A, so Δ and the column always agree.
@@ -283,6 +284,15 @@ def fmt_pct(x: float | None, signed: bool = True) -> str:
     if s.strip("0.") == "":
         return s  # rounds to zero: no sign
     return ("+" if x > 0 else "\u2212") + s
+
+
+def stored_delta(
+    pct: float | None, lo_pct: float | None, hi_pct: float | None, n: int | None, method: str | None
+) -> Delta:
+    """A Delta from the figures a run stored (its summary's delta_* fields), so faces print what was
+    computed once instead of computing their own."""
+    m: Method = method if method in ("t", "t-paired", "bootstrap") else "none"  # type: ignore[assignment]
+    return Delta(pct=pct, lo_pct=lo_pct, hi_pct=hi_pct, n=n or 0, method=m)
 
 
 def ci_text(d: Delta) -> str:

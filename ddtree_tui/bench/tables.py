@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ddtree_tui.bench.models import RequestResult
-from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun
+from ddtree_tui.bench.results import AgenticRun, BenchRun, LevelService, LoadRun, ShapeRun, SoakRun
 
 
 def _f0(x: Any, fmt: str = "{:.0f}") -> str:
@@ -42,6 +42,19 @@ def results_reads(results: Sequence[RequestResult]) -> list[tuple[str, int, int]
     return [(name, c, n) for name, (c, n) in out.items()]
 
 
+def reached_cell(s: LevelService) -> str:
+    """What a level reached beside what was asked: closed loop `mean/max in flight of N`, open loop the
+    rate sent; `NO` in front when the level did not reach its target."""
+    if s.target_concurrency is not None:
+        mean = "-" if s.mean_in_flight is None else f"{s.mean_in_flight:.1f}"
+        txt = f"{mean}/{_f0(s.max_in_flight)} of {s.target_concurrency}"
+    elif s.offered_rate is not None:
+        txt = f"{_f(s.sent_rate, '{:.2f}')} of {s.offered_rate:g}/s"
+    else:
+        return "-"  # a run saved before planned vs achieved was recorded
+    return txt if s.reached else f"NO {txt}"
+
+
 def load_table(run: LoadRun) -> str:
     """Per level × service, then the deltas' verdicts, the knee and why the ladder stopped."""
     head = (
@@ -55,8 +68,8 @@ def load_table(run: LoadRun) -> str:
         lines.append(
             "SIMULATED services (not real SGLang): " + ", ".join(t.ref for t in run.targets if t.simulated)
         )
-    headers = ["level", "service", "mode", "ok", "err%", "req/s", "out tok/s", "tok/s/req", "TTFT p50/p90/p99",
-               "TPOT p50", "ITL p50/p99", "e2e p50/p99", "accept", "goodput", "sat"]  # fmt: skip
+    headers = ["level", "service", "mode", "reached", "ok", "err%", "req/s", "out tok/s", "tok/s/req",
+               "TTFT p50/p90/p99", "TPOT p50", "ITL p50/p99", "e2e p50/p99", "accept", "goodput", "sat"]  # fmt: skip
     body = []
     for lv in run.levels:
         for s in lv.services:
@@ -65,6 +78,7 @@ def load_table(run: LoadRun) -> str:
                     lv.label,
                     s.service,
                     s.mode or "-",
+                    reached_cell(s),
                     str(s.n),
                     f"{s.error_rate * 100:.0f}",
                     _f(s.request_throughput, "{:.2f}"),
@@ -91,8 +105,12 @@ def load_table(run: LoadRun) -> str:
             lines.append(f"  {label} {d.service} {d.metric}: {d.verdict}")
     lines += reads_note(results_reads(run.results))
     lines.append("")
-    for ref, k in run.knee.items():
-        lines.append(f"knee {ref}: {k if k else 'not reached (no saturation seen)'}")
+    missed = run.not_reached()
+    if missed:
+        lines.append("NOT REACHED (no saturation, knee or verdict drawn from these):")
+        lines += [f"  {m}" for m in missed]
+    for ref, k in run.knee_lines().items():
+        lines.append(f"knee {ref}: {k}")
     if run.stopped:
         lines.append(f"stopped: {run.stopped}")
     return "\n".join(lines) + "\n"
@@ -154,6 +172,29 @@ def agentic_table(run: AgenticRun) -> str:
         median_s = f"{statistics.median(done):.1f} s" if done else "-"
         lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
     return "\n".join(lines) + "\n"
+
+
+HISTORY_RATES = ("best tok/s/req", "best out tok/s")
+"""The history list's two rate columns, one meaning each (bench history mixed them in one `Best tok/s`):
+per-request decode speed (a request's tokens / its own time) and aggregate output throughput (all the tokens
+a service returned / the time it was being measured)."""
+
+
+def history_rates(run: BenchRun | ShapeRun) -> tuple[float | None, float | None]:
+    """A run's best per-request tok/s and best aggregate output tok/s over its services (and levels or
+    windows), for the history list's two columns (HISTORY_RATES); None where the run has no such figure."""
+    if isinstance(run, BenchRun):
+        per = [s.tok_s_mean if s.tok_s_mean is not None else s.tok_s_mean_of_prompts for s in run.summary]
+        agg = [s.output_throughput for s in run.summary]
+    elif isinstance(run, LoadRun):
+        svcs = [s for lv in run.levels for s in lv.services]
+        per, agg = [s.tok_s_mean for s in svcs], [s.output_throughput for s in svcs]
+    elif isinstance(run, SoakRun):
+        per = [w.metrics.tok_s_mean for w in run.windows]
+        agg = [w.metrics.output_throughput for w in run.windows]
+    else:
+        return None, None
+    return max((x for x in per if x), default=None), max((x for x in agg if x), default=None)
 
 
 def shape_table(run: ShapeRun) -> str:

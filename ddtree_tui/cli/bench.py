@@ -178,6 +178,8 @@ class Progress:
                 thr = f"{s.output_throughput:.1f}" if s.output_throughput is not None else "-"
                 ttft = f"{s.ttft_ms.p50:.0f} ms" if s.ttft_ms.p50 is not None else "-"
                 sat = f" SATURATED ({s.saturation})" if s.saturated else ""
+                if not s.reached:
+                    sat = f" NOT REACHED ({s.shortfall})"
                 self._line(
                     f"  {ev.result.label} {s.service}: {s.n} ok, {s.failed} failed, {thr} out tok/s, "
                     f"TTFT p50 {ttft}{sat}"
@@ -188,6 +190,8 @@ class Progress:
                 f"load {run.id}: {run.status}, {len(run.levels)} level(s), {run.failed} failed, "
                 f"{run.wall_s or 0:.1f} s"
             )
+            for ref, k in run.knee_lines().items():
+                self._line(f"load {run.id}: knee {ref}: {k}")
         elif kind == "soak_window":
             m = ev.metrics
             mem = ev.gpu_memory_mib()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from ddtree_tui.bench.metrics import baseline_delta
 from ddtree_tui.bench.models import BenchRun, RequestResult
 from ddtree_tui.bench.report import render_table
 from ddtree_tui.bench.stats import (
@@ -20,6 +21,7 @@ from ddtree_tui.bench.stats import (
     fmt_pct,
     mean_ci,
     paired_delta,
+    stored_delta,
     verdict,
 )
 from ddtree_tui.report.runs import LoadedRun
@@ -86,6 +88,31 @@ def paired_vs_baseline(
     a = {(r.prompt_id, r.repeat): metric(r) for r in ok_results(run, base, prompt)}
     b = {(r.prompt_id, r.repeat): metric(r) for r in ok_results(run, service, prompt)}
     return paired_delta([(a[k], b[k]) for k in sorted(a.keys() & b.keys())])
+
+
+def run_delta(run: BenchRun, service: str, metric: str = "tok/s") -> Delta | None:
+    """`service` vs the run's baseline over the whole run: the figure the run stored when it was summarized
+    (metrics.baseline_delta, computed once), which every face prints; a run saved without it gets that same
+    function. None without a baseline or for the baseline itself."""
+    base = run.baseline
+    if not base or base == service:
+        return None
+    s = next((x for x in run.summary if x.service == service), None)
+    if s is not None and metric == "tok/s" and s.delta_method is not None:
+        return stored_delta(
+            s.delta_tok_s_pct, s.delta_tok_s_lo_pct, s.delta_tok_s_hi_pct, s.delta_n, s.delta_method
+        )
+    if s is not None and metric == "TTFT" and s.delta_ttft_method is not None:
+        return stored_delta(
+            s.delta_ttft_mean_pct,
+            s.delta_ttft_lo_pct,
+            s.delta_ttft_hi_pct,
+            s.delta_ttft_n,
+            s.delta_ttft_method,
+        )
+    return baseline_delta(
+        [r for r in run.results if not r.warmup], base, service, "TTFT" if metric == "TTFT" else "tok/s"
+    )
 
 
 def cross_run_delta(
@@ -207,14 +234,15 @@ def run_line(lr: LoadedRun) -> str:
 
 
 def within_run_verdicts(lr: LoadedRun) -> list[str]:
-    """'local/ddtree-shadow vs local/dflash (baseline), tok/s: … ' for each non-baseline service."""
+    """'local/ddtree-shadow vs local/dflash (baseline), tok/s: … ' for each non-baseline service: the run's
+    stored Δ and interval (run_delta), the one every face prints."""
     run = lr.run
     if not run.baseline:
         return []
     out = []
     for s in services(run):
-        for name, (getter, higher, words) in METRICS.items():
-            d = paired_vs_baseline(run, s, None, getter)
+        for name, (_getter, higher, words) in METRICS.items():
+            d = run_delta(run, s, name)
             if d is None:
                 continue
             out.append(f"{s} vs {run.baseline} (baseline), {name}: {verdict(d, s, higher, words)}")
@@ -250,7 +278,7 @@ def comparison_table(runs: Sequence[LoadedRun]) -> str:
     verdicts = [v for lr in runs for v in within_run_verdicts(lr)]
     if verdicts:
         lines.append("")
-        lines.append("within each run (paired on prompt and repeat, measured back to back):")
+        lines.append("within each run (against its baseline, as the run stored it):")
         lines += [f"  {lr.label}: {v}" for lr in runs for v in within_run_verdicts(lr)]
     return "\n".join(lines) + "\n"
 
@@ -262,5 +290,5 @@ def single_run_text(lr: LoadedRun) -> str:
     text = report.table(lr.run)
     v = within_run_verdicts(lr)
     if v:
-        text += "\nverdicts (95 % CI, paired on prompt and repeat):\n" + "".join(f"  {x}\n" for x in v)
+        text += "\nverdicts (95 % CI, as the run stored them):\n" + "".join(f"  {x}\n" for x in v)
     return text

@@ -29,6 +29,7 @@ from ddtree_tui.report.compare import (
     estimate,
     paired_vs_baseline,
     prompt_ids,
+    run_delta,
     services,
     ttft_ms,
     within_run_verdicts,
@@ -205,8 +206,9 @@ def verdicts(runs: Sequence[LoadedRun]) -> str | None:
     if not items:
         return None
     how = (
-        "Within a run, each service is paired with the baseline on the same prompt and repeat (the runner "
-        "measures them back to back) and the interval is a Student-t interval of the log ratios. Between runs "
+        "Within a run, each service against the baseline is the figure the run stored when it was measured "
+        "(Δ of the mean over prompts of each prompt's mean, one interval: the text report, the TUI and the JSON "
+        "carry the same). Per prompt, each request is paired with the baseline's on the same repeat. Between runs "
         "nothing is paired: a bootstrap of the ratio of means, resampling requests within each prompt."
     )
     return f'<h2>Verdicts</h2><ul class="verdicts">{"".join(items)}</ul><p class="sub">{e(how)}</p>'
@@ -301,8 +303,8 @@ def service_tables(runs: Sequence[LoadedRun]) -> str:
 def _service_table(r: BenchRun) -> str:
     rows = []
     for s in r.summary:
-        d = paired_vs_baseline(r, s.service)
-        dt = paired_vs_baseline(r, s.service, None, ttft_ms)
+        d = run_delta(r, s.service)  # the run's stored figures: the text report and JSON print the same
+        dt = run_delta(r, s.service, "TTFT")
         rows.append(
             [
                 e(s.service),
@@ -438,10 +440,13 @@ def _deltas(runs: Sequence[LoadedRun], _series: Sequence[ch.Series]) -> ch.Chart
         r = runs[0].run
         for s in services(r):
             for p in [None, *prompt_ids(r)]:
-                d = paired_vs_baseline(r, s, p)
+                d = run_delta(r, s) if p is None else paired_vs_baseline(r, s, p)
                 if d is not None:
                     rows.append((f"{s} · {p or 'all prompts'}", d))
-        caption = f"Each service vs the baseline {r.baseline}, paired on prompt and repeat."
+        caption = (
+            f"Each service vs the baseline {r.baseline}: all prompts as the run stored it; each prompt paired "
+            "on repeat."
+        )
     else:
         for row in aligned(runs):
             for lr, d in zip(runs[1:], row.deltas[1:], strict=True):

@@ -17,7 +17,7 @@ from pathlib import Path
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history
 from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, SoakWindow
-from ddtree_tui.bench.tables import shape_table
+from ddtree_tui.bench.tables import reached_cell, shape_table
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
 
@@ -146,16 +146,16 @@ def render_load(run: LoadRun) -> str:
     for lv in run.levels:
         for s in lv.services:
             rows.append(
-                [e(lv.label), e(s.service), e(s.mode or "-"), str(s.n), f"{s.error_rate * 100:.0f}",
+                [e(lv.label), e(s.service), e(s.mode or "-"), e(reached_cell(s)), str(s.n), f"{s.error_rate * 100:.0f}",
                  _num(s.request_throughput, "{:.2f}"), _num(s.output_throughput), _num(s.tok_s_mean),
                  f"{_num(s.ttft_ms.p50, '{:.0f}')} / {_num(s.ttft_ms.p90, '{:.0f}')} / {_num(s.ttft_ms.p99, '{:.0f}')}",
                  _num(s.tpot_ms.p50), f"{_num(s.itl_ms.p50)} / {_num(s.itl_ms.p99)}",
                  f"{_num(s.e2e_ms.p50, '{:.0f}')} / {_num(s.e2e_ms.p99, '{:.0f}')}", _num(s.accept_length, "{:.2f}"),
                  _num(s.goodput_pct, "{:.0f}"), "SATURATED" if s.saturated else ""]
             )  # fmt: skip
-    headers = ["level", "service", "mode", "ok", "err %", "req/s", "out tok/s", "tok/s/req", "TTFT p50/p90/p99",
+    headers = ["level", "service", "mode", "reached (in flight mean/max of asked; rate sent)", "ok", "err %", "req/s", "out tok/s", "tok/s/req", "TTFT p50/p90/p99",
                "TPOT p50", "ITL p50/p99", "e2e p50/p99", "accept", "goodput %", ""]  # fmt: skip
-    body = [*head, "<h2>Levels</h2>", _table(headers, rows, set(range(3, 14)))]
+    body = [*head, "<h2>Levels</h2>", _table(headers, rows, set(range(4, 15)))]
     verdicts = [f"<li>{e(lv.label)} · {e(d.service)} · {e(d.metric)}: {e(d.verdict)}</li>" for lv in run.levels for d in lv.deltas]  # fmt: skip
     if verdicts:
         body += [
@@ -164,7 +164,16 @@ def render_load(run: LoadRun) -> str:
             *verdicts,
             "</ul>",
         ]
-    knee = "; ".join(f"{e(k)}: {e(v or 'not reached')}" for k, v in run.knee.items())
+    missed = run.not_reached()
+    if missed:
+        body += [
+            "<h2>Levels not reached</h2>",
+            "<p>No saturation, knee or verdict is drawn from these levels.</p>",
+            '<ul class="verdicts">',
+            *(f"<li>{e(m)}</li>" for m in missed),
+            "</ul>",
+        ]
+    knee = "; ".join(f"{e(k)}: {e(v)}" for k, v in run.knee_lines().items())
     body.append(f"<p>Knee: {knee}." + (f" Stopped: {e(run.stopped)}." if run.stopped else "") + "</p>")
     charts = [c for _, fn in LOAD_CHARTS if (c := fn(run)) is not None]
     if charts:

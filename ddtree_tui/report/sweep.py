@@ -210,8 +210,8 @@ def ranked_table(ls: LoadedSweep) -> str:
             "verdict", "tok/s", "TTFT p90 ms", "accept", "step ms", "Pareto front", "status"]  # fmt: skip
     how = (
         "Rank: by the objective among the points that were measured and meet the constraints. Group: points in "
-        "one group are indistinguishable from the group's first point (the 95 % interval of their difference "
-        "holds 0). Δ: the objective against the baseline, with its 95 % interval (paired when the baseline ran "
+        "one group cannot be told apart from the group's first point (the 95 % interval of their difference "
+        "holds 0, or there is too little data for an interval). Δ: the objective against the baseline, with its 95 % interval (paired when the baseline ran "
         "interleaved, otherwise a bootstrap stratified by prompt)."
     )
     return (

@@ -217,7 +217,8 @@ def analyse(
             a = recs[head.index].measurement
             b = recs[p.index].measurement
             d = _unpaired(a.samples if a else [], b.samples if b else [], objective)
-            if d.has_ci and not d.measurable:
+            # an interval holding 0, or too little data for one: nothing tells this point from the head
+            if not d.has_ci or not d.measurable:
                 p.group = group
                 continue
         group += 1
@@ -254,8 +255,26 @@ def analyse(
     )
 
 
+WARMUP_CAVEAT = "Each point is measured after "
+
+
+def warmup_caveat(warmup: int) -> str:
+    """The warm-up caveat as the sweep ran (it said "one warm-up request" for --warmup 0)."""
+    how = (
+        "no warm-up request: its first requests carry the cold start"
+        if warmup <= 0
+        else f"{warmup} warm-up request{'s' if warmup > 1 else ''}"
+    )
+    return (
+        f"{WARMUP_CAVEAT}{how}; CUDA-graph and allocator warm-up beyond that, JIT kernels compiled on first use "
+        "of a batch size, and thermal state are not controlled: a real host can drift, which is why the baseline "
+        "is re-measured between points and every delta has an interval."
+    )
+
+
 def _caveats(state: SweepState) -> list[str]:
-    out = list(state.caveats)
+    # the warm-up caveat says what this sweep did (a state saved with the fixed sentence is corrected too)
+    out = [warmup_caveat(state.warmup) if c.startswith(WARMUP_CAVEAT) else c for c in state.caveats]
     if any(r.versions.get("simulated") for r in state.points):
         out.insert(
             0,
@@ -304,7 +323,7 @@ def table(res: SweepResults) -> str:
         for p in bad:
             lines.append(f"  #{p.index} {p.label}: {p.status}" + (f": {p.error}" if p.error else ""))
     lines.append(
-        "grp: points in one group are indistinguishable (95 % CI of the difference holds 0); P: Pareto front, L = tok/s vs TTFT p90, A = accept length vs step time"
+        "grp: points in one group cannot be told apart (95 % CI of the difference holds 0, or too little data for an interval); P: Pareto front, L = tok/s vs TTFT p90, A = accept length vs step time"
     )
     if res.best is not None:
         b = next(p for p in res.points if p.index == res.best)

@@ -23,6 +23,7 @@ from ddtree_tui.config import ServiceSpec, redact_env
 from ddtree_tui.fleet.protocol import SweepFleet
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.sweep import state as st
+from ddtree_tui.sweep.results import WARMUP_CAVEAT, warmup_caveat
 from ddtree_tui.sweep.spec import (
     Constraint,
     Dimension,
@@ -232,7 +233,7 @@ class SweepRunner:
                 ],
                 started_at=now,
                 updated_at=now,
-                caveats=list(CAVEATS),
+                caveats=[warmup_caveat(self.s.warmup) if c.startswith(WARMUP_CAVEAT) else c for c in CAVEATS],
             )
         self.points = points
         self._t0 = time.monotonic()

@@ -44,3 +44,33 @@ async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
         )
         assert "0 failed" in bench.live.status
         assert max(bench.live.series_thr) > 0  # cached tokens seen across turns
+
+
+@pytest.mark.timeout(150)
+async def test_a_soak_in_the_pane_counts_requests_and_never_passes_100_percent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: the TUI soak showed `running · 9/3 requests` (the soak's runner plans one pass of the
+    prompts, then keeps sending for its duration). The pane counts a soak's requests without a total."""
+    import re
+
+    async with demo_pilot(tmp_path, monkeypatch) as pilot:
+        app = pilot.app
+        bench = app.query_one(BenchPane)
+        bench.soak_s, bench.soak_window_s = 4.0, 1.0
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        seen: list[str] = []
+
+        def finished() -> bool:
+            seen.append(bench.live.status)
+            return bench.live.status.startswith("soak finished")
+
+        await pilot.press("O")
+        await until(pilot, finished, 90, "the soak to finish")
+        counted = [s for s in seen if s.endswith(" requests")]
+        assert counted, seen  # it counted while it ran
+        for s in seen:
+            m = re.search(r"(\d+)/(\d+) requests", s)
+            assert m is None, s  # no planned total for a time-bounded run: never `9/3`
+        assert bench.live.fraction is None and bench.live.done > 0

@@ -148,3 +148,34 @@ async def test_a_headless_run_appears_while_the_tui_is_open(tmp_path: Path) -> N
         await until(pilot, lambda: hist.row_count == 1, 10, "the headless run in the history table")
         assert "last run from history (seed3" in screen_text(app)
         await app.action_quit()
+
+
+async def test_history_keeps_per_request_and_aggregate_tok_s_in_their_own_labelled_columns() -> None:
+    """Issue 29: the history's one `Best tok/s` column held per-request tok/s for plain runs and aggregate
+    output throughput for load runs. Each is a column of its own now, for every kind of run."""
+    from ddtree_tui.bench.load import parse_load
+    from ddtree_tui.bench.results import LevelResult, LevelService, LoadRun
+
+    plain = bench_run("plain-1")
+    plain = plain.model_copy(update={"summary": [
+        s.model_copy(update={"tok_s_mean": t, "output_throughput": o})
+        for s, t, o in zip(plain.summary, (151.0, 134.0), (150.5, 133.0), strict=True)
+    ]})  # fmt: skip
+    lv = LevelResult(level=8.0, label="c=8", started_at=plain.started_at, services=[
+        LevelService(service="local/dflash", algorithm="dflash", mode=None, n=16, tok_s_mean=41.5, output_throughput=612.0),
+    ])  # fmt: skip
+    load = LoadRun(id="load-1", status="complete", started_at=plain.started_at, load=parse_load("concurrency:8"),
+                   load_text="concurrency:8", prompt_set="seed3", levels=[lv])  # fmt: skip
+    fleet = StaticFleet(snapshot(), bench_runs=[plain, load])
+    app = DDTreeApp(fleet, live=False)
+    app._bench_history = fleet.bench_history()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        hist = app.query_one(BenchPane).query_one("#bench-history", DataTable)
+        labels = [str(c.label) for c in hist.columns.values()]
+        assert "Best tok/s" not in labels and {"best tok/s/req", "best out tok/s"} <= set(labels)
+        keys = [str(k.value) for k in hist.rows]
+        rows = {k.split("#")[0]: _named(hist, k) for k in keys}
+        assert rows["plain-1"]["best tok/s/req"] == "151.0" and rows["plain-1"]["best out tok/s"] == "150.5"
+        assert rows["load-1"]["best tok/s/req"] == "41.5" and rows["load-1"]["best out tok/s"] == "612.0"

@@ -133,3 +133,37 @@ def test_bad_load_text_is_a_usage_error_naming_the_option(tmp_path: Path) -> Non
     assert p.returncode == 2 and "--load 'concurrency:1,two'" in p.stderr and "'two'" in p.stderr
     p = _cli(tmp_path, "--load", "sync", "--duration", "5", "--requests", "3")
     assert p.returncode == 2 and "--duration or --requests" in p.stderr
+
+
+def test_a_sweep_with_too_few_requests_says_which_levels_it_never_reached(tmp_path: Path) -> None:
+    """`--load sweep --requests 4` (issue 29): two services interleaved in two rounds send 2 requests a
+    segment, so no level beyond c=2 is ever reached: each level records what it reached, the tables say NOT
+    REACHED, and the knee is not concluded from those levels ("knee not reached (no saturation seen)" was)."""
+    out, html = tmp_path / "load.json", tmp_path / "load.html"
+    p = _cli(tmp_path, "--load", "sweep", "--requests", "4", "--warmup", "0", "--json", str(out),
+             "--html", str(html))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert [lv["label"] for lv in doc["levels"]][-1] == "c=256"  # unreached levels never stop the ladder
+    for lv in doc["levels"]:
+        for s in lv["services"]:
+            assert s["target_concurrency"] == lv["level"] and 1 <= s["max_in_flight"] <= 2
+            assert s["reached"] == (lv["level"] <= 2), (lv["label"], s)
+            assert s["reached"] or (not s["saturated"] and "of " + str(int(lv["level"])) in s["shortfall"])
+        if lv["level"] > 2:
+            assert all(
+                d["verdict"].startswith(f"no verdict: {lv['label']} not reached") for d in lv["deltas"]
+            )
+    for ref in ("local/a", "local/b"):
+        knee = doc["knee_verdict"][ref]
+        assert "no saturation seen" not in knee
+        assert "c=4 … c=256 did not reach theirs" in knee or "saturated at c=2" in knee, knee
+        assert f"knee {ref}: {knee}" in p.stdout
+    assert "NOT REACHED" in p.stdout and "c=256 local/b: " in p.stdout and "NO 2.0/2 of 256" not in p.stdout
+    live = [x for x in p.stderr.splitlines() if x.startswith("  c=8 local/a:")]  # the level's live line
+    assert len(live) == 1 and "NOT REACHED (" in live[0], p.stderr
+    page = html.read_text()
+    assert "Levels not reached" in page and "did not reach theirs" in page
+    r = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "report", str(out)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0 and f"knee local/a: {doc['knee_verdict']['local/a']}" in r.stdout, r.stderr

@@ -194,6 +194,8 @@ def test_rejected_value_and_crash_at_start_are_recorded_and_skipped(tmp_path: Pa
         assert "crashed" in pts[1]["error"] or "stopped" in pts[1]["error"], pts[1]
         assert any("hybrid" in ln for ln in pts[1]["log_tail"]), pts[1]["log_tail"]
         assert "#1 mode=tree: failed" in p.stdout
+        # issue 29: the caveat says what --warmup 0 did, not "after one warm-up request"
+        assert "Each point is measured after no warm-up request" in p.stdout and "one warm-up" not in p.stdout
 
         q = subprocess.run([*base, "h/fk", "--set", "attention_backend=triton,nonsense", "--out", str(tmp_path / "b")],
                            cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -146,7 +146,7 @@ def test_terminal_texts() -> None:
     a = {"p1": [100.0, 102.0, 98.0]}
     run = _run({"h/a": a, "h/b": {"p1": [97.0, 99.1, 95.0]}})
     text = single_run_text(_lr(run))
-    assert "verdicts (95 % CI, paired on prompt and repeat):" in text
+    assert "verdicts (95 % CI, as the run stored them):" in text
     assert "h/b vs h/a (baseline), tok/s: h/b slower by " in text
     two = comparison_table([_lr(run), _lr(run.model_copy(update={"id": "r2"}), 1)])
     assert "B vs A: comparable" in two

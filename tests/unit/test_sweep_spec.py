@@ -161,6 +161,27 @@ def test_analysis_ranks_groups_fronts_and_constraints() -> None:
     assert "B" in rs.pareto_chart(res)
 
 
+def test_a_point_without_enough_data_for_an_interval_is_not_ranked_apart() -> None:
+    """Issue 29: a point measured once (no interval against the group's head) was put in a group of its own,
+    as if it were told apart; it cannot be, so it shares the head's group, and the table says why."""
+    st = _state()
+    one = Measurement(samples=[Sample(prompt_id="a", repeat=0, ok=True, tok_s=90.0, ttft_ms=30.0)],
+                      metrics=Metrics(n=1, tok_s=90.0, ttft_p50=30.0, ttft_p90=30.0, accept_length=3.0, step_ms=20))  # fmt: skip
+    st.points[3] = PointRecord(index=3, overrides={"budget": "64"}, status="done", measurement=one)
+    res = rs.analyse(st)
+    by = {p.index: p for p in res.points}
+    assert by[3].rank == 4 and "not enough data for an interval" in by[3].verdict
+    assert by[3].group == by[0].group  # not a group of its own: nothing tells it from its head
+    assert "or too little data for an interval" in rs.table(res)
+    # the caveat says what the sweep did about warm-up
+    st0 = st.model_copy(
+        update={"warmup": 0, "caveats": ["Each point is measured after one warm-up request; x"]}
+    )
+    cav = rs.analyse(st0).caveats
+    assert any(c.startswith("Each point is measured after no warm-up request") for c in cav), cav
+    assert not any("one warm-up" in c for c in cav)
+
+
 def test_apply_keeps_comments_and_layout(tmp_path: Path) -> None:
     new = edit_profile_text(PROFILE, Path("p.toml"), "dd", {"budget": "16", "env.SGLANG_DDTREE_MAX_TOPK": "2",
                                                               "mode": "tree", "--cuda-graph-max-bs": "16"})  # fmt: skip

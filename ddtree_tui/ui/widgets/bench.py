@@ -26,6 +26,7 @@ from ddtree_tui.bench.results import (
     LoadRun,
     SoakRun,
 )
+from ddtree_tui.bench.tables import HISTORY_RATES, history_rates
 from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.messages import ShapeIntent
@@ -41,8 +42,11 @@ def _mode(s: ServiceSummary) -> str:
 
 
 def summary_tok_s(s: ServiceSummary) -> float | None:
-    """The one statistic the summary's tok/s column and its Δ both use: the mean of the per-prompt medians
-    (what the engine's Δ is computed on, and the headless table's first tok/s column)."""
+    """The one statistic the summary's tok/s column and its Δ both use: the mean over prompts of each
+    prompt's mean (what the engine's Δ is computed on, and the headless table's tok/s (mean) column); a run
+    saved before it was stored: the mean of the per-prompt medians."""
+    if s.tok_s_mean is not None:
+        return s.tok_s_mean
     return s.tok_s_mean_of_prompts if s.tok_s_mean_of_prompts is not None else s.tok_s_median
 
 
@@ -141,7 +145,8 @@ class BenchPane(Pane):
         per.add_columns(*PER_WIDE)
         yield per
         hist: DataTable[Any] = DataTable(id="bench-history", cursor_type="row")
-        hist.add_columns("When", "Status", "Prompts", "Services", "Best tok/s", "Baseline")
+        # one meaning a column: per-request tok/s and aggregate output tok/s apart (tables.HISTORY_RATES)
+        hist.add_columns("When", "Status", "Prompts", "Services", *HISTORY_RATES, "Baseline")
         yield hist
 
     def show_view(self, view: BenchView) -> None:
@@ -219,7 +224,11 @@ class BenchPane(Pane):
                         f"{fmt.num(r['ttft'], '{:.0f}')}/{fmt.num(r['ttft99'], '{:.0f}')}",
                         fmt.num(r["tpot"], "{:.1f}"),
                         fmt.num(r["goodput"], "{:.0f}", "%"),
-                        self.t("SATURATED", "warn") if r["sat"] else "",
+                        self.t(f"NOT REACHED {r['reach'].removeprefix('NO ')}", "warn")
+                        if r.get("missed")
+                        else self.t("SATURATED", "warn")
+                        if r["sat"]
+                        else "",
                     ],
                 )
             )
@@ -239,24 +248,24 @@ class BenchPane(Pane):
         )
 
     def _shape_row(self, run: LoadRun | SoakRun | AgenticRun) -> list[CellText]:
-        """A load, soak or agentic run in the history list: what it was, its services, its best out tok/s."""
-        best: float | None = None
+        """A load, soak or agentic run in the history list: what it was, its services, its best per-request
+        and aggregate tok/s (tables.history_rates)."""
         baseline = "-"
         if isinstance(run, LoadRun):
             what = f"load {run.load_text}"
             refs = [t.ref for t in run.targets]
-            thr = [s.output_throughput for lv in run.levels for s in lv.services if s.output_throughput]
-            best, baseline = max(thr, default=None), run.baseline or "-"
+            baseline = run.baseline or "-"
         elif isinstance(run, SoakRun):
             what = f"soak {run.duration_s:g} s"
             refs = [t.ref for t in run.targets]
-            best = max((w.metrics.output_throughput or 0.0 for w in run.windows), default=None)
         else:
             what = f"agentic {run.sessions}×{run.turns}"
             refs = sorted({t.service for t in run.turns_results})
         st = "complete" if isinstance(run, AgenticRun) else run.status
         status = self.t("⚠ interrupted", "bad") if st == "interrupted" else self.t(st, "dim")
-        return [run_when(run), status, what, ", ".join(refs), fmt.num(best, "{:.1f}"), baseline]
+        per, agg = history_rates(run)
+        return [run_when(run), status, what, ", ".join(refs), fmt.num(per, "{:.1f}"), fmt.num(agg, "{:.1f}"),
+                baseline]  # fmt: skip
 
     def _render_results(self, run: BenchRun | None) -> None:
         rows: list[PaintedRow] = []
@@ -318,7 +327,7 @@ class BenchPane(Pane):
             if not isinstance(run, BenchRun):
                 rows.append((f"{run.id}#{i}", self._shape_row(run)))
                 continue
-            best = max((summary_tok_s(s) or 0 for s in run.summary), default=None)
+            per, agg = history_rates(run)
             status = run.status
             rows.append(
                 (
@@ -328,7 +337,8 @@ class BenchPane(Pane):
                         self.t("⚠ interrupted", "bad") if status == "interrupted" else self.t(status, "dim"),
                         run.prompt_set,
                         ", ".join(s.service for s in run.summary),
-                        fmt.num(best, "{:.1f}"),
+                        fmt.num(per, "{:.1f}"),
+                        fmt.num(agg, "{:.1f}"),
                         run.baseline or "-",
                     ],
                 )
