@@ -59,6 +59,7 @@ class ServiceManager:
         self.probe_interval, self.health_timeout = probe_interval, health_timeout
         self.fail_threshold, self.follow_lines = fail_threshold, follow_lines
         self._started = False
+        self._passes = 0  # status passes under way (refresh), so the last one closes the probe session
         book = self._book = ServiceBook(profile, clock)
         self._listeners = Listeners(on_status, on_log, on_metrics)
         redactor = Redactor(book)
@@ -145,12 +146,16 @@ class ServiceManager:
 
     # --- keeping the statuses current ------------------------------------------------------------------------
     async def refresh(self) -> None:
-        """One status pass now (process states, then a health probe of the live ones)."""
+        """One status pass now (process states, then a health probe of the live ones). Passes may overlap
+        (two services waited for at once share this manager): the probe session is closed only when the last
+        pass ends, never under another pass's request ("Session is closed")."""
+        self._passes += 1
         try:
             if await self._watcher.refresh():
                 await self._prober.probe_live()
         finally:
-            if not self._started:  # nothing probes until the next pass: no connection kept open meanwhile
+            self._passes -= 1
+            if not self._started and not self._passes:  # nothing probes until the next pass: close it
                 await self._prober.close()
 
     async def _refresh_if_idle(self) -> None:
