@@ -34,7 +34,9 @@ from ddtree_tui.bench.soak import GpuProbe, SoakSettings, gpu_windows, host_gpu_
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.urls import url_ref
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, last_identities, served_identity, stamp
 from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
+from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.transport import Transport
@@ -58,6 +60,7 @@ class BenchFleet(Protocol):
     def snapshot(self) -> FleetSnapshot: ...
     def transport(self, host: str) -> Transport: ...
     def publish(self, ev: FleetEvent) -> None: ...
+    async def identify(self, ref: str) -> TargetIdentity: ...
 
 
 def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
@@ -98,6 +101,7 @@ class BenchDesk:
         self.running = False
         self.gates: dict[str, Gate] = {}  # by ref: services behind an SSH forward wait out a dropped link
         self.where: dict[str, str] = {}  # by ref: the route, for connection errors
+        self.identities: dict[str, TargetIdentity] = {}  # by ref: what the last targets() saw (issue 29)
 
     def _word(self, text: str) -> None:
         """Something a user should hear (a service left out, a host that dropped): a warning Notice."""
@@ -107,16 +111,17 @@ class BenchDesk:
         self.fleet.publish(BenchEventWrap(event=ev))
 
     # --- targets -------------------------------------------------------------------------------------------
-    def runnable(self, refs: Sequence[str]) -> tuple[list[str], list[str]]:
+    def runnable(self, refs: Sequence[str], force: bool = False) -> tuple[list[str], list[str]]:
         """(the services to measure, the words for those left out): a service the fleet sees stopped or
-        crashed has no server of ours behind its port, so it is never measured (whatever answers there)."""
+        crashed has no server of ours behind its port, so it is never measured (whatever answers there)
+        unless `force` (then the identity check says who answers, and the run records it as forced)."""
         snap = self.fleet.snapshot()
         keep: list[str] = []
         words: list[str] = []
         for ref in refs:
             host, _, svc = ref.partition("/")
             st = snap.service(host, svc)
-            if st is not None and st.state in NOT_RUNNING:
+            if st is not None and st.state in NOT_RUNNING and not force:
                 words.append(f"{ref} left out: the service is {st.state}")
             else:
                 keep.append(ref)
@@ -125,9 +130,14 @@ class BenchDesk:
     async def targets(self, req: BenchRequest) -> list[BenchTarget]:
         """The request's targets; services that are not running are left out with a word (a Notice on the
         fleet). BenchRefused when nothing is left or a service cannot be reached."""
+        self.identities = {}
         if req.urls:
-            return await url_targets(req.urls)
-        refs, words = self.runnable(req.refs)
+            found = await url_targets(req.urls)
+            await self._identify_urls(found)
+            return found
+        refs, words = self.runnable(req.refs, req.force)
+        refs, refused = await self._identified(refs, req.force)
+        words += refused
         for w in words:
             self._word(w)
         if not refs:
@@ -152,6 +162,43 @@ class BenchDesk:
                 )
             )  # fmt: skip
         return out
+
+    async def _identified(self, refs: Sequence[str], force: bool) -> tuple[list[str], list[str]]:
+        """(the refs whose listener is the service named, the words for those refused): issue 29's target
+        identity, checked before anything is sent. With `force` a refused one is kept, recorded as forced."""
+        keep: list[str] = []
+        words: list[str] = []
+        previous = last_identities(self.history())
+        for ref in refs:
+            ident = await self.fleet.identify(ref)
+            why = ident.refusal()
+            if why is not None and not force:
+                words.append(f"{ref} left out: {why} ({FORCE_HINT})")
+                continue
+            if why is not None:
+                ident = forced(ident)
+                words.append(f"{ref} measured with --force: {ident.reason}; recorded as forced, not verified")
+            self._remember(ident, previous.get(ref))
+            keep.append(ref)
+        return keep, words
+
+    async def _identify_urls(self, targets: Sequence[BenchTarget]) -> None:
+        """A --url server's identity is what its /server_info says; a change since the last run is said."""
+        previous = last_identities(self.history())
+        for t in targets:
+            self._remember(await served_identity(t.ref, t.base_url, "url"), previous.get(t.ref))
+
+    def _remember(self, ident: TargetIdentity, prev: TargetIdentity | None) -> None:
+        diff = changed(prev, ident)
+        if diff is not None:
+            ident = ident.model_copy(update={"changed": diff})
+            self._word(f"{ident.ref} changed since its last run: {diff}")
+        self.identities[ident.ref] = ident
+
+    def _stamped(self, run: AnyRun) -> AnyRun:
+        """The run with the identity of each target it measured (every run records what it saw)."""
+        stamp(run, [i for ref, i in self.identities.items()])
+        return run
 
     async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
         """The targets of `refs` (the fleet's `bench_targets`)."""
@@ -192,6 +239,7 @@ class BenchDesk:
                 run = await run_bench(
                     req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
                 )
+                self._stamped(run)
                 self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
             finally:
@@ -230,6 +278,7 @@ class BenchDesk:
                         stop_on_saturation=req.stop_on_saturation,
                     )  # fmt: skip
                     run = await run_load(req, targets, spec, settings, self._hooks(stop))
+                self._stamped(run)
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
             finally:

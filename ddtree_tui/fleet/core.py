@@ -29,6 +29,7 @@ from ddtree_tui.fleet.services import SMOKE_PROMPT, Ref, ServiceDesk
 from ddtree_tui.fleet.todos import Todos
 from ddtree_tui.lib.pubsub import PubSub
 from ddtree_tui.model.events import FleetEvent, Notice
+from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.intents import AnyIntent, Bench, Kill, Launch, Move, Outcome, Restart, Todo
 from ddtree_tui.model.snapshot import ActionResult, FleetSnapshot, ServiceStatus
 from ddtree_tui.model.todo import ItemEvidence, TodoEdit, TodoResult
@@ -250,8 +251,13 @@ class Fleet:
         timeout: float = 30.0,
         api: str = "generate",
         model: str | None = None,
+        force: bool = False,
     ) -> SmokeResult:
-        return await self.services.smoke(ref, prompt, max_new_tokens, timeout, api, model)
+        return await self.services.smoke(ref, prompt, max_new_tokens, timeout, api, model, force)
+
+    async def identify(self, ref: Ref) -> TargetIdentity:
+        """Who answers on the service's port: ours, stopped, foreign (fleet/identity.py)."""
+        return await self.services.identify(ref)
 
     async def service_url(self, ref: Ref) -> str:
         """http://127.0.0.1:PORT reaching the service (its port forwarded over the host's transport)."""
