@@ -24,6 +24,7 @@ async def _fleet_smoke(args: SmokeArgs, profiles: list[HostProfile], ref: str) -
             timeout=args.timeout,
             api=args.api,
             model=args.model,
+            force=args.force,
         )
 
 

@@ -271,12 +271,12 @@ class ServiceDesk:
         st = h.statuses.get(svc)
         left = min(5.0, deadline - time.monotonic())
         # a fresh fleet (the headless mode) has not probed yet: ask now, so the error says stopped/crashed
-        if not res.ok and refused is None and (st is None or st.state == "unknown") and left > 0.1:
+        if not res.ok and (st is None or st.state == "unknown") and left > 0.1:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(left):
                     await h.services.refresh()
             st = h.statuses.get(svc)
-        if not res.ok and refused is None and st is not None and st.state != "ready":
+        if not res.ok and st is not None and st.state not in ("ready", "unknown"):
             res = res.model_copy(update={"error": f"service is {st.state}; {res.error}"})
         self._publish(Notice(severity="information" if res.ok else "error", text=res.line()))
         return res

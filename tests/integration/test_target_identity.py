@@ -1,0 +1,187 @@
+"""Issue 29, target identity: a foreign listener can never produce a figure under a service's name.
+
+Real things only: a local profile with a simulated service launched through the fleet (a real child process
+with its pidfile), a foreign listener that is a plain socket (or a simulated server) started by this test on
+the service's port, `ddtree-tui smoke` / `--run-bench` in child processes, and the history and todo evidence
+read back as a user would."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from ddtree_tui.bench.models import BenchRequest
+from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.config import load_profile
+from ddtree_tui.fleet import Fleet
+from ddtree_tui.fleet.benching import BenchRefused
+from ddtree_tui.model.events import Notice
+from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.server import SimServer
+from ddtree_tui.todo.evidence import HistoryBenchContext
+from tests.fixtures.services.support import cleanup_workdir
+from tests.util import cli_argv, free_port
+
+pytestmark = pytest.mark.timeout(90)
+
+REF = "loc/sim"
+PROMPTS = [Prompt(id="p0", messages=[{"role": "user", "content": "question"}])]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def profile(tmp_path: Path, port: int) -> Iterator[Path]:
+    p = tmp_path / "loc.toml"
+    p.write_text(
+        f'name = "loc"\naddress = "local"\npython = "{sys.executable}"\nworkdir = "{tmp_path / "w"}"\n'
+        '[telemetry]\nsource = "none"\n\n'
+        f'[[service]]\nname = "sim"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {port}\n'
+        "kill_timeout = 5\nstartup_timeout = 20\n"
+        "[service.sim]\naccept_length = 3.0\nload_time = 0.2\ndecode_rate = 2000\nseed = 1\n"
+    )
+    yield p
+    cleanup_workdir(tmp_path / "w")
+
+
+@contextlib.contextmanager
+def foreign_listener(port: int) -> Iterator[socket.socket]:
+    """A plain socket listening on the service's port: accepts connections, answers nothing."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(16)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _smoke(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = cli_argv("smoke", REF, "--profile", str(tmp_path / "loc.toml"), "--timeout", "10", *args)
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+
+async def test_smoke_of_a_stopped_service_refuses_a_foreign_listener(tmp_path: Path, profile: Path, port: int) -> None:
+    """The first row: `smoke local/dflash` while it is stopped and another process holds its port used to
+    print `ok … tok/s`, exit 0. Now: refused, exit 1, the holder named; `--force` measures it, said so."""
+    with foreign_listener(port):
+        p = await asyncio.to_thread(_smoke, tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    line = p.stdout.strip()
+    assert line.startswith(f"smoke {REF}: FAILED — service is stopped; refused to measure {REF}"), line
+    assert f"port {port} is held by pid {os.getpid()}" in line and "not the service we launched" in line
+    assert "--force" in line and " ok " not in line
+
+    with foreign_listener(port):
+        p = await asyncio.to_thread(_smoke, tmp_path, "--json")
+    assert p.returncode == 1
+    ident = json.loads(p.stdout)["identity"]
+    assert ident["verdict"] == "foreign" and ident["verified"] is False and ident["forced"] is False
+    assert ident["listener_pids"] == [os.getpid()] and ident["port"] == port
+
+    # a server that does answer: with --force it is measured, and the line says whose figure it is
+    async with SimServer(SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port), log=lambda s: None):
+        p = await asyncio.to_thread(_smoke, tmp_path, "--force", "--max-new-tokens", "4")
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "ok — 4 tokens" in p.stdout and "FORCED, not verified" in p.stdout
+        assert f"held by pid {os.getpid()}" in p.stdout
+
+
+@pytest.fixture
+async def fleet(profile: Path, tmp_path: Path) -> AsyncIterator[Fleet]:
+    # no watcher: the snapshot keeps what the launch saw, as a stale view would between two probes
+    async with Fleet.open(
+        [load_profile(profile)],
+        todos_path=tmp_path / "todos.json",
+        history_path=tmp_path / "h.jsonl",
+        telemetry=False,
+        watch=False,
+    ) as f:
+        yield f
+
+
+def _history(tmp_path: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in (tmp_path / "h.jsonl").read_text().splitlines()]
+
+
+async def test_a_run_records_a_verified_identity_and_refuses_a_foreign_one(
+    fleet: Fleet, tmp_path: Path, port: int
+) -> None:
+    res = await fleet.launch(REF)
+    assert res.ok, res.message
+    ready = await fleet.wait_service(REF, {"ready"}, 20)
+    assert ready.state == "ready" and ready.pid
+
+    ident = await fleet.identify(REF)
+    assert ident.verdict == "ours" and ident.verified and ident.service_pid == ready.pid
+    run = await fleet.run_bench(BenchRequest(refs=[REF], prompts="seed3", warmup=0, max_new_tokens=4))
+    rec = _history(tmp_path)[-1]
+    assert rec["id"] == run.id
+    seen = rec["targets"][0]["identity"]  # type: ignore[index]
+    assert (seen["verdict"], seen["verified"], seen["port"]) == ("ours", True, port)
+    assert HistoryBenchContext(fleet.snapshot(), tmp_path / "h.jsonl").bench_ok(REF, "seed3") is True
+
+    # the service dies behind the fleet's back (our own child) and a stranger takes its port: the snapshot
+    # still says ready, the identity check does not believe it
+    os.killpg(os.getpgid(ready.pid), signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            cm = foreign_listener(port)
+            cm.__enter__()
+            break
+        except OSError:
+            await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the killed service's port never came free")
+    try:
+        assert fleet.snapshot().service("loc", "sim").state == "ready"  # type: ignore[union-attr]
+        q = fleet.subscribe()
+        with pytest.raises(BenchRefused, match="nothing to benchmark"):
+            await fleet.run_bench(BenchRequest(refs=[REF], prompts="seed3", warmup=0, max_new_tokens=4))
+        words = [ev.text for ev in _drain(q) if isinstance(ev, Notice)]
+        assert any(
+            w.startswith(f"{REF} left out: refused to measure {REF}: {REF} is not running")
+            and f"held by pid {os.getpid()}" in w
+            for w in words
+        ), words
+    finally:
+        cm.__exit__(None, None, None)
+    assert len(_history(tmp_path)) == 1  # nothing measured, nothing filed
+
+    # forced: measured, recorded as forced, and never evidence
+    async with SimServer(SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port), log=lambda s: None):
+        forced = await fleet.run_bench(
+            BenchRequest(refs=[REF], prompts="seed3", warmup=0, max_new_tokens=4, force=True)
+        )
+    assert forced.failed == 0 and forced.targets[0].identity is not None
+    fi = forced.targets[0].identity
+    assert (fi.verdict, fi.forced, fi.verified) == ("foreign", True, False)
+    assert _history(tmp_path)[-1]["targets"][0]["identity"]["forced"] is True  # type: ignore[index]
+    # the latest run is not evidence; the earlier verified one still is
+    ctx = HistoryBenchContext(fleet.snapshot(), tmp_path / "h.jsonl")
+    assert ctx.bench_ok(REF, "seed3") is True
+    ctx.runs = ctx.runs[-1:]
+    assert ctx.bench_ok(REF, "seed3") is None
+
+
+def _drain(q: asyncio.Queue[object]) -> list[object]:
+    out = []
+    while not q.empty():
+        out.append(q.get_nowait())
+    return out
