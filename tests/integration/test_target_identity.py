@@ -76,7 +76,9 @@ def _smoke(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
 
 
-async def test_smoke_of_a_stopped_service_refuses_a_foreign_listener(tmp_path: Path, profile: Path, port: int) -> None:
+async def test_smoke_of_a_stopped_service_refuses_a_foreign_listener(
+    tmp_path: Path, profile: Path, port: int
+) -> None:
     """The first row: `smoke local/dflash` while it is stopped and another process holds its port used to
     print `ok … tok/s`, exit 0. Now: refused, exit 1, the holder named; `--force` measures it, said so."""
     with foreign_listener(port):
@@ -95,7 +97,9 @@ async def test_smoke_of_a_stopped_service_refuses_a_foreign_listener(tmp_path: P
     assert ident["listener_pids"] == [os.getpid()] and ident["port"] == port
 
     # a server that does answer: with --force it is measured, and the line says whose figure it is
-    async with SimServer(SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port), log=lambda s: None):
+    async with SimServer(
+        SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port), log=lambda s: None
+    ):
         p = await asyncio.to_thread(_smoke, tmp_path, "--force", "--max-new-tokens", "4")
         assert p.returncode == 0, p.stdout + p.stderr
         assert "ok — 4 tokens" in p.stdout and "FORCED, not verified" in p.stdout
@@ -165,7 +169,9 @@ async def test_a_run_records_a_verified_identity_and_refuses_a_foreign_one(
     assert len(_history(tmp_path)) == 1  # nothing measured, nothing filed
 
     # forced: measured, recorded as forced, and never evidence
-    async with SimServer(SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port), log=lambda s: None):
+    async with SimServer(
+        SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port), log=lambda s: None
+    ):
         forced = await fleet.run_bench(
             BenchRequest(refs=[REF], prompts="seed3", warmup=0, max_new_tokens=4, force=True)
         )
