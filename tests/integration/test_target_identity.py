@@ -191,3 +191,25 @@ def _drain(q: asyncio.Queue[object]) -> list[object]:
     while not q.empty():
         out.append(q.get_nowait())
     return out
+
+
+def test_status_json_and_its_todo_evidence_agree(tmp_path: Path, profile: Path) -> None:
+    """Same family: `status --json` said a service was `stopped` while the todo evidence in the same document
+    said "unknown" (judged before the first probe). Both now come from the same settled snapshot."""
+    todos = tmp_path / "todos.json"
+    items = [
+        {"content": "sim is down", "status": "pending", "check": f"service {REF} stopped"},
+        {"content": "host is up", "status": "pending", "check": "host loc connected"},
+    ]
+    todos.write_text(json.dumps({"todos": items}))
+    argv = cli_argv("status", "--json", "--profile", str(profile), "--todos", str(todos), "--timeout", "10")
+    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    svc = next(s for h in doc["hosts"] for s in h["services"] if s["name"] == "sim")
+    assert svc["state"] == "stopped"
+    ev = doc["todos"]["evidence"]
+    assert [(e["state"], e["detail"]) for e in ev] == [
+        ("verified", f"service {REF} is stopped"),
+        ("verified", "host loc is connected"),
+    ]
