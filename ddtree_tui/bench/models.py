@@ -43,6 +43,7 @@ class BenchTarget(BaseModel):
     gpus: list[int] | None = None
     telemetry: str | None = None
     model: str | None = None  # the OpenAI "model" field: --model, else what /v1/models lists
+    identity: TargetIdentity | None = None  # who answered on its port when checked; the run records it
 
     @property
     def label(self) -> str:

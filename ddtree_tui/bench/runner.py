@@ -402,6 +402,7 @@ def _target_info(t: BenchTarget, info: dict[str, Any] | None) -> TargetInfo:
         gpus=t.gpus,
         telemetry=t.telemetry,
         server_args=_server_args(info),
+        identity=t.identity,
     )
 
 

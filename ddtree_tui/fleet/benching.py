@@ -134,7 +134,7 @@ class BenchDesk:
         if req.urls:
             found = await url_targets(req.urls)
             await self._identify_urls(found)
-            return found
+            return self._with_identity(found)
         refs, words = self.runnable(req.refs, req.force)
         refs, refused = await self._identified(refs, req.force)
         words += refused
@@ -161,7 +161,11 @@ class BenchDesk:
                     model=spec.served_model_name, **_manifest(host, spec),
                 )
             )  # fmt: skip
-        return out
+        return self._with_identity(out)
+
+    def _with_identity(self, targets: Sequence[BenchTarget]) -> list[BenchTarget]:
+        """Each target carrying what its check saw: every engine's run records it (TargetInfo.identity)."""
+        return [t.model_copy(update={"identity": self.identities.get(t.ref)}) for t in targets]
 
     async def _identified(self, refs: Sequence[str], force: bool) -> tuple[list[str], list[str]]:
         """(the refs whose listener is the service named, the words for those refused): issue 29's target
