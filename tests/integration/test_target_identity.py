@@ -213,3 +213,42 @@ def test_status_json_and_its_todo_evidence_agree(tmp_path: Path, profile: Path) 
         ("verified", f"service {REF} is stopped"),
         ("verified", "host loc is connected"),
     ]
+
+
+async def _cli(cwd: Path, *args: str) -> tuple[int, str]:
+    """`ddtree-tui ARGS` in a child process (this test's servers keep serving meanwhile): (exit, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        *cli_argv(*args), cwd=cwd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 90)
+    return int(proc.returncode or 0), err.decode()
+
+
+async def test_run_bench_refuses_or_forces_a_foreign_listener_and_shows_a_changed_url_server(
+    tmp_path: Path, profile: Path, port: int
+) -> None:
+    hist = ["--history", str(tmp_path / "h.jsonl")]
+    base = ["--run-bench", "--warmup", "0", "--max-new-tokens", "4", *hist]
+    out = tmp_path / "r.json"
+    cfg = SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port)
+    async with SimServer(cfg, log=lambda s: None):
+        code, err = await _cli(tmp_path, *base, "--profile", str(profile), "--services", REF)
+        assert code == 1 and "nothing to benchmark" in err and f"{REF} left out" in err, err
+        code, err = await _cli(
+            tmp_path, *base, "--profile", str(profile), "--services", REF, "--force", "--json", str(out)
+        )
+        assert code == 0, err
+        assert f"{REF} measured with --force" in err and f"held by pid {os.getpid()}" in err
+        ident = json.loads(out.read_text())["targets"][0]["identity"]
+        assert (ident["verdict"], ident["forced"], ident["verified"]) == ("foreign", True, False)
+
+    # a --url server: what it says of itself is recorded, and a different server behind the same URL is said
+    url = f"http://127.0.0.1:{port}"
+    for model in ("sim/model-a", "sim/model-b"):
+        async with SimServer(cfg.model_copy(update={"model_path": model}), log=lambda s: None):
+            code, err = await _cli(tmp_path, *base, "--url", url, "--json", str(out))
+        assert code == 0, err
+        ident = json.loads(out.read_text())["targets"][0]["identity"]
+        assert (ident["kind"], ident["verdict"], ident["model"]) == ("url", "server", model)
+    assert ident["changed"] == "model sim/model-a → sim/model-b"
+    assert f"127.0.0.1:{port} changed since its last run: model sim/model-a → sim/model-b" in err
