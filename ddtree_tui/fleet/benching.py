@@ -229,7 +229,21 @@ class BenchDesk:
         return gate
 
     def _hooks(self, stop: asyncio.Event | None) -> RunHooks:
-        return RunHooks(on_event=self._publish, gates=self.gates, where=self.where, stop=stop)
+        return RunHooks(
+            on_event=self._publish, gates=self.gates, where=self.where, stop=stop, recheck=self._recheck
+        )
+
+    async def _recheck(self) -> str | None:
+        """Before each load level after the first: is every launched target still the service checked at
+        the start? The reason to stop the ladder when one is not (a forced target is not re-asked)."""
+        for ref, before in self.identities.items():
+            if before.kind != "launched" or before.forced:
+                continue
+            now = await self.fleet.identify(ref)
+            if not now.verified:
+                self._word(f"{ref}: {now.reason}; the load ladder stops before its next level")
+                return f"target identity lost: {now.reason}"
+        return None
 
     # --- runs ----------------------------------------------------------------------------------------------
     async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun:

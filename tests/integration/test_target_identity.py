@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_tui.bench.models import BenchRequest
+from ddtree_tui.bench.models import BenchRequest, ShapeRequest
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.config import load_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.fleet.benching import BenchRefused
-from ddtree_tui.model.events import Notice
+from ddtree_tui.model.events import BenchEventWrap, Notice
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
 from ddtree_tui.todo.evidence import HistoryBenchContext
@@ -252,3 +252,43 @@ async def test_run_bench_refuses_or_forces_a_foreign_listener_and_shows_a_change
         assert (ident["kind"], ident["verdict"], ident["model"]) == ("url", "server", model)
     assert ident["changed"] == "model sim/model-a → sim/model-b"
     assert f"127.0.0.1:{port} changed since its last run: model sim/model-a → sim/model-b" in err
+
+
+async def test_a_load_ladder_stops_when_its_service_is_no_longer_the_one_checked(
+    fleet: Fleet, tmp_path: Path, port: int
+) -> None:
+    """Each load level after the first asks again: the service dies during level 1 and a stranger takes its
+    port, so level 2 is never measured under the service's name; the run says why it stopped."""
+    assert (await fleet.launch(REF)).ok
+    ready = await fleet.wait_service(REF, {"ready"}, 20)
+    assert ready.pid
+    q = fleet.subscribe()
+    req = ShapeRequest(refs=[REF], prompts=PROMPTS, load="concurrency:1,2", duration_s=3.0, warmup=0,
+                       timeout=2.0, max_new_tokens=16, stop_on_saturation=False)  # fmt: skip
+    task = asyncio.create_task(fleet.run_load_shape(req))
+    stranger: socket.socket | None = None
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # the first request of level 1 has finished
+            ev = await asyncio.wait_for(q.get(), 20)
+            if isinstance(ev, BenchEventWrap) and getattr(ev.event, "kind", "") == "prompt_finished":
+                break
+        os.killpg(os.getpgid(ready.pid), signal.SIGKILL)  # our own launched child
+        while stranger is None and time.monotonic() < deadline:
+            try:
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("127.0.0.1", port))
+                s.listen(16)
+                stranger = s
+            except OSError:
+                s.close()
+                await asyncio.sleep(0.05)
+        assert stranger is not None, "the killed service's port never came free"
+        run = await asyncio.wait_for(task, 60)
+    finally:
+        task.cancel()
+        if stranger is not None:
+            stranger.close()
+    assert run.kind == "load" and [lv.label for lv in run.levels] == ["c=1"]
+    assert run.stopped is not None and run.stopped.startswith(f"target identity lost: {REF} is not running")
