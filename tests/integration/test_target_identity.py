@@ -292,3 +292,18 @@ async def test_a_load_ladder_stops_when_its_service_is_no_longer_the_one_checked
             stranger.close()
     assert run.kind == "load" and [lv.label for lv in run.levels] == ["c=1"]
     assert run.stopped is not None and run.stopped.startswith(f"target identity lost: {REF} is not running")
+
+
+async def test_smoke_by_url_records_what_the_server_says_it_is(tmp_path: Path, port: int) -> None:
+    cfg = SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port, model_path="sim/model-a")
+    async with SimServer(cfg, log=lambda s: None) as srv:
+        argv = cli_argv("smoke", srv.base_url, "--max-new-tokens", "4", "--json")
+        p = await asyncio.to_thread(
+            subprocess.run, argv, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+    assert p.returncode == 0, p.stderr
+    ident = json.loads(p.stdout)["identity"]
+    assert (ident["kind"], ident["verdict"], ident["verified"], ident["model"]) == (
+        "url", "server", True, "sim/model-a"
+    )  # fmt: skip
+    assert ident["speculative_algorithm"] == "DFLASH"
