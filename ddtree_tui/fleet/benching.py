@@ -3,9 +3,11 @@ collector), is run here, from one BenchRequest / ShapeRequest, with the same def
 
 What the desk does: turn the request's services into targets (127.0.0.1 for a local host, a port forwarded
 through the host's own SSH transport otherwise, a running server by URL for `--url`), leave out a service
-that is not running (stopped or crashed) with a word, the same rule for a plain run and a load shape, run the
-engine (bench/runner.py, loadrun.py, soak.py, agentic.py) with its events published on the fleet, probe a
-soak's GPUs, and append the run to the bench history.
+that is not running (stopped or crashed) with a word, the same rule for a plain run and a load shape, check
+each target's identity (issue 29, fleet/identity.py: a port held by anything but the process group we
+launched is refused, or measured with `force` and recorded as forced; a load ladder asks again before each
+level), record it on the run, run the engine (bench/runner.py, loadrun.py, soak.py, agentic.py) with its
+events published on the fleet, probe a soak's GPUs, and append the run to the bench history.
 
 `--url` targets are a kind of their own here, not a made-up host profile: a URL names a server we neither
 launched nor watch, may be https or another machine, and its results are named host:port as they always
@@ -201,7 +203,7 @@ class BenchDesk:
 
     def _stamped(self, run: AnyRun) -> AnyRun:
         """The run with the identity of each target it measured (every run records what it saw)."""
-        stamp(run, [i for ref, i in self.identities.items()])
+        stamp(run, list(self.identities.values()))
         return run
 
     async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
