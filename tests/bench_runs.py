@@ -22,6 +22,17 @@ def bench_run(prompt_set: str, results: list[tuple[str, str | None]], status: st
             "repeats": 1,
             "warmup": 0,
             "concurrency": 1,
+            # every service it measured, with the verified identity a run records (issue 29)
+            "targets": [
+                {
+                    "ref": svc,
+                    "base_url": "http://127.0.0.1:1",
+                    "algorithm": "dflash",
+                    "mode": None,
+                    "identity": {"ref": svc, "kind": "launched", "verdict": "ours", "verified": True},
+                }
+                for svc in dict.fromkeys(s for s, _ in results)
+            ],
             "results": [
                 RequestResult(
                     service=svc,

@@ -141,6 +141,7 @@ class LoadRunner:
         if settings.duration_s is not None and settings.requests is not None:
             raise ValueError("give --duration or --requests, not both")
         self.runner = hooks.runner(req, targets)
+        self._recheck = hooks.recheck
         self.req = req
         self.load = load
         self.rounds = 2 if len(targets) > 1 else 1
@@ -363,6 +364,9 @@ class LoadRunner:
             async with StreamClient() as client:
                 await r.prepare(client)
                 for idx, level in enumerate(self.load.levels):
+                    if idx and self._recheck is not None and (why := await self._recheck()) is not None:
+                        self.stopped = why  # no figure of this level under a name it may not have
+                        break
                     res = await self._level(client, idx, level)
                     if res.saturated and self.settings.stop_on_saturation and idx < len(self.load.levels) - 1:
                         self.stopped = f"saturated at {res.label}: " + "; ".join(

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.model.identity import TargetIdentity
 
 BENCH_SCHEMA = 1
 
@@ -42,6 +43,7 @@ class BenchTarget(BaseModel):
     gpus: list[int] | None = None
     telemetry: str | None = None
     model: str | None = None  # the OpenAI "model" field: --model, else what /v1/models lists
+    identity: TargetIdentity | None = None  # who answered on its port when checked; the run records it
 
     @property
     def label(self) -> str:
@@ -86,6 +88,11 @@ class BenchRequest(BaseModel):
     tokens_event_interval: float = Field(default=0.1, ge=0, description="min seconds between token events")
     workers: int = Field(
         default=1, ge=1, le=64, description="client processes; >1 spreads the requests over child processes"
+    )
+    force: bool = Field(
+        default=False,
+        description="measure a service whose port is held by something other than the process we launched "
+        "(recorded as forced, never counted as verified)",
     )
 
     @property
@@ -311,6 +318,7 @@ class TargetInfo(BaseModel):
     gpus: list[int] | None = None  # CUDA_VISIBLE_DEVICES of the profile
     telemetry: str | None = None  # the host's GPU telemetry source: nvml, nvidia-smi, replay (a recording)
     server_args: dict[str, Any] | None = None  # the speculative / serving settings /server_info reported
+    identity: TargetIdentity | None = None  # who answered on its port when the run checked (issue 29)
 
 
 class PromptInfo(BaseModel):

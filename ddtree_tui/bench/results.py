@@ -31,6 +31,7 @@ from ddtree_tui.bench.models import (
     TargetInfo,
     TokensReceived,
 )
+from ddtree_tui.model.identity import TargetIdentity
 
 LOAD_SCHEMA = 2
 SOAK_SCHEMA = 2
@@ -206,6 +207,7 @@ class AgenticRun(BaseModel):
     turns: int
     think_time_s: float
     turns_results: list[TurnResult] = Field(default_factory=list)
+    identities: list[TargetIdentity] = Field(default_factory=list)  # per service, as checked (issue 29)
     session_results: list[SessionResult] = Field(default_factory=list)
     failed: int = 0
     model_config = {"populate_by_name": True}

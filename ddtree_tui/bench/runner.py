@@ -97,6 +97,9 @@ class RunHooks:
     gates: Mapping[str, Gate] | None = None
     where: Mapping[str, str] | None = None
     stop: asyncio.Event | None = None
+    # before each load level after the first: why the ladder must stop (a target's listener is no longer
+    # the service checked at the start, issue 29), or None to go on
+    recheck: Callable[[], Awaitable[str | None]] | None = None
 
     def runner(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> BenchRunner:
         """The per-request machinery for `targets`, reporting through these hooks."""
@@ -402,6 +405,7 @@ def _target_info(t: BenchTarget, info: dict[str, Any] | None) -> TargetInfo:
         gpus=t.gpus,
         telemetry=t.telemetry,
         server_args=_server_args(info),
+        identity=t.identity,
     )
 
 

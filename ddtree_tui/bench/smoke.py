@@ -15,6 +15,7 @@ from ddtree_tui.bench.client import measure_request, served_model
 from ddtree_tui.bench.models import BenchTarget, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.model.identity import TargetIdentity
 
 DEFAULT_PROMPT = "Say hello in one short sentence."
 DEFAULT_MAX_NEW_TOKENS = 32
@@ -37,6 +38,7 @@ class SmokeResult(BaseModel):
     base_url: str | None = None
     finish_reason: str | None = None
     status_code: int | None = None  # of a refused or aborted request
+    identity: TargetIdentity | None = None  # who answered on the port (issue 29); None for a --url smoke
 
     def line(self) -> str:
         """The one-line summary printed by `ddtree-tui smoke` and shown as the TUI's notification."""
@@ -54,7 +56,10 @@ class SmokeResult(BaseModel):
         text = self.output.replace("\n", " ").strip()
         if len(text) > 60:
             text = text[:59] + "…"
-        return f"smoke {self.ref}: ok — {', '.join(bits)} — {text!r}"
+        line = f"smoke {self.ref}: ok — {', '.join(bits)} — {text!r}"
+        if self.identity is not None and self.identity.forced:
+            line += f" — FORCED, not verified: {self.identity.reason}"
+        return line
 
 
 def failed(ref: str, error: str, base_url: str | None = None) -> SmokeResult:

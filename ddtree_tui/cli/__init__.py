@@ -249,6 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-response-bytes", metavar="SIZE", help="most bytes one response may send (default 8G)"
     )
     b.add_argument("--baseline", metavar="HOST/SVC", help="Δ columns relative to it (default: the first)")
+    b.add_argument(
+        "--force",
+        action="store_true",
+        help="measure a service whose port another process holds (recorded as forced, never verified)",
+    )
     b.add_argument("--json", dest="json_out", metavar="FILE", help="write the run as JSON (schema in README)")
     b.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-prompt rows as CSV")
     b.add_argument("--html", dest="html_out", metavar="FILE", help="a self-contained HTML report of the run")
@@ -292,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="tokens to generate")
     sp.add_argument("--timeout", type=float, default=30.0, help="seconds for the whole request")
     sp.add_argument("--json", action="store_true", help="print the result as a JSON object")
+    sp.add_argument(
+        "--force",
+        action="store_true",
+        help="send it even when the port's listener is not the service we launched (said so in the result)",
+    )
 
     sp = add("move", "launch the same service spec on another host, then kill the old one")
     sp.add_argument("service", metavar="HOST/SVC")

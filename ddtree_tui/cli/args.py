@@ -63,6 +63,7 @@ class SmokeArgs(CliArgs):
     max_new_tokens: int = 32
     timeout: float = 30.0
     as_json: bool = Field(False, alias="json")
+    force: bool = False
 
 
 class PatchesArgs(CliArgs):

@@ -119,7 +119,7 @@ def build_request(ns: argparse.Namespace, refs: Sequence[str] = (), urls: Sequen
         "warmup": ns.warmup, "concurrency": ns.concurrency, "workers": getattr(ns, "workers", 1),
         "max_new_tokens": ns.max_new_tokens, "temperature": ns.temperature,
         "ignore_eos": bool(getattr(ns, "ignore_eos", False)), "api": ns.api, "model": getattr(ns, "model", None),
-        "baseline": ns.baseline,
+        "baseline": ns.baseline, "force": bool(getattr(ns, "force", False)),
     }  # fmt: skip
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout

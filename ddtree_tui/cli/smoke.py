@@ -12,6 +12,7 @@ from ddtree_tui.cli.args import SmokeArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.fleet.identity import served_identity
 
 
 async def _fleet_smoke(args: SmokeArgs, profiles: list[HostProfile], ref: str) -> SmokeResult:
@@ -24,6 +25,7 @@ async def _fleet_smoke(args: SmokeArgs, profiles: list[HostProfile], ref: str) -
             timeout=args.timeout,
             api=args.api,
             model=args.model,
+            force=args.force,
         )
 
 
@@ -34,8 +36,10 @@ def _url_smoke(args: SmokeArgs) -> SmokeResult:
         raise UsageError(str(e)) from e
     if len(urls) != 1:
         raise UsageError("smoke takes one URL")
-    return asyncio.run(
-        smoke_request(
+
+    async def smoke() -> SmokeResult:
+        """The request, and what the server says it is (/server_info), recorded beside it (issue 29)."""
+        res = await smoke_request(
             url_ref(urls[0]),
             urls[0],
             algorithm="baseline",
@@ -45,7 +49,10 @@ def _url_smoke(args: SmokeArgs) -> SmokeResult:
             api=args.api,
             model=args.model,
         )
-    )
+        ident = await served_identity(url_ref(urls[0]), urls[0], "url", timeout=min(args.timeout, 5.0))
+        return res.model_copy(update={"identity": ident})
+
+    return asyncio.run(smoke())
 
 
 @handler("smoke", SmokeArgs)

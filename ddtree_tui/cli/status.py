@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 from ddtree_tui.cli.args import StatusArgs
 from ddtree_tui.cli.common import handler, profiles_of
@@ -76,7 +77,8 @@ def _host_line(h: HostView) -> str:
 
 @handler("status", StatusArgs)
 def status_main(args: StatusArgs) -> int:
-    snap = asyncio.run(collect_snapshot(profiles_of(args), timeout=args.timeout))
+    todos = Path(args.todos) if args.todos else None  # the list whose evidence the document carries
+    snap = asyncio.run(collect_snapshot(profiles_of(args), timeout=args.timeout, todos_path=todos))
     if args.as_json:
         print(json.dumps(snap.to_json_dict(), indent=2))
     else:

@@ -3,9 +3,11 @@ collector), is run here, from one BenchRequest / ShapeRequest, with the same def
 
 What the desk does: turn the request's services into targets (127.0.0.1 for a local host, a port forwarded
 through the host's own SSH transport otherwise, a running server by URL for `--url`), leave out a service
-that is not running (stopped or crashed) with a word, the same rule for a plain run and a load shape, run the
-engine (bench/runner.py, loadrun.py, soak.py, agentic.py) with its events published on the fleet, probe a
-soak's GPUs, and append the run to the bench history.
+that is not running (stopped or crashed) with a word, the same rule for a plain run and a load shape, check
+each target's identity (issue 29, fleet/identity.py: a port held by anything but the process group we
+launched is refused, or measured with `force` and recorded as forced; a load ladder asks again before each
+level), record it on the run, run the engine (bench/runner.py, loadrun.py, soak.py, agentic.py) with its
+events published on the fleet, probe a soak's GPUs, and append the run to the bench history.
 
 `--url` targets are a kind of their own here, not a made-up host profile: a URL names a server we neither
 launched nor watch, may be https or another machine, and its results are named host:port as they always
@@ -34,7 +36,9 @@ from ddtree_tui.bench.soak import GpuProbe, SoakSettings, gpu_windows, host_gpu_
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.urls import url_ref
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, last_identities, served_identity, stamp
 from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
+from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.transport import Transport
@@ -58,6 +62,7 @@ class BenchFleet(Protocol):
     def snapshot(self) -> FleetSnapshot: ...
     def transport(self, host: str) -> Transport: ...
     def publish(self, ev: FleetEvent) -> None: ...
+    async def identify(self, ref: str) -> TargetIdentity: ...
 
 
 def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
@@ -98,6 +103,7 @@ class BenchDesk:
         self.running = False
         self.gates: dict[str, Gate] = {}  # by ref: services behind an SSH forward wait out a dropped link
         self.where: dict[str, str] = {}  # by ref: the route, for connection errors
+        self.identities: dict[str, TargetIdentity] = {}  # by ref: what the last targets() saw (issue 29)
 
     def _word(self, text: str) -> None:
         """Something a user should hear (a service left out, a host that dropped): a warning Notice."""
@@ -107,16 +113,17 @@ class BenchDesk:
         self.fleet.publish(BenchEventWrap(event=ev))
 
     # --- targets -------------------------------------------------------------------------------------------
-    def runnable(self, refs: Sequence[str]) -> tuple[list[str], list[str]]:
+    def runnable(self, refs: Sequence[str], force: bool = False) -> tuple[list[str], list[str]]:
         """(the services to measure, the words for those left out): a service the fleet sees stopped or
-        crashed has no server of ours behind its port, so it is never measured (whatever answers there)."""
+        crashed has no server of ours behind its port, so it is never measured (whatever answers there)
+        unless `force` (then the identity check says who answers, and the run records it as forced)."""
         snap = self.fleet.snapshot()
         keep: list[str] = []
         words: list[str] = []
         for ref in refs:
             host, _, svc = ref.partition("/")
             st = snap.service(host, svc)
-            if st is not None and st.state in NOT_RUNNING:
+            if st is not None and st.state in NOT_RUNNING and not force:
                 words.append(f"{ref} left out: the service is {st.state}")
             else:
                 keep.append(ref)
@@ -125,9 +132,14 @@ class BenchDesk:
     async def targets(self, req: BenchRequest) -> list[BenchTarget]:
         """The request's targets; services that are not running are left out with a word (a Notice on the
         fleet). BenchRefused when nothing is left or a service cannot be reached."""
+        self.identities = {}
         if req.urls:
-            return await url_targets(req.urls)
-        refs, words = self.runnable(req.refs)
+            found = await url_targets(req.urls)
+            await self._identify_urls(found)
+            return self._with_identity(found)
+        refs, words = self.runnable(req.refs, req.force)
+        refs, refused = await self._identified(refs, req.force)
+        words += refused
         for w in words:
             self._word(w)
         if not refs:
@@ -151,7 +163,48 @@ class BenchDesk:
                     model=spec.served_model_name, **_manifest(host, spec),
                 )
             )  # fmt: skip
-        return out
+        return self._with_identity(out)
+
+    def _with_identity(self, targets: Sequence[BenchTarget]) -> list[BenchTarget]:
+        """Each target carrying what its check saw: every engine's run records it (TargetInfo.identity)."""
+        return [t.model_copy(update={"identity": self.identities.get(t.ref)}) for t in targets]
+
+    async def _identified(self, refs: Sequence[str], force: bool) -> tuple[list[str], list[str]]:
+        """(the refs whose listener is the service named, the words for those refused): issue 29's target
+        identity, checked before anything is sent. With `force` a refused one is kept, recorded as forced."""
+        keep: list[str] = []
+        words: list[str] = []
+        previous = last_identities(self.history())
+        for ref in refs:
+            ident = await self.fleet.identify(ref)
+            why = ident.refusal()
+            if why is not None and not force:
+                words.append(f"{ref} left out: {why} ({FORCE_HINT})")
+                continue
+            if why is not None:
+                ident = forced(ident)
+                words.append(f"{ref} measured with --force: {ident.reason}; recorded as forced, not verified")
+            self._remember(ident, previous.get(ref))
+            keep.append(ref)
+        return keep, words
+
+    async def _identify_urls(self, targets: Sequence[BenchTarget]) -> None:
+        """A --url server's identity is what its /server_info says; a change since the last run is said."""
+        previous = last_identities(self.history())
+        for t in targets:
+            self._remember(await served_identity(t.ref, t.base_url, "url"), previous.get(t.ref))
+
+    def _remember(self, ident: TargetIdentity, prev: TargetIdentity | None) -> None:
+        diff = changed(prev, ident)
+        if diff is not None:
+            ident = ident.model_copy(update={"changed": diff})
+            self._word(f"{ident.ref} changed since its last run: {diff}")
+        self.identities[ident.ref] = ident
+
+    def _stamped(self, run: AnyRun) -> AnyRun:
+        """The run with the identity of each target it measured (every run records what it saw)."""
+        stamp(run, list(self.identities.values()))
+        return run
 
     async def bench_targets(self, refs: Sequence[str]) -> list[BenchTarget]:
         """The targets of `refs` (the fleet's `bench_targets`)."""
@@ -178,7 +231,21 @@ class BenchDesk:
         return gate
 
     def _hooks(self, stop: asyncio.Event | None) -> RunHooks:
-        return RunHooks(on_event=self._publish, gates=self.gates, where=self.where, stop=stop)
+        return RunHooks(
+            on_event=self._publish, gates=self.gates, where=self.where, stop=stop, recheck=self._recheck
+        )
+
+    async def _recheck(self) -> str | None:
+        """Before each load level after the first: is every launched target still the service checked at
+        the start? The reason to stop the ladder when one is not (a forced target is not re-asked)."""
+        for ref, before in self.identities.items():
+            if before.kind != "launched" or before.forced:
+                continue
+            now = await self.fleet.identify(ref)
+            if not now.verified:
+                self._word(f"{ref}: {now.reason}; the load ladder stops before its next level")
+                return f"target identity lost: {now.reason}"
+        return None
 
     # --- runs ----------------------------------------------------------------------------------------------
     async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun:
@@ -192,6 +259,7 @@ class BenchDesk:
                 run = await run_bench(
                     req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
                 )
+                self._stamped(run)
                 self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
             finally:
@@ -230,6 +298,7 @@ class BenchDesk:
                         stop_on_saturation=req.stop_on_saturation,
                     )  # fmt: skip
                     run = await run_load(req, targets, spec, settings, self._hooks(stop))
+                self._stamped(run)
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
             finally:

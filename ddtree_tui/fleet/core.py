@@ -30,6 +30,7 @@ from ddtree_tui.fleet.services import SMOKE_PROMPT, Ref, ServiceDesk
 from ddtree_tui.fleet.todos import Todos
 from ddtree_tui.lib.pubsub import PubSub
 from ddtree_tui.model.events import FleetEvent, Notice
+from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.intents import AnyIntent, Bench, Kill, Launch, Move, Outcome, Restart, Todo
 from ddtree_tui.model.snapshot import ActionResult, FleetSnapshot, ServiceStatus
 from ddtree_tui.model.todo import ItemEvidence, TodoEdit, TodoResult
@@ -253,8 +254,13 @@ class Fleet:
         timeout: float = 30.0,
         api: str = "generate",
         model: str | None = None,
+        force: bool = False,
     ) -> SmokeResult:
-        return await self.services.smoke(ref, prompt, max_new_tokens, timeout, api, model)
+        return await self.services.smoke(ref, prompt, max_new_tokens, timeout, api, model, force)
+
+    async def identify(self, ref: Ref) -> TargetIdentity:
+        """Who answers on the service's port: ours, stopped, foreign (fleet/identity.py)."""
+        return await self.services.identify(ref)
 
     async def service_url(self, ref: Ref) -> str:
         """http://127.0.0.1:PORT reaching the service (its port forwarded over the host's transport)."""
@@ -289,10 +295,18 @@ class Fleet:
 
 
 async def collect_snapshot(
-    profiles: Sequence[HostProfile], timeout: float = 8.0, *, telemetry: bool = True
+    profiles: Sequence[HostProfile],
+    timeout: float = 8.0,
+    *,
+    telemetry: bool = True,
+    todos_path: Path | None = None,
 ) -> FleetSnapshot:
     """One snapshot of every host (`status`, `todo check`): connect, wait for a first sample and service
-    probe, then let go."""
-    async with Fleet.open(profiles, telemetry=telemetry, auto_complete_todos=False) as fleet:
+    probe, then let go. The todo evidence it carries is judged once more against that settled snapshot, so
+    the document never says a service is `stopped` while its evidence says "unknown" (issue 29)."""
+    async with Fleet.open(
+        profiles, telemetry=telemetry, auto_complete_todos=False, todos_path=todos_path
+    ) as fleet:
         await fleet.wait_settled(timeout)
+        await fleet.refresh_todos()
         return fleet.snapshot()

@@ -14,7 +14,9 @@ from ddtree_tui.bench.smoke import SmokeResult, failed, smoke_request
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.doctor import DoctorReport, run_doctor
 from ddtree_tui.fleet.hosts import Hosts
+from ddtree_tui.fleet.identity import FORCE_HINT, forced, served_identity
 from ddtree_tui.model.events import FleetEvent, Notice, PlannedVerb, ServicePlanned
+from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.ref import RefLike, ServiceRef
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services import argcheck
@@ -218,6 +220,22 @@ class ServiceDesk:
         text = f"{what}: {res.message}" + (f" ({res.suggestion})" if res.suggestion else "")
         self._publish(Notice(severity="information" if res.ok else "error", text=text))
 
+    async def identify(self, ref: Ref) -> TargetIdentity:
+        """Who answers on the service's port (issue 29): for a service we launch, whether the listener is our
+        process group (remote/listener.py); for an external one, what its /server_info says."""
+        r = ServiceRef.parse(ref)
+        h, svc = self.hosts.split(r)
+        if h.spec(svc).launcher != "external":
+            return await h.services.identity(svc, str(r))
+        try:
+            base = await h.services.base_url(svc)
+        except Exception as e:
+            return TargetIdentity(
+                ref=str(r), kind="external", verdict="unknown", checked_at=time.time(),
+                reason=f"no route to {r}: {e}",
+            )  # fmt: skip
+        return await served_identity(str(r), base, "external")
+
     async def smoke(
         self,
         ref: Ref,
@@ -226,32 +244,44 @@ class ServiceDesk:
         timeout: float = 30.0,
         api: str = "generate",
         model: str | None = None,
+        force: bool = False,
     ) -> SmokeResult:
         """One short /generate request (the post-deploy curl), bounded by `timeout` including the port
-        forward; the result (a SmokeResult) is also published as a Notice. Raises only for a bad ref."""
+        forward; the result (a SmokeResult) is also published as a Notice. Raises only for a bad ref.
+        Refused (nothing sent) when the port's listener is not the service we launched, unless `force`."""
         r = ServiceRef.parse(ref)
         h, svc = self.hosts.split(r)
         spec = h.spec(svc)
         deadline = time.monotonic() + timeout
+        ident: TargetIdentity | None = None
+        refused: str | None = None
         try:
             async with asyncio.timeout(timeout):
-                base = await h.services.base_url(svc)
+                ident = await self.identify(r)
+                refused = ident.refusal()
+                if refused is not None and force:
+                    ident, refused = forced(ident), None
+                base = "" if refused else await h.services.base_url(svc)
         except TimeoutError:
             res = failed(str(r), f"no route to the service within {timeout:g} s")
         except Exception as e:
             res = failed(str(r), f"port forward failed: {e}")
         else:
-            res = await smoke_request(
-                str(r),
-                base,
-                algorithm=spec.algorithm,
-                mode=spec.display_mode,
-                prompt=prompt,
-                max_new_tokens=max_new_tokens,
-                timeout=max(0.1, deadline - time.monotonic()),
-                api=api,
-                model=model or spec.served_model_name,
-            )
+            if refused is not None:
+                res = failed(str(r), f"{refused} ({FORCE_HINT})")
+            else:
+                res = await smoke_request(
+                    str(r),
+                    base,
+                    algorithm=spec.algorithm,
+                    mode=spec.display_mode,
+                    prompt=prompt,
+                    max_new_tokens=max_new_tokens,
+                    timeout=max(0.1, deadline - time.monotonic()),
+                    api=api,
+                    model=model or spec.served_model_name,
+                )
+        res = res.model_copy(update={"identity": ident})
         st = h.statuses.get(svc)
         left = min(5.0, deadline - time.monotonic())
         # a fresh fleet (the headless mode) has not probed yet: ask now, so the error says stopped/crashed
@@ -260,7 +290,7 @@ class ServiceDesk:
                 async with asyncio.timeout(left):
                     await h.services.refresh()
             st = h.statuses.get(svc)
-        if not res.ok and st is not None and st.state != "ready":
+        if not res.ok and st is not None and st.state not in ("ready", "unknown"):
             res = res.model_copy(update={"error": f"service is {st.state}; {res.error}"})
         self._publish(Notice(severity="information" if res.ok else "error", text=res.line()))
         return res

@@ -21,9 +21,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services.holds import Holds
 from ddtree_tui.services.hostcall import HostCalls
+from ddtree_tui.services.identity import check_listener
 from ddtree_tui.services.killing import Killer
 from ddtree_tui.services.launching import Launcher
 from ddtree_tui.services.logfollow import LogFollower
@@ -64,7 +66,7 @@ class ServiceManager:
         self._listeners = Listeners(on_status, on_log, on_metrics)
         redactor = Redactor(book)
         pub = self._pub = Publisher(self._listeners, fail_threshold, redactor.text)
-        calls = HostCalls(transport, book)
+        calls = self._calls = HostCalls(transport, book)
         self._holds = Holds(book)
         self._watcher = Watcher(calls, book, pub, redactor, probe_interval)
         self._prober = Prober(transport, book, pub, probe_interval, health_timeout)
@@ -143,6 +145,10 @@ class ServiceManager:
     async def base_url(self, name: str) -> str:
         """http://127.0.0.1:<local port> reaching the service's port on its host."""
         return await self._prober.base_url(name)
+
+    async def identity(self, name: str, ref: str) -> TargetIdentity:
+        """Who holds the service's port now: our launched process group, or something else (issue 29)."""
+        return await check_listener(self._calls, self._book.get(name), ref)
 
     # --- keeping the statuses current ------------------------------------------------------------------------
     async def refresh(self) -> None:

@@ -53,7 +53,10 @@ def check_evidence(chk: Check, ctx: EvidenceContext) -> tuple[EvidenceState, str
     if chk.kind == "bench":
         ok = ctx.bench_ok(chk.service_ref, chk.prompt_set or "")
         if ok is None:
-            return "unknown", f"no finished {chk.prompt_set} run of {chk.service_ref} in the bench history"
+            return "unknown", (
+                f"no finished {chk.prompt_set} run of {chk.service_ref} with a verified target identity "
+                "in the bench history"
+            )
         if ok:
             return "verified", f"latest {chk.prompt_set} run of {chk.service_ref} had no failed prompt"
         return "failing", f"latest {chk.prompt_set} run of {chk.service_ref} had failed prompts"
@@ -163,9 +166,11 @@ def todo_view(store: TodoStore, evidence: Sequence[ItemEvidence] = ()) -> TodoVi
 
 def bench_ok(runs: Sequence[BenchRun], service_ref: str, prompt_set: str) -> bool | None:
     """True: the latest complete `prompt_set` run that measured the service had no failed request; False:
-    it had; None: there is no such run. An interrupted run never ran some prompts: no evidence either way."""
+    it had; None: there is no such run. An interrupted run never ran some prompts: no evidence either way.
+    Only a run that verified who answered on the service's port counts (issue 29): a run without a recorded
+    identity, or one measured with --force, may have measured a foreign process under the service's name."""
     for run in reversed(runs):
-        if run.prompt_set != prompt_set or run.status != "complete":
+        if run.prompt_set != prompt_set or run.status != "complete" or not verified(run, service_ref):
             continue
         mine = [r for r in run.results if r.service == service_ref and not r.warmup]
         if mine:
@@ -174,6 +179,11 @@ def bench_ok(runs: Sequence[BenchRun], service_ref: str, prompt_set: str) -> boo
         if summary:
             return not any(s.failed for s in summary)
     return None
+
+
+def verified(run: BenchRun, service_ref: str) -> bool:
+    """Whether the run recorded a verified identity for the service (its listener was the service named)."""
+    return any(t.ref == service_ref and t.identity is not None and t.identity.verified for t in run.targets)
 
 
 class RunsContext:

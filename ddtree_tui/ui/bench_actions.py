@@ -27,7 +27,7 @@ class BenchActions:
         return [f"{h.name}/{s.name}" for h in snap.hosts for s in h.services if s.state == "ready"]
 
     def open_ready(self) -> None:
-        """The dialog with the ready services chosen (else the selected one)."""
+        """The dialog with the ready services chosen (else the selected one, unless it is not running)."""
         sel = self.app.selected_service
         self.open(self.ready_refs() or ([sel] if sel else []))
 

@@ -114,7 +114,10 @@ async def test_smoke_ready_then_stopped(fleet: Fleet) -> None:
     res = await fleet.smoke(REF, timeout=3)
     assert time.monotonic() - t0 < 3.5
     assert not res.ok and res.output_tokens is None
-    assert res.error and res.error.startswith("service is stopped; connection")
+    # refused before anything is sent (issue 29: nothing of ours listens there), in the same words first
+    assert res.error and res.error.startswith(
+        "service is stopped; refused to measure loc/sim: loc/sim is not"
+    )
     assert res.line().startswith(f"smoke {REF}: FAILED — service is stopped")
 
     with pytest.raises(ValueError, match="no service 'nope'"):

@@ -98,7 +98,10 @@ def test_apply_refuses_bad_edits(tmp_path: Path, edit: TodoEdit, needle: str) ->
         (
             [
                 bench_run("seed3", []).model_copy(
-                    update={"summary": [ServiceSummary(service="h/a", algorithm="d", mode=None, failed=1)]}
+                    update={
+                        "summary": [ServiceSummary(service="h/a", algorithm="d", mode=None, failed=1)],
+                        "targets": bench_run("seed3", [("h/a", None)]).targets,  # it measured h/a, verified
+                    }
                 )
             ],
             False,
@@ -107,6 +110,21 @@ def test_apply_refuses_bad_edits(tmp_path: Path, edit: TodoEdit, needle: str) ->
 )
 def test_bench_ok_over_typed_runs(runs: list[BenchRun], want: bool | None) -> None:
     assert bench_ok(runs, "h/a", "seed3") is want
+
+
+def test_a_run_without_a_verified_identity_is_not_evidence() -> None:
+    """Issue 29: a run that measured a foreign listener under h/a's name (forced, or recorded before target
+    identity existed) says nothing about h/a; the older verified run still does."""
+    good = bench_run("seed3", [("h/a", None)])
+    foreign = bench_run("seed3", [("h/a", "boom")])
+    ident = foreign.targets[0].identity
+    assert ident is not None
+    forced = ident.model_copy(update={"verdict": "foreign", "verified": False, "forced": True})
+    foreign.targets[0] = foreign.targets[0].model_copy(update={"identity": forced})
+    assert bench_ok([good, foreign], "h/a", "seed3") is True
+    assert bench_ok([foreign], "h/a", "seed3") is None
+    legacy = good.model_copy(update={"targets": []})
+    assert bench_ok([legacy], "h/a", "seed3") is None
 
 
 def test_warmup_failures_are_not_evidence() -> None:

@@ -15,9 +15,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList
+from textual.widgets.selection_list import Selection
 
 from ddtree_tui.bench.load import LoadError, shape_params
 from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, BenchRequest
+from ddtree_tui.fleet.benching import NOT_RUNNING
 from ddtree_tui.ui.screens.form import form_buttons, steady_inputs
 
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
@@ -59,8 +61,18 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("Benchmark: tick services (space), then Run (ctrl+r)")
+            # a stopped or crashed service has no server of ours behind its port: shown, never tickable
             yield SelectionList[str](
-                *[(f"{r}  ({st})", r, r in self.preselect) for r, st in self.refs], id="services"
+                *[
+                    Selection(
+                        f"{r}  ({st}{': not running, cannot be measured' if st in NOT_RUNNING else ''})",
+                        r,
+                        r in self.preselect and st not in NOT_RUNNING,
+                        disabled=st in NOT_RUNNING,
+                    )
+                    for r, st in self.refs
+                ],
+                id="services",
             )
             yield from _fields(
                 (
@@ -109,7 +121,13 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         self.query_one(SelectionList).focus()
 
     def action_run(self) -> None:
-        refs = list(self.query_one(SelectionList).selected)
+        chosen = list(self.query_one(SelectionList).selected)
+        down = {r for r, st in self.refs if st in NOT_RUNNING}
+        refs = [r for r in chosen if r not in down]
+        if len(refs) < len(chosen):
+            self.notify(
+                f"left out (not running): {', '.join(r for r in chosen if r in down)}", severity="warning"
+            )
         if not refs:
             self.notify("tick at least one service", severity="warning")
             return
