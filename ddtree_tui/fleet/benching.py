@@ -13,8 +13,8 @@ events published on the fleet, probe a soak's GPUs, and append the run to the be
 launched nor watch, may be https or another machine, and its results are named host:port as they always
 were; what it runs comes from its own /server_info.
 
-It needs five things of the fleet, named by the `BenchFleet` Protocol, so it can be moved (into the fleet
-package) or tested without the rest of `Fleet`.
+It needs a few things of the fleet, named by the `BenchFleet` Protocol (fleet/bench_targets.py, with the
+`--url` targets, the report manifest and the soak's GPU probes), so it can be tested without the rest of `Fleet`.
 """
 
 from __future__ import annotations
@@ -22,26 +22,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
 from ddtree_tui.bench import history
 from ddtree_tui.bench.agentic import run_agentic
-from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.load import parse_load, parse_slo
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
 from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
-from ddtree_tui.bench.results import AnyRun, GpuWindow, ShapeRun
+from ddtree_tui.bench.results import AnyRun, ShapeRun
 from ddtree_tui.bench.runner import Gate, RunHooks, run_bench, with_model
-from ddtree_tui.bench.soak import GpuProbe, SoakSettings, gpu_windows, host_gpu_probe, run_soak, sim_gpu_probe
+from ddtree_tui.bench.soak import GpuProbe, SoakSettings, run_soak
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.bench.urls import url_ref
-from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.config import HostProfile
+from ddtree_tui.fleet.bench_targets import BenchFleet, gpu_probe, manifest, url_targets
 from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, last_identities, served_identity, stamp
-from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
+from ddtree_tui.model.events import BenchEventWrap, Notice
 from ddtree_tui.model.identity import TargetIdentity
-from ddtree_tui.model.snapshot import FleetSnapshot
-from ddtree_tui.services.launchline import build_launch
-from ddtree_tui.transport import Transport
 
 R = TypeVar("R", bound=BenchRequest)
 NOT_RUNNING = frozenset({"stopped", "crashed"})  # no server of ours behind the port: never measured
@@ -49,49 +45,6 @@ NOT_RUNNING = frozenset({"stopped", "crashed"})  # no server of ours behind the 
 
 class BenchRefused(RuntimeError):
     """Nothing to measure (every service left out), or a service that cannot be reached; the words say why."""
-
-
-class BenchFleet(Protocol):
-    """What the desk takes from the fleet: the services' specs and where they run, their status, the hosts'
-    transports, and the event stream it publishes on."""
-
-    @property
-    def history_path(self) -> Path: ...
-    def spec_of(self, ref: str) -> tuple[HostProfile, ServiceSpec]: ...
-    async def service_url(self, ref: str) -> str: ...
-    def snapshot(self) -> FleetSnapshot: ...
-    def transport(self, host: str) -> Transport: ...
-    def publish(self, ev: FleetEvent) -> None: ...
-    async def identify(self, ref: str) -> TargetIdentity: ...
-
-
-def _manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
-    """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
-    the host's telemetry source (replay: the GPU numbers are a recording)."""
-    try:
-        argv: list[str] | None = build_launch(host, spec).argv
-    except Exception:  # a manifest must never stop a benchmark
-        argv = None
-    return {"argv": argv, "gpus": list(spec.gpus) or None, "telemetry": host.telemetry.source}
-
-
-_ALGOS = {"DFLASH": "dflash", "DDTREE": "ddtree"}
-
-
-async def url_targets(urls: Sequence[str], timeout: float = 5.0) -> list[BenchTarget]:
-    """A target for each running server given by URL: what it runs comes from its /server_info (SGLang),
-    else it is measured as a plain server ("baseline"). Never through a proxy: these are our own ports."""
-    out: list[BenchTarget] = []
-    async with StreamClient(connect_timeout=timeout) as client:
-        for u in urls:
-            info = await server_info(client, u, timeout) or {}
-            spec = info.get("speculative_algorithm")
-            algo = _ALGOS.get(str(spec).upper(), str(spec).lower()) if spec else "baseline"
-            mode = "linear" if algo == "dflash" else None
-            if algo == "ddtree":
-                mode = "shadow-linear" if info.get("speculative_ddtree_shadow_linear") else "tree"
-            out.append(BenchTarget(ref=url_ref(u), base_url=u, algorithm=algo, mode=mode))
-    return out
 
 
 class BenchDesk:
@@ -160,7 +113,7 @@ class BenchDesk:
             out.append(
                 BenchTarget(
                     ref=ref, base_url=base, algorithm=spec.algorithm, mode=spec.display_mode,
-                    model=spec.served_model_name, **_manifest(host, spec),
+                    model=spec.served_model_name, **manifest(host, spec),
                 )
             )  # fmt: skip
         return self._with_identity(out)
@@ -318,34 +271,7 @@ class BenchDesk:
             self._word(f"bench history not written: {e.strerror or e}")
 
     async def gpu_probe(self, targets: Sequence[BenchTarget]) -> GpuProbe:
-        """A soak's GPU probe: the simulator's modelled GPU for a simulated service (or a --url server),
-        else the fleet's telemetry of the service's GPUs, else a probe over the host's transport."""
-        probes: dict[str, GpuProbe] = {}
-        for t in targets:
-            if "/" not in t.ref:
-                probes[t.ref] = sim_gpu_probe
-                continue
-            host, spec = self.fleet.spec_of(t.ref)
-            if spec.launcher == "sim":
-                probes[t.ref] = sim_gpu_probe
-            else:
-                probes[t.ref] = self._host_probe(host, spec)
-
-        async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
-            return await probes.get(t.ref, sim_gpu_probe)(t)
-
-        return probe
-
-    def _host_probe(self, host: HostProfile, spec: ServiceSpec) -> GpuProbe:
-        over_ssh = host_gpu_probe(self.fleet.transport(host.name), host, list(spec.gpus) or None)
-
-        async def probe(t: BenchTarget) -> tuple[list[GpuWindow], str | None]:
-            view = self.fleet.snapshot().host(host.name)
-            if view is not None and view.gpus:  # the fleet samples this host: its latest numbers
-                return gpu_windows(view.gpus, spec.gpus), host.telemetry.source
-            return await over_ssh(t)
-
-        return probe
+        return await gpu_probe(self.fleet, targets)
 
     # --- history -------------------------------------------------------------------------------------------
     def history(self) -> list[AnyRun]:
