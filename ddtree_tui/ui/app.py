@@ -32,7 +32,7 @@ from ddtree_tui.ui.bench_actions import BenchActions
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import save_traceback
 from ddtree_tui.ui.details import DetailView
-from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, to_bindings
+from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, RUN_KEYS, to_bindings
 from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
     BenchIntent,
@@ -76,7 +76,7 @@ class DDTreeApp(AppHost):
     ENABLE_COMMAND_PALETTE = True
     CSS = APP_CSS
     WIDE_MIN = WIDE_MIN
-    BINDINGS: ClassVar[list[BindingType]] = list(to_bindings(MAIN_KEYS))
+    BINDINGS: ClassVar[list[BindingType]] = [*to_bindings(MAIN_KEYS), *to_bindings(RUN_KEYS)]
     bench: BenchActions  # the app's own (AppHost names only what the action modules use of it)
 
     def __init__(
@@ -417,6 +417,11 @@ class DDTreeApp(AppHost):
     # --- bench and todos (ui/bench_actions.py, ui/todo_actions.py) ----------------------------------------
     def action_bench(self) -> None:
         self.bench.open_ready()
+
+    # --- issue 28 (K2): stop what runs (x, Esc in the Bench pane, its Stop button, the palette) -------------
+    def action_stop_run(self) -> None:
+        """Stop the bench, ladder or soak in flight: what was measured is saved (ui/bench_actions.py)."""
+        self.bench.stop()
 
     def on_bench_intent(self, msg: BenchIntent) -> None:
         self.start_bench(msg.params)

@@ -60,9 +60,12 @@ class FleetLike(Protocol):
 @runtime_checkable
 class LoadShaper(Protocol):
     """A fleet that runs load ladders, soaks and agentic sessions (Fleet.run_load_shape, given the
-    ShapeRequest the dialog or a key built). A frozen or attached fleet has none: the app says so."""
+    ShapeRequest the dialog or a key built), and plain runs that a `stop` event ends early with what was
+    measured saved (the TUI's Stop, exactly as Ctrl-C headless). A frozen or attached fleet has none: the
+    app says so."""
 
-    async def run_load_shape(self, req: ShapeRequest) -> ShapeRun: ...
+    async def run_load_shape(self, req: ShapeRequest, stop: asyncio.Event | None = None) -> ShapeRun: ...
+    async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun: ...
 
 
 @runtime_checkable

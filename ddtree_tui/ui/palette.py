@@ -59,6 +59,9 @@ def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], Any]]]:
     for n, title in app.pane_titles().items():
         out.append((f"focus {title.lower()} pane", f"key {n}", partial(app.action_focus_pane, n)))
     out.append(("bench: choose services", "open the benchmark dialog", app.action_bench))
+    if app.bench.running:  # issue 28: what runs can be stopped from the palette too
+        out.append(("stop the run in flight", "stop the bench / ladder / soak, saving what was measured (x)",
+                    app.bench.stop))  # fmt: skip
     out.append(("new todo", "add an item to the checklist", app.action_new_todo))
     out.append(("help: keys", "every key binding", app.action_help))
     out.append(("quit", "stop what the demo started and leave", app.action_quit))
