@@ -53,6 +53,9 @@ class AppHost(App[int]):
     def open_doctor(self, host: str) -> None:
         raise NotImplementedError
 
+    def read_only_reason(self) -> str | None:
+        raise NotImplementedError
+
     def theme_names(self) -> list[str]:
         raise NotImplementedError
 

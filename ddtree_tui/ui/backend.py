@@ -69,6 +69,14 @@ class LoadShaper(Protocol):
 
 
 @runtime_checkable
+class ReadOnlyFleet(Protocol):
+    """A fleet that may take no intents (a replay, a collector attached without a token): `read_only_reason`
+    says why in words, or None when intents go through. The app then offers none and refuses each at once."""
+
+    def read_only_reason(self) -> str | None: ...
+
+
+@runtime_checkable
 class FrozenFleet(Protocol):
     """A fleet that shows one instant: the app starts nothing on it and its clock stops at that instant."""
 
