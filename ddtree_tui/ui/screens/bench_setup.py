@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual import events
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
