@@ -252,7 +252,7 @@ async def _sweep_until(
         state.stopped_by = sig.name
         st.save(state, out)
     res = write_results(out, state, ns)
-    _out(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
+    _out(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res, str(out)))
     _err(f"wall time {state.wall_s:.1f} s; results in {out}/results.json and results.csv")
     if sig.name is not None:
         back = {True: "put back", False: "NOT put back", None: "not known to be put back"}[state.restored]
@@ -339,7 +339,7 @@ def cli_main(ns: SweepArgs) -> int:
         except (ValueError, SweepError) as e:
             _err(str(e))
             return EXIT_USAGE
-        print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
+        print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res, ns.dir))
         print(rs.pareto_chart(res))
         return EXIT_OK if write_html(ns, Path(ns.dir), state, res) else EXIT_FAIL
     profiles, host, spec = service_of(ns, ns.target)
