@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from ddtree_tui.ui.sweep_screen import open_sweep
+from ddtree_tui.ui.sweep_screen import SweepScreen, open_sweep
 
 if TYPE_CHECKING:
     from ddtree_tui.ui.apphost import AppHost
@@ -67,6 +67,10 @@ def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], Any]]]:
     if app.bench.running:  # issue 28: what runs can be stopped from the palette too
         out.append(("stop the run in flight", "stop the bench / ladder / soak, saving what was measured (x)",
                     app.bench.stop))  # fmt: skip
+    screen = app.screen
+    if isinstance(screen, SweepScreen) and screen.running:
+        out.append(("stop the sweep", "stop after the current point; the service is put back (x)",
+                    screen.action_stop))  # fmt: skip
     if not readonly:
         out.append(("new todo", "add an item to the checklist", app.action_new_todo))
     out.append(("help: keys", "every key binding", app.action_help))
