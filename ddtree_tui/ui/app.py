@@ -456,7 +456,10 @@ class DDTreeApp(AppHost):
 
     # --- issue 28 (K2): stop what runs (x, Esc in the Bench pane, its Stop button, the palette) -------------
     def action_stop_run(self) -> None:
-        """Stop the bench, ladder or soak in flight: what was measured is saved (ui/bench_actions.py)."""
+        """Stop the bench, ladder or soak in flight: what was measured is saved (ui/bench_actions.py). Not
+        from under a dialog: there `x` is a letter typed or a tick, never a stop."""
+        if isinstance(self.screen, ModalScreen):
+            return
         self.bench.stop()
 
     def on_bench_intent(self, msg: BenchIntent) -> None:

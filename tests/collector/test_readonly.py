@@ -65,3 +65,12 @@ async def test_attach_without_a_token_is_read_only_and_a_lost_collector_shows_lo
             assert re.search(r"COLLECTOR LOST at \d\d:\d\d:\d\d", top), top  # never cut at its colon
     finally:
         await fleet.stop()
+
+
+def test_readonly_is_a_tui_option() -> None:
+    from ddtree_tui.cli import build_parser, hoist_globals
+    from ddtree_tui.cli.args import TuiArgs
+
+    parser = build_parser()
+    assert TuiArgs.of(parser.parse_args(hoist_globals(["--demo", "--readonly"]))).readonly is True
+    assert TuiArgs.of(parser.parse_args(hoist_globals(["--demo"]))).readonly is False
