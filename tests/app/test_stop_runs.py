@@ -70,6 +70,15 @@ async def test_x_stops_a_soak_and_esc_stops_a_plain_run_saving_what_was_measured
         runs = history.load_tail(tmp_path / "history.jsonl")
         assert len(runs) == 1 and runs[0].status == "interrupted"
         assert 2 <= len(runs[0].results) < 200 * len(refs)
+        # agentic sessions (no stop hook in their engine): the worker ends, the pane says nothing was kept
+        await pilot.press("A")
+        await until(pilot, lambda: app.bench.running, 10, "agentic sessions to start")
+        await pilot.press("x")
+        await until(pilot, lambda: not app.bench.running, 20, "the sessions to stop")
+        assert "agentic sessions stopped" in bench.live.status
+        await until(
+            pilot, lambda: all(w.is_finished for w in app.workers if w.group == "bench"), 10, "no worker"
+        )
         await pilot.press("x")  # nothing runs now: says so, and nothing breaks
         await pilot.pause(0.2)
         assert any("nothing is running" in n.message for n in app._notifications)
