@@ -174,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--attach", metavar="URL", default=None, help="run the TUI on a collector's data, e.g. "
                    "http://127.0.0.1:9464 (no ssh connections of its own)")  # fmt: skip
     a.add_argument("--token-file", metavar="FILE", default=None, help="the collector's bearer token file")
+    a.add_argument("--readonly", action="store_true", help="the TUI takes no actions (no launch, kill, move, "
+                   "bench or todo edit); implied by --replay and by --attach without --token-file")  # fmt: skip
     _record_args(p, suppress=False)
     from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS  # the one default (the TUI dialog's too)
 

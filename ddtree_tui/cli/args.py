@@ -115,6 +115,7 @@ class TuiArgs(SessionArgs):
     theme: str | None = None
     attach: str | None = None
     token_file: str | None = None
+    readonly: bool = False  # issue 28: no intents from the TUI
 
 
 class GuardArgs(CliArgs):

@@ -34,7 +34,7 @@ def cli_main(ns: TuiArgs) -> int:
         err(f"token file: {e}")
         return 2
     fleet = AttachedFleet(url, token=token)
-    app = DDTreeApp(fleet, theme_name=theme)
+    app = DDTreeApp(fleet, theme_name=theme, readonly=ns.readonly)
     rc = app.run()
     with contextlib.suppress(Exception):
         asyncio.run(fleet.stop())
@@ -49,7 +49,7 @@ def replay_main(ns: TuiArgs) -> int:
     except (RecordingError, ValueError) as e:
         err(str(e))
         return 2
-    app = DDTreeApp(fleet, theme_name=ns.theme or "dark")
+    app = DDTreeApp(fleet, theme_name=ns.theme or "dark", readonly=True)
     return int(app.run() or 0)
 
 
@@ -63,6 +63,6 @@ def record_main(ns: TuiArgs) -> int:
     except (UsageError, RecordingError, ValueError, OSError) as e:
         err(str(e))
         return 2
-    app = DDTreeApp(fleet, theme_name=ns.theme or "dark", demo=ns.demo)
+    app = DDTreeApp(fleet, theme_name=ns.theme or "dark", demo=ns.demo, readonly=ns.readonly)
     rc = run_and_stop(app)  # left without `q` too: the recording is closed
     return int(rc or 0)

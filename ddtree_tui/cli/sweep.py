@@ -21,6 +21,7 @@ from ddtree_tui.cli.args import SweepArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, handler, service_of
 from ddtree_tui.config import HostProfile, ProfileError, SweepPreset, read_profile_text
 from ddtree_tui.fleet import Fleet, ServiceHeld
+from ddtree_tui.sweep import output
 from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep.runner import SweepRunner, SweepSettings
@@ -151,10 +152,7 @@ async def _put_back_stopped(fleet: Fleet, state: st.SweepState) -> None:
 def write_results(out: Path, state: st.SweepState, ns: SweepArgs | None = None) -> rs.SweepResults:
     objective = ns.sw_objective if ns else None
     cons = ns.sw_constraint if ns else None
-    res = rs.analyse(state, cons, objective)
-    st.atomic_write(out / "results.json", res.model_dump_json(indent=1, by_alias=True))
-    st.atomic_write(out / "results.csv", rs.to_csv(res))
-    return res
+    return output.write_results(out, state, cons, objective)
 
 
 def write_html(ns: SweepArgs, out: Path, state: st.SweepState, res: rs.SweepResults) -> bool:
@@ -252,7 +250,7 @@ async def _sweep_until(
         state.stopped_by = sig.name
         st.save(state, out)
     res = write_results(out, state, ns)
-    _out(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
+    _out(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res, str(out)))
     _err(f"wall time {state.wall_s:.1f} s; results in {out}/results.json and results.csv")
     if sig.name is not None:
         back = {True: "put back", False: "NOT put back", None: "not known to be put back"}[state.restored]
@@ -339,7 +337,7 @@ def cli_main(ns: SweepArgs) -> int:
         except (ValueError, SweepError) as e:
             _err(str(e))
             return EXIT_USAGE
-        print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res))
+        print(res.model_dump_json(indent=1, by_alias=True) if ns.sw_json else rs.table(res, ns.dir))
         print(rs.pareto_chart(res))
         return EXIT_OK if write_html(ns, Path(ns.dir), state, res) else EXIT_FAIL
     profiles, host, spec = service_of(ns, ns.target)

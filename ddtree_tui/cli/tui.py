@@ -180,6 +180,6 @@ def cli_main(ns: TuiArgs) -> int:
         for note in notes:
             err(note)
     fleet = Fleet(profiles, todos_path=todos, demo=ns.demo)
-    app = DDTreeApp(fleet, theme_name=theme, demo=ns.demo, crash_dir=todos.parent)
+    app = DDTreeApp(fleet, theme_name=theme, demo=ns.demo, crash_dir=todos.parent, readonly=ns.readonly)
     rc = run_and_stop(app, notes)
     return exit_code(app, rc)

@@ -20,7 +20,7 @@ import logging
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from pydantic import TypeAdapter
@@ -204,6 +204,10 @@ class FollowerFleet(PubSub[Any]):
         return []
 
     # --- intents: refused ----------------------------------------------------------------------------------
+    def read_only_reason(self) -> str | None:
+        """Why this view takes no intents (the TUI offers none and says this at once), None if it does."""
+        return f"this view follows {self.source_label}, which takes no intents here"
+
     def _refuse(self, what: str) -> Outcome:
         return Outcome.refused(
             f"{what}: this view follows {self.source_label}, which takes no intents here",
@@ -211,7 +215,9 @@ class FollowerFleet(PubSub[Any]):
         )
 
     async def do(self, intent: AnyIntent) -> Outcome:
-        return self._refuse(describe(intent))
+        out = self._refuse(describe(intent))
+        self._publish(Notice(severity="error", text=out.message))  # answered at once, as a live fleet does
+        return out
 
     async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
         """A failed SmokeResult whatever the settings: nothing is sent from here."""
@@ -244,6 +250,10 @@ class _IntentsOverHttp:
     url: str
     _headers: dict[str, str]
 
+    if TYPE_CHECKING:  # PubSub's, in AttachedFleet (declared for the mixin's types only: not in the MRO)
+
+        def publish(self, ev: Any) -> None: ...
+
     async def _post(self, verb: str, body: dict[str, Any], what: str) -> Outcome:
         try:
             async with (
@@ -267,8 +277,12 @@ class _IntentsOverHttp:
                        suggestion=data.get("suggestion"), invalid=status == 400)  # fmt: skip
 
     async def do(self, intent: AnyIntent) -> Outcome:
-        """POST /intents/KIND with the intent's body (the collector parses it into the same union)."""
-        return await self._post(intent.kind, intent_body(intent), describe(intent))
+        """POST /intents/KIND with the intent's body (the collector parses it into the same union); the
+        answer is published as a Notice, as a live fleet reports its results, so a face shows it."""
+        out = await self._post(intent.kind, intent_body(intent), describe(intent))
+        text = out.message + (f" ({out.suggestion})" if out.suggestion and not out.ok else "")
+        self.publish(Notice(severity="information" if out.ok else "error", text=text))
+        return out
 
     async def run_bench(self, req: BenchRequest) -> Outcome:
         """The request as it is, to the collector's fleet (POST /intents/bench)."""
@@ -292,6 +306,7 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         self.url = url.rstrip("/")
         self.source_label = f"the collector at {self.url}"
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._token = bool(token)
         self.refresh_s = refresh_s
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
@@ -314,6 +329,12 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
             return f"connecting to the collector at {self.url} …"
         at = time.strftime("%H:%M:%S", time.localtime(self.lost_at))
         return f"COLLECTOR LOST at {at} · {self.url} · showing data as of then · reconnecting …"
+
+    def read_only_reason(self) -> str | None:
+        """Attached without a token the collector refuses every intent: read-only, said at once."""
+        if self._token:
+            return None
+        return f"attached to {self.url} without a token: read-only (attach with --token-file FILE to act)"
 
     async def _run(self) -> None:
         backoff = self.backoff_initial
@@ -409,8 +430,10 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
         self.lost_at = time.time()
         self.last_error = err
         at = time.strftime("%H:%M:%S", time.localtime(self.lost_at))
-        hosts = [
-            h.model_copy(update={"error": f"collector unreachable since {at}: {err}"})
+        hosts = [  # not "connected" any more: nothing here knows how the host is now
+            h.model_copy(
+                update={"state": "disconnected", "error": f"collector unreachable since {at}: {err}"}
+            )
             for h in self._snap.hosts
         ]
         self._snap = self._snap.model_copy(update={"hosts": hosts})

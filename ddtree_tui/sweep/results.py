@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -287,10 +288,14 @@ def _f(x: float | None, nd: int = 1) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
-def table(res: SweepResults) -> str:
-    """The ranked table, failed points after, then the best point and its command line."""
-    unit = "ms" if res.objective == "ttft" else "tok/s"
-    head = f"{'rank':>4} {'grp':>3}  {'point':<44} {res.objective + ' ' + unit:>13} {'Δ vs base (95 % CI)':>26} {'TTFT p90':>9} {'accept':>6} {'step ms':>7} {'P':>2}"
+OBJECTIVE_HEADS = {"tok_s": "tok/s", "ttft": "TTFT p50 ms", "goodput": "goodput"}  # a column's words
+
+
+def table(res: SweepResults, out: str | None = None) -> str:
+    """The ranked table, failed points after, then the best point and its command line; `out`: the sweep's
+    directory, named in the `apply it` line (a placeholder when not known)."""
+    obj = OBJECTIVE_HEADS.get(res.objective, res.objective)
+    head = f"{'rank':>4} {'grp':>3}  {'point':<44} {obj:>13} {'Δ vs base (95 % CI)':>26} {'TTFT p90':>9} {'accept':>6} {'step ms':>7} {'P':>2}"
     lines = [
         f"sweep of {res.ref}: objective {res.objective}"
         + (f", constraints {', '.join(res.constraints)}" if res.constraints else ""),
@@ -330,7 +335,8 @@ def table(res: SweepResults) -> str:
         lines.append(f"best: #{b.index} {b.label} — {b.verdict}")
         if res.best_command:
             lines.append(f"  command: {res.best_command}")
-        lines.append(f"  apply it: ddtree-tui sweep apply DIR --point {b.index}")
+        where = shlex.quote(out) if out else "<the sweep's --out directory>"
+        lines.append(f"  apply it: ddtree-tui sweep apply {where} --point {b.index}")
     else:
         lines.append("best: none (no point was measured and met the constraints)")
     if res.caveats:

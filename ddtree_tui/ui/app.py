@@ -27,12 +27,12 @@ from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.lib import paths
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui.apphost import AppHost
-from ddtree_tui.ui.backend import FleetLike, FrozenFleet
+from ddtree_tui.ui.backend import FleetLike, FrozenFleet, ReadOnlyFleet
 from ddtree_tui.ui.bench_actions import BenchActions
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import save_traceback
 from ddtree_tui.ui.details import DetailView
-from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, to_bindings
+from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, RUN_KEYS, to_bindings
 from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
     BenchIntent,
@@ -76,7 +76,7 @@ class DDTreeApp(AppHost):
     ENABLE_COMMAND_PALETTE = True
     CSS = APP_CSS
     WIDE_MIN = WIDE_MIN
-    BINDINGS: ClassVar[list[BindingType]] = list(to_bindings(MAIN_KEYS))
+    BINDINGS: ClassVar[list[BindingType]] = [*to_bindings(MAIN_KEYS), *to_bindings(RUN_KEYS)]
     bench: BenchActions  # the app's own (AppHost names only what the action modules use of it)
 
     def __init__(
@@ -90,6 +90,7 @@ class DDTreeApp(AppHost):
         stop_timeout: float = 15.0,
         crash_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
+        readonly: bool = False,
     ) -> None:
         self._themes = discover_themes()
         super().__init__(css_path=[p for p, _ in self._themes.values()])
@@ -120,6 +121,7 @@ class DDTreeApp(AppHost):
         self.crash_file: Path | None = None  # where the traceback of an unhandled error went
         self.crash_summary: str | None = None
         self.mode_short: str | None = None
+        self.readonly = readonly  # --readonly: no intents (a replay or a token-less attach are so anyway)
         if demo:  # the labels stay on screen at any width: the services are SIMULATED, the GPU a REPLAY
             self.mode_short = "DEMO · SIM · REPLAY"
             self.sub_title = "DEMO: SIMULATED services, GPU telemetry a REPLAY of a real H200 recording"
@@ -248,6 +250,8 @@ class DDTreeApp(AppHost):
         return {n: cls.pane_title for n, cls in PANE_CLASSES.items()}
 
     def on_mount(self) -> None:
+        if self.read_only_reason() and not self.demo and self.mode_short is None:  # K2: said on screen
+            self.mode_short = "READ-ONLY"
         self._apply_theme(self.theme_name)
         self._layout()
         inp = self.query_one("#filter", Input)
@@ -288,6 +292,7 @@ class DDTreeApp(AppHost):
             banner = self.ctl.banner()  # an attached fleet says where its data comes from
             if banner is not None:
                 self.sub_title = banner
+                self._short_banner(banner)
         visible = self._visible()
         with self.batch_update():
             for n in sorted(want):
@@ -398,6 +403,8 @@ class DDTreeApp(AppHost):
 
     def request_service(self, verb: str, ref: str, to_host: str | None = None) -> None:
         """Every way to act on a service ends here (keys, palette, messages): ui/service_actions.py."""
+        if verb in self.INTENT_VERBS and self.refuse_read_only(f"{verb} {ref}"):  # K2: read-only
+            return
         self.services.request(verb, ref, to_host)
 
     def action_logs(self) -> None:
@@ -406,6 +413,8 @@ class DDTreeApp(AppHost):
 
     # --- doctor ------------------------------------------------------------------------------------------
     def action_sweep(self) -> None:
+        if self.refuse_read_only("sweep"):  # K2: read-only
+            return
         open_sweep(self)
 
     def action_doctor(self) -> None:
@@ -421,7 +430,42 @@ class DDTreeApp(AppHost):
 
     # --- bench and todos (ui/bench_actions.py, ui/todo_actions.py) ----------------------------------------
     def action_bench(self) -> None:
+        if self.refuse_read_only("bench"):  # K2: read-only
+            return
         self.bench.open_ready()
+
+    # --- issue 28 (K2): read-only mode (--readonly, a replay, an attach without a token) ---------------------
+    INTENT_VERBS: ClassVar[frozenset[str]] = frozenset({"launch", "kill", "restart", "move", "bench"})
+
+    def read_only_reason(self) -> str | None:
+        """Why no intent runs here, in words; None when they do."""
+        if self.readonly:
+            return "read-only (--readonly): nothing is launched, killed, moved, benchmarked or edited"
+        return self.fleet.read_only_reason() if isinstance(self.fleet, ReadOnlyFleet) else None
+
+    def refuse_read_only(self, what: str) -> bool:
+        """True (and the reason, at once) when `what` may not run in this view."""
+        why = self.read_only_reason()
+        if why is None:
+            return False
+        self.notify(f"{what}: {why}", severity="error", timeout=8)
+        return True
+
+    def _short_banner(self, banner: str) -> None:
+        """The banner's first part whole (`COLLECTOR LOST at 19:02:03`, never cut at its colon), marked
+        READ-ONLY when intents are refused, for the top bar when the long banner does not fit."""
+        if self.demo:
+            return
+        head = banner.split(" · ", 1)[0]
+        self.mode_short = head + (" · READ-ONLY" if self.read_only_reason() else "")
+
+    # --- issue 28 (K2): stop what runs (x, Esc in the Bench pane, its Stop button, the palette) -------------
+    def action_stop_run(self) -> None:
+        """Stop the bench, ladder or soak in flight: what was measured is saved (ui/bench_actions.py). Not
+        from under a dialog: there `x` is a letter typed or a tick, never a stop."""
+        if isinstance(self.screen, ModalScreen):
+            return
+        self.bench.stop()
 
     def on_bench_intent(self, msg: BenchIntent) -> None:
         self.start_bench(msg.params)
@@ -430,12 +474,18 @@ class DDTreeApp(AppHost):
         self.bench.start_bench(params)
 
     def on_shape_intent(self, msg: ShapeIntent) -> None:
+        if self.refuse_read_only(msg.params.what):  # K2: read-only
+            return
         self.bench.start_shape(msg.refs, msg.params)
 
     def action_new_todo(self) -> None:
+        if self.refuse_read_only("new todo"):  # K2: read-only
+            return
         self.todos.new()
 
     def on_todo_intent(self, msg: TodoIntent) -> None:
+        if self.refuse_read_only("todo"):  # K2: read-only
+            return
         self.todos.on_intent(msg)
 
     # --- filter ------------------------------------------------------------------------------------------

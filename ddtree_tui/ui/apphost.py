@@ -19,6 +19,9 @@ class BenchOpener(Protocol):
 
     def open(self, preselect: list[str]) -> None: ...
     def open_ready(self) -> None: ...
+    @property
+    def running(self) -> bool: ...
+    def stop(self) -> bool: ...
 
 
 class AppHost(App[int]):
@@ -48,6 +51,9 @@ class AppHost(App[int]):
         raise NotImplementedError
 
     def open_doctor(self, host: str) -> None:
+        raise NotImplementedError
+
+    def read_only_reason(self) -> str | None:
         raise NotImplementedError
 
     def theme_names(self) -> list[str]:

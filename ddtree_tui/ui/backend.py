@@ -60,9 +60,20 @@ class FleetLike(Protocol):
 @runtime_checkable
 class LoadShaper(Protocol):
     """A fleet that runs load ladders, soaks and agentic sessions (Fleet.run_load_shape, given the
-    ShapeRequest the dialog or a key built). A frozen or attached fleet has none: the app says so."""
+    ShapeRequest the dialog or a key built), and plain runs that a `stop` event ends early with what was
+    measured saved (the TUI's Stop, exactly as Ctrl-C headless). A frozen or attached fleet has none: the
+    app says so."""
 
-    async def run_load_shape(self, req: ShapeRequest) -> ShapeRun: ...
+    async def run_load_shape(self, req: ShapeRequest, stop: asyncio.Event | None = None) -> ShapeRun: ...
+    async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun: ...
+
+
+@runtime_checkable
+class ReadOnlyFleet(Protocol):
+    """A fleet that may take no intents (a replay, a collector attached without a token): `read_only_reason`
+    says why in words, or None when intents go through. The app then offers none and refuses each at once."""
+
+    def read_only_reason(self) -> str | None: ...
 
 
 @runtime_checkable

@@ -34,6 +34,12 @@ MAIN_KEYS: tuple[KeyRow, ...] = (
     ("escape", "clear_filter", "Clear filter", False, "clear the filter"),
 )
 
+# issue 28 (K2): stopping what runs. A plain run, ladder or soak stops as Ctrl-C stops it headless (what was
+# measured is saved, marked interrupted); Esc does the same in the Bench pane while a run is in flight.
+RUN_KEYS: tuple[KeyRow, ...] = (
+    ("x", "stop_run", "Stop", False, "stop the bench, ladder or soak in flight (saves what was measured)"),
+)
+
 
 def _nav(keys: str, tip: str) -> KeyRow:
     """A key Textual handles itself: no action of ours, listed in the help screen only."""

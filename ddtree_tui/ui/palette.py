@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from ddtree_tui.ui.sweep_screen import open_sweep
+from ddtree_tui.ui.sweep_screen import SweepScreen, open_sweep
 
 if TYPE_CHECKING:
     from ddtree_tui.ui.apphost import AppHost
@@ -26,6 +26,7 @@ def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], Any]]]:
     if not refs:
         for p in app.fleet.profiles():
             refs += [f"{p.name}/{s.name}" for s in p.services]
+    readonly = app.read_only_reason() is not None  # issue 28: intents are not offered in a read-only view
     for ref in refs:
         for verb, what in (
             ("launch", "start the service and wait until it is ready"),
@@ -35,7 +36,10 @@ def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], Any]]]:
             ("bench", "benchmark it"),
             ("smoke", "one short /generate request: does it answer? (key s in the services pane)"),
         ):
-            out.append((f"{verb} {ref}", what, partial(app.request_service, verb, ref)))
+            if not (readonly and verb in ("launch", "kill", "restart", "bench")):
+                out.append((f"{verb} {ref}", what, partial(app.request_service, verb, ref)))
+        if readonly:
+            continue
         out.append((f"sweep {ref}", "tuning lab: redeploy over settings, measure, apply the best (key w)",
                     partial(open_sweep, app, ref)))  # fmt: skip
         here = ref.split("/", 1)[0]
@@ -58,8 +62,17 @@ def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], Any]]]:
         out.append((f"theme {name}", "switch the colour theme", partial(app.set_theme_name, name)))
     for n, title in app.pane_titles().items():
         out.append((f"focus {title.lower()} pane", f"key {n}", partial(app.action_focus_pane, n)))
-    out.append(("bench: choose services", "open the benchmark dialog", app.action_bench))
-    out.append(("new todo", "add an item to the checklist", app.action_new_todo))
+    if not readonly:
+        out.append(("bench: choose services", "open the benchmark dialog", app.action_bench))
+    if app.bench.running:  # issue 28: what runs can be stopped from the palette too
+        out.append(("stop the run in flight", "stop the bench / ladder / soak, saving what was measured (x)",
+                    app.bench.stop))  # fmt: skip
+    screen = app.screen
+    if isinstance(screen, SweepScreen) and screen.running:
+        out.append(("stop the sweep", "stop after the current point; the service is put back (x)",
+                    screen.action_stop))  # fmt: skip
+    if not readonly:
+        out.append(("new todo", "add an item to the checklist", app.action_new_todo))
     out.append(("help: keys", "every key binding", app.action_help))
     out.append(("quit", "stop what the demo started and leave", app.action_quit))
     return out

@@ -238,3 +238,12 @@ def test_hold_file_seen_by_other_processes_and_stale_when_its_process_is_gone(
     hold.acquire("h/dd", "sweep X")
     hold.release("h/dd")
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_table_header_names_the_unit_once_and_apply_names_the_directory() -> None:
+    res = rs.analyse(_state())
+    text = rs.table(res, "runs/sweep 1")
+    assert "tok_s tok/s" not in text and " tok/s " in text.splitlines()[2]
+    assert "ddtree-tui sweep apply 'runs/sweep 1' --point 2" in text
+    assert " DIR " not in rs.table(res)  # no literal placeholder a user would copy
+    assert "TTFT p50 ms" in rs.table(rs.analyse(_state(), objective="ttft"))

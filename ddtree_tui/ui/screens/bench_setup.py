@@ -1,7 +1,9 @@
 """Choose what to benchmark: services, prompt set, repeats, max new tokens and the baseline; optionally a load
 shape (sync | concurrency:1,2,4 | rate:R | poisson:R[,seed] | sweep) with requests or a duration per level and
 SLOs, a soak, or agentic sessions. The load fields go through the CLI's parser (bench/load.py `shape_params`),
-and a bad one is shown in the dialog, which stays open."""
+and a bad one is shown in the dialog, which stays open with everything typed. The fields scroll (the focused
+one is scrolled into view) while the title, the error line and Cancel/Run stay on screen, so the dialog works
+at 80×24."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList
@@ -38,15 +41,18 @@ def _fields(*fields: tuple[str, Widget]) -> ComposeResult:
 class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
     DEFAULT_CSS = """
     BenchSetupScreen { align: center middle; }
-    BenchSetupScreen > #dialog { width: 76; max-width: 95%; height: auto; max-height: 95%; padding: 0 2;
+    BenchSetupScreen > #dialog { width: 76; max-width: 100%; height: auto; max-height: 100%; padding: 0 1;
         border: thick $accent; background: $surface; }
+    BenchSetupScreen #fields { height: auto; padding-right: 1; }
+    BenchSetupScreen .hint { width: 1fr; height: auto; }
     BenchSetupScreen SelectionList { height: auto; max-height: 8; }
     BenchSetupScreen .row { height: auto; }
     BenchSetupScreen .row > * { width: 1fr; }
     BenchSetupScreen .labels { height: 1; margin-top: 1; }
     BenchSetupScreen .labels > * { width: 1fr; padding: 0 1; }
     BenchSetupScreen .field-label { color: $text-muted; }
-    BenchSetupScreen #load-error { color: $error; height: auto; }
+    BenchSetupScreen #load-error { color: $error; height: auto; width: 1fr; }
+    BenchSetupScreen #load-error.-empty { display: none; }
     BenchSetupScreen #buttons { height: auto; align-horizontal: right; }
     BenchSetupScreen Button { margin-left: 2; }
     """
@@ -60,65 +66,88 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label("Benchmark: tick services (space), then Run (ctrl+r)")
-            # a stopped or crashed service has no server of ours behind its port: shown, never tickable
-            yield SelectionList[str](
-                *[
-                    Selection(
-                        f"{r}  ({st}{': not running, cannot be measured' if st in NOT_RUNNING else ''})",
-                        r,
-                        r in self.preselect and st not in NOT_RUNNING,
-                        disabled=st in NOT_RUNNING,
-                    )
-                    for r, st in self.refs
-                ],
-                id="services",
-            )
-            yield from _fields(
-                (
-                    "prompt set",
-                    Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts"),
-                ),
-                (
-                    "repeats (per prompt)",
-                    Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats"),
-                ),
-                (
-                    "max new tokens",
-                    Input(
-                        str(DEFAULT_MAX_NEW_TOKENS),
-                        placeholder="max new tokens",
-                        id="max-tokens",
-                        type="integer",
-                    ),
-                ),
-            )
-            yield Label("baseline (Δ columns are relative to it)", classes="field-label")
-            baseline_opts = [(r, r) for r, _ in self.refs]
-            yield Select(baseline_opts, prompt="baseline: first selected", id="baseline")
-            yield Label(
-                "load shape (blank: the plain run above): sync | concurrency:1,2,4 | rate:R | poisson:R[,seed]"
-                " | sweep",
-                classes="field-label",
-            )
-            yield Input("", placeholder="e.g. concurrency:1,2,4,8", id="load")
-            yield from _fields(
-                ("requests / level", Input("", placeholder="e.g. 16", id="requests")),
-                ("duration / level", Input("", placeholder="e.g. 20s", id="duration")),
-                ("SLOs (ttft=200ms,tpot=20ms)", Input("", placeholder="ttft=200ms,tpot=20ms", id="slo")),
-            )
-            yield from _fields(
-                ("soak for", Input("", placeholder="e.g. 30m", id="soak")),
-                ("soak window", Input("", placeholder="10s", id="window")),
-                ("agentic sessions", Input("", placeholder="e.g. 4", id="sessions")),
-                ("think time", Input("", placeholder="0s", id="think-time")),
-            )
-            yield Label("", id="load-error")
+            yield Label("Benchmark: tick services (space), Tab to the fields, Run (ctrl+r)")
+            with VerticalScroll(id="fields"):
+                yield from self._field_widgets()
+            yield Label("", id="load-error", classes="-empty")
             yield from form_buttons("Run", "run")
+
+    def _field_widgets(self) -> ComposeResult:
+        """Everything between the title and the buttons: it scrolls when the terminal is short."""
+        # a stopped or crashed service has no server of ours behind its port: shown, never tickable
+        yield SelectionList[str](
+            *[
+                Selection(
+                    f"{r}  ({st}{': not running, cannot be measured' if st in NOT_RUNNING else ''})",
+                    r,
+                    r in self.preselect and st not in NOT_RUNNING,
+                    disabled=st in NOT_RUNNING,
+                )
+                for r, st in self.refs
+            ],
+            id="services",
+        )
+        yield from _fields(
+            (
+                "prompt set",
+                Select([(p, p) for p in PROMPT_SETS], value="seed3", allow_blank=False, id="prompts"),
+            ),
+            (
+                "repeats (per prompt)",
+                Input("1", placeholder="repeats", id="repeats", type="integer", tooltip="repeats"),
+            ),
+            (
+                "max new tokens",
+                Input(
+                    str(DEFAULT_MAX_NEW_TOKENS),
+                    placeholder="max new tokens",
+                    id="max-tokens",
+                    type="integer",
+                ),
+            ),
+        )
+        yield Label("baseline (Δ columns are relative to it)", classes="field-label")
+        baseline_opts = [(r, r) for r, _ in self.refs]
+        yield Select(baseline_opts, prompt="baseline: first selected", id="baseline")
+        yield Label(
+            "load shape (blank: the plain run above): sync | concurrency:1,2,4 | rate:R | poisson:R[,seed]"
+            " | sweep",
+            classes="field-label hint",
+        )
+        yield Input("", placeholder="e.g. concurrency:1,2,4,8", id="load")
+        yield from _fields(
+            ("requests / level", Input("", placeholder="e.g. 16", id="requests")),
+            ("duration / level", Input("", placeholder="e.g. 20s", id="duration")),
+            ("SLOs", Input("", placeholder="ttft=200ms,tpot=20ms", id="slo")),
+        )
+        yield from _fields(
+            ("soak for", Input("", placeholder="e.g. 30m", id="soak")),
+            ("soak window", Input("", placeholder="10s", id="window")),
+            ("agentic sessions", Input("", placeholder="e.g. 4", id="sessions")),
+            ("think time", Input("", placeholder="0s", id="think-time")),
+        )
 
     def on_mount(self) -> None:
         steady_inputs(self)
+        self._fit()
         self.query_one(SelectionList).focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """The fields get what the screen leaves after the title, the error line, the buttons and the border:
+        the buttons are never pushed off a short terminal."""
+        error = 0 if self.query_one("#load-error").has_class("-empty") else 2
+        room = (self.app.size.height or 24) - 1 - 3 - 2 - error
+        self.query_one("#fields").styles.max_height = max(3, room)
+
+    def _error(self, text: str) -> None:
+        """The problem shown in place, above the buttons; what was typed stays."""
+        label = self.query_one("#load-error", Label)
+        label.update(text)
+        label.set_class(not text, "-empty")
+        self._fit()
 
     def action_run(self) -> None:
         chosen = list(self.query_one(SelectionList).selected)
@@ -129,14 +158,14 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
                 f"left out (not running): {', '.join(r for r in chosen if r in down)}", severity="warning"
             )
         if not refs:
-            self.notify("tick at least one service", severity="warning")
+            self._error("tick at least one service (space in the list)")
             return
         baseline = self.query_one("#baseline", Select).value
         try:
             repeats = max(1, int(self.query_one("#repeats", Input).value or 1))
             max_tokens = max(1, int(self.query_one("#max-tokens", Input).value or DEFAULT_MAX_NEW_TOKENS))
         except ValueError:
-            self.notify("repeats and max new tokens are whole numbers", severity="error")
+            self._error("repeats and max new tokens are whole numbers")
             return
         base = baseline if isinstance(baseline, str) else None
         field = {f: self.query_one(f"#{f}", Input).value for f in ("load", "requests", "duration", "slo")}
@@ -150,8 +179,7 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
                 baseline=base,
             )
         except LoadError as e:
-            self.query_one("#load-error", Label).update(str(e))
-            self.notify(str(e), severity="error")
+            self._error(str(e))
             return
         if shape is not None:
             self.dismiss({"refs": refs, "shape": shape})
@@ -167,8 +195,7 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         except ValidationError as e:
             err = e.errors()[0]
             msg = f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}".replace("_", " ")
-            self.query_one("#load-error", Label).update(msg)
-            self.notify(msg, severity="error")
+            self._error(msg)
             return
         self.dismiss({"refs": refs, "params": params})
 

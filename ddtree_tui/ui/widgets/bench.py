@@ -13,7 +13,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import DataTable, ProgressBar, Sparkline, Static
+from textual.widgets import Button, DataTable, ProgressBar, Sparkline, Static
 
 from ddtree_tui.bench.models import (
     BenchRun,
@@ -96,6 +96,8 @@ class BenchPane(Pane):
         Binding("C", "load_ladder", "Load ladder", tooltip="concurrency ladder on the ready services"),
         Binding("O", "soak", "Soak", tooltip="a 60 s soak in 5 s windows on the ready services"),
         Binding("A", "agentic", "Agentic", tooltip="4 closed-loop agentic sessions on the ready services"),
+        # Esc stops only while a run is in flight (check_action); otherwise it falls through to the app's Esc
+        Binding("escape", "stop_run", "Stop", tooltip="stop the run in flight, keeping what it measured"),
     ]
     # what C runs (the grammar of bench/load.py); settable, e.g. "rate:2,4,8" or "poisson:4,7"
     load_text = "concurrency:1,2,4,8,16,32"
@@ -109,6 +111,7 @@ class BenchPane(Pane):
     BenchPane #bench-top { height: 1; }
     BenchPane #bench-status { width: 1fr; }
     BenchPane ProgressBar { width: 30; }
+    BenchPane #bench-stop { height: 1; min-width: 12; width: auto; border: none; margin: 0 1 0 0; }
     BenchPane #bench-live { height: auto; max-height: 1fr; min-height: 4; }
     BenchPane #bench-results-title { height: 1; }
     BenchPane #bench-results { height: auto; max-height: 8; }
@@ -122,6 +125,9 @@ class BenchPane(Pane):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="bench-top"):
+            stop = Button("■ Stop (x)", id="bench-stop", variant="error", compact=True)
+            stop.display = False  # shown while a run is in flight
+            yield stop
             yield Static(self.live.status, id="bench-status")
             yield ProgressBar(total=None, show_eta=False, id="bench-progress")
         live: DataTable[Any] = DataTable(id="bench-live", cursor_type="row")
@@ -156,6 +162,7 @@ class BenchPane(Pane):
         if live.total:
             bar.update(total=live.total, progress=live.done)
         bar.display = bool(live.total) or live.running  # no pulsing bar when nothing runs
+        self.query_one("#bench-stop", Button).display = self._run_in_flight()
         rows: list[PaintedRow] = []
         for key, r in live.rows.items():
             rows.append(
@@ -234,6 +241,23 @@ class BenchPane(Pane):
             )
         sync_table(self.query_one("#bench-levels", DataTable), rows)
         self.query_one("#bench-verdicts", Static).update("\n".join(live.verdicts[:4]))
+
+    def _run_in_flight(self) -> bool:
+        bench = getattr(self.app, "bench", None)
+        return bool(getattr(bench, "running", False))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "stop_run":
+            return self._run_in_flight()
+        return super().check_action(action, parameters)
+
+    async def action_stop_run(self) -> None:
+        await self.app.run_action("stop_run")
+
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "bench-stop":
+            event.stop()
+            await self.app.run_action("stop_run")
 
     def action_load_ladder(self) -> None:
         self.post_message(ShapeIntent(ShapeRequest(load=self.load_text, max_new_tokens=64)))
