@@ -212,8 +212,11 @@ def _mode(s: ServiceSummary) -> str:
 
 
 def summary_tok_s(s: ServiceSummary) -> float | None:
-    """The one statistic the summary's tok/s column and its Δ both use: the mean of the per-prompt medians
-    (what the engine's Δ is computed on, and the headless table's first tok/s column)."""
+    """The one statistic the summary's tok/s column and its Δ both use: bench/report.py TOK_S_MEAN_NOTE (what
+    the engine's Δ is computed on, and the headless table's first tok/s column); older runs without it fall
+    back to the mean of the per-prompt medians."""
+    if s.tok_s_mean is not None:
+        return s.tok_s_mean
     return s.tok_s_mean_of_prompts if s.tok_s_mean_of_prompts is not None else s.tok_s_median
 
 
