@@ -54,14 +54,17 @@ def _nav(keys: str, tip: str) -> KeyRow:
 NAV_KEYS: tuple[KeyRow, ...] = (
     ("j", "nav('j')", "Down", False, "cursor down (a table) / scroll down (a log, a detail screen)"),
     ("k", "nav('k')", "Up", False, "cursor up / scroll up"),
-    ("g,home", "nav('home')", "Top", False, "first row / top"),
-    ("G,end", "nav('end')", "Bottom", False, "last row / bottom (in the log: follow the tail again)"),
+    ("g", "nav('g')", "Top", False, "first row / top"),
+    ("G", "nav('G')", "Bottom", False, "last row / bottom (in the log: the tail, following again)"),
+    ("home", "nav('home')", "Top", False, "first row / top (a table's cursor too, not only its view)"),
+    ("end", "nav('end')", "Bottom", False, "last row / bottom"),
 )
 
 # keys every table and dialog understands (Textual's own), listed so nobody has to guess them
 NAVIGATION_KEYS: tuple[KeyRow, ...] = (
     _nav("up,down,pageup,pagedown", "move the cursor in the focused table / scroll the focused pane"),
     _nav("left,right", "scroll a wide table sideways"),
+    _nav("ctrl+pageup,ctrl+pagedown", "scroll a page left / right"),
     _nav("ctrl+home,ctrl+end", "scroll a table to its top / bottom without moving the cursor"),
     _nav(
         "tab,shift+tab",
@@ -71,7 +74,8 @@ NAVIGATION_KEYS: tuple[KeyRow, ...] = (
     _nav("enter", "open: drill into a host, GPU or service (Esc goes back)"),
     _nav("space", "tick in a list (bench dialog), toggle done (todos)"),
     _nav("escape", "back, close a dialog, clear the filter"),
-    _nav("ctrl+c", "quit, like q"),
+    _nav("ctrl+c", "quit, like q (in a text field: copy the selected text)"),
+    _nav("super+c", "copy the selected text"),
 )
 
 # actions that only make sense on the main screen (not while a dialog is open)

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
 from ddtree_tui.bench.report import TOK_S_MEAN_NOTE
-from ddtree_tui.ui.keys import MAIN_ONLY, NAV_KEYS, NAVIGATION_KEYS, to_bindings
+from ddtree_tui.ui.keys import NAV_KEYS, NAVIGATION_KEYS, to_bindings
 
 KEY_NAMES = {
     "slash": "/",
@@ -55,14 +55,19 @@ def key_label(key: str) -> str:
 
 
 def merged(cls: type[DOMNode]) -> list[Binding]:
-    """A class's bindings with the inherited ones (what Textual really binds), one entry an action."""
-    by_action: dict[tuple[str, str], list[Binding]] = {}
+    """A class's bindings with the inherited ones (what Textual really binds), one entry a declaration."""
+    by_action: dict[tuple[str, str, str], list[Binding]] = {}
     for bindings in cls._merge_bindings().key_to_bindings.values():
-        for b in bindings:
-            by_action.setdefault((b.action, b.description), []).append(b)
+        for b in bindings:  # one declaration ("x,delete") comes back one Binding a key: joined again here
+            by_action.setdefault((b.action, b.description, b.tooltip), []).append(b)
+    base = {(b.action, b.key) for bs in Screen._merge_bindings().key_to_bindings.values() for b in bs}
     out = []
     for group in by_action.values():
         first = group[0]
+        if issubclass(cls, Screen) and cls is not Screen and (first.action, first.key) in base:
+            continue  # every screen's Tab / copy: listed once, under "moving around"
+        if not (first.description or first.tooltip):
+            continue  # Textual's silent ones (ctrl+c's "press q"): in "moving around" too
         keys = ",".join(dict.fromkeys(b.key for b in group))
         out.append(Binding(keys, first.action, first.description, show=first.show, tooltip=first.tooltip))
     return out
@@ -72,32 +77,57 @@ def _is_nav(b: Binding) -> bool:
     return b.action.startswith("nav(")
 
 
-def help_groups(app: App[Any], screen: Screen[Any]) -> list[tuple[str, list[Binding]]]:
-    """(where, bindings) for `?` on `screen`: the main screen lists the app's keys, each pane's, movement and
-    the dialogs'; any other screen its own keys, movement, and the app keys that work there."""
+def main_groups(app_cls: type[App[Any]]) -> list[tuple[str, list[Binding]]]:
+    """(where, bindings) of the main screen: the app's keys, each pane's, movement, and the dialogs'. From
+    the classes alone, so README's key table is generated from the same list (readme_key_table)."""
     from ddtree_tui.ui.layout import PANE_CLASSES
     from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
     from ddtree_tui.ui.screens.confirm import ConfirmScreen
     from ddtree_tui.ui.screens.doctor import DoctorScreen
     from ddtree_tui.ui.sweep_screen import SweepScreen
 
-    app_keys = [b for b in merged(type(app)) if not _is_nav(b)]
-    moving = ("moving around (every table, list, log and dialog)", list(NAVIGATION))
+    groups = [("everywhere on the main screen", [b for b in merged(app_cls) if not _is_nav(b)])]
+    for n, cls in PANE_CLASSES.items():
+        own = merged(cls)
+        if own:
+            groups.append((f"in the {cls.pane_title} pane (key {n})", own))
+    groups.append(("moving around (every table, list, log and dialog)", list(NAVIGATION)))
+    groups.append(("in the confirm dialog", merged(ConfirmScreen)))
+    groups.append(("in the bench dialog (b)", merged(BenchSetupScreen)))
+    groups.append(("in the doctor dialog (D)", merged(DoctorScreen)))
+    groups.append(("in the sweep screen (w)", merged(SweepScreen)))
+    return groups
+
+
+def help_groups(app: App[Any], screen: Screen[Any]) -> list[tuple[str, list[Binding]]]:
+    """(where, bindings) for `?` on `screen`: the main screen's groups (main_groups); any other screen its
+    own keys, movement, and the app keys that work there."""
     if screen is app.screen_stack[0]:
-        groups = [("everywhere on the main screen", app_keys)]
-        for n, cls in PANE_CLASSES.items():
-            own = merged(cls)
-            if own:
-                groups.append((f"in the {cls.pane_title} pane (key {n})", own))
-        groups.append(moving)
-        groups.append(("in the confirm dialog", merged(ConfirmScreen)))
-        groups.append(("in the bench dialog (b)", merged(BenchSetupScreen)))
-        groups.append(("in the doctor dialog (D)", merged(DoctorScreen)))
-        groups.append(("in the sweep screen (w)", merged(SweepScreen)))
-        return groups
+        return main_groups(type(app))
+    app_keys = [b for b in merged(type(app)) if not _is_nav(b)]
     name = type(screen).__name__.removesuffix("Screen").lower() or "this"
-    anywhere = [b for b in app_keys if b.action.split("(")[0] not in MAIN_ONLY]
+    active = screen.active_bindings  # the app's keys that really work here (check_action says which)
+    anywhere = [
+        b
+        for b in app_keys
+        if any(
+            k in active and active[k].enabled and active[k].binding.action == b.action
+            for k in b.key.split(",")
+        )
+    ]
+    moving = ("moving around (every table, list, log and dialog)", list(NAVIGATION))
     return [(f"on the {name} screen", merged(type(screen))), moving, ("everywhere", anywhere)]
+
+
+def readme_key_table(app_cls: type[App[Any]]) -> str:
+    """README's key table (between its `keys:start`/`keys:end` markers), made from main_groups; a test
+    compares the README with it, so the README cannot drift from the bindings either."""
+    lines = ["| where | keys | what |", "| --- | --- | --- |"]
+    for where, keys, what in binding_rows(main_groups(app_cls)):
+        shown = ", ".join(f"`{k.strip()}`" for k in keys.split(", "))
+        cells = [c.replace("|", "\\|") for c in (where, shown, what)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def binding_rows(groups: Iterable[tuple[str, Iterable[Any]]]) -> list[tuple[str, str, str]]:
