@@ -6,6 +6,8 @@ key that a pane binds itself (the log's `G` follows the tail), so movement never
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.actions import SkipAction
 from textual.app import App
 from textual.containers import ScrollableContainer
@@ -27,7 +29,7 @@ def _bound_below_app(widget: Widget, key: str) -> bool:
     return False
 
 
-def move(app: App[object], key: str) -> None:
+def move(app: App[Any], key: str) -> None:
     """Do what `key` (a NAV_KEYS key) means for the focused widget, or raise SkipAction to pass it on."""
     how = MOVES.get(key)
     w = app.focused

@@ -65,6 +65,7 @@ async def test_sort_by_a_column_reuses_the_last_view() -> None:
         assert [str(c.label) for c in table.columns.values()] == ["Name", "Size ▲"]
         pane.reverse_sort()
         assert keys_of(table) == ["cccc", "aa", "b"]
-        await pilot.press("o", "0")  # `o` then 0: back to the view's own order (was: `o` past the last column)
+        # `o` then 0: back to the view's own order (was: cycle_sort past the last column)
+        await pilot.press("o", "0")
         await pilot.pause()
         assert keys_of(table) == ["aa", "b", "cccc"] and pane.sort_col is None
