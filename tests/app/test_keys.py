@@ -358,3 +358,18 @@ def test_readme_key_table_is_the_bindings() -> None:
         "README's key table differs from the bindings; paste this between the markers:\n" + want
     )
     assert "`ctrl+k`" in block and "| `k` |" in block  # kill and movement, as bound
+
+
+async def test_the_log_search_takes_the_same_grammar() -> None:
+    app = DDTreeApp(static_fleet(), demo=True, live=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        logs = app.query_one(LogsPane)
+        lines = ["INFO ready", "ERROR oom", "debug tick", "WARN slow", "debug tock"]
+        await pilot.press("6")
+        logs.show("local/dflash", lines, search="^(error|warn)")
+        await pilot.pause()
+        assert [s.text for s in logs.query_one("#log-view").lines] == ["ERROR oom", "WARN slow"]
+        logs.show("local/dflash", lines, search="!debug")
+        await pilot.pause()
+        assert [s.text for s in logs.query_one("#log-view").lines] == ["INFO ready", "ERROR oom", "WARN slow"]
+        assert logs.border_title is not None and "/!debug" in str(logs.border_title)
