@@ -13,7 +13,7 @@ from textual.app import App
 from textual.containers import ScrollableContainer
 from textual.scroll_view import ScrollView
 from textual.widget import Widget
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input, OptionList, TextArea
 
 # the key as bound -> what it does
 MOVES = {"j": "down", "k": "up", "home": "top", "end": "bottom", "g": "top", "G": "bottom"}
@@ -35,6 +35,12 @@ def move(app: App[Any], key: str) -> None:
     w = app.focused
     if how is None or w is None:
         raise SkipAction()
+    if isinstance(w, Input | TextArea):
+        raise SkipAction()  # a typed letter (and Home/End in the text)
+    if isinstance(w, OptionList):  # a list (the bench dialog's services, the move dialog's hosts)
+        {"down": w.action_cursor_down, "up": w.action_cursor_up, "top": w.action_first,
+         "bottom": w.action_last}[how]()  # fmt: skip
+        return
     if isinstance(w, DataTable):
         if not w.row_count:
             return

@@ -219,6 +219,9 @@ async def test_command_mode_jumps_completes_and_remembers(size: tuple[int, int])
         assert inp.value == "logs local/dflash"
         await pilot.press("down")
         assert inp.value == "host local"
+        inp.value = ""
+        await pilot.press(*"gjkG", "home", "end")  # movement keys type into a text field
+        assert inp.value == "gjkG"
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, CommandScreen)
