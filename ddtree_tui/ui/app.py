@@ -455,7 +455,7 @@ class DDTreeApp(AppHost):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
             self.ctl.filter_text = event.value
-            self.ctl.dirty |= {"fleet", "todos", "logs"}
+            self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
             self.flush()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -470,7 +470,7 @@ class DDTreeApp(AppHost):
         self.ctl.filter_text = ""
         inp.value = ""
         inp.remove_class("-shown")
-        self.ctl.dirty |= {"fleet", "todos", "logs"}
+        self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
         self.flush()
         if self.filter_pane:
             self.pane(self.filter_pane).focus_main()

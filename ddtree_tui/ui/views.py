@@ -118,6 +118,7 @@ class BenchView:
     """The bench pane's past runs (the live run is folded from events into the pane's BenchLive)."""
 
     history: tuple[HistoryRun, ...] = ()
+    filter: str = ""  # the pane's `/` filter: every bench table's rows (ui/filtering.py)
 
 
 @dataclass(frozen=True)

@@ -376,3 +376,23 @@ async def test_the_log_search_takes_the_same_grammar() -> None:
         await pilot.pause()
         assert [s.text for s in logs.query_one("#log-view").lines] == ["INFO ready", "ERROR oom", "WARN slow"]
         assert logs.border_title is not None and "/!debug" in str(logs.border_title)
+
+
+async def test_the_bench_tables_take_the_filter_too() -> None:
+    fleet = StaticFleet(snapshot(), bench_runs=[bench_run()])
+    app = DDTreeApp(fleet, live=False)
+    app._bench_history = fleet.bench_history()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        pane = app.query_one(BenchPane)
+        results = pane.query_one("#bench-results", DataTable)
+        prompts = pane.query_one("#bench-prompts", DataTable)
+        assert _rows(results) == ["local/dflash", "local/ddtree"]
+        await pilot.press("slash", *"!dflash")
+        await pilot.pause()
+        assert _rows(results) == ["local/ddtree"] and _rows(prompts) == ["local/ddtree|p1"]
+        assert "filter /!dflash" in str(pane.border_title)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert _rows(results) == ["local/dflash", "local/ddtree"] and "filter" not in str(pane.border_title)
