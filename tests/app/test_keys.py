@@ -357,9 +357,7 @@ def test_readme_key_table_is_the_bindings() -> None:
     assert start in readme and end in readme
     block = readme.split(start, 1)[1].split(end, 1)[0]
     want = readme_key_table(DDTreeApp)
-    assert block == want, (
-        "README's key table differs from the bindings; paste this between the markers:\n" + want
-    )
+    assert block == want, "README's key table differs from the bindings: run scripts/readme_keys.py\n" + want
     assert "`ctrl+k`" in block and "| `k` |" in block  # kill and movement, as bound
 
 
