@@ -110,6 +110,10 @@ CSV_COLUMNS = [
 ]
 
 
+# what the summary's tok/s (mean) is: the footnote under the headless table and the TUI's glossary (`?`)
+TOK_S_MEAN_NOTE = "mean over prompts of each prompt's mean tok/s"
+
+
 def to_json(run: BenchRun, indent: int | None = 2) -> str:
     return b"".join(iter_json(run, indent)).decode("utf-8")
 
@@ -321,9 +325,7 @@ def table(run: BenchRun) -> str:
     lines += render_table(headers, body, right={3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
     verdicts = [s for s in run.summary if s.delta_verdict and s.service != run.baseline]
     if verdicts:
-        lines.append(
-            "tok/s (mean) = mean over prompts of each prompt's mean tok/s; Δ is of that same number:"
-        )
+        lines.append(f"tok/s (mean) = {TOK_S_MEAN_NOTE}; Δ is of that same number:")
         for s in verdicts:
             lines.append(f"  {s.service} vs {run.baseline}: {s.delta_verdict}")
     lines += reads_note((s.service, s.coalesced_reads, s.reads) for s in run.summary)

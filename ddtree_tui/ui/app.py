@@ -26,13 +26,15 @@ from textual.widgets import Input, Static, Tab, Tabs
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.lib import paths
 from ddtree_tui.model.snapshot import FleetSnapshot
+from ddtree_tui.ui import navigation
 from ddtree_tui.ui.apphost import AppHost
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet, ReadOnlyFleet
 from ddtree_tui.ui.bench_actions import BenchActions
+from ddtree_tui.ui.command import CommandScreen, run_command
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import save_traceback
 from ddtree_tui.ui.details import DetailView
-from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, RUN_KEYS, to_bindings
+from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, NAV_KEYS, RUN_KEYS, to_bindings
 from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
     BenchIntent,
@@ -45,11 +47,9 @@ from ddtree_tui.ui.messages import (
     TodoIntent,
 )
 from ddtree_tui.ui.palette import FleetCommands
-from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
-from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
-from ddtree_tui.ui.screens.help import NAVIGATION, HelpScreen
+from ddtree_tui.ui.screens.help import HelpScreen, help_groups
 from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen, bar_line
 from ddtree_tui.ui.service_actions import ServiceActions
 from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
@@ -74,9 +74,13 @@ class DDTreeApp(AppHost):
     TITLE = "ddtree-tui"
     COMMANDS = App.COMMANDS | {FleetCommands}
     ENABLE_COMMAND_PALETTE = True
-    CSS = APP_CSS
+    CSS = APP_CSS + navigation.SCROLL_CSS
     WIDE_MIN = WIDE_MIN
-    BINDINGS: ClassVar[list[BindingType]] = [*to_bindings(MAIN_KEYS), *to_bindings(RUN_KEYS)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *to_bindings(MAIN_KEYS),
+        *to_bindings(RUN_KEYS),
+        *to_bindings(NAV_KEYS, priority=True),
+    ]
     bench: BenchActions  # the app's own (AppHost names only what the action modules use of it)
 
     def __init__(
@@ -108,7 +112,6 @@ class DDTreeApp(AppHost):
         )
         self.refresh_hz = refresh_hz
         self.theme_name = theme_name
-        self.bind("w", "sweep", description="Sweep", show=False)  # the tuning lab (ui/sweep_screen.py)
         self.active_tab = "tab-fleet"
         self._last_clock_paint = 0.0
         self.bench = BenchActions(self)
@@ -116,6 +119,7 @@ class DDTreeApp(AppHost):
         self.todos = TodoActions(self)
         self.paint_count = 0  # repaints done; benchmarks/ui.py reads it
         self.messages: list[MessageRecord] = []  # every notice, for `H`; the bar shows the latest
+        self.command_history: list[str] = []  # `:` commands of this session (ui/command.py)
         self._message_until = 0.0
         self.crash_dir = crash_dir or paths.CRASH_DIR
         self.crash_file: Path | None = None  # where the traceback of an unhandled error went
@@ -510,7 +514,7 @@ class DDTreeApp(AppHost):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
             self.ctl.filter_text = event.value
-            self.ctl.dirty |= {"fleet", "todos", "logs"}
+            self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
             self.flush()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -525,7 +529,7 @@ class DDTreeApp(AppHost):
         self.ctl.filter_text = ""
         inp.value = ""
         inp.remove_class("-shown")
-        self.ctl.dirty |= {"fleet", "todos", "logs"}
+        self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
         self.flush()
         if self.filter_pane:
             self.pane(self.filter_pane).focus_main()
@@ -567,16 +571,20 @@ class DDTreeApp(AppHost):
         names = self.theme_names()
         self.set_theme_name(names[(names.index(self.theme_name) + 1) % len(names)])
 
+    # --- keys: movement, command mode, help (K1, issue 28) ---------------------------------------------------
+    def action_nav(self, key: str) -> None:
+        """j/k/g/G/Home/End on whatever is focused (ui/navigation.py); passed on where they mean nothing."""
+        navigation.move(self, key)
+
+    def action_command(self) -> None:
+        """`:` (k9s): a command line at the bottom; what it runs is ui/command.py."""
+        self.push_screen(
+            CommandScreen(self, self.command_history), lambda text: run_command(self, text) if text else None
+        )
+
     def help_groups(self) -> list[tuple[str, list[Any]]]:
-        groups: list[tuple[str, list[Any]]] = [("everywhere on the main screen", list(self.BINDINGS))]
-        for n, cls in PANE_CLASSES.items():
-            if cls.BINDINGS:
-                groups.append((f"in the {cls.pane_title} pane (key {n})", list(cls.BINDINGS)))
-        groups.append(("moving around (every table and dialog)", list(NAVIGATION)))
-        groups.append(("in the confirm dialog", list(ConfirmScreen.BINDINGS)))
-        groups.append(("in the bench dialog (b)", list(BenchSetupScreen.BINDINGS)))
-        groups.append(("in the doctor dialog (D)", list(DoctorScreen.BINDINGS)))
-        return groups
+        """What `?` lists for the current screen, read from the bindings (ui/screens/help.py help_groups)."""
+        return help_groups(self, self.screen)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.help_groups()))

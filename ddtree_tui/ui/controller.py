@@ -205,7 +205,7 @@ class Controller:
         return TodosView(self.fleet.snapshot().todos, self.filter_text if self.filter_pane == 4 else "")
 
     def bench_view(self) -> BenchView:
-        return BenchView(tuple(self.bench_history))
+        return BenchView(tuple(self.bench_history), self.filter_text if self.filter_pane == 5 else "")
 
     def logs_view(self) -> LogsView:
         """The tail since the last paint, or every line when the service, the search or the buffer changed."""

@@ -17,14 +17,23 @@ MAIN_KEYS: tuple[KeyRow, ...] = (
     ("5", "focus_pane(5)", "Bench", False, "focus the benchmark pane"),
     ("6", "focus_pane(6)", "Logs", False, "focus the log pane"),
     ("l", "service('launch')", "Launch", True, "launch the selected service"),
-    ("k", "service('kill')", "Kill", True, "kill the selected service (asks; Cancel is the default)"),
+    # destructive keys are ctrl+letters (k9s): j/k/g/G are movement everywhere
+    ("ctrl+k", "service('kill')", "Kill", True, "kill the selected service (asks; Cancel is the default)"),
     ("r", "service('restart')", "Restart", True, "redeploy the selected service (asks)"),
     ("m", "service('move')", "Move", True, "move the selected service to another host (asks)"),
     ("b", "bench", "Bench", True, "benchmark: pick services and a prompt set, run"),
     ("L", "logs", "Logs", True, "show and follow the selected service's log"),
     ("D", "doctor", "Doctor", False, "doctor: preflight checks of the selected host"),
     ("t", "new_todo", "New todo", True, "add an item to the todo checklist"),
-    ("slash", "filter", "Filter", False, "filter the focused pane / search the log"),
+    ("w", "sweep", "Sweep", False, "the tuning lab for the selected service (sweep screen)"),
+    ("slash", "filter", "Filter", False, "filter the focused pane: regex or substring, !text inverts"),
+    (
+        "colon",
+        "command",
+        "Command",
+        False,
+        "command mode: :hosts :gpus :svc :bench :sweep :logs SVC :host NAME",
+    ),
     ("T", "cycle_theme", "Theme", False, "next colour theme"),
     ("R", "reload_profiles", "Reload", False, "re-read the host profiles from disk"),
     ("question_mark", "help", "Help", True, "this list of keys"),
@@ -46,15 +55,33 @@ def _nav(keys: str, tip: str) -> KeyRow:
     return (keys, "-", "", True, tip)
 
 
+# movement, the same in every table, list, log and scrolling screen (ui/navigation.py); bound with priority
+# on the app, and passed on (to the input, button or pane that owns the key) where it means nothing
+NAV_KEYS: tuple[KeyRow, ...] = (
+    ("j", "nav('j')", "Down", False, "cursor down (a table) / scroll down (a log, a detail screen)"),
+    ("k", "nav('k')", "Up", False, "cursor up / scroll up"),
+    ("g", "nav('g')", "Top", False, "first row / top"),
+    ("G", "nav('G')", "Bottom", False, "last row / bottom (in the log: the tail, following again)"),
+    ("home", "nav('home')", "Top", False, "first row / top (a table's cursor too, not only its view)"),
+    ("end", "nav('end')", "Bottom", False, "last row / bottom"),
+)
+
 # keys every table and dialog understands (Textual's own), listed so nobody has to guess them
 NAVIGATION_KEYS: tuple[KeyRow, ...] = (
-    _nav("up,down,pgup,pgdn", "move the cursor in the focused table (Home, End too)"),
-    _nav("tab,shift+tab", "next / previous widget (in dialogs: the next field or button)"),
+    _nav("up,down,pageup,pagedown", "move the cursor in the focused table / scroll the focused pane"),
+    _nav("left,right", "scroll a wide table sideways"),
+    _nav("ctrl+pageup,ctrl+pagedown", "scroll a page left / right"),
+    _nav("ctrl+home,ctrl+end", "scroll a table to its top / bottom without moving the cursor"),
+    _nav(
+        "tab,shift+tab",
+        "next / previous widget: every table of a pane (Bench: live, results, per-prompt, history), "
+        "and in dialogs the next field or button",
+    ),
     _nav("enter", "open: drill into a host, GPU or service (Esc goes back)"),
     _nav("space", "tick in a list (bench dialog), toggle done (todos)"),
     _nav("escape", "back, close a dialog, clear the filter"),
-    _nav("o,O", "sort the services by the next column / reverse (or click a header)"),
-    _nav("ctrl+c", "quit, like q"),
+    _nav("ctrl+c", "quit, like q (in a text field: copy the selected text)"),
+    _nav("super+c", "copy the selected text"),
 )
 
 # actions that only make sense on the main screen (not while a dialog is open)
@@ -70,9 +97,14 @@ MAIN_ONLY = frozenset(
         "focus_pane",
         "help",
         "cycle_theme",
+        "sweep",
+        "command",
     }
 )
 
 
-def to_bindings(rows: Iterable[KeyRow]) -> list[Binding]:
-    return [Binding(keys, action, text, show=show, tooltip=tip) for keys, action, text, show, tip in rows]
+def to_bindings(rows: Iterable[KeyRow], *, priority: bool = False) -> list[Binding]:
+    return [
+        Binding(keys, action, text, show=show, tooltip=tip, priority=priority)
+        for keys, action, text, show, tip in rows
+    ]

@@ -13,7 +13,7 @@ from ddtree_tui.bench.results import AnyRun
 from ddtree_tui.config import display_mode
 from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus, age, is_stale
 from ddtree_tui.model.todo import TodoView
-from ddtree_tui.ui import fmt
+from ddtree_tui.ui import filtering, fmt
 
 Badge = Literal["ok", "warn", "bad", "dim", "sim", "replay", "accent"]
 BADGES: tuple[Badge, ...] = ("ok", "warn", "bad", "dim", "sim", "replay", "accent")
@@ -129,6 +129,7 @@ class BenchView:
     """The bench pane's past runs (the live run is folded from events into the pane's BenchLive)."""
 
     history: tuple[HistoryRun, ...] = ()
+    filter: str = ""  # the pane's `/` filter: every bench table's rows (ui/filtering.py)
 
 
 @dataclass(frozen=True)
@@ -148,11 +149,9 @@ class PaneInputs:
 
 
 def matches(filter_text: str, *fields: str | None) -> bool:
-    """Case-insensitive substring filter over the text of a row."""
-    if not filter_text:
-        return True
-    f = filter_text.lower()
-    return any(f in x.lower() for x in fields if x is not None)
+    """The `/` filter over the text of a row: a case-insensitive regex (or substring), `!` inverts
+    (ui/filtering.py)."""
+    return filtering.matches(filter_text, *fields)
 
 
 def pick(cells: Mapping[str, CellValue], columns: Sequence[str]) -> tuple[CellValue, ...]:
@@ -160,7 +159,7 @@ def pick(cells: Mapping[str, CellValue], columns: Sequence[str]) -> tuple[CellVa
 
 
 def _title(number: int, name: str, filt: str) -> str:
-    return f"{number} {name}" + (f" · filter /{filt}" if filt else "")
+    return f"{number} {name}" + (f" · filter {filtering.filter_label(filt)}" if filt else "")
 
 
 # --- hosts -------------------------------------------------------------------------------------------------
@@ -512,7 +511,7 @@ def gpus_view(snap: FleetSnapshot, inp: PaneInputs) -> GpusView:
     title = (
         f"2 GPUs · {inp.selected_host or 'all hosts'}"
         + (" · REPLAY of a recording" if replay else "")
-        + (f" · filter /{inp.filter}" if inp.filter else "")
+        + (f" · filter {filtering.filter_label(inp.filter)}" if inp.filter else "")
     )
     return GpusView(TableView(cols, tuple(rows), title), tuple(faults))
 

@@ -72,14 +72,14 @@ async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             await pilot.pause()
             app.query_one("#pane-3").select_ref("local/dflash")  # type: ignore[attr-defined]
             await pilot.pause()
-            await pilot.press("k")
+            await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
             await pilot.pause()
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("enter")
             await pilot.pause(1.0)
             assert _state(app, "dflash") == "ready"
             # confirm this time
-            await pilot.press("k")
+            await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
             await pilot.pause()
             await pilot.press("tab", "enter")
             await until(pilot, lambda: _state(app, "dflash") == "stopped", 20, "dflash stopped")

@@ -34,7 +34,7 @@ def test_help_screen(snap_compare, size: tuple[int, int]) -> None:
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_confirm_dialog(snap_compare, size: tuple[int, int]) -> None:
-    assert snap_compare(_app(), press=["k"], terminal_size=size)
+    assert snap_compare(_app(), press=["ctrl+k"], terminal_size=size)  # kill is ctrl+k (issue 28)
 
 
 async def _bench_running(pilot: Any) -> None:

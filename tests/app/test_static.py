@@ -74,19 +74,19 @@ async def test_kill_dialog_defaults_to_cancel_and_enter_cancels() -> None:
     fleet = RecordingFleet(static_fleet())
     app = DDTreeApp(fleet)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("k")
+        await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         assert isinstance(app.focused, Button) and app.focused.id == "cancel"
         await pilot.press("enter")
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
-        await pilot.press("k")
+        await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
         await pilot.press("escape")
         await pilot.pause()
         assert fleet.calls == []
         # now confirm: move to the Kill button and press it
-        await pilot.press("k")
+        await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
         await pilot.pause()
         await pilot.press("tab", "enter")
         await app.workers.wait_for_complete()
@@ -151,6 +151,11 @@ async def test_help_lists_every_binding() -> None:
             "e",
             "s",
             "f",
+            "ctrl+k",
+            "w",
+            ":",
+            "o",
+            "O",
         ):
             assert k in keys, k
         await pilot.press("escape")

@@ -78,7 +78,7 @@ async def test_add_toggle_delete_through_the_ui_and_a_concurrent_auto_complete(t
 
             # delete asks first (Cancel is the default); Delete removes it from the file
             table.move_cursor(row=0)
-            await pilot.press("x")
+            await pilot.press("ctrl+d")  # delete is ctrl+d (issue 28)
             confirm = await until(
                 pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen, 5, "the ask"
             )

@@ -132,10 +132,10 @@ async def _second_session(world: World) -> None:
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("tab", "enter")
         await until(pilot, lambda: _state(app, "ct200/dflash-prod") == "ready", 40, "moved and ready")
-        # `k` on each CT200 service, confirmed
+        # `ctrl+k` on each CT200 service, confirmed
         for ref in ("ct200/dflash", "ct200/ddtree-shadow", "ct200/dflash-prod"):
             await _select(pilot, ref)
-            await pilot.press("k")
+            await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
             await pilot.pause()
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("tab", "enter")

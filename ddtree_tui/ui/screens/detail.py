@@ -52,7 +52,8 @@ class DetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#detail-facts", DataTable).focus()
+        """The body scrolls as one (j/k, PgUp/PgDn, g/G, Home/End reach the log tail); Tab enters a table."""
+        self.query_one("#detail-body", VerticalScroll).focus()
 
     def action_back(self) -> None:
         self.dismiss(None)

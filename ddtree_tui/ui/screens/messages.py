@@ -1,4 +1,5 @@
-"""`H`: every message the app showed this session (errors included), newest first, with its time."""
+"""`H`: every message the app showed this session (errors included), newest first, with its time; the one
+under the cursor is shown whole, wrapped, under the table (a long error is never cut)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import DataTable, Label, Static
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "information": ""}
 
@@ -42,6 +43,7 @@ class MessagesScreen(ModalScreen[None]):
     MessagesScreen > #dialog { width: 95%; max-width: 140; height: 90%; border: thick $accent;
         background: $surface; padding: 0 1; }
     MessagesScreen DataTable { height: 1fr; }
+    MessagesScreen #message-whole { height: auto; max-height: 40%; border-top: solid $accent; }
     """
     BINDINGS = [Binding("escape,H,q", "close", "Close")]
 
@@ -60,6 +62,19 @@ class MessagesScreen(ModalScreen[None]):
                     when, Text(r.severity, style=SEVERITY_STYLE.get(r.severity, "")), r.text, key=str(i)
                 )
             yield t
+            with VerticalScroll(id="message-whole"):
+                yield Static("", id="message-full")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The message under the cursor, whole and wrapped."""
+        key = event.row_key.value
+        if key is None:
+            return
+        r = list(reversed(self.records))[int(key)]
+        when = time.strftime("%H:%M:%S", time.localtime(r.ts))
+        full = Text(f"{when} {r.severity}: ", style=SEVERITY_STYLE.get(r.severity, "") or "bold")
+        full.append(r.text, style="")
+        self.query_one("#message-full", Static).update(full)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

@@ -29,6 +29,7 @@ from ddtree_tui.bench.results import (
 from ddtree_tui.bench.tables import HISTORY_RATES, history_rates
 from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
+from ddtree_tui.ui.filtering import filter_label, matches
 from ddtree_tui.ui.messages import ShapeIntent
 from ddtree_tui.ui.views import BenchView, HistoryRun
 from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sync_table
@@ -155,8 +156,18 @@ class BenchPane(Pane):
         hist.add_columns("When", "Status", "Prompts", "Services", *HISTORY_RATES, "Baseline")
         yield hist
 
+    def _sync(self, table: DataTable[Any], rows: list[PaintedRow], **kw: Any) -> None:
+        """sync_table with the pane's `/` filter applied to the rows' text (ui/filtering.py)."""
+        if self.filter:
+            rows = [r for r in rows if matches(self.filter, *(str(getattr(c, "plain", c)) for c in r[1]))]
+        sync_table(table, rows, **kw)
+
     def show_view(self, view: BenchView) -> None:
         live = self.live
+        self.filter = view.filter
+        self.border_title = f"{self.pane_number} {self.pane_title}" + (
+            f" · filter {filter_label(view.filter)}" if view.filter else ""
+        )
         self.query_one("#bench-status", Static).update(live.status)
         bar = self.query_one(ProgressBar)
         if live.total:
@@ -182,7 +193,7 @@ class BenchPane(Pane):
                 )
             )
         table = self.query_one("#bench-live", DataTable)
-        sync_table(table, rows)
+        self._sync(table, rows)
         if live.running and live.current is not None:  # follow the request that is streaming now
             try:
                 table.move_cursor(row=table.get_row_index(live.current), animate=False)
@@ -239,7 +250,7 @@ class BenchPane(Pane):
                     ],
                 )
             )
-        sync_table(self.query_one("#bench-levels", DataTable), rows)
+        self._sync(self.query_one("#bench-levels", DataTable), rows)
         self.query_one("#bench-verdicts", Static).update("\n".join(live.verdicts[:4]))
 
     def _run_in_flight(self) -> bool:
@@ -316,7 +327,7 @@ class BenchPane(Pane):
                 }
                 rows.append((ref, self.pick(cells, RES_WIDE, RES_NARROW)[1]))
         cols = self.pick({}, RES_WIDE, RES_NARROW)[0]
-        sync_table(self.query_one("#bench-results", DataTable), rows, columns=cols)
+        self._sync(self.query_one("#bench-results", DataTable), rows, columns=cols)
 
     def _render_prompts(self, run: BenchRun | None) -> None:
         """Per prompt × service, like the headless table: median tok/s [min-max], TTFT, accept, Δ."""
@@ -343,7 +354,7 @@ class BenchPane(Pane):
                 }
                 rows.append((f"{ref}|{r.prompt_id}", self.pick(cells, PER_WIDE, PER_NARROW)[1]))
         cols = self.pick({}, PER_WIDE, PER_NARROW)[0]
-        sync_table(self.query_one("#bench-prompts", DataTable), rows, columns=cols)
+        self._sync(self.query_one("#bench-prompts", DataTable), rows, columns=cols)
 
     def _render_history(self, history: Sequence[HistoryRun]) -> None:
         rows: list[PaintedRow] = []
@@ -367,4 +378,4 @@ class BenchPane(Pane):
                     ],
                 )
             )
-        sync_table(self.query_one("#bench-history", DataTable), rows)
+        self._sync(self.query_one("#bench-history", DataTable), rows)

@@ -1,4 +1,5 @@
-"""Log pane: the selected service's log, following the tail; `/` filters lines by a search string."""
+"""Log pane: the selected service's log, following the tail; `/` filters lines with the tables' grammar
+(ui/filtering.py: a regex or substring, `!` inverts)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from textual.binding import Binding
 from textual.widgets import RichLog
 
 from ddtree_tui.lib import paths
+from ddtree_tui.ui.filtering import matches, parse_filter
 from ddtree_tui.ui.views import LogsView
 from ddtree_tui.ui.widgets.base import Pane
 
@@ -89,7 +91,7 @@ class LogsPane(Pane):
 
     def action_save(self) -> None:
         """The lines shown, to a file; the write runs in a worker (off the UI path)."""
-        lines = [line for _, line in self._lines if self._search.lower() in line.lower()]
+        lines = [line for _, line in self._lines if matches(self._search, line)]
         ref = (self.ref or "log").replace("/", "_")
         path = paths.SAVED_LOGS / time.strftime(f"{ref}-%Y%m%d-%H%M%S.log")
         self.run_worker(self._save(path, lines), group="log-save", exclusive=True)
@@ -108,7 +110,7 @@ class LogsPane(Pane):
         self.saved_to = path
 
     def _line(self, line: str, ts: float | None = None) -> Text | None:
-        if self._search and self._search.lower() not in line.lower():
+        if self._search and not matches(self._search, line):  # the `/` grammar: regex, `!` inverts
             return None
         text = Text(line, no_wrap=not self.wrap)
         if self.times:
@@ -119,8 +121,9 @@ class LogsPane(Pane):
             text.stylize(self.style_of("bad"))
         elif "warn" in low:
             text.stylize(self.style_of("warn"))
-        if self._search:
-            text.highlight_words([self._search], style=self.match_style(), case_sensitive=False)
+        found = parse_filter(self._search)
+        if found.pattern is not None and not found.invert:
+            text.highlight_regex(found.pattern, style=self.match_style())
         return text
 
     def match_style(self) -> Style:

@@ -18,7 +18,7 @@ __all__ = ["BUTTONS", "ServicesPane", "metric"]
 # the mouse's way to the common actions on the selected service (keys in brackets)
 BUTTONS: tuple[tuple[ServiceVerb, str], ...] = (
     ("launch", "Launch l"),
-    ("kill", "Kill k"),
+    ("kill", "Kill ^k"),
     ("restart", "Restart r"),
     ("smoke", "Smoke s"),
     ("logs", "Logs L"),
@@ -47,8 +47,6 @@ class ServicesPane(TablePane):
             show=False,
             tooltip="smoke test: one short /generate request to the service",
         ),
-        Binding("o", "sort", "Sort", show=False, tooltip="sort by the next column (again: back to none)"),
-        Binding("O", "sort_reverse", "Reverse", show=False, tooltip="reverse the sort order"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -65,12 +63,6 @@ class ServicesPane(TablePane):
         if ref is not None and button is not None:
             event.stop()
             self.post_message(ServiceRequest(button, ref))
-
-    def action_sort(self) -> None:
-        self.cycle_sort()
-
-    def action_sort_reverse(self) -> None:
-        self.reverse_sort()
 
     def show_view(self, view: ServicesView) -> None:
         self.show_table(view.table)

@@ -1,6 +1,10 @@
 """The one table pane (the k9s / lazydocker shape): a DataTable showing a TableView (columns + keyed rows),
-updated in place so the cursor stays on the same key, sorted by a column (`o`, `O`, a header click), Enter
-drilling into the row. The hosts, services and GPU panes are this pane plus what sits under their table."""
+updated in place so the cursor stays on the same key, sorted by a named column, Enter drilling into the row.
+The hosts, services and GPU panes are this pane plus what sits under their table.
+
+Sorting is nvitop's: `o` then a column's letter (each column gets the first free letter of its name, listed
+when `o` is pressed); the same letter again reverses, `0` goes back to the fleet's own order; `O` reverses;
+a click on a header sorts by it. The sort shows as ▲/▼ on the column and in the pane title."""
 
 from __future__ import annotations
 
@@ -8,19 +12,77 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
 from textual.coordinate import Coordinate
-from textual.widgets import DataTable
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Label
 
 from ddtree_tui.ui.messages import DrillDown
 from ddtree_tui.ui.views import Cell, CellValue, Seg, TableView
 from ddtree_tui.ui.widgets.base import PaintedRow, Pane, sort_key, sync_table
 
 
+def sort_letters(columns: Sequence[str]) -> dict[str, str]:
+    """letter -> column: each column's first letter not taken yet (then its next letters); `0` and `o` are
+    kept for "unsorted" and the menu itself."""
+    out: dict[str, str] = {}
+    for col in columns:
+        for ch in col.lower():
+            if ch.isalpha() and ch not in out and ch != "o":
+                out[ch] = col
+                break
+    return out
+
+
+class SortScreen(ModalScreen[str | None]):
+    """`o`: the columns with their letters; a letter answers the column, `0` "unsorted" (""), Esc None."""
+
+    DEFAULT_CSS = """
+    SortScreen { align: center bottom; }
+    SortScreen > #sort-box { width: 100%; height: auto; max-height: 12; border: round $accent;
+        background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, pane_title: str, columns: Sequence[str], current: str | None, reverse: bool) -> None:
+        super().__init__()
+        self.letters = sort_letters(columns)
+        self.pane_title, self.current, self.reverse = pane_title, current, reverse
+
+    def compose(self) -> ComposeResult:
+        now = f"{self.current} {'▼' if self.reverse else '▲'}" if self.current else "the fleet's order"
+        menu = "  ".join(f"{k} {c}" for k, c in self.letters.items())
+        with Vertical(id="sort-box"):
+            yield Label(f"sort {self.pane_title} by (now: {now}; the same letter again reverses):")
+            yield Label(menu, id="sort-menu")
+            yield Label("0 the fleet's order · Esc cancels")
+
+    def on_key(self, event: events.Key) -> None:
+        ch = event.character or ""
+        if ch == "0":
+            event.stop()
+            self.dismiss("")
+        elif ch in self.letters:
+            event.stop()
+            self.dismiss(self.letters[ch])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class TablePane(Pane):
     """Subclasses yield the DataTable in `compose` and name what Enter on a row drills into."""
 
     drill_kind: ClassVar[Literal["host", "gpu", "service"] | None] = None
-    sortable: ClassVar[bool] = False
+    sortable: ClassVar[bool] = True
+    BINDINGS = [
+        Binding("o", "sort_menu", "Sort", show=False,
+                tooltip="sort: o then the column's letter (listed); again reverses, o 0 unsorts"),
+        Binding("O", "sort_reverse", "Reverse", show=False, tooltip="reverse the sort order"),
+    ]  # fmt: skip
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -55,9 +117,15 @@ class TablePane(Pane):
         rows: list[PaintedRow] = [(r.key, [self.cell(c) for c in r.cells]) for r in tv.rows]
         table = self.query_one(DataTable)
         sync_table(table, self.sorted_rows(rows, tv.columns), columns=self.headers(tv.columns))
-        self.border_title = tv.title
+        self.border_title = tv.title + self.sort_label(tv.columns)
 
-    # --- sorting: `o` cycles the column, `O` reverses, a click on a header sorts by it --------------------
+    def sort_label(self, columns: Sequence[str]) -> str:
+        """` · sort Port ▼` in the pane title while sorted (the header marks the column too)."""
+        if not self.sortable or self.sort_col is None or self.sort_col not in columns:
+            return ""
+        return f" · sort {self.sort_col} {'▼' if self.sort_reverse else '▲'}"
+
+    # --- sorting: `o` + a column's letter, `O` reverses, a click on a header sorts by it -------------------
     def sorted_rows(self, rows: list[PaintedRow], columns: Sequence[str]) -> list[PaintedRow]:
         """Rows ordered by the sort column (numbers as numbers, `-` last); as given when unsorted."""
         if not self.sortable or self.sort_col is None or self.sort_col not in columns:
@@ -74,16 +142,26 @@ class TablePane(Pane):
         mark = " ▼" if self.sort_reverse else " ▲"
         return [c + mark if c == self.sort_col else c for c in columns]
 
-    def cycle_sort(self) -> None:
-        cols = list(self.table_view.columns) if self.table_view else []
-        if self.sort_col is None or self.sort_col not in cols:
-            self.sort_col = cols[0] if cols else None
-        elif cols.index(self.sort_col) + 1 < len(cols):
-            self.sort_col = cols[cols.index(self.sort_col) + 1]
+    def action_sort_menu(self) -> None:
+        if not self.sortable or self.table_view is None:
+            return
+        cols = self.table_view.columns
+        self.app.push_screen(
+            SortScreen(self.pane_title, cols, self.sort_col, self.sort_reverse), self._sort_to
+        )
+
+    def _sort_to(self, column: str | None) -> None:
+        if column is None:
+            return
+        if column == "":
+            self.sort_col, self.sort_reverse = None, False
+            self._resort()
         else:
-            self.sort_col = None  # back to the fleet's own order
-        self.sort_reverse = False
-        self._resort()
+            self.sort_by(column)
+
+    def action_sort_reverse(self) -> None:
+        if self.sort_col is not None:
+            self.reverse_sort()
 
     def reverse_sort(self) -> None:
         self.sort_reverse = not self.sort_reverse

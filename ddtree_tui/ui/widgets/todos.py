@@ -41,18 +41,11 @@ class TodosPane(Pane):
         Binding("s", "todo('start')", "Start"),
         Binding("c", "todo('complete')", "Complete"),
         Binding("space", "todo('toggle')", "Toggle done"),
-        Binding("x,delete", "todo('delete')", "Delete"),
+        Binding("ctrl+d,delete", "todo('delete')", "Delete", tooltip="delete the item (asks first)"),
         Binding("shift+up,K", "todo('up')", "Move up"),
         Binding("shift+down,J", "todo('down')", "Move down"),
-        # j/k move the cursor here like in every table (k is Kill elsewhere, never a surprise here)
-        Binding("j", "cursor(1)", "Down", show=False, tooltip="cursor down (J moves the item)"),
-        Binding("k", "cursor(-1)", "Up", show=False, tooltip="cursor up (K moves the item)"),
+        # j/k move the cursor as in every table (ui/navigation.py); J/K move the item
     ]
-
-    def action_cursor(self, step: int) -> None:
-        t = self.query_one(DataTable)
-        if t.row_count:
-            t.move_cursor(row=max(0, min(t.row_count - 1, t.cursor_row + step)), animate=False)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="todos-error")
