@@ -27,6 +27,8 @@ class TablePane(Pane):
         self.table_view: TableView | None = None
         self.sort_col: str | None = None
         self.sort_reverse = False
+        self._painted: tuple[object, ...] | None = None
+        self.table_paints = 0  # views actually synced into the table: tests count work with it
 
     # --- painting ------------------------------------------------------------------------------------------
     def cell(self, c: CellValue) -> str | Text:
@@ -51,11 +53,19 @@ class TablePane(Pane):
         return out
 
     def show_table(self, tv: TableView) -> None:
+        """Paint the view; the same view in the same order and theme as last time does nothing at all (the
+        1 Hz clock repaint and telemetry of other hosts cost no rendering here, issue 28)."""
+        painted = (tv, self.sort_col, self.sort_reverse, self.app.theme, tuple(sorted(self.app.classes)))
+        if painted == self._painted:
+            return
+        self._painted = painted
         self.table_view = tv
         rows: list[PaintedRow] = [(r.key, [self.cell(c) for c in r.cells]) for r in tv.rows]
         table = self.query_one(DataTable)
         sync_table(table, self.sorted_rows(rows, tv.columns), columns=self.headers(tv.columns))
-        self.border_title = tv.title
+        self.table_paints += 1
+        if self.border_title != tv.title:
+            self.border_title = tv.title
 
     # --- sorting: `o` cycles the column, `O` reverses, a click on a header sorts by it --------------------
     def sorted_rows(self, rows: list[PaintedRow], columns: Sequence[str]) -> list[PaintedRow]:
