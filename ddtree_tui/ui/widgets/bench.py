@@ -34,7 +34,7 @@ from ddtree_tui.config import display_mode
 from ddtree_tui.ui import fmt
 from ddtree_tui.ui.messages import ShapeIntent
 from ddtree_tui.ui.views import BenchView, HistoryRun
-from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sync_table
+from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, set_static, sync_table
 
 
 class LiveRow(TypedDict, total=False):
@@ -317,7 +317,7 @@ class BenchPane(Pane):
 
     def show_view(self, view: BenchView) -> None:
         live = self.live
-        self.query_one("#bench-status", Static).update(live.status)
+        set_static(self.query_one("#bench-status", Static), live.status)
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
@@ -354,7 +354,7 @@ class BenchPane(Pane):
         if run is None:  # the last plain run (load, soak and agentic runs are in the history list only)
             run = next((r for r in reversed(history) if isinstance(r, BenchRun)), None)
         title, badge = results_title(run, live.running, from_session)
-        self.query_one("#bench-results-title", Static).update(self.t(title, badge))
+        set_static(self.query_one("#bench-results-title", Static), self.t(title, badge))
         self._render_results(run)
         self._render_prompts(run)
         self._render_history(history)
@@ -374,7 +374,7 @@ class BenchPane(Pane):
             )
         else:
             labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
-        self.query_one("#bench-load-labels", Static).update(labels)
+        set_static(self.query_one("#bench-load-labels", Static), labels)
         rows: list[PaintedRow] = []
         for i, r in enumerate(live.levels[-40:]):
             rows.append(
@@ -395,7 +395,7 @@ class BenchPane(Pane):
                 )
             )
         sync_table(self.query_one("#bench-levels", DataTable), rows)
-        self.query_one("#bench-verdicts", Static).update("\n".join(live.verdicts[:4]))
+        set_static(self.query_one("#bench-verdicts", Static), "\n".join(live.verdicts[:4]))
 
     def action_load_ladder(self) -> None:
         self.post_message(ShapeIntent(ShapeParams(load=self.load_text, max_new_tokens=64)))
