@@ -94,7 +94,7 @@ class KeyedTable(DataTable[Any]):
     cell of the table render again on the next frame, and a key press that lands after it paid for that too:
     with 512 GPU rows that was most of the frame (benchmarks/ui.py, issue 28). Here a cell update bumps a
     version of its row instead; the row and cell caches see (table counter, row version), so unchanged rows
-    hit their caches and only the changed row's region is refreshed. Anything structural (rows added or
+    hit their caches and only the changed rows render again. Anything structural (rows added or
     removed, sorting, a resize, a width that grows) still goes through the table-wide counter. Caches are
     smaller than Textual's (a few screens' worth), so superseded versions cannot pile up (RSS)."""
 
@@ -129,9 +129,7 @@ class KeyedTable(DataTable[Any]):
         self._data[rk][ck] = value
         self._row_versions[rk] = self._row_versions.get(rk, 0) + 1
         self._line_cache.clear()  # lines are keyed by y, not row: cheap to rebuild from the row cache
-        index = self._row_locations.get(rk)
-        if index is not None:
-            self.refresh_row(index)
+        self.refresh()  # not refresh_row: finding a row's region sums the heights above it (O(rows) a cell)
 
     def _versioned(self, row_key: RowKey) -> Any:
         return (self._update_count, self._row_versions.get(row_key, 0))
@@ -234,6 +232,8 @@ def sort_key(cell: object) -> tuple[int, float, str]:
 
 
 def _differs(a: object, b: object) -> bool:
+    if a is b:  # a row whose view did not change keeps its painted cells (TablePane.show_table)
+        return False
     if isinstance(a, Text) and isinstance(b, Text):
         return a.plain != b.plain or a.style != b.style or a.spans != b.spans
     return bool(a != b)
