@@ -301,7 +301,7 @@ class DDTreeApp(AppHost):
         except NoMatches:  # not composed yet, or torn down while the app exits (a last refresh tick)
             return
         width = max(20, (self.size.width or 80) - 2)
-        set_static(bar, topbar(self._snap, self.now(), self.sub_title, width, self.mode_short))
+        set_static(bar, topbar(self._snap, self.now(), self.sub_title, width, self.mode_short), one_line=True)
 
     def _paint(self, n: int) -> None:
         """One pane from its view; a bad sample must not take the app down."""
@@ -552,7 +552,7 @@ class DDTreeApp(AppHost):
         text, severity = bar_line(self.messages, self._message_until, time.monotonic())
         bar.set_class(severity == "error", "-error")
         bar.set_class(severity == "warning", "-warning")
-        set_static(bar, text)
+        set_static(bar, text, one_line=True)
 
     def action_messages(self) -> None:
         self.push_screen(MessagesScreen(self.messages))

@@ -191,13 +191,14 @@ def sync_table(
         table.move_cursor(row=keys.index(cursor_key), animate=False)
 
 
-def set_static(widget: Static, content: CellText) -> None:
-    """`Static.update` only when the content changed: every update asks for a layout pass of the screen."""
+def set_static(widget: Static, content: CellText, *, one_line: bool = False) -> None:
+    """`Static.update` only when the content changed: every update asks for a layout pass of the screen,
+    unless `one_line` (a bar of fixed height: the top bar, a detail line), where its size cannot change."""
     old = getattr(widget, "_ddtree_shown", None)
     if old is not None and not _differs(old, content):
         return
     widget._ddtree_shown = content  # type: ignore[attr-defined]
-    widget.update(content)
+    widget.update(content, layout=not one_line)
 
 
 def _width(value: object) -> int:

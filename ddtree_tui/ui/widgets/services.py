@@ -77,7 +77,7 @@ class ServicesPane(TablePane):
         self.show_table(view.table)
         line = self.text(view.detail)
         line.no_wrap, line.overflow = True, "ellipsis"
-        set_static(self.query_one("#service-detail", Static), line)
+        set_static(self.query_one("#service-detail", Static), line, one_line=True)
 
     def selected_ref(self) -> str | None:
         return self.selected_key()
