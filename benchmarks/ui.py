@@ -258,7 +258,7 @@ def compare(rev: str, argv: list[str]) -> None:
         base = Path(tmp) / "base"
         base.mkdir()
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", rev, "ddtree_tui"], check=True, capture_output=True
+            ["git", "-C", str(REPO), "archive", rev, "ddtree_tui", "themes"], check=True, capture_output=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         for code in (base, REPO):
