@@ -395,9 +395,9 @@ def _bar(value: float | None, total: float | None, pct: float | None, width: int
 
 
 def gpu_cells(
-    g: GpuSample, host: str, replay: bool, spark: Sequence[float], inp: PaneInputs
+    g: GpuSample, host: str, replay: bool, spark: Sequence[float], inp: PaneInputs, narrow: bool | None = None
 ) -> dict[str, CellValue]:
-    narrow = inp.narrow
+    narrow = inp.narrow if narrow is None else narrow
     bw = 6 if narrow else 8
     util = _bar(g.util_gpu, 100, g.util_gpu, bw, f" {fmt.num(g.util_gpu, '{:.0f}', '%'):>4}")
     mem_pct = g.mem_used_mb / g.mem_total_mb * 100 if g.mem_used_mb is not None and g.mem_total_mb else None
@@ -412,7 +412,7 @@ def gpu_cells(
         power = f"{fmt.num(g.power_w, '{:.0f}')}/{fmt.num(g.power_limit_w, '{:.0f}', 'W')}"
     else:
         power = "-"
-    hist = styled(fmt.sparkline(list(spark), spark_width(inp.width)), "replay" if replay else "ok")
+    hist = styled(fmt.sparkline(list(spark), 8 if narrow else SPARK_MIN), "replay" if replay else "ok")
     label_segs = [Seg(f"{host}:{g.index}")]
     if replay and not narrow:
         label_segs.append(Seg(" REPLAY", "replay"))
@@ -434,10 +434,44 @@ def gpu_cells(
 
 
 def gpus_view(snap: FleetSnapshot, inp: PaneInputs) -> GpusView:
+    """The wide column set when it fits the pane with its widest cells, the history taking what is left (up
+    to 60 cells); else the compact set (at 120 columns the wide set cut its last column to `Fa`)."""
+    if inp.narrow:
+        return _gpus_view(snap, inp, narrow=True)
+    wide = _gpus_view(snap, inp, narrow=False)
+    cols = wide.table.columns
+    at = cols.index("Util history")
+    used = sum(
+        max([len(c), *(len(plain_of(r.cells[i])) for r in wide.table.rows if i < len(r.cells))])
+        for i, c in enumerate(cols)
+        if i != at
+    )
+    room = inp.width - 2 - used - 2 * len(cols)  # the pane's border; a DataTable pads each cell by 1 a side
+    if room < len(cols[at]):
+        return _gpus_view(snap, inp, narrow=True)
+    spark = min(60, room)
+    if spark == SPARK_MIN:
+        return wide
+    rows = tuple(_widen_history(r, at, spark, inp) for r in wide.table.rows)
+    return GpusView(TableView(cols, rows, wide.table.title), wide.faults)
+
+
+def _widen_history(row: Row, at: int, width: int, inp: PaneInputs) -> Row:
+    """A GPU row's history cell drawn `width` cells wide (process and fault rows have none)."""
+    host, _, index = row.key.rpartition(":")
+    cell = row.cells[at] if at < len(row.cells) else ""
+    if not index.isdigit() or not isinstance(cell, Cell):
+        return row
+    spark = fmt.sparkline(list(inp.history.get((host, int(index)), ())), width)
+    cells = (*row.cells[:at], styled(spark, cell.base), *row.cells[at + 1 :])
+    return Row(row.key, cells)
+
+
+def _gpus_view(snap: FleetSnapshot, inp: PaneInputs, narrow: bool) -> GpusView:
     rows: list[Row] = []
     faults: list[Seg] = []
     replay = False
-    cols = GPUS_NARROW if inp.narrow else GPUS_WIDE
+    cols = GPUS_NARROW if narrow else GPUS_WIDE
 
     def fault(subject: str, text: str) -> None:
         if faults:
@@ -463,7 +497,8 @@ def gpus_view(snap: FleetSnapshot, inp: PaneInputs) -> GpusView:
             proc_text = [t for p in procs for t in (p.name, p.proc, p.mem, p.service)]
             if not matches(inp.filter, key, g.name, g.service, g.fault, *proc_text):
                 continue
-            cells = gpu_cells(g, h.name, tel.source == "replay", inp.history.get((h.name, g.index), ()), inp)
+            spark = inp.history.get((h.name, g.index), ())
+            cells = gpu_cells(g, h.name, tel.source == "replay", spark, inp, narrow)
             rows.append(Row(key, pick(cells, cols)))
             for p in procs:
                 pcells: dict[str, CellValue] = {

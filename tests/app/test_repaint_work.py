@@ -49,7 +49,11 @@ async def test_an_unchanged_dashboard_repaints_no_table() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        panes: list[TablePane] = [app.query_one(HostsPane), app.query_one(GpusPane), app.query_one(ServicesPane)]
+        panes: list[TablePane] = [
+            app.query_one(HostsPane),
+            app.query_one(GpusPane),
+            app.query_one(ServicesPane),
+        ]
         assert all(p.table_paints >= 1 for p in panes)
         paints = [p.table_paints for p in panes]
         renders = [p.query_one(KeyedTable).row_renders for p in panes]
