@@ -14,7 +14,7 @@ from ddtree_tui.bench.loadrun import LoadRun
 from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.bench.soak import SoakRun
 from ddtree_tui.config import display_mode
-from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus
+from ddtree_tui.model.snapshot import FleetSnapshot, GpuProcess, GpuSample, HostView, ServiceStatus
 from ddtree_tui.model.todo import TodoView
 from ddtree_tui.ui import fmt
 
@@ -356,20 +356,46 @@ class ProcessRow:
     proc: str
     mem: str
     service: str
+    # nvitop's columns, from the host's /proc ("-" where it could not be read)
+    user: str = "-"
+    cpu: str = "-"
+    host_mem: str = "-"
+    elapsed: str = "-"
+    command: str = "-"
 
 
 def process_rows(g: GpuSample, host: str) -> list[ProcessRow]:
-    """nvitop's process list, as rows under their GPU: pid, name, memory, owning service (ours or -)."""
+    """nvitop's process list, as rows under their GPU: pid, name, GPU memory, owning service (ours or -), and
+    from /proc the user, CPU %, host memory, elapsed time and the full command line. A process whose parent
+    is on the same GPU (a scheduler's worker under the server's main pid) sits under it, one level in."""
     procs = sorted(g.processes, key=lambda p: -(p.used_memory_mb or 0))
+    pids = {p.pid for p in procs}
+    tops = [p for p in procs if p.ppid not in pids]
+    ordered: list[tuple[GpuProcess, int, bool]] = []  # process, depth, last among its siblings
+
+    def walk(p: GpuProcess, depth: int, last: bool) -> None:
+        ordered.append((p, depth, last))
+        kids = [c for c in procs if c.ppid == p.pid and c.pid != p.pid]
+        for j, c in enumerate(kids):
+            if depth < 4 and all(c is not o[0] for o in ordered):
+                walk(c, depth + 1, j == len(kids) - 1)
+
+    for i, p in enumerate(tops or procs):
+        walk(p, 0, i == len(tops or procs) - 1)
     return [
         ProcessRow(
             key=f"{host}:{g.index}:pid{p.pid}",
-            name=f" {'└' if i == len(procs) - 1 else '├'} pid {p.pid}",
+            name=" " + "  " * depth + f"{'└' if last else '├'} pid {p.pid}",
             proc=(p.name or "?")[:24],
             mem=fmt.mb(p.used_memory_mb),
             service=f"{host}/{p.service}" if p.service else "-",
+            user=p.user or "-",
+            cpu=fmt.num(p.cpu_percent, "{:.0f}", "%"),
+            host_mem=fmt.mb(p.host_mem_mb),
+            elapsed=fmt.duration(p.elapsed_s) if p.elapsed_s is not None else "-",
+            command=p.command or p.name or "?",
         )
-        for i, p in enumerate(procs)
+        for p, depth, last in ordered
     ]
 
 
@@ -500,11 +526,15 @@ def _gpus_view(snap: FleetSnapshot, inp: PaneInputs, narrow: bool) -> GpusView:
             spark = inp.history.get((h.name, g.index), ())
             cells = gpu_cells(g, h.name, tel.source == "replay", spark, inp, narrow)
             rows.append(Row(key, pick(cells, cols)))
-            for p in procs:
+            for p in procs:  # nvitop's columns in the GPU table's own: CPU under Util, RSS under Memory
                 pcells: dict[str, CellValue] = {
                     cols[0]: styled(p.name, "dim"),
-                    cols[1]: styled(p.proc, "dim"),
-                    cols[2]: styled(p.mem, "dim"),
+                    "Util": styled(f"cpu {p.cpu}", "dim"),
+                    "Memory": styled(f"{p.mem} +{p.host_mem} host" if p.host_mem != "-" else p.mem, "dim"),
+                    "Temp": styled(p.user, "dim"),
+                    "Power": styled(p.elapsed, "dim"),
+                    "Util history": styled(p.command, "dim"),
+                    "History": styled(p.command, "dim"),
                     "Service": styled(p.service, "accent" if p.service != "-" else "dim"),
                 }
                 rows.append(Row(p.key, pick(pcells, cols)))
