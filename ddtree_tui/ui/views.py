@@ -438,7 +438,8 @@ def gpu_cells(
         power = f"{fmt.num(g.power_w, '{:.0f}')}/{fmt.num(g.power_limit_w, '{:.0f}', 'W')}"
     else:
         power = "-"
-    hist = styled(fmt.sparkline(list(spark), 8 if narrow else SPARK_MIN), "replay" if replay else "ok")
+    # wide: drawn once its width is known (gpus_view measures the other columns first)
+    hist = styled(fmt.sparkline(spark, 8) if narrow else "", "replay" if replay else "ok")
     label_segs = [Seg(f"{host}:{g.index}")]
     if replay and not narrow:
         label_segs.append(Seg(" REPLAY", "replay"))
@@ -473,11 +474,9 @@ def gpus_view(snap: FleetSnapshot, inp: PaneInputs) -> GpusView:
         if i != at
     )
     room = inp.width - 2 - used - 2 * len(cols)  # the pane's border; a DataTable pads each cell by 1 a side
-    if room < len(cols[at]):
+    if room < max(SPARK_MIN, len(cols[at])):
         return _gpus_view(snap, inp, narrow=True)
     spark = min(60, room)
-    if spark == SPARK_MIN:
-        return wide
     rows = tuple(_widen_history(r, at, spark, inp) for r in wide.table.rows)
     return GpusView(TableView(cols, rows, wide.table.title), wide.faults)
 
