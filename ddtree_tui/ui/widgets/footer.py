@@ -58,7 +58,8 @@ class LeanFooter(Footer):
         for key in self.query_children(FooterKey):
             room -= key_width(key, self.compact)
             fits = fits and room >= 0
-            key.display = fits
+            if key.display != fits:  # setting it at all asks for a layout pass (the footer blanked a frame)
+                key.display = fits
 
 
 def key_width(key: FooterKey, compact: bool) -> int:
