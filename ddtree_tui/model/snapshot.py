@@ -55,6 +55,13 @@ class GpuProcess(_Snap):
     name: str | None = None
     used_memory_mb: int | None = None
     service: str | None = None  # our service name when the pid is one we launched
+    # what nvitop shows, from the host's /proc (None where the host could not read it)
+    user: str | None = None
+    cpu_percent: float | None = None
+    host_mem_mb: int | None = None
+    elapsed_s: float | None = None
+    command: str | None = None
+    ppid: int | None = None
 
 
 class GpuSample(_Snap):

@@ -164,3 +164,69 @@ def proc_ancestors(pid: int, depth: int = 8) -> list[int]:
 def proc_name(pid: int) -> str | None:
     text = read_text(f"/proc/{pid}/comm")
     return text.strip() if text else None
+
+
+class ProcInfo:
+    """What nvitop shows of a GPU process, from /proc: user, CPU % (between two ticks), host memory (RSS),
+    elapsed time, the full command line and the parent pid (the UI draws the tree under a service)."""
+
+    def __init__(self) -> None:
+        self.prev: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, when read)
+        self.hz = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+        self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def read(self, pid: int, now: float) -> dict[str, Any] | None:
+        stat = read_text(f"/proc/{pid}/stat")
+        if not stat:
+            return None
+        try:
+            fields = stat.rsplit(")", 1)[1].split()
+            ppid, utime, stime, start = int(fields[1]), int(fields[11]), int(fields[12]), int(fields[19])
+        except (IndexError, ValueError):
+            return None
+        cpu_s = (utime + stime) / self.hz
+        out: dict[str, Any] = {"ppid": ppid}
+        prev = self.prev.get(pid)
+        self.prev[pid] = (cpu_s, now)
+        if prev is not None and now > prev[1]:
+            out["cpu_percent"] = round(max(0.0, (cpu_s - prev[0]) / (now - prev[1]) * 100), 1)
+        up = parse_uptime(read_text("/proc/uptime"))
+        if up is not None:
+            out["elapsed_s"] = round(max(0.0, up - start / self.hz), 1)
+        statm = read_text(f"/proc/{pid}/statm")
+        if statm:
+            try:
+                out["host_mem_mb"] = int(statm.split()[1]) * self.page // MIB
+            except (IndexError, ValueError):
+                pass
+        out["user"] = proc_user(pid)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                raw = f.read(4096)
+            cmd = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+            out["command"] = cmd or None
+        except OSError:
+            pass
+        return out
+
+    def forget_except(self, pids: set[int]) -> None:
+        for gone in set(self.prev) - pids:
+            del self.prev[gone]
+
+
+def proc_user(pid: int) -> str | None:
+    """The login name of the process's real uid (the uid as text when it has no name)."""
+    status = read_text(f"/proc/{pid}/status") or ""
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            try:
+                uid = int(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+            try:
+                import pwd
+
+                return pwd.getpwuid(uid).pw_name
+            except (ImportError, KeyError):
+                return str(uid)
+    return None

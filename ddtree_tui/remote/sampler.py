@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from ddtree_tui.remote.hoststats import MIB, ProcHost, proc_ancestors, proc_name
+from ddtree_tui.remote.hoststats import MIB, ProcHost, ProcInfo, proc_ancestors, proc_name
 from ddtree_tui.remote.smi import SmiSource, cuda_text
 
 PROTOCOL = 1
@@ -237,6 +237,7 @@ class Sampler:
     def __init__(self, opts: dict[str, Any]) -> None:
         self.opts = opts
         self.host = ProcHost(opts["workdir"])
+        self.procs = ProcInfo()
         self.nvml: NvmlCollector | None = None
         self.smi: SmiSource | None = None
         self.note: str | None = None
@@ -312,6 +313,10 @@ class Sampler:
             line["note"] = self.note
         if pids:
             line["anc"] = {str(p): proc_ancestors(p) for p in set(pids)}
+            now = time.monotonic()
+            info = {str(p): self.procs.read(p, now) for p in set(pids)}
+            line["procs"] = {k: v for k, v in info.items() if v is not None}
+        self.procs.forget_except(set(pids))
         return line
 
     def close(self) -> None:

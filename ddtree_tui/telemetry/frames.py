@@ -31,6 +31,7 @@ class FrameBuilder:
         self.source_override = source_override
         self.note = note
         self.service_pids: dict[int, str] = {}
+        self._procs: Mapping[str, Any] = {}  # the current line's /proc facts by pid (sampler's "procs")
         self.gpus: list[GpuSample] = []
         self.host: HostSample | None = None
         self.status = TelemetryStatus(source=source_override, note=note)
@@ -60,7 +61,12 @@ class FrameBuilder:
         return None
 
     def _with_services(self, g: GpuSample, procs: list[GpuProcess], anc: Mapping[str, Any]) -> GpuSample:
-        marked = [p.model_copy(update={"service": self._service_for(p.pid, anc) or p.service}) for p in procs]
+        marked = [
+            p.model_copy(
+                update={"service": self._service_for(p.pid, anc) or p.service, **self._proc_info(p.pid)}
+            )
+            for p in procs
+        ]
         names = sorted({p.service for p in marked if p.service})
         return g.model_copy(update={"processes": marked, "service": ",".join(names) or None})
 
@@ -146,12 +152,32 @@ class FrameBuilder:
         out.sort(key=lambda g: g.index)
         return out, parsed.fault, parsed.driver_version
 
+    def _proc_info(self, pid: int) -> dict[str, Any]:
+        """The sampler's /proc facts about a GPU process (user, CPU %, RSS, elapsed, command, parent), the
+        fields of GpuProcess it may set, each of the right type; anything else is dropped."""
+        raw = self._procs.get(str(pid))
+        if not isinstance(raw, Mapping):
+            return {}
+        kinds: dict[str, tuple[type, ...]] = {
+            "user": (str,),
+            "cpu_percent": (int, float),
+            "host_mem_mb": (int,),
+            "elapsed_s": (int, float),
+            "command": (str,),
+            "ppid": (int,),
+        }
+        return {
+            k: v for k, v in raw.items() if k in kinds and isinstance(v, kinds[k]) and not isinstance(v, bool)
+        }
+
     def build(
         self, line: Mapping[str, Any], now: float | None = None
     ) -> tuple[HostSample | None, list[GpuSample], TelemetryStatus]:
         """The models for one sampler line; a line that carries no GPU part keeps the last GPUs."""
         now = time.time() if now is None else now
         ts = now
+        raw_procs = line.get("procs")
+        self._procs = raw_procs if isinstance(raw_procs, Mapping) else {}
         raw_anc = line.get("anc")
         anc: Mapping[str, Any] = raw_anc if isinstance(raw_anc, Mapping) else {}
         host = self.host_from(line.get("host"), ts)

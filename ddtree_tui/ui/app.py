@@ -57,7 +57,7 @@ from ddtree_tui.ui.summary import topbar
 from ddtree_tui.ui.sweep_screen import open_sweep
 from ddtree_tui.ui.todo_actions import TodoActions
 from ddtree_tui.ui.views import HistoryRun
-from ddtree_tui.ui.widgets.base import Pane
+from ddtree_tui.ui.widgets.base import Pane, set_static
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.footer import LeanFooter
 from ddtree_tui.ui.widgets.gpus import GpusPane
@@ -315,7 +315,7 @@ class DDTreeApp(AppHost):
         except NoMatches:  # not composed yet, or torn down while the app exits (a last refresh tick)
             return
         width = max(20, (self.size.width or 80) - 2)
-        bar.update(topbar(self._snap, self.now(), self.sub_title, width, self.mode_short))
+        set_static(bar, topbar(self._snap, self.now(), self.sub_title, width, self.mode_short), one_line=True)
 
     def _paint(self, n: int) -> None:
         """One pane from its view; a bad sample must not take the app down."""
@@ -615,7 +615,7 @@ class DDTreeApp(AppHost):
         text, severity = bar_line(self.messages, self._message_until, time.monotonic())
         bar.set_class(severity == "error", "-error")
         bar.set_class(severity == "warning", "-warning")
-        bar.update(text)
+        set_static(bar, text, one_line=True)
 
     def action_messages(self) -> None:
         self.push_screen(MessagesScreen(self.messages))

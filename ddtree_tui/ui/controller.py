@@ -38,8 +38,11 @@ from ddtree_tui.ui.views import (
 
 LOG_BUF_MAX = 500
 ALL = frozenset({"fleet", "todos", "bench", "logs"})
-# which panes each kind of change repaints
+# which panes each kind of change repaints ("telemetry": a GPU/host sample, painted as "fleet" at most once
+# a TELEMETRY_PERIOD: 64 hosts sampled each second arrive spread over it, and repainting 512 GPU rows on every
+# 5 Hz tick for the few that moved was most of the frame time, issue 28; nvitop repaints every 2 s)
 PANES_OF = {"fleet": {1, 2, 3}, "todos": {4}, "bench": {5}, "logs": {6}}
+TELEMETRY_PERIOD = 1.0
 
 
 @runtime_checkable
@@ -109,6 +112,7 @@ class Controller:
         self._log_overflow = False
         self._logs_shown: tuple[str | None, str] | None = None
         self._history_sig: tuple[int, int] | str | None = "unset"
+        self._fleet_painted_at = -TELEMETRY_PERIOD
 
     # --- events ------------------------------------------------------------------------------------------
     async def run_fleet(self) -> None:
@@ -125,7 +129,9 @@ class Controller:
             self.fleet.unsubscribe(q)
 
     def on_event(self, ev: object) -> None:
-        if isinstance(ev, events.HostStateChanged | events.GpuSampleEvent | events.ServiceStateChanged):
+        if isinstance(ev, events.GpuSampleEvent):
+            self.dirty.add("telemetry")
+        elif isinstance(ev, events.HostStateChanged | events.ServiceStateChanged):
             self.dirty.add("fleet")
         elif isinstance(ev, events.LogLine):
             if f"{ev.host}/{ev.service}" == self.selected_service:
@@ -162,10 +168,18 @@ class Controller:
         """The panes to paint now (a new snapshot read when the fleet changed); clears the dirty set."""
         if force:
             self.dirty |= ALL
+        keep: set[str] = set()
+        if "telemetry" in self.dirty:
+            self.dirty.discard("telemetry")
+            if "fleet" in self.dirty or time.monotonic() - self._fleet_painted_at >= TELEMETRY_PERIOD:
+                self.dirty.add("fleet")
+            else:
+                keep.add("telemetry")  # painted with the next fleet change or when the period is up
         if "fleet" in self.dirty:
             self.refresh_snapshot()
+            self._fleet_painted_at = time.monotonic()
         want = {n for kind in self.dirty for n in PANES_OF.get(kind, ())} | self.stale
-        self.dirty.clear()
+        self.dirty = keep
         return want
 
     def pick_default_service(self) -> None:

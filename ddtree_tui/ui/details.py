@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus, age, is_stale
 from ddtree_tui.ui import fmt
+from ddtree_tui.ui.views import process_rows
 
 
 class DetailView(BaseModel):
@@ -116,10 +117,11 @@ def gpu_table(host: str, gpus: Sequence[GpuSample]) -> tuple[list[str], list[lis
 
 
 def process_table(host: str, g: GpuSample) -> tuple[list[str], list[list[str]]]:
-    cols = ["PID", "Process", "GPU memory", "Service"]
+    """Every process on the GPU as nvitop lists it, the command line whole (the GPU table clips it)."""
+    cols = ["PID", "User", "CPU", "GPU memory", "Host memory", "Elapsed", "Service", "Command"]
     rows = [
-        [str(p.pid), p.name or "?", fmt.mb(p.used_memory_mb), f"{host}/{p.service}" if p.service else "-"]
-        for p in sorted(g.processes, key=lambda p: -(p.used_memory_mb or 0))
+        [p.name.strip(), p.user, p.cpu, p.mem, p.host_mem, p.elapsed, p.service, p.command]
+        for p in process_rows(g, host)
     ]
     return cols, rows
 

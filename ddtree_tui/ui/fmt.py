@@ -20,14 +20,12 @@ def bar(value: float | None, total: float | None, width: int = 10) -> str:
 def sparkline(values: Sequence[float | None], width: int = 16, top: float = 100.0) -> str:
     """The last `width` values as block characters, scaled to `top` (utilisation is 0..100)."""
     vals = list(values)[-width:]
-    out = []
-    for v in vals:
-        if v is None:
-            out.append(" ")
-            continue
-        i = int(max(0.0, min(1.0, v / top if top else 0)) * (len(SPARK) - 1) + 0.5)
-        out.append(SPARK[i])
-    return "".join(out).rjust(width)
+    if not top:
+        return "".join(" " if v is None else SPARK[0] for v in vals).rjust(width)
+    scale, last = (len(SPARK) - 1) / top, len(SPARK) - 1  # one multiply a value: 512 GPUs a second
+    return "".join(
+        " " if v is None else SPARK[0 if v <= 0 else last if v >= top else int(v * scale + 0.5)] for v in vals
+    ).rjust(width)
 
 
 def duration(seconds: float | None) -> str:

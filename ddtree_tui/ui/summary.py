@@ -49,6 +49,7 @@ def topbar(snap: FleetSnapshot, now: float, mode: str, width: int, short: str | 
     states = Counter(s.state for h in snap.hosts for s in h.services)
     marks = " ".join(f"{mark}{states[st]}" for st, mark in STATE_MARKS if states[st]) or "-"
     hosts_short = c["hosts"].removesuffix(" up")
+    n_gpus = sum(len(h.gpus) for h in snap.hosts)
     candidates = [
         (left, [c["hosts"], c["gpus"], c["services"], c["driver"], clock]),
         (left, [c["hosts"], c["gpus"], c["services"], clock]),
@@ -56,6 +57,8 @@ def topbar(snap: FleetSnapshot, now: float, mode: str, width: int, short: str | 
         (short_left, [c["hosts"], c["gpus"], c["services"], clock]),
         (short_left, [c["hosts"], c["services"], clock]),
         (short_left, [hosts_short, c["gpus"], f"services {marks}", clock]),
+        (short_left, [hosts_short, f"GPUs {n_gpus}", f"svc {marks}", clock]),  # 80 columns keep the GPU count
+        (short_left, [hosts_short, f"GPUs {n_gpus}", marks, clock]),
         (short_left, [hosts_short, f"services {marks}", clock]),
         (short_left, [marks, clock]),
         (short_left, [clock]),

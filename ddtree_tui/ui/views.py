@@ -11,7 +11,15 @@ from typing import Literal
 
 from ddtree_tui.bench.results import AnyRun
 from ddtree_tui.config import display_mode
-from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample, HostView, ServiceStatus, age, is_stale
+from ddtree_tui.model.snapshot import (
+    FleetSnapshot,
+    GpuProcess,
+    GpuSample,
+    HostView,
+    ServiceStatus,
+    age,
+    is_stale,
+)
 from ddtree_tui.model.todo import TodoView
 from ddtree_tui.ui import filtering, fmt
 
@@ -382,20 +390,46 @@ class ProcessRow:
     proc: str
     mem: str
     service: str
+    # nvitop's columns, from the host's /proc ("-" where it could not be read)
+    user: str = "-"
+    cpu: str = "-"
+    host_mem: str = "-"
+    elapsed: str = "-"
+    command: str = "-"
 
 
 def process_rows(g: GpuSample, host: str) -> list[ProcessRow]:
-    """nvitop's process list, as rows under their GPU: pid, name, memory, owning service (ours or -)."""
+    """nvitop's process list, as rows under their GPU: pid, name, GPU memory, owning service (ours or -), and
+    from /proc the user, CPU %, host memory, elapsed time and the full command line. A process whose parent
+    is on the same GPU (a scheduler's worker under the server's main pid) sits under it, one level in."""
     procs = sorted(g.processes, key=lambda p: -(p.used_memory_mb or 0))
+    pids = {p.pid for p in procs}
+    tops = [p for p in procs if p.ppid not in pids]
+    ordered: list[tuple[GpuProcess, int, bool]] = []  # process, depth, last among its siblings
+
+    def walk(p: GpuProcess, depth: int, last: bool) -> None:
+        ordered.append((p, depth, last))
+        kids = [c for c in procs if c.ppid == p.pid and c.pid != p.pid]
+        for j, c in enumerate(kids):
+            if depth < 4 and all(c is not o[0] for o in ordered):
+                walk(c, depth + 1, j == len(kids) - 1)
+
+    for i, p in enumerate(tops or procs):
+        walk(p, 0, i == len(tops or procs) - 1)
     return [
         ProcessRow(
             key=f"{host}:{g.index}:pid{p.pid}",
-            name=f" {'└' if i == len(procs) - 1 else '├'} pid {p.pid}",
+            name=" " + "  " * depth + f"{'└' if last else '├'} pid {p.pid}",
             proc=(p.name or "?")[:24],
             mem=fmt.mb(p.used_memory_mb),
             service=f"{host}/{p.service}" if p.service else "-",
+            user=p.user or "-",
+            cpu=fmt.num(p.cpu_percent, "{:.0f}", "%"),
+            host_mem=fmt.mb(p.host_mem_mb),
+            elapsed=fmt.duration(p.elapsed_s) if p.elapsed_s is not None else "-",
+            command=p.command or p.name or "?",
         )
-        for i, p in enumerate(procs)
+        for p, depth, last in ordered
     ]
 
 
@@ -421,9 +455,9 @@ def _bar(value: float | None, total: float | None, pct: float | None, width: int
 
 
 def gpu_cells(
-    g: GpuSample, host: str, replay: bool, spark: Sequence[float], inp: PaneInputs
+    g: GpuSample, host: str, replay: bool, spark: Sequence[float], inp: PaneInputs, narrow: bool | None = None
 ) -> dict[str, CellValue]:
-    narrow = inp.narrow
+    narrow = inp.narrow if narrow is None else narrow
     bw = 6 if narrow else 8
     util = _bar(g.util_gpu, 100, g.util_gpu, bw, f" {fmt.num(g.util_gpu, '{:.0f}', '%'):>4}")
     mem_pct = g.mem_used_mb / g.mem_total_mb * 100 if g.mem_used_mb is not None and g.mem_total_mb else None
@@ -438,7 +472,8 @@ def gpu_cells(
         power = f"{fmt.num(g.power_w, '{:.0f}')}/{fmt.num(g.power_limit_w, '{:.0f}', 'W')}"
     else:
         power = "-"
-    hist = styled(fmt.sparkline(list(spark), spark_width(inp.width)), "replay" if replay else "ok")
+    # wide: drawn once its width is known (gpus_view measures the other columns first)
+    hist = styled(fmt.sparkline(spark, 8) if narrow else "", "replay" if replay else "ok")
     label_segs = [Seg(f"{host}:{g.index}")]
     if replay and not narrow:
         label_segs.append(Seg(" REPLAY", "replay"))
@@ -469,10 +504,42 @@ def gpu_cells(
 
 
 def gpus_view(snap: FleetSnapshot, inp: PaneInputs) -> GpusView:
+    """The wide column set when it fits the pane with its widest cells, the history taking what is left (up
+    to 60 cells); else the compact set (at 120 columns the wide set cut its last column to `Fa`)."""
+    if inp.narrow:
+        return _gpus_view(snap, inp, narrow=True)
+    wide = _gpus_view(snap, inp, narrow=False)
+    cols = wide.table.columns
+    at = cols.index("Util history")
+    used = sum(
+        max([len(c), *(len(plain_of(r.cells[i])) for r in wide.table.rows if i < len(r.cells))])
+        for i, c in enumerate(cols)
+        if i != at
+    )
+    room = inp.width - 2 - used - 2 * len(cols)  # the pane's border; a DataTable pads each cell by 1 a side
+    if room < max(SPARK_MIN, len(cols[at])):
+        return _gpus_view(snap, inp, narrow=True)
+    spark = min(60, room)
+    rows = tuple(_widen_history(r, at, spark, inp) for r in wide.table.rows)
+    return GpusView(TableView(cols, rows, wide.table.title), wide.faults)
+
+
+def _widen_history(row: Row, at: int, width: int, inp: PaneInputs) -> Row:
+    """A GPU row's history cell drawn `width` cells wide (process and fault rows have none)."""
+    host, _, index = row.key.rpartition(":")
+    cell = row.cells[at] if at < len(row.cells) else ""
+    if not index.isdigit() or not isinstance(cell, Cell):
+        return row
+    spark = fmt.sparkline(list(inp.history.get((host, int(index)), ())), width)
+    cells = (*row.cells[:at], styled(spark, cell.base), *row.cells[at + 1 :])
+    return Row(row.key, cells)
+
+
+def _gpus_view(snap: FleetSnapshot, inp: PaneInputs, narrow: bool) -> GpusView:
     rows: list[Row] = []
     faults: list[Seg] = []
     replay = False
-    cols = GPUS_NARROW if inp.narrow else GPUS_WIDE
+    cols = GPUS_NARROW if narrow else GPUS_WIDE
 
     def fault(subject: str, text: str) -> None:
         if faults:
@@ -498,13 +565,18 @@ def gpus_view(snap: FleetSnapshot, inp: PaneInputs) -> GpusView:
             proc_text = [t for p in procs for t in (p.name, p.proc, p.mem, p.service)]
             if not matches(inp.filter, key, g.name, g.service, g.fault, *proc_text):
                 continue
-            cells = gpu_cells(g, h.name, tel.source == "replay", inp.history.get((h.name, g.index), ()), inp)
+            spark = inp.history.get((h.name, g.index), ())
+            cells = gpu_cells(g, h.name, tel.source == "replay", spark, inp, narrow)
             rows.append(Row(key, pick(cells, cols)))
-            for p in procs:
+            for p in procs:  # nvitop's columns in the GPU table's own: CPU under Util, RSS under Memory
                 pcells: dict[str, CellValue] = {
                     cols[0]: styled(p.name, "dim"),
-                    cols[1]: styled(p.proc, "dim"),
-                    cols[2]: styled(p.mem, "dim"),
+                    "Util": styled(f"cpu {p.cpu}", "dim"),
+                    "Memory": styled(f"{p.mem} +{p.host_mem} host" if p.host_mem != "-" else p.mem, "dim"),
+                    "Temp": styled(p.user, "dim"),
+                    "Power": styled(p.elapsed, "dim"),
+                    "Util history": styled(p.command, "dim"),
+                    "History": styled(p.command, "dim"),
                     "Service": styled(p.service, "accent" if p.service != "-" else "dim"),
                 }
                 rows.append(Row(p.key, pick(pcells, cols)))

@@ -187,6 +187,8 @@ def test_topbar_counts_and_fits() -> None:
         line = topbar(snap, T0, "DEMO: SIMULATED services, GPU REPLAY", width, "DEMO · SIM · REPLAY")
         assert len(line) <= width and all(w in line for w in ("DEMO", "SIM", "REPLAY")), (width, line)
         assert line.rstrip().endswith(time.strftime("%H:%M:%S", time.localtime(T0))), (width, line)
+        if width >= 78:  # an 80-column terminal's bar still counts the GPUs (issue 28)
+            assert "GPUs 2" in line, (width, line)
     assert "SIMULATED services, GPU REPLAY" in topbar(snap, T0, "DEMO: SIMULATED services, GPU REPLAY", 200)
 
 

@@ -187,9 +187,24 @@ def test_gpu_view_title_faults_and_host_scope() -> None:
 
 def test_gpu_history_width_follows_the_pane() -> None:
     assert [spark_width(w) for w in (80, 118, 150, 400)] == [8, 16, 48, 60]
-    view = gpus_view(snapshot(), PaneInputs(now=T0, width=150, history=history()))
-    row = next(r for r in view.table.rows if r.key == "local:0")
-    assert len(plain_of(row.cells[GPUS_WIDE.index("Util history")])) == 48
+    widths = {}
+    for width in (150, 200, 400):
+        view = gpus_view(snapshot(), PaneInputs(now=T0, width=width, history=history()))
+        assert view.table.columns == GPUS_WIDE
+        row = next(r for r in view.table.rows if r.key == "local:0")
+        widths[width] = len(plain_of(row.cells[GPUS_WIDE.index("Util history")]))
+        used = sum(
+            max(len(c), *(len(plain_of(r.cells[i])) for r in view.table.rows)) + 2
+            for i, c in enumerate(GPUS_WIDE)
+        )
+        assert used <= width - 2, (width, used)  # every column whole inside the pane's border (issue 28)
+    assert widths[150] < widths[200] <= widths[400] == 60
+
+
+def test_gpu_table_at_120_columns_takes_the_compact_set_rather_than_cut_fault() -> None:
+    # 120 columns passed the wide threshold, but the wide set needs more: its last column read `Fa`
+    view = gpus_view(snapshot(), PaneInputs(now=T0, width=120, history=history()))
+    assert view.table.columns == GPUS_NARROW
 
 
 def test_process_rows_under_their_gpu_biggest_first() -> None:

@@ -24,7 +24,11 @@ class MessageRecord:
     text: str
 
     def line(self) -> str:
-        return f"{time.strftime('%H:%M:%S', time.localtime(self.ts))} {self.severity[:4]} {self.text}"
+        word = SEVERITY_WORD.get(self.severity, self.severity)  # whole words: `[:4]` read `erro`, `warn`
+        return f"{time.strftime('%H:%M:%S', time.localtime(self.ts))} {word} {self.text}"
+
+
+SEVERITY_WORD = {"information": "info", "warning": "warning", "error": "error"}
 
 
 def bar_line(messages: list[MessageRecord], shown_until: float, now: float) -> tuple[Text, str | None]:

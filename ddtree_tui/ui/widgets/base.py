@@ -7,10 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.containers import Vertical
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
+from textual.widgets._data_table import CellType, ColumnKey, RowKey
 
 from ddtree_tui.ui.views import BADGES
 from ddtree_tui.ui.views import matches as matches_text
@@ -83,6 +86,67 @@ class Pane(Vertical, can_focus=False):
 PaintedRow = tuple[str, Sequence[CellText]]
 
 
+class KeyedTable(DataTable[Any]):
+    """A DataTable whose in-place cell updates re-render only their own row.
+
+    Textual's DataTable keys every render cache (cells, rows, lines) by one table-wide update counter that
+    `update_cell` bumps, so one changed cell (a GPU's utilisation, a service's uptime) made every visible
+    cell of the table render again on the next frame, and a key press that lands after it paid for that too:
+    with 512 GPU rows that was most of the frame (benchmarks/ui.py, issue 28). Here a cell update bumps a
+    version of its row instead; the row and cell caches see (table counter, row version), so unchanged rows
+    hit their caches and only the changed rows render again. Anything structural (rows added or
+    removed, sorting, a resize, a width that grows) still goes through the table-wide counter. Caches are
+    smaller than Textual's (a few screens' worth), so superseded versions cannot pile up (RSS)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._row_versions: dict[RowKey, int] = {}
+        self._cell_render_cache = LRUCache(2400)
+        self._row_render_cache = LRUCache(400)
+        self._row_renderable_cache = LRUCache(400)
+        self._line_cache = LRUCache(400)
+        self.row_renders = 0  # rows actually rendered (cache misses): tests count work with it
+
+    def update_cell(
+        self,
+        row_key: RowKey | str,
+        column_key: ColumnKey | str,
+        value: CellType,
+        *,
+        update_width: bool = False,
+    ) -> None:
+        rk = RowKey(row_key) if isinstance(row_key, str) else row_key
+        ck = ColumnKey(column_key) if isinstance(column_key, str) else column_key
+        column = self.columns.get(ck)
+        if (
+            update_width
+            or column is None
+            or rk not in self._row_locations
+            or _width(value) > column.content_width
+        ):
+            super().update_cell(rk, ck, value, update_width=True)  # the table-wide path: widths change
+            return
+        self._data[rk][ck] = value
+        self._row_versions[rk] = self._row_versions.get(rk, 0) + 1
+        self._line_cache.clear()  # lines are keyed by y, not row: cheap to rebuild from the row cache
+        self.refresh()  # not refresh_row: finding a row's region sums the heights above it (O(rows) a cell)
+
+    def _versioned(self, row_key: RowKey) -> Any:
+        return (self._update_count, self._row_versions.get(row_key, 0))
+
+    def _render_line_in_row(self, row_key: RowKey, *args: Any, **kw: Any) -> Any:
+        count = self._update_count
+        self._update_count = self._versioned(row_key)  # what the row and cell caches key by, for this row
+        try:
+            return super()._render_line_in_row(row_key, *args, **kw)
+        finally:
+            self._update_count = count
+
+    def _compute_row_renderables(self, row_index: int) -> Any:
+        self.row_renders += 1  # a row's cells formatted again: a cache miss
+        return super()._compute_row_renderables(row_index)
+
+
 def sync_table(
     table: DataTable[Any],
     rows: Sequence[PaintedRow],
@@ -112,9 +176,9 @@ def sync_table(
             for ck, value in zip(col_keys, cells, strict=False):
                 old = table.get_cell(key, ck)
                 if _differs(old, value):
-                    table.update_cell(key, ck, value, update_width=True)
+                    table.update_cell(key, ck, value, update_width=not isinstance(table, KeyedTable))
                     changed = True
-        if changed:
+        if changed and not isinstance(table, KeyedTable):  # a KeyedTable keeps what is still current
             drop_stale_renders(table)
         return
     cursor_key: str | None = None
@@ -125,6 +189,23 @@ def sync_table(
         table.add_row(*cells, key=key)
     if cursor_key in keys:
         table.move_cursor(row=keys.index(cursor_key), animate=False)
+
+
+def set_static(widget: Static, content: CellText, *, one_line: bool = False) -> None:
+    """`Static.update` only when the content changed: every update asks for a layout pass of the screen,
+    unless `one_line` (a bar of fixed height: the top bar, a detail line), where its size cannot change."""
+    old = getattr(widget, "_ddtree_shown", None)
+    if old is not None and not _differs(old, content):
+        return
+    widget._ddtree_shown = content  # type: ignore[attr-defined]
+    widget.update(content, layout=not one_line)
+
+
+def _width(value: object) -> int:
+    """Cells a value takes in one line (what DataTable measures a column by)."""
+    if isinstance(value, Text):
+        return value.cell_len
+    return cell_len(str(value))
 
 
 def drop_stale_renders(table: DataTable[Any]) -> None:
@@ -152,6 +233,8 @@ def sort_key(cell: object) -> tuple[int, float, str]:
 
 
 def _differs(a: object, b: object) -> bool:
+    if a is b:  # a row whose view did not change keeps its painted cells (TablePane.show_table)
+        return False
     if isinstance(a, Text) and isinstance(b, Text):
         return a.plain != b.plain or a.style != b.style or a.spans != b.spans
     return bool(a != b)

@@ -32,7 +32,7 @@ from ddtree_tui.ui import fmt
 from ddtree_tui.ui.filtering import filter_label, matches
 from ddtree_tui.ui.messages import ShapeIntent
 from ddtree_tui.ui.views import BenchView, HistoryRun
-from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sync_table
+from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, set_static, sync_table
 
 
 def _mode(s: ServiceSummary) -> str:
@@ -165,10 +165,12 @@ class BenchPane(Pane):
     def show_view(self, view: BenchView) -> None:
         live = self.live
         self.filter = view.filter
-        self.border_title = f"{self.pane_number} {self.pane_title}" + (
+        title = f"{self.pane_number} {self.pane_title}" + (
             f" · filter {filter_label(view.filter)}" if view.filter else ""
         )
-        self.query_one("#bench-status", Static).update(live.status)
+        if self.border_title != title:
+            self.border_title = title
+        set_static(self.query_one("#bench-status", Static), live.status)
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
@@ -206,7 +208,7 @@ class BenchPane(Pane):
         if run is None:  # the last plain run (load, soak and agentic runs are in the history list only)
             run = next((r for r in reversed(history) if isinstance(r, BenchRun)), None)
         title, badge = results_title(run, live.running, from_session)
-        self.query_one("#bench-results-title", Static).update(self.t(title, badge))
+        set_static(self.query_one("#bench-results-title", Static), self.t(title, badge))
         self._render_results(run)
         self._render_prompts(run)
         self._render_history(history)
@@ -226,7 +228,7 @@ class BenchPane(Pane):
             )
         else:
             labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
-        self.query_one("#bench-load-labels", Static).update(labels)
+        set_static(self.query_one("#bench-load-labels", Static), labels)
         rows: list[PaintedRow] = []
         for i, r in enumerate(live.levels[-40:]):
             rows.append(
@@ -251,7 +253,7 @@ class BenchPane(Pane):
                 )
             )
         self._sync(self.query_one("#bench-levels", DataTable), rows)
-        self.query_one("#bench-verdicts", Static).update("\n".join(live.verdicts[:4]))
+        set_static(self.query_one("#bench-verdicts", Static), "\n".join(live.verdicts[:4]))
 
     def _run_in_flight(self) -> bool:
         bench = getattr(self.app, "bench", None)

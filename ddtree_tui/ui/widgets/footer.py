@@ -40,6 +40,31 @@ class LeanFooter(Footer):
     async def recompose(self) -> None:
         await super().recompose()
         prune_closed_watchers(self)
+        self.fit_keys()
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.fit_keys)
+
+    def on_resize(self) -> None:
+        self.fit_keys()
+
+    def fit_keys(self) -> None:
+        """Hide, whole, the optional keys that do not fit beside the docked essential group (at 80 columns
+        it covered `t New todo` and left `t New▏`); a wider screen shows them again."""
+        width = self.size.width or self.app.size.width or 80
+        essential = [k for g in self.query_children(HorizontalGroup) for k in g.query_children(FooterKey)]
+        room = width - sum(key_width(k, self.compact) for k in essential)
+        fits = True
+        for key in self.query_children(FooterKey):
+            room -= key_width(key, self.compact)
+            fits = fits and room >= 0
+            if key.display != fits:  # setting it at all asks for a layout pass (the footer blanked a frame)
+                key.display = fits
+
+
+def key_width(key: FooterKey, compact: bool) -> int:
+    """Cells a footer key takes: key, description, their padding (FooterKey's CSS) and the gap after it."""
+    return len(key.key_display) + len(key.description) + (2 if compact else 4)
 
 
 def prune_closed_watchers(node: object) -> int:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ddtree_tui.ui.messages import HostSelected
 from ddtree_tui.ui.views import GpusView
+from ddtree_tui.ui.widgets.base import KeyedTable, set_static
 from ddtree_tui.ui.widgets.table import TablePane
 
 
@@ -21,7 +22,7 @@ class GpusPane(TablePane):
     DEFAULT_CSS = "GpusPane #gpu-faults { height: auto; max-height: 4; }"
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="gpus-table", cursor_type="row")
+        yield KeyedTable(id="gpus-table", cursor_type="row")
         yield Static("", id="gpu-faults")
 
     def action_all_hosts(self) -> None:
@@ -30,5 +31,5 @@ class GpusPane(TablePane):
     def show_view(self, view: GpusView) -> None:
         self.show_table(view.table)
         box = self.query_one("#gpu-faults", Static)
-        box.update(self.text(view.faults))
+        set_static(box, self.text(view.faults))
         box.display = bool(view.faults)

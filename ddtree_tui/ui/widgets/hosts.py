@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Static
 
 from ddtree_tui.ui.messages import HostSelected
 from ddtree_tui.ui.views import HostsView
+from ddtree_tui.ui.widgets.base import KeyedTable, set_static
 from ddtree_tui.ui.widgets.table import TablePane
 
 
@@ -23,13 +24,13 @@ class HostsPane(TablePane):
     """
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="hosts-table", cursor_type="row", zebra_stripes=False)
+        yield KeyedTable(id="hosts-table", cursor_type="row", zebra_stripes=False)
         yield Static("", id="host-errors")
 
     def show_view(self, view: HostsView) -> None:
         self.show_table(view.table)
         box = self.query_one("#host-errors", Static)
-        box.update(self.text(view.errors))
+        set_static(box, self.text(view.errors))
         box.display = bool(view.errors)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

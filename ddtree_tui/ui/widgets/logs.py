@@ -139,20 +139,28 @@ class LogsPane(Pane):
         log.clear()
         now = time.time()
         self._lines = [(now, line) for line in lines][-MAX_LINES:]
-        for _, line in self._lines:
-            t = self._line(line, now)
-            if t is not None:
-                log.write(t)
+        self._write(log, [t for _, line in self._lines if (t := self._line(line, now)) is not None])
         self._title()
+
+    @staticmethod
+    def _write(log: RichLog, texts: list[Text]) -> None:
+        """All the lines in one write: RichLog measures and lays out once a write, so a service's tail written
+        line by line cost a layout pass of the screen each (a key press that selects a service, issue 28)."""
+        if texts:
+            joined = Text("\n").join(texts)
+            joined.no_wrap = texts[0].no_wrap
+            log.write(joined)
 
     def append(self, lines: Iterable[str]) -> None:
         log = self.query_one(RichLog)
         now = time.time()
+        texts: list[Text] = []
         for line in lines:
             self._lines.append((now, line))
             t = self._line(line, now)
             if t is not None:
-                log.write(t)
+                texts.append(t)
+        self._write(log, texts)
         del self._lines[:-MAX_LINES]
 
     def show_view(self, view: LogsView) -> None:

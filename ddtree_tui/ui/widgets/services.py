@@ -11,6 +11,7 @@ from textual.widgets import Button, DataTable, Static
 
 from ddtree_tui.ui.messages import ServiceRequest, ServiceSelected, ServiceVerb
 from ddtree_tui.ui.views import ServicesView, metric
+from ddtree_tui.ui.widgets.base import KeyedTable, set_static
 from ddtree_tui.ui.widgets.table import TablePane
 
 __all__ = ["BUTTONS", "ServicesPane", "metric"]
@@ -50,7 +51,7 @@ class ServicesPane(TablePane):
     ]
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="services-table", cursor_type="row")
+        yield KeyedTable(id="services-table", cursor_type="row")
         yield Static("", id="service-detail")
         with Horizontal(id="service-buttons"):
             for verb, label in BUTTONS:
@@ -68,7 +69,7 @@ class ServicesPane(TablePane):
         self.show_table(view.table)
         line = self.text(view.detail)
         line.no_wrap, line.overflow = True, "ellipsis"
-        self.query_one("#service-detail", Static).update(line)
+        set_static(self.query_one("#service-detail", Static), line, one_line=True)
 
     def selected_ref(self) -> str | None:
         return self.selected_key()

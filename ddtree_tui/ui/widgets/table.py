@@ -21,8 +21,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from ddtree_tui.ui.messages import DrillDown
-from ddtree_tui.ui.views import Cell, CellValue, Seg, TableView
-from ddtree_tui.ui.widgets.base import PaintedRow, Pane, sort_key, sync_table
+from ddtree_tui.ui.views import Cell, CellValue, Row, Seg, TableView
+from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sort_key, sync_table
 
 
 def sort_letters(columns: Sequence[str]) -> dict[str, str]:
@@ -89,6 +89,9 @@ class TablePane(Pane):
         self.table_view: TableView | None = None
         self.sort_col: str | None = None
         self.sort_reverse = False
+        self._painted: tuple[object, ...] | None = None
+        self._rows_painted: dict[str, tuple[Row, Sequence[CellText]]] = {}
+        self.table_paints = 0  # views actually synced into the table: tests count work with it
 
     # --- painting ------------------------------------------------------------------------------------------
     def cell(self, c: CellValue) -> str | Text:
@@ -113,11 +116,29 @@ class TablePane(Pane):
         return out
 
     def show_table(self, tv: TableView) -> None:
+        """Paint the view; the same view in the same order and theme as last time does nothing at all (the
+        1 Hz clock repaint and telemetry of other hosts cost no rendering here, issue 28)."""
+        painted = (tv, self.sort_col, self.sort_reverse, self.app.theme, tuple(sorted(self.app.classes)))
+        if painted == self._painted:
+            return
+        if painted[1:] != (self._painted or (None,))[1:]:  # another order or theme: every cell again
+            self._rows_painted = {}
+        self._painted = painted
         self.table_view = tv
-        rows: list[PaintedRow] = [(r.key, [self.cell(c) for c in r.cells]) for r in tv.rows]
+        last = self._rows_painted
+        rows: list[PaintedRow] = []
+        for r in tv.rows:
+            hit = last.get(r.key)
+            # an unchanged row keeps the cells it was painted with: nothing to build, nothing to compare
+            cells = hit[1] if hit is not None and hit[0] == r else [self.cell(c) for c in r.cells]
+            rows.append((r.key, cells))
+        self._rows_painted = {r.key: (r, cells) for r, (_, cells) in zip(tv.rows, rows, strict=True)}
         table = self.query_one(DataTable)
         sync_table(table, self.sorted_rows(rows, tv.columns), columns=self.headers(tv.columns))
-        self.border_title = tv.title + self.sort_label(tv.columns)
+        self.table_paints += 1
+        title = tv.title + self.sort_label(tv.columns)
+        if self.border_title != title:
+            self.border_title = title
 
     def sort_label(self, columns: Sequence[str]) -> str:
         """` · sort Port ▼` in the pane title while sorted (the header marks the column too)."""

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 from ddtree_tui.model.todo import ItemEvidence, TodoItem
 from ddtree_tui.ui.messages import TodoIntent
 from ddtree_tui.ui.views import TodosView
-from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, matches, sync_table
+from ddtree_tui.ui.widgets.base import CellText, KeyedTable, PaintedRow, Pane, matches, sync_table
 
 STATUS_MARK = {
     "pending": ("[ ]", "dim"),
@@ -50,7 +50,7 @@ class TodosPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static("", id="todos-error")
         yield Static("", id="todos-flags")
-        t: DataTable[Any] = DataTable(id="todos-table", cursor_type="row")
+        t: DataTable[Any] = KeyedTable(id="todos-table", cursor_type="row")
         t.add_columns("#", "Status", "Pri", "Todo", "Evidence")
         yield t
 
