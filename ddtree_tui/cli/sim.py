@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ddtree_tui.cli.common import UsageError, handler
-from ddtree_tui.sim.config import REALISTIC, TRANSFORMERS_LIKE, SimConfig, parse_faults
+from ddtree_tui.sim.config import REALISTIC, TRANSFORMERS_LIKE, SimConfig, env_time_scale, parse_faults
 from ddtree_tui.sim.logs import log_prefix
 from ddtree_tui.sim.server import SimServer
 
@@ -56,6 +56,7 @@ def config_from_namespace(ns: argparse.Namespace) -> SimConfig:
         exit_process=True,
         budget=getattr(ns, "budget", None),
         max_topk=_env_topk(),
+        time_scale=env_time_scale(os.environ),  # tests fast-forward the simulators they start
     )
 
 

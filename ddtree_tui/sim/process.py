@@ -7,6 +7,7 @@ client being measured, and can really exit (the `exit` fault).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import IO
 
-from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -125,8 +126,13 @@ class SimProcess:
 
     def start(self) -> None:
         self._log = tempfile.TemporaryFile()
+        env = {**os.environ, TIME_SCALE_ENV: argword(self.cfg.time_scale)}  # the CLI takes it from there
         self.proc = subprocess.Popen(
-            sim_argv(self.cfg, self.port), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+            sim_argv(self.cfg, self.port),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            env=env,
         )
         if self.wait_ready:
             self.wait_healthy(self.ready_timeout + self.cfg.load_time)
