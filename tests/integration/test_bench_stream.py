@@ -245,11 +245,15 @@ async def test_a_stopped_run_with_workers_ends_them_and_keeps_what_was_measured(
     cfg = SimConfig(algorithm="baseline", decode_rate=20)
     async with _quiet(cfg) as sim:
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(1.0, stop.set)
         req = BenchRequest(
             prompts=[_prompt()], warmup=0, repeats=5, concurrency=2, max_new_tokens=10, workers=2
         )
-        run = await run_bench(req, [_target(sim.base_url, cfg)], stop=stop)
+
+        def first_result_stops(ev: BenchEvent) -> None:  # not a 1 s timer: workers start late when busy
+            if ev.kind == "prompt_finished":
+                stop.set()
+
+        run = await run_bench(req, [_target(sim.base_url, cfg)], on_event=first_result_stops, stop=stop)
     assert run.status == "interrupted" and 0 < len(run.results) < 10
     assert run.client is not None and run.client.workers == 2
     workers = [
