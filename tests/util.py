@@ -20,6 +20,7 @@ from typing import Any
 from ddtree_tui.sim.process import free_port
 
 __all__ = [
+    "BUSY_SLACK_S",
     "cli_argv",
     "first_lines_then_cancel",
     "free_port",
@@ -29,6 +30,11 @@ __all__ = [
     "sse_events",
     "until",
 ]
+
+
+# What a machine busy with other work (or this suite's own parallel workers) may add to a wait that a test
+# bounds: such a bound says "ended by its timeout, not a hang", never how accurate a clock is (issue 25).
+BUSY_SLACK_S = 5.0
 
 
 def port_free(port: int) -> bool:

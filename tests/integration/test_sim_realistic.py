@@ -55,10 +55,11 @@ async def test_health_takes_as_long_as_the_real_one_and_logs_a_prefill() -> None
             r = await c.get("/health")
             assert r.status_code == 200 and time.monotonic() - t0 >= 0.4
     assert any("Prefill batch, #new-seq: 1, #new-token: 1," in ln for ln in lines)
+    probes = len(lines)
     async with SimServer(SimConfig(), log=lines.append) as s:  # the fast mode the other tests use
         async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
-            t0 = time.monotonic()
-            assert (await c.get("/health")).status_code == 200 and time.monotonic() - t0 < 0.2
+            assert (await c.get("/health")).status_code == 200
+    assert len(lines) == probes  # no modelled probe generation, so no wait for one
 
 
 async def test_ttft_grows_with_the_prompt_and_the_first_chunk_has_one_token() -> None:
