@@ -12,6 +12,18 @@ from tests.sshd import SSHD, SshEnv
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+# a test that uses one of these fixtures gets the marker, so `-m "not sshd"` needs no list kept by hand
+MARKER_OF_FIXTURE = {"ssh_env": "sshd", "sshd": "sshd", "prometheus": "prometheus"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in sorted(
+            {MARKER_OF_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARKER_OF_FIXTURE}
+        ):
+            item.add_marker(name)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_process_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Fail the run if any process it started (children, grandchildren, daemons that left their parent) is

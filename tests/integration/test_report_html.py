@@ -108,6 +108,7 @@ def _html_report(tmp_path: Path, name: str, *runs: Path) -> tuple[Path, subproce
     return html, p
 
 
+@pytest.mark.browser
 def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
     html, p = _html_report(tmp_path, "one.html", runs["a"])
     # the terminal: the bench table, then the paired verdict against the baseline
@@ -124,6 +125,7 @@ def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path
     assert check.text_chars > 1000
 
 
+@pytest.mark.browser
 def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path) -> None:
     html = runs["dir"] / "a-direct.html"
     text = html.read_text()
@@ -132,6 +134,7 @@ def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path
     _assert_clean(check, html, ALL_CHARTS)
 
 
+@pytest.mark.browser
 def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
     html, p = _html_report(tmp_path, "ab.html", runs["a"], runs["b"])
     out = p.stdout
@@ -151,6 +154,7 @@ def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path],
     _assert_clean(check, html, ALL_CHARTS)
 
 
+@pytest.mark.browser
 def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path], tmp_path: Path) -> None:
     html, p = _html_report(tmp_path, "ac.html", runs["a"], runs["c"])
     assert "NOT COMPARABLE: B vs A: different load: concurrency 1 vs 3" in p.stdout
@@ -187,6 +191,7 @@ def local_server() -> Iterator[int]:
         yield port
 
 
+@pytest.mark.browser
 def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local_server: int) -> None:
     html = tmp_path / "base.html"
     assert _cli("report", str(runs["a"]), "--html", str(html), cwd=tmp_path).returncode == 0
