@@ -24,6 +24,9 @@ from ddtree_tui.report.browser import PageCheck, check_page
 from ddtree_tui.report.html import CSP
 from tests.util import cli_argv, serve_http
 
+# the module's tests share the `runs` fixture (three demo runs): one xdist worker makes it once (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("report_html_runs")
+
 ALL_CHARTS = {
     "chart-tok-s",
     "chart-deltas",
