@@ -29,6 +29,7 @@ def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_demo_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--json", str(out))
@@ -102,6 +103,7 @@ def test_failed_requests_exit_1_and_the_rest_is_saved(tmp_path: Path) -> None:
     assert all(not r.ok and r.mode == "tree" for r in run.results if r.service == "loc/bad")
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_what_was_measured(tmp_path: Path) -> None:
     with (
         SimProcess(SimConfig(decode_rate=20, load_time=0)) as a,

@@ -23,6 +23,7 @@ def _quiet(cfg: SimConfig) -> SimServer:
     return SimServer(cfg, log=lambda s: None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("algorithm", "rate", "accept", "max_new"),
     [("dflash", 40.0, 3.4, 200), ("baseline", 120.0, None, 150)],

@@ -228,6 +228,7 @@ async def test_client_bound_run_says_so_in_table_and_json() -> None:
     )
 
 
+@pytest.mark.slow
 def test_headless_progress_starts_at_once_and_workers_are_validated(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--max-new-tokens", "6"]
     argv += ["--concurrency", "4", "--workers", "2", "--warmup", "0", "--history", str(tmp_path / "h.jsonl")]

@@ -24,8 +24,8 @@ from ddtree_tui.report.browser import PageCheck, check_page
 from ddtree_tui.report.html import CSP
 from tests.util import cli_argv, serve_http
 
-# the module's tests share the `runs` fixture (three demo runs): one xdist worker makes it once (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("report_html_runs")
+# every test here shares the `runs` fixture (three demo runs, slow): one xdist worker makes it once (loadgroup)
+pytestmark = [pytest.mark.xdist_group("report_html_runs"), pytest.mark.slow]
 
 ALL_CHARTS = {
     "chart-tok-s",

@@ -137,6 +137,7 @@ async def test_smoke_times_out_on_a_stalled_stream(fleet: Fleet) -> None:
     assert took < 1.0 + BUSY_SLACK_S  # bounded by the timeout, not the default one (BUSY_SLACK_S: why)
 
 
+@pytest.mark.slow
 async def test_cli_smoke_exit_codes(fleet: Fleet, tmp_path: Path) -> None:
     await _launch(fleet)
     p = await asyncio.to_thread(_cli, tmp_path, REF, "--max-new-tokens", "8")

@@ -100,6 +100,7 @@ def test_write_file_keeps_devices_fifos_and_refuses_directories(tmp_path: Path) 
         os.umask(um)
 
 
+@pytest.mark.slow
 def test_bench_json_csv_history_into_devices_and_fifos(tmp_path: Path) -> None:
     dev = null_device(tmp_path)
     hist = null_device(tmp_path, "histnull")
@@ -178,6 +179,7 @@ def test_corrupt_todo_message_names_a_backup_only_when_there_is_one(
     assert "restore todos.json.bak" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sighup_during_run_bench_saves_and_stops_the_demo_servers(tmp_path: Path) -> None:
     """Closing the terminal (or `tmux kill-window`) sends SIGHUP: saved like Ctrl-C, no simulator left."""
     out = tmp_path / "r.json"
