@@ -14,7 +14,7 @@ import pytest
 
 from ddtree_tui.bench import history, report
 from ddtree_tui.cli import main
-from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 from ddtree_tui.sim.process import SimProcess
 from tests.util import cli_argv
 
@@ -30,7 +30,10 @@ def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
 
 
 @pytest.mark.slow
-def test_demo_end_to_end(tmp_path: Path) -> None:
+def test_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        TIME_SCALE_ENV, "10"
+    )  # the demo's sims fast-forwarded: what is checked is not their pace
     out = tmp_path / "r.json"
     argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--json", str(out))
     argv += ["--csv", str(tmp_path / "r.csv"), "--history", str(tmp_path / "h.jsonl")]

@@ -22,6 +22,7 @@ import pytest
 
 from ddtree_tui.report.browser import PageCheck, check_page
 from ddtree_tui.report.html import CSP
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from tests.util import cli_argv, serve_http
 
 # every test here shares the `runs` fixture (three demo runs, slow): one xdist worker makes it once (loadgroup)
@@ -37,13 +38,16 @@ ALL_CHARTS = {
 }
 
 
-def _cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         cli_argv(*args),
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=env,
     )
 
 
@@ -64,6 +68,10 @@ def _record(d: Path, name: str, *extra: str) -> Path:
         str(d / "history.jsonl"),
         *extra,
         cwd=d,
+        env={
+            **os.environ,
+            TIME_SCALE_ENV: "10",
+        },  # the reports read the runs; how fast the sims ran is not the point
     )
     assert p.returncode == 0, p.stderr
     return out

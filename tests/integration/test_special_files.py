@@ -23,6 +23,7 @@ import pytest
 from ddtree_tui.bench import report
 from ddtree_tui.cli import main
 from ddtree_tui.remote import atomicio
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from tests.procs import alive
 
 pytestmark = pytest.mark.timeout(90)
@@ -101,7 +102,12 @@ def test_write_file_keeps_devices_fifos_and_refuses_directories(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_bench_json_csv_history_into_devices_and_fifos(tmp_path: Path) -> None:
+def test_bench_json_csv_history_into_devices_and_fifos(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        TIME_SCALE_ENV, "10"
+    )  # the demo's sims fast-forwarded: what is checked is not their pace
     dev = null_device(tmp_path)
     hist = null_device(tmp_path, "histnull")
     fifo = FifoReader(tmp_path / "csv.fifo")
