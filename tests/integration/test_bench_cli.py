@@ -16,7 +16,7 @@ from ddtree_tui.bench import history, report
 from ddtree_tui.cli import main
 from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 from ddtree_tui.sim.process import SimProcess
-from tests.util import cli_argv
+from tests.util import cli_argv, demo_profile
 
 
 def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
@@ -31,11 +31,13 @@ def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
 
 @pytest.mark.slow
 def test_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(
-        TIME_SCALE_ENV, "10"
-    )  # the demo's sims fast-forwarded: what is checked is not their pace
+    # the demo's sims fast-forwarded: what is checked is not their pace
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
     out = tmp_path / "r.json"
-    argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--json", str(out))
+    argv = cli_argv(
+        "--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)), "--max-new-tokens", "12"
+    )
+    argv += ["--json", str(out)]
     argv += ["--csv", str(tmp_path / "r.csv"), "--history", str(tmp_path / "h.jsonl")]
     p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr

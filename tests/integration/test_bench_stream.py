@@ -23,6 +23,7 @@ from ddtree_tui.bench.stream import StreamClient, StreamError
 from ddtree_tui.bench.worker import Worker, WorkerError
 from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 from ddtree_tui.sim.server import SimServer
+from tests.util import demo_profile
 
 
 def _quiet(cfg: SimConfig) -> SimServer:
@@ -232,10 +233,10 @@ async def test_client_bound_run_says_so_in_table_and_json() -> None:
 def test_headless_progress_starts_at_once_and_workers_are_validated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(
-        TIME_SCALE_ENV, "10"
-    )  # the demo's sims fast-forwarded: what is checked is not their pace
+    # the demo's sims fast-forwarded: what is checked is not their pace
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
     argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--max-new-tokens", "6"]
+    argv += ["--profile", str(demo_profile(tmp_path))]  # on free ports: other tests run demos meanwhile
     argv += ["--concurrency", "4", "--workers", "2", "--warmup", "0", "--history", str(tmp_path / "h.jsonl")]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr

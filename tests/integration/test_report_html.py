@@ -23,7 +23,7 @@ import pytest
 from ddtree_tui.report.browser import PageCheck, check_page
 from ddtree_tui.report.html import CSP
 from ddtree_tui.sim.config import TIME_SCALE_ENV
-from tests.util import cli_argv, serve_http
+from tests.util import cli_argv, demo_profile, serve_http
 
 # every test here shares the `runs` fixture (three demo runs, slow): one xdist worker makes it once (loadgroup)
 pytestmark = [pytest.mark.xdist_group("report_html_runs"), pytest.mark.slow]
@@ -55,6 +55,8 @@ def _record(d: Path, name: str, *extra: str) -> Path:
     out = d / f"{name}.json"
     p = _cli(
         "--demo",
+        "--profile",
+        str(demo_profile(d)),  # free ports: other tests run demos meanwhile
         "--run-bench",
         "--repeats",
         "3",
