@@ -138,6 +138,7 @@ async def test_smoke_times_out_on_a_stalled_stream(fleet: Fleet) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # 13 s idle, several CLI children: past the module's 60 s on a busy machine
 async def test_cli_smoke_exit_codes(fleet: Fleet, tmp_path: Path) -> None:
     await _launch(fleet)
     p = await asyncio.to_thread(_cli, tmp_path, REF, "--max-new-tokens", "8")
