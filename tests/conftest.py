@@ -6,9 +6,36 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import SessionProcesses, describe, kill_all
 from tests.sshd import SSHD, SshEnv
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+# a test that uses one of these fixtures gets the marker, so `-m "not sshd"` needs no list kept by hand
+MARKER_OF_FIXTURE = {"ssh_env": "sshd", "sshd": "sshd", "prometheus": "prometheus"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in sorted(
+            {MARKER_OF_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARKER_OF_FIXTURE}
+        ):
+            item.add_marker(name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fail the run if any process it started (children, grandchildren, daemons that left their parent) is
+    still alive when it ends; they are killed then, so a failed run leaves nothing behind either. Under
+    pytest-xdist each worker checks its own."""
+    watch = SessionProcesses(tmp_path_factory.getbasetemp())
+    yield
+    left = watch.wait_left()
+    if left:
+        text = describe(left)
+        kill_all(left)
+        pytest.fail(f"{len(left)} process(es) started by the tests outlived the test session:\n{text}")
 
 
 @pytest.fixture

@@ -15,12 +15,15 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from ddtree_tui.sim.process import free_port
 
 __all__ = [
+    "BUSY_SLACK_S",
     "cli_argv",
+    "demo_profile",
     "first_lines_then_cancel",
     "free_port",
     "free_ports",
@@ -29,6 +32,11 @@ __all__ = [
     "sse_events",
     "until",
 ]
+
+
+# What a machine busy with other work (or this suite's own parallel workers) may add to a wait that a test
+# bounds: such a bound says "ended by its timeout, not a hang", never how accurate a clock is (issue 25).
+BUSY_SLACK_S = 5.0
 
 
 def port_free(port: int) -> bool:
@@ -103,6 +111,19 @@ def serve_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[in
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def demo_profile(tmp_path: Path) -> Path:
+    """The shipped demo profile with free ports instead of 31010/31011, written into `tmp_path`: two demos
+    started at once (parallel test workers, a developer's demo) would otherwise race for the same ports."""
+    from ddtree_tui.config import packaged_demo_profile
+
+    text = Path(packaged_demo_profile()).read_text(encoding="utf-8")
+    a, b = free_ports(2)
+    text = text.replace("port = 31010", f"port = {a}").replace("port = 31011", f"port = {b}")
+    p = tmp_path / "local-demo.toml"
+    p.write_text(text, encoding="utf-8")
+    return p
 
 
 def cli_argv(*args: str) -> list[str]:

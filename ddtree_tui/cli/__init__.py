@@ -345,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="files written by --run-bench --json, or a sweep's results.json")  # fmt: skip
     sp.add_argument("--html", dest="html_out", metavar="FILE", help="write the HTML report here")
 
-    from ddtree_tui.cli.sweep import add_arguments as _sweep_arguments
+    from ddtree_tui.cli.sweep_args import add_arguments as _sweep_arguments
 
     _sweep_arguments(add("sweep", "the tuning lab: redeploy a service over settings, measure, rank, apply"))
 

@@ -13,7 +13,7 @@ import sys
 
 from ddtree_tui.cli.args import SimArgs
 from ddtree_tui.cli.common import UsageError, handler
-from ddtree_tui.sim.config import REALISTIC, TRANSFORMERS_LIKE, SimConfig, parse_faults
+from ddtree_tui.sim.config import REALISTIC, TRANSFORMERS_LIKE, SimConfig, env_time_scale, parse_faults
 from ddtree_tui.sim.logs import log_prefix
 from ddtree_tui.sim.server import SimServer
 
@@ -54,6 +54,7 @@ def config_from_args(a: SimArgs) -> SimConfig:
         exit_process=True,
         budget=a.budget,
         max_topk=_env_topk(),
+        time_scale=env_time_scale(os.environ),  # tests fast-forward the simulators they start
     )
 
 

@@ -10,7 +10,6 @@ back, or apply declined; 2: bad usage (the message names the --set, key and valu
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import sys
@@ -27,76 +26,6 @@ from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep.runner import SweepRunner, SweepSettings
 from ddtree_tui.sweep.spec import Dimension, SweepError, parse_constraint, parse_load, parse_set
 from ddtree_tui.sweep.stopping import StopOnSignals
-
-
-def add_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("target", metavar="HOST/SVC|apply|show", help="the service to sweep, or apply/show DIR")
-    sp.add_argument("dir", nargs="?", metavar="DIR", help="for apply/show: the sweep's --out directory")
-    sp.add_argument("--set", dest="sw_set", action="append", default=[], metavar="KEY=v1,v2",
-                    help="a dimension: a service key, env.NAME or --flag, with its values")  # fmt: skip
-    sp.add_argument("--preset", dest="sw_preset", metavar="NAME", help="a [[sweep]] of the host profile")
-    sp.add_argument(
-        "--load", dest="sw_load", metavar="concurrency:1,8", default=None, help="load levels per point"
-    )
-    sp.add_argument(
-        "--prompts",
-        dest="sw_prompts",
-        default=None,
-        metavar="SET|FILE.jsonl",
-        help="prompt set (default seed3)",
-    )
-    sp.add_argument("--repeats", dest="sw_repeats", type=int, default=None, help="measured repeats per point")
-    sp.add_argument("--warmup", dest="sw_warmup", type=int, default=1, help="unmeasured requests per point")
-    sp.add_argument("--max-new-tokens", dest="sw_max_new", type=int, default=None, help="tokens per answer")
-    sp.add_argument(
-        "--strategy",
-        dest="sw_strategy",
-        choices=["grid", "one-at-a-time"],
-        default=None,
-        help="all combinations, or one dimension at a time (default grid)",
-    )
-    sp.add_argument("--out", dest="sw_out", metavar="DIR", help="where the sweep's state and results go")
-    sp.add_argument("--resume", dest="sw_resume", action="store_true", help="continue the sweep in --out")
-    sp.add_argument("--redo", dest="sw_redo", type=int, action="append", default=[], metavar="N",
-                    help="with --resume: measure point N again")  # fmt: skip
-    sp.add_argument(
-        "--redo-failed", dest="sw_redo_failed", action="store_true", help="with --resume: retry failed points"
-    )
-    sp.add_argument(
-        "--max-time",
-        dest="sw_max_time",
-        type=float,
-        default=None,
-        metavar="S",
-        help="stop starting points after S seconds",
-    )
-    sp.add_argument(
-        "--objective",
-        dest="sw_objective",
-        choices=["tok_s", "goodput", "ttft"],
-        default=None,
-        help="what ranks the points (default tok_s)",
-    )
-    sp.add_argument("--constraint", dest="sw_constraint", action="append", default=None, metavar="EXPR",
-                    help="e.g. ttft_p90<300ms (repeatable)")  # fmt: skip
-    sp.add_argument("--baseline", dest="sw_baseline", metavar="HOST/SVC", help="a reference service")
-    sp.add_argument("--baseline-every", dest="sw_baseline_every", type=int, default=3, metavar="N",
-                    help="re-measure the profile's own config after every N configs (default 3)")  # fmt: skip
-    sp.add_argument(
-        "--point", dest="sw_point", type=int, default=None, help="apply: this point, not the best"
-    )
-    sp.add_argument(
-        "--to", dest="sw_to", metavar="FILE", help="apply: this profile file (default: the swept one)"
-    )
-    sp.add_argument("--yes", dest="sw_yes", action="store_true", help="apply without asking")
-    sp.add_argument(
-        "--json", dest="sw_json", action="store_true", help="print results.json instead of the table"
-    )
-    sp.add_argument("--html", dest="sw_html", metavar="FILE",
-                    help="also write a self-contained HTML report (at the end, also of a partial sweep)")  # fmt: skip
-    sp.add_argument(
-        "--no-telemetry", dest="sw_no_telemetry", action="store_true", help="do not record GPU telemetry"
-    )
 
 
 def _err(msg: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -76,6 +77,10 @@ HYBRID_TREE_REFUSAL = (
     "branch; use mode shadow-linear or set allow_hybrid_unsafe"
 )
 
+# The environment variable `ddtree-tui sim` takes its time scale from (SimConfig.time_scale): tests set it so
+# the simulators that a demo fleet or a headless run starts for them run fast; unset, time is real.
+TIME_SCALE_ENV = "DDTREE_SIM_TIME_SCALE"
+
 FAULT_KINDS = ("slow_first_token", "stall", "http500", "malformed", "drop", "exit")
 FAULT_HEADER = "X-Sim-Fault"
 
@@ -118,6 +123,21 @@ def parse_faults(spec: str | list[str] | None) -> list[Fault]:
     return [parse_fault(s) for s in items if s.strip()]
 
 
+def env_time_scale(environ: Mapping[str, str]) -> float:
+    """The time scale `environ` asks for (TIME_SCALE_ENV; unset or empty: 1); ValueError when it is not a
+    number in (0, 10000]."""
+    raw = (environ.get(TIME_SCALE_ENV) or "").strip()
+    if not raw:
+        return 1.0
+    try:
+        v = float(raw)
+    except ValueError:
+        raise ValueError(f"{TIME_SCALE_ENV} must be a number, got {raw!r}") from None
+    if not 0 < v <= 10000:
+        raise ValueError(f"{TIME_SCALE_ENV} must be in (0, 10000], got {raw}")
+    return v
+
+
 # the presets of SimConfig.realistic() and SimConfig.transformers_like()
 REALISTIC: dict[str, Any] = {
     "health_latency": REAL_HEALTH_LATENCY_S,
@@ -149,6 +169,11 @@ class SimConfig(BaseModel):
     block_size: int = Field(default=16, ge=2, le=256, description="max tokens one verify pass can emit")
     faults: list[str] = Field(default_factory=list)
     exit_process: bool = False  # the exit fault ends the process (CLI) or only this server (in-process)
+    # Fast-forward for tests where real time is not the point: every modelled duration (decode steps, load
+    # time, /health latency, prefill, slow_first_token, the drift clock) passes `time_scale` times faster, so
+    # the server behaves as one whose rates are `time_scale` times higher. What it reports (e2e_latency, the
+    # histograms, the log lines' throughput) is measured, so it stays in real seconds. 1: real time.
+    time_scale: float = Field(default=1.0, gt=0, le=10000)
     # --- behaviours of the real server; off (0/False) is the fast, idealised simulator the tests mostly use
     health_latency: float = Field(default=0.0, ge=0, le=60, description="seconds /health takes (real: ~1)")
     prefill_rate: float = Field(default=0.0, ge=0, description="prompt tokens/s for TTFT; 0: no prefill time")
@@ -188,6 +213,10 @@ class SimConfig(BaseModel):
     def transformers_like(cls, **kw: Any) -> SimConfig:
         """An OpenAI-compatible server that is not SGLang, as `transformers serve` behaved in issue 13."""
         return cls(**{**TRANSFORMERS_LIKE, **kw})
+
+    def real_seconds(self, simulated: float) -> float:
+        """How long `simulated` seconds of the model take on this server's clock (time_scale)."""
+        return simulated / self.time_scale
 
     @property
     def linear_accept_length(self) -> float:
@@ -251,8 +280,8 @@ class SimConfig(BaseModel):
         )
 
     def step_seconds(self, running: int) -> float:
-        """One decode (verify) step with `running` requests in the batch."""
-        base = 1.0 / self.decode_rate
+        """One decode (verify) step with `running` requests in the batch, in real seconds (time_scale)."""
+        base = 1.0 / (self.decode_rate * self.time_scale)
         if not self.batch_slowdown or running <= 1:
             return base * self.ddtree_cost(running)
         g = BATCH_GROWTH_BASELINE if self.algorithm == "baseline" else BATCH_GROWTH_SPEC

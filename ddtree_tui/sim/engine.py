@@ -83,11 +83,13 @@ class SimEngine:
 
     @property
     def loading(self) -> bool:
-        return time.monotonic() - self._started < self.cfg.load_time
+        return time.monotonic() - self._started < self.cfg.real_seconds(self.cfg.load_time)
 
     def drift_clock(self) -> float:
-        """Seconds since the first generation request (0 before it)."""
-        return 0.0 if self._first_request is None else time.monotonic() - self._first_request
+        """Simulated seconds since the first generation request (0 before it): real ones times time_scale."""
+        if self._first_request is None:
+            return 0.0
+        return (time.monotonic() - self._first_request) * self.cfg.time_scale
 
     def slowdown(self) -> float:
         c = self.cfg
@@ -171,6 +173,7 @@ class SimEngine:
         delay = fmap.get("slow_first_token", 0.0)
         if cfg.prefill_rate > 0:
             delay += (prompt_tokens - cached) / cfg.prefill_rate
+        delay = cfg.real_seconds(delay)
         st.running += 1
         st.running_tokens += prompt_tokens
         done = 0

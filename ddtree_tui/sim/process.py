@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from ddtree_tui.config import HostProfile
-from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -188,8 +188,13 @@ class SimProcess:
 
     def start(self) -> None:
         self._log = tempfile.TemporaryFile()
+        env = {**os.environ, TIME_SCALE_ENV: argword(self.cfg.time_scale)}  # the CLI takes it from there
         self.proc = subprocess.Popen(
-            sim_argv(self.cfg, self.port), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+            sim_argv(self.cfg, self.port),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            env=env,
         )
         if self.wait_ready:
             self.wait_healthy(self.ready_timeout + self.cfg.load_time)

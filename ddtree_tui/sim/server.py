@@ -82,6 +82,7 @@ class SimServer(SimEndpoints):
             f"accept_length={c.effective_accept_length} decode_rate={c.decode_rate}/s seed={c.seed} "
             f"model_path={c.model_path} listening on {self.base_url}"
             + (f" ddtree budget={c.budget} max_topk={c.topk} hybrid={c.hybrid}" if c.ddtree_modelled else "")
+            + (f" time_scale={c.time_scale:g} (simulated time runs faster)" if c.time_scale != 1 else "")
         )
 
     # --- info endpoints ------------------------------------------------------------------------------
@@ -94,7 +95,7 @@ class SimServer(SimEndpoints):
         if self.cfg.health_latency > 0:
             if self.stats.running == 0:
                 self._log_prefill(1, 1, 0, self.stats.running_tokens + 1)
-            await asyncio.sleep(self.cfg.health_latency)
+            await asyncio.sleep(self.cfg.real_seconds(self.cfg.health_latency))
             if self._shutting_down:
                 return web.Response(status=503)
         return web.Response(status=200)
@@ -162,6 +163,7 @@ class SimServer(SimEndpoints):
                 "hybrid": c.hybrid,
                 "seed": c.seed,
                 "faults": [f.model_dump() for f in self.faults],
+                **({"time_scale": c.time_scale} if c.time_scale != 1 else {}),
             },
             "max_total_num_tokens": c.kv_capacity or 1_000_000,
             "max_running_requests": c.max_running_requests or None,

@@ -14,6 +14,7 @@ from tests.app.demo import demo_pilot
 from tests.app.screen_text import screen_text, until
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

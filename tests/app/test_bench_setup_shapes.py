@@ -36,6 +36,7 @@ async def _fill(pilot: Pilot[None], fields: dict[str, str]) -> list[str]:
     return list(ticked)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 async def test_dialog_runs_a_ladder_and_a_poisson_rate_then_o_soaks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -25,6 +25,7 @@ def _state(app: DDTreeApp, svc: str) -> str | None:
     return s.state if s else None
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # the demo profile's workdir is relative

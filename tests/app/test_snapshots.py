@@ -14,6 +14,8 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
 from tests.app.snapdata import T0, static_fleet
 
+pytestmark = pytest.mark.slow  # 13 full-screen SVG renders: seconds each on a 2-core machine
+
 SIZES = [(80, 24), (120, 40), (160, 48), (200, 60)]
 IDS = ["80x24", "120x40", "160x48", "200x60"]
 

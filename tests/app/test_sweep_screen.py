@@ -21,6 +21,7 @@ from tests.fixtures.services.support import cleanup_workdir
 from tests.util import free_port
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 async def test_sweep_screen_runs_and_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

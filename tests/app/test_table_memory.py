@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
@@ -40,6 +41,7 @@ async def test_in_place_updates_do_not_accumulate_renders() -> None:
         assert table.get_cell("h5", list(table.columns)[1]) == "124%"
 
 
+@pytest.mark.slow
 async def test_focus_changes_do_not_leak_footer_keys() -> None:
     import gc
 

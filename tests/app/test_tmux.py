@@ -63,6 +63,7 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     t.run("kill-server", check=False)  # only the server on our own socket
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_demo_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
     cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --todos {tmp_path / 'todos.json'}"
@@ -107,6 +108,7 @@ def demo_profile(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path) -> None:
     """Issue 19's crash: `3` `l` (ready) `6` `/Prefill` Enter, then ctrl+p `smoke local/dflash` Enter."""
@@ -139,6 +141,7 @@ def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path
     assert tmux.alive()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_a_crash_exits_1_with_a_one_line_pointer(tmux: Tmux, tmp_path: Path) -> None:
     """A handler that raises (here: the smoke key, patched to fail) ends the real app with status 1 and one

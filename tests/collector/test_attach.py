@@ -27,6 +27,7 @@ async def _metric(url: str, name: str) -> float | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 async def test_attached_tui_follows_collector_survives_its_loss_and_reconnects(
     tmp_path: Path, serve_demo: Callable[..., ServeProc]

@@ -46,6 +46,7 @@ def _wait_state(url: str, svc: str, want: str, timeout: float) -> str | None:
     return st
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 async def test_intents_with_a_token_launch_and_kill_through_the_collector(
     tmp_path: Path, serve_demo: Callable[..., ServeProc]

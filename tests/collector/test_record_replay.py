@@ -48,6 +48,7 @@ async def _settled(pilot: object, app: DDTreeApp) -> str:
     return prev
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 async def test_replay_reproduces_the_recorded_screens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -43,6 +43,7 @@ def _event_clients(url: str) -> float:
     return -1.0
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(180)
 async def test_browser_shows_the_fleet_through_the_collector(
     tmp_path: Path, serve_demo: Callable[..., ServeProc]

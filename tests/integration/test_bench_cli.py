@@ -14,9 +14,9 @@ import pytest
 
 from ddtree_tui.bench import history, report
 from ddtree_tui.cli import main
-from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 from ddtree_tui.sim.process import SimProcess
-from tests.util import cli_argv
+from tests.util import cli_argv, demo_profile
 
 
 def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
@@ -29,9 +29,15 @@ def _profile(tmp_path: Path, good_port: int, bad_port: int) -> Path:
     return p
 
 
-def test_demo_end_to_end(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the demo's sims fast-forwarded: what is checked is not their pace
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
     out = tmp_path / "r.json"
-    argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--json", str(out))
+    argv = cli_argv(
+        "--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)), "--max-new-tokens", "12"
+    )
+    argv += ["--json", str(out)]
     argv += ["--csv", str(tmp_path / "r.csv"), "--history", str(tmp_path / "h.jsonl")]
     p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
@@ -102,6 +108,7 @@ def test_failed_requests_exit_1_and_the_rest_is_saved(tmp_path: Path) -> None:
     assert all(not r.ok and r.mode == "tree" for r in run.results if r.service == "loc/bad")
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_what_was_measured(tmp_path: Path) -> None:
     with (
         SimProcess(SimConfig(decode_rate=20, load_time=0)) as a,

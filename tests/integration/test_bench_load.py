@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
 from ddtree_tui.bench.models import BenchRequest, BenchTarget
@@ -22,6 +24,7 @@ from tests.util import cli_argv, free_port
 CAP = 4  # the sim's max_running_requests: beyond it requests wait in its queue
 
 
+@pytest.mark.slow
 def test_concurrency_ladder_rises_flattens_and_stops_at_saturation() -> None:
     cfg = SimConfig.realistic(
         algorithm="dflash", port=free_port(), accept_length=3.0, decode_rate=60.0, max_running_requests=CAP
@@ -78,6 +81,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_rate_run_headless_two_services_interleaved_with_verdicts(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     html = tmp_path / "load.html"

@@ -24,11 +24,12 @@ def _quiet(cfg: SimConfig) -> SimServer:
     return SimServer(cfg, log=lambda s: None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("algorithm", "rate", "accept", "max_new"),
     [("dflash", 40.0, 3.4, 200), ("baseline", 120.0, None, 150)],
 )
-async def test_metrics_equal_the_known_schedule(  # about 1.3 s a request: overhead stays < 1 %
+async def test_metrics_equal_the_known_schedule(  # about 1.3 s a request
     algorithm: str, rate: float, accept: float | None, max_new: int
 ) -> None:
     cfg = SimConfig(algorithm=algorithm, decode_rate=rate, accept_length=accept, seed=11, load_time=0)
@@ -42,9 +43,18 @@ async def test_metrics_equal_the_known_schedule(  # about 1.3 s a request: overh
     assert run.failed == 0 and len(run.results) == 2
     for r in run.results:
         assert r.output_tokens == max_new and r.tokens_source == "meta_info"
-        assert r.tok_s == pytest.approx(true_tok_s, rel=0.01)
-        assert r.decode_tok_s == pytest.approx(true_decode, rel=0.01)
-        assert r.ttft_s == pytest.approx(1 / rate, abs=0.02)
+        # Compared with the server's own record (meta_info.e2e_latency), not the wall clock: paced by
+        # deadlines the server is never faster than the schedule, only later on a busy machine. The client's
+        # clock spans the server's (it sends first and sees the last chunk after it left), so its tok_s is at
+        # most the server's; below it by the client's delay in seeing the last chunk: under 1 % idle, 8 % seen
+        # with 12 runnable tasks on 2 cores (where the old 1 % against the schedule failed), so 20 %.
+        assert r.server_e2e_s is not None and r.server_e2e_s >= 0.999 * len(sched) / rate
+        server_tok_s = max_new / r.server_e2e_s
+        assert server_tok_s <= true_tok_s * 1.001
+        assert 0.8 * server_tok_s <= r.tok_s <= server_tok_s
+        # decode and first-token times: the same delays at both ends of a shorter span, so 20 % and 0.25 s
+        assert r.decode_tok_s == pytest.approx(true_decode, rel=0.2)
+        assert 0.999 / rate <= r.ttft_s < 1 / rate + 0.25
         assert r.tokens_per_chunk == pytest.approx(max_new / len(sched))
         assert r.text_mode == "cumulative"
         assert r.sampling.max_new_tokens == max_new and r.sampling.temperature == 0.0
@@ -53,7 +63,7 @@ async def test_metrics_equal_the_known_schedule(  # about 1.3 s a request: overh
         else:
             assert r.spec_verify_ct == len(sched)
             assert r.accept_length == pytest.approx(max_new / len(sched), rel=1e-9)
-            assert r.itl_p50_ms is not None and r.itl_mean_ms == pytest.approx(1000 / true_tok_s, rel=0.05)
+            assert r.itl_p50_ms is not None and r.itl_mean_ms == pytest.approx(1000 / true_tok_s, rel=0.2)
     row = run.rows[0]
     assert row.n == 2 and row.tok_s_min <= row.tok_s_median <= row.tok_s_max
     assert run.targets[0].simulated is True

@@ -8,6 +8,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from ddtree_tui.bench import history
 from ddtree_tui.bench.levels import LevelService, Pctl
 from ddtree_tui.bench.load import parse_load
@@ -27,6 +29,7 @@ from tests.util import free_port
 WINDOW = 3.0
 
 
+@pytest.mark.slow
 def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_path: Path) -> None:
     cfg = SimConfig(
         algorithm="dflash",
@@ -130,6 +133,7 @@ def test_drift_rules_on_numbers() -> None:
     assert [(d.kind, d.window) for d in detect_drift(down)] == [("unhealthy", 5)]
 
 
+@pytest.mark.slow
 def test_soak_interleaves_services_and_flags_drift_on_the_one_that_drifts() -> None:
     """Two services take turns inside every window (the order rotating), and a slowdown injected into one
     is flagged for that one only."""

@@ -22,8 +22,9 @@ from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.bench.stream import StreamClient, StreamError
 from ddtree_tui.bench.worker import Worker, WorkerError
-from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 from ddtree_tui.sim.server import SimServer
+from tests.util import demo_profile
 
 
 def _quiet(cfg: SimConfig) -> SimServer:
@@ -229,8 +230,14 @@ async def test_client_bound_run_says_so_in_table_and_json() -> None:
     )
 
 
-def test_headless_progress_starts_at_once_and_workers_are_validated(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_headless_progress_starts_at_once_and_workers_are_validated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the demo's sims fast-forwarded: what is checked is not their pace
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
     argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--max-new-tokens", "6"]
+    argv += ["--profile", str(demo_profile(tmp_path))]  # on free ports: other tests run demos meanwhile
     argv += ["--concurrency", "4", "--workers", "2", "--warmup", "0", "--history", str(tmp_path / "h.jsonl")]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -246,11 +253,15 @@ async def test_a_stopped_run_with_workers_ends_them_and_keeps_what_was_measured(
     cfg = SimConfig(algorithm="baseline", decode_rate=20)
     async with _quiet(cfg) as sim:
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(1.0, stop.set)
         req = BenchRequest(
             prompts=[_prompt()], warmup=0, repeats=5, concurrency=2, max_new_tokens=10, workers=2
         )
-        run = await run_bench(req, [_target(sim.base_url, cfg)], stop=stop)
+
+        def first_result_stops(ev: BenchEvent) -> None:  # not a 1 s timer: workers start late when busy
+            if ev.kind == "prompt_finished":
+                stop.set()
+
+        run = await run_bench(req, [_target(sim.base_url, cfg)], on_event=first_result_stops, stop=stop)
     assert run.status == "interrupted" and 0 < len(run.results) < 10
     assert run.client is not None and run.client.workers == 2
     workers = [

@@ -22,7 +22,11 @@ import pytest
 
 from ddtree_tui.report.browser import PageCheck, check_page
 from ddtree_tui.report.html import CSP
-from tests.util import cli_argv, serve_http
+from ddtree_tui.sim.config import TIME_SCALE_ENV
+from tests.util import cli_argv, demo_profile, serve_http
+
+# every test here shares the `runs` fixture (three demo runs, slow): one xdist worker makes it once (loadgroup)
+pytestmark = [pytest.mark.xdist_group("report_html_runs"), pytest.mark.slow]
 
 ALL_CHARTS = {
     "chart-tok-s",
@@ -34,13 +38,16 @@ ALL_CHARTS = {
 }
 
 
-def _cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         cli_argv(*args),
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=env,
     )
 
 
@@ -48,6 +55,8 @@ def _record(d: Path, name: str, *extra: str) -> Path:
     out = d / f"{name}.json"
     p = _cli(
         "--demo",
+        "--profile",
+        str(demo_profile(d)),  # free ports: other tests run demos meanwhile
         "--run-bench",
         "--repeats",
         "3",
@@ -61,6 +70,10 @@ def _record(d: Path, name: str, *extra: str) -> Path:
         str(d / "history.jsonl"),
         *extra,
         cwd=d,
+        env={
+            **os.environ,
+            TIME_SCALE_ENV: "10",
+        },  # the reports read the runs; how fast the sims ran is not the point
     )
     assert p.returncode == 0, p.stderr
     return out
@@ -108,6 +121,7 @@ def _html_report(tmp_path: Path, name: str, *runs: Path) -> tuple[Path, subproce
     return html, p
 
 
+@pytest.mark.browser
 def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
     html, p = _html_report(tmp_path, "one.html", runs["a"])
     # the terminal: the bench table, then the paired verdict against the baseline
@@ -124,6 +138,7 @@ def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path
     assert check.text_chars > 1000
 
 
+@pytest.mark.browser
 def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path) -> None:
     html = runs["dir"] / "a-direct.html"
     text = html.read_text()
@@ -132,6 +147,7 @@ def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path
     _assert_clean(check, html, ALL_CHARTS)
 
 
+@pytest.mark.browser
 def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
     html, p = _html_report(tmp_path, "ab.html", runs["a"], runs["b"])
     out = p.stdout
@@ -151,6 +167,7 @@ def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path],
     _assert_clean(check, html, ALL_CHARTS)
 
 
+@pytest.mark.browser
 def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path], tmp_path: Path) -> None:
     html, p = _html_report(tmp_path, "ac.html", runs["a"], runs["c"])
     assert "NOT COMPARABLE: B vs A: different load: concurrency 1 vs 3" in p.stdout
@@ -187,6 +204,7 @@ def local_server() -> Iterator[int]:
         yield port
 
 
+@pytest.mark.browser
 def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local_server: int) -> None:
     html = tmp_path / "base.html"
     assert _cli("report", str(runs["a"]), "--html", str(html), cwd=tmp_path).returncode == 0

@@ -208,7 +208,9 @@ async def test_move_from_a_crashed_host(tmp_path: Path) -> None:
     port = free_port()
     wa, wb = tmp_path / "a", tmp_path / "b"
     try:
-        pa = _profile(wa, service_toml("svc", port, env={"FAKE_CRASH_AFTER": "0.5"}), name="hosta")
+        # crashes 3 s after it starts: long enough for hostb's watcher to see it ready first on a busy machine
+        # (after 0.5 s, it crashed there before the first probe came)
+        pa = _profile(wa, service_toml("svc", port, env={"FAKE_CRASH_AFTER": "3"}), name="hosta")
         pb = _profile(wb, "", name="hostb")
         ma, _ = await local_manager(pa)
         mb, _ = await local_manager(pb)
@@ -220,7 +222,7 @@ async def test_move_from_a_crashed_host(tmp_path: Path) -> None:
         assert "moved svc from hosta to hostb" in r.message
         assert [s.name for s in mb.statuses()] == ["svc"]
         assert (wb / "run" / "svc.json").exists() and not (wa / "run" / "svc.json").exists()
-        # the moved spec still crashes after 0.5 s by design; kill cleans up either way
+        # the moved spec still crashes after 3 s by design; kill cleans up either way
         assert (await mb.kill("svc")).ok
     finally:
         cleanup_workdir(wa)

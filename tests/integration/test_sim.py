@@ -3,7 +3,6 @@ a real child process (banner, SIGTERM, exit fault)."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import re
 import signal
@@ -15,18 +14,19 @@ from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from ddtree_tui.sim.server import SimServer
 from tests import httpc
-from tests.util import sse_events
+from tests.util import sse_events, until
 
 LOG_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] ")
 
 
 async def test_health_loads_then_serves_and_info_endpoints() -> None:
-    async with SimServer(SimConfig(algorithm="ddtree", mode="tree", load_time=0.3), log=lambda s: None) as s:
+    # loading for 3 s, so a busy machine cannot let it finish before the first looks (0.3 s could)
+    async with SimServer(SimConfig(algorithm="ddtree", mode="tree", load_time=3), log=lambda s: None) as s:
         async with httpc.AClient(base_url=s.base_url) as c:
             r = await c.get("/health")
             assert r.status_code == 503 and r.content == b""
             assert (await c.post("/generate", json={"text": "x"})).status_code == 503
-            await asyncio.sleep(0.35)
+            await until(lambda: not s.loading, 20, "the load time to pass")
             r = await c.get("/health")
             assert r.status_code == 200 and r.content == b""
             for path in ("/server_info", "/get_server_info"):

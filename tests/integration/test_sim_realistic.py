@@ -55,10 +55,11 @@ async def test_health_takes_as_long_as_the_real_one_and_logs_a_prefill() -> None
             r = await c.get("/health")
             assert r.status_code == 200 and time.monotonic() - t0 >= 0.4
     assert any("Prefill batch, #new-seq: 1, #new-token: 1," in ln for ln in lines)
+    probes = len(lines)
     async with SimServer(SimConfig(), log=lines.append) as s:  # the fast mode the other tests use
         async with httpc.AClient(base_url=s.base_url) as c:
-            t0 = time.monotonic()
-            assert (await c.get("/health")).status_code == 200 and time.monotonic() - t0 < 0.2
+            assert (await c.get("/health")).status_code == 200
+    assert len(lines) == probes  # no modelled probe generation, so no wait for one
 
 
 async def test_ttft_grows_with_the_prompt_and_the_first_chunk_has_one_token() -> None:
@@ -94,7 +95,9 @@ def test_dflash_speedup_falls_with_the_batch() -> None:
 
 
 async def test_step_time_grows_with_the_running_batch() -> None:
-    cfg = SimConfig(decode_rate=400, accept_length=2.0, batch_slowdown=True)
+    # 100 passes/s, not 400: 16 streams read in this one event loop stay measurable on a busy machine (at
+    # 2.5 ms a pass their chunks arrived together and some had no decode time at all)
+    cfg = SimConfig(decode_rate=100, accept_length=2.0, batch_slowdown=True)
     async with SimServer(cfg, log=lambda s: None) as s:
         one, _ = await _measure(s, SamplingParams(max_new_tokens=60))
         many = await asyncio.gather(*(_measure(s, SamplingParams(max_new_tokens=60)) for _ in range(16)))

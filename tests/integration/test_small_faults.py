@@ -69,11 +69,13 @@ def _limit_file_size() -> None:
     import resource
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+    # room for the exit file that names the pidfile's path (longer under an xdist worker's temp dir: 200 was
+    # too little there), none for the pidfile record (argv, log path, hash: well over 400 bytes)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (320, 320))
 
 
 def test_launch_that_cannot_write_its_pidfile_says_why_and_leaves_nothing(tmp_path: Path) -> None:
-    """A full disk (here: a 200-byte file size limit on the host program): the service is not left running
+    """A full disk (here: a small file size limit on the host program): the service is not left running
     untracked, the reason is named, and no `*.tmp*` file stays behind."""
     wd = tmp_path / "work"
     prof_text = profile_toml("loc", "local", wd, service_toml("a", free_port()))

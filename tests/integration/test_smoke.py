@@ -22,7 +22,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.palette import palette_commands
 from tests.app.screen_text import until
 from tests.fixtures.services.support import cleanup_workdir
-from tests.util import free_port
+from tests.util import BUSY_SLACK_S, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -112,7 +112,7 @@ async def test_smoke_ready_then_stopped(fleet: Fleet) -> None:
     await _state(fleet, "stopped")
     t0 = time.monotonic()
     res = await fleet.smoke(REF, timeout=3)
-    assert time.monotonic() - t0 < 3.5
+    assert time.monotonic() - t0 < 3 + BUSY_SLACK_S  # ended by its timeout (or sooner), not a hang
     assert not res.ok and res.output_tokens is None
     # refused before anything is sent (issue 29: nothing of ours listens there), in the same words first
     assert res.error and res.error.startswith(
@@ -137,9 +137,11 @@ async def test_smoke_times_out_on_a_stalled_stream(fleet: Fleet) -> None:
     finally:
         os.kill(pid, signal.SIGCONT)
     assert not res.ok and "timeout" in (res.error or "")
-    assert took < 1.5
+    assert took < 1.0 + BUSY_SLACK_S  # bounded by the timeout, not the default one (BUSY_SLACK_S: why)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(180)  # 13 s idle, several CLI children: past the module's 60 s on a busy machine
 async def test_cli_smoke_exit_codes(fleet: Fleet, tmp_path: Path) -> None:
     await _launch(fleet)
     p = await asyncio.to_thread(_cli, tmp_path, REF, "--max-new-tokens", "8")

@@ -22,7 +22,9 @@ import pytest
 from ddtree_tui.bench import report
 from ddtree_tui.cli import main
 from ddtree_tui.remote import atomicio
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from tests.procs import alive
+from tests.util import demo_profile
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -99,12 +101,17 @@ def test_write_file_keeps_devices_fifos_and_refuses_directories(tmp_path: Path) 
         os.umask(um)
 
 
-def test_bench_json_csv_history_into_devices_and_fifos(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_bench_json_csv_history_into_devices_and_fifos(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the demo's sims fast-forwarded: what is checked is not their pace
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
     dev = null_device(tmp_path)
     hist = null_device(tmp_path, "histnull")
     fifo = FifoReader(tmp_path / "csv.fifo")
-    argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--max-new-tokens", "8",
-            "--repeats", "1", "--warmup", "0", "--json", str(dev), "--csv", str(fifo.path),
+    argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)),
+            "--max-new-tokens", "8", "--repeats", "1", "--warmup", "0", "--json", str(dev), "--csv", str(fifo.path),
             "--history", str(hist)]  # fmt: skip
     p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
@@ -115,7 +122,7 @@ def test_bench_json_csv_history_into_devices_and_fifos(tmp_path: Path) -> None:
     d = tmp_path / "out"
     d.mkdir()
     full = full_device(tmp_path)
-    argv = [*argv[:11], "--json", str(d), "--csv", str(full), "--history", str(hist)]
+    argv = [*argv[:13], "--json", str(d), "--csv", str(full), "--history", str(hist)]
     p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "Traceback" not in p.stderr
     assert f"cannot write {d}: is a directory" in p.stderr, p.stderr
@@ -177,11 +184,12 @@ def test_corrupt_todo_message_names_a_backup_only_when_there_is_one(
     assert "restore todos.json.bak" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sighup_during_run_bench_saves_and_stops_the_demo_servers(tmp_path: Path) -> None:
     """Closing the terminal (or `tmux kill-window`) sends SIGHUP: saved like Ctrl-C, no simulator left."""
     out = tmp_path / "r.json"
     err = tmp_path / "err.txt"
-    argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--repeats", "20",
+    argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)), "--repeats", "20",
             "--warmup", "0", "--max-new-tokens", "64", "--json", str(out), "--history", str(tmp_path / "h.jsonl")]  # fmt: skip
     with open(err, "w") as ef:
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=ef, text=True)

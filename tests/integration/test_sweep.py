@@ -58,6 +58,7 @@ def read_state(out: Path) -> dict:
         return {}
 
 
+@pytest.mark.slow
 def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp_path: Path) -> None:
     profile, port = demo_copy(tmp_path)
     original = profile.read_text()
@@ -171,6 +172,7 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         cleanup_workdir(tmp_path / "wd")
 
 
+@pytest.mark.slow
 def test_rejected_value_and_crash_at_start_are_recorded_and_skipped(tmp_path: Path) -> None:
     """One sweep, two failures: the fake host parser refuses attention_backend=nonsense (never launched); the
     hybrid target's tree mode crashes at start (its log tail kept); the other points are measured."""

@@ -34,6 +34,7 @@ def _sim_service(port: int) -> str:
     )
 
 
+@pytest.mark.slow
 async def test_sweep_holds_the_service_and_releases_it(tmp_path: Path) -> None:
     wd = tmp_path / "wd"
     prof = parse_profile(f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{_sim_service(free_port())}')
@@ -77,6 +78,7 @@ async def test_sweep_holds_the_service_and_releases_it(tmp_path: Path) -> None:
         cleanup_workdir(wd)
 
 
+@pytest.mark.slow
 @pytest.mark.sshd
 def test_sweep_through_real_sshd(tmp_path: Path, ssh_env, sshd) -> None:
     """Two points on a remote host: launched over ssh, measured through the port forward, put back."""
@@ -101,6 +103,7 @@ def test_sweep_through_real_sshd(tmp_path: Path, ssh_env, sshd) -> None:
         cleanup_workdir(ssh_env.root / "work-testhost")
 
 
+@pytest.mark.slow
 async def test_reference_baseline_interleaved_and_load_levels(tmp_path: Path) -> None:
     """--baseline HOST/SVC: the reference service runs in the same bench run as each point (paired deltas);
     --load concurrency:1,2: one restart for the config, then one measurement per level."""

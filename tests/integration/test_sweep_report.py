@@ -43,6 +43,8 @@ def _grid(profile: Path, out: Path, html: Path) -> list[str]:
             "--repeats", "2", "--warmup", "0", "--max-new-tokens", "16", "--out", str(out), "--html", str(html)]  # fmt: skip
 
 
+@pytest.mark.slow
+@pytest.mark.browser
 def test_sweep_report_in_a_browser_from_sweep_show_and_report(tmp_path: Path) -> None:
     profile, _port = demo_copy(tmp_path)
     out, html = tmp_path / "sweep", tmp_path / "sweep.html"
@@ -113,6 +115,8 @@ def test_sweep_report_in_a_browser_from_sweep_show_and_report(tmp_path: Path) ->
     assert m.returncode == 2 and "on their own" in m.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.browser
 def test_failed_points_and_an_interrupted_sweep_in_the_report(tmp_path: Path) -> None:
     """mode x budget on a hybrid target: tree mode crashes at start, so two of the four cells are failed and
     drawn as such; then a sweep interrupted with SIGINT after its first point still writes its report."""

@@ -250,6 +250,7 @@ async def test_local_no_driver_keeps_host_stats(tmp_path: Path, fake_nvml: tuple
     assert gpus == [] and host is not None and host.mem_total_mb
 
 
+@pytest.mark.slow
 async def test_local_replay(tmp_path: Path) -> None:
     prof = profile(tmp_path, '[telemetry]\nsource = "replay"\nreplay = "h200-under-load"\n')
     updates: list = []
