@@ -16,14 +16,17 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, Field
 
-from ddtree_tui.config import is_secret_name, redact_text
+from ddtree_tui.config import HostProfile, ServiceSpec, is_secret_name, redact_text
 from ddtree_tui.remote import source
 from ddtree_tui.services.replies import ArgcheckReply, BadReply, last_json_object, parse_reply
 from ddtree_tui.transport.base import Transport, TransportError
+
+if TYPE_CHECKING:
+    from ddtree_tui.services.launchline import LaunchCommand
 
 PROGRAM = source("argcheck")  # ddtree_tui/remote/argcheck.py
 CHECK_TIMEOUT = 180.0  # importing sglang.srt.server_args imports torch: a cold disk takes a minute
@@ -246,7 +249,9 @@ def check_offline(args: list[str], version: str) -> ArgCheck:
 # --- before a launch ------------------------------------------------------------------------------------
 
 
-async def preflight(transport: Transport, profile: Any, spec: Any, cmd: Any) -> ArgCheck | None:
+async def preflight(
+    transport: Transport, profile: HostProfile, spec: ServiceSpec, cmd: LaunchCommand
+) -> ArgCheck | None:
     """The check lifecycle runs before launching an `sglang` service: the profile's own gaps (a DDTree mode
     whose switch `[ddtree_flags]` leaves unset), then the host's parser on the exact argv, with the service's
     environment. None for services that are not `python -m sglang.launch_server`."""

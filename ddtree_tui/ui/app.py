@@ -173,7 +173,7 @@ class DDTreeApp(AppHost):
         self.query_one(BenchPane).live.apply(event)
 
     def spawn(
-        self, work: Coroutine[Any, Any, Any], group: str, name: str = "", exclusive: bool = False
+        self, work: Coroutine[object, object, object], group: str, name: str = "", exclusive: bool = False
     ) -> None:
         self.run_worker(work, group=group, name=name, exclusive=exclusive)
 
@@ -517,7 +517,7 @@ class DDTreeApp(AppHost):
         names = self.theme_names()
         self.set_theme_name(names[(names.index(self.theme_name) + 1) % len(names)])
 
-    def help_groups(self) -> list[tuple[str, list[Any]]]:
+    def _help_groups(self) -> list[tuple[str, list[Any]]]:
         groups: list[tuple[str, list[Any]]] = [("everywhere on the main screen", list(self.BINDINGS))]
         for n, cls in PANE_CLASSES.items():
             if cls.BINDINGS:
@@ -529,7 +529,7 @@ class DDTreeApp(AppHost):
         return groups
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.help_groups()))
+        self.push_screen(HelpScreen(self._help_groups()))
 
     # --- messages: one line above the footer (toasts covered the services table) and a history -------------
     def notify(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -34,7 +33,7 @@ TERMS = [
 ]  # fmt: skip
 
 
-def binding_rows(groups: Iterable[tuple[str, Iterable[Any]]]) -> list[tuple[str, str, str]]:
+def _binding_rows(groups: Iterable[tuple[str, Iterable[object]]]) -> list[tuple[str, str, str]]:
     """(where, keys, what) for every binding with a description."""
     rows: list[tuple[str, str, str]] = []
     for where, bindings in groups:
@@ -55,9 +54,9 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close help")]
 
-    def __init__(self, groups: Sequence[tuple[str, Iterable[Any]]]) -> None:
+    def __init__(self, groups: Sequence[tuple[str, Iterable[object]]]) -> None:
         super().__init__()
-        self.rows = binding_rows(groups)
+        self.rows = _binding_rows(groups)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):

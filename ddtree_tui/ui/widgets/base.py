@@ -84,7 +84,7 @@ PaintedRow = tuple[str, Sequence[CellText]]
 
 
 def sync_table(
-    table: DataTable[Any],
+    table: DataTable[CellText],
     rows: Sequence[PaintedRow],
     on_key: Callable[[str], None] | None = None,
     columns: Sequence[str] | None = None,
@@ -115,7 +115,7 @@ def sync_table(
                     table.update_cell(key, ck, value, update_width=True)
                     changed = True
         if changed:
-            drop_stale_renders(table)
+            _drop_stale_renders(table)
         return
     cursor_key: str | None = None
     if table.row_count and 0 <= table.cursor_row < table.row_count:
@@ -127,7 +127,7 @@ def sync_table(
         table.move_cursor(row=keys.index(cursor_key), animate=False)
 
 
-def drop_stale_renders(table: DataTable[Any]) -> None:
+def _drop_stale_renders(table: DataTable[Any]) -> None:
     """Free the table's render caches after `update_cell`.
 
     DataTable keys its cell/row/line render caches by an update counter that `update_cell` bumps without
