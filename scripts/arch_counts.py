@@ -76,8 +76,6 @@ OPEN = {
     "doctor/packages.py:cuda_findings": _PROBE,
     "doctor/services.py:is_hybrid": _PROBE,
     "doctor/services.py:service_findings": _PROBE,
-    "services/argcheck.py:renames": "the recorded sglang tables (data/sglang/*.json): TypedDicts would type them",
-    "services/argcheck.py:flag_table": "the recorded sglang tables (data/sglang/*.json): TypedDicts would type them",
     "telemetry/frames.py:FrameBuilder.build": "the sampler's JSON line read by key: a line model would type it",
     "telemetry/prometheus.py:DcgmFrames.build": "Prometheus vector results read by key",
 }
