@@ -477,9 +477,8 @@ def cli_main(ns: BenchArgs) -> int:
         _err(f"--baseline {ns.baseline} is not among the services ({', '.join(names)})")
         return EXIT_USAGE
     if not ns.baseline and len(names) > 1:
-        ns = ns.model_copy(
-            update={"baseline": names[0]}
-        )  # deltas against the first service unless told otherwise
+        # deltas against the first service unless told otherwise
+        ns = ns.model_copy(update={"baseline": names[0]})
     if agentic and (ns.load or ns.soak):
         _err("--sessions runs closed-loop conversations: leave out --load and --soak")
         return EXIT_USAGE
