@@ -27,7 +27,7 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from ddtree_tui.config import AlertOptions, HostProfile
 from ddtree_tui.model.events import (
@@ -46,8 +46,8 @@ OFF_BUS = ("lost", "off the bus", "no longer reported", "unknown error", "requir
 
 
 class AlertSource(Protocol):
-    def subscribe(self) -> asyncio.Queue[Any]: ...
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
+    def subscribe(self) -> asyncio.Queue[FleetEvent]: ...
+    def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None: ...
     def publish(self, ev: FleetEvent) -> None: ...
     def profiles(self) -> list[HostProfile]: ...
 
@@ -110,7 +110,7 @@ class AlertEngine:
             )
 
     # --- rules -------------------------------------------------------------------------------------------
-    def handle(self, ev: Any, now: float | None = None) -> None:
+    def handle(self, ev: FleetEvent, now: float | None = None) -> None:
         now = time.time() if now is None else now
         if isinstance(ev, GpuSampleEvent):
             self._gpus(ev, now)

@@ -383,7 +383,7 @@ def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
     return model
 
 
-def did_you_mean(loc: Sequence[Any]) -> str | None:
+def _did_you_mean(loc: Sequence[int | str]) -> str | None:
     """`prot` -> `port`: the closest field name where an unknown key was found."""
     if not loc or not isinstance(loc[-1], str):
         return None
@@ -408,7 +408,7 @@ def _profile_error(text: str, path: Path | str, e: ValidationError) -> ProfileEr
             # a model-level check that knows its field: the model's loc + the field inside it
             loc, message = loc + tuple(cause.loc), str(cause)
         if err.get("type") == "extra_forbidden":
-            hint = did_you_mean(loc)
+            hint = _did_you_mean(loc)
             if hint:
                 message = f"unknown key (did you mean '{hint}'?)"
         line = locate_line(text, loc) if loc else None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic_core import ErrorDetails
 
@@ -21,7 +20,7 @@ def _key_path(raw: str) -> list[str]:
     return [part.strip().strip("\"'") for part in raw.split(".")]
 
 
-def grep_key(text: str, loc: Sequence[Any]) -> int | None:
+def grep_key(text: str, loc: Sequence[int | str]) -> int | None:
     """Last resort for keys inside inline tables (`service = [{...}]`): the first line that sets the key."""
     key = next((k for k in reversed(loc) if isinstance(k, str)), None)
     if not key:
@@ -30,7 +29,7 @@ def grep_key(text: str, loc: Sequence[Any]) -> int | None:
     return next((n for n, line in enumerate(text.splitlines(), start=1) if pat.search(line)), None)
 
 
-def locate_line(text: str, loc: Sequence[Any]) -> int | None:
+def locate_line(text: str, loc: Sequence[int | str]) -> int | None:
     """Best line for a pydantic error location like ('service', 1, 'port') in TOML text."""
     lines = text.splitlines()
     keys = [k for k in loc if isinstance(k, str)]
@@ -79,7 +78,7 @@ def locate_line(text: str, loc: Sequence[Any]) -> int | None:
     return best
 
 
-def field_name(loc: Sequence[Any]) -> str:
+def field_name(loc: Sequence[int | str]) -> str:
     """('service', 0, 'port') as `service[0].port`, the way the profile's author writes it."""
     out = ""
     for k in loc:

@@ -10,7 +10,6 @@ these numbers; `bench_args_problem` checks the `--run-bench` options.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -55,7 +54,7 @@ def parse_size(text: str, option: str) -> int:
     return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].lower()]
 
 
-def limits_of(ns: Any) -> StreamLimits | None:
+def limits_of(ns: object) -> StreamLimits | None:
     """The read limits `--max-line-bytes` / `--max-response-bytes` ask for; None when neither is given.
     ValueError names the option and its allowed range."""
     fields: dict[str, int] = {}
@@ -88,14 +87,14 @@ def plan_problem(prompts: int, repeats: int, services: int) -> str | None:
     )
 
 
-def _count(ns: Any, name: str, lo: int, hi: int) -> str | None:
+def _count(ns: object, name: str, lo: int, hi: int) -> str | None:
     v = getattr(ns, name, None)
     if v is None or lo <= v <= hi:
         return None
     return f"--{name.replace('_', '-')} {v}: must be a whole number {lo}…{hi}"
 
 
-def bench_args_problem(ns: Any) -> str | None:
+def bench_args_problem(ns: object) -> str | None:
     """What is out of bounds in the `--run-bench` options (the first problem, in words), else None."""
     for name, lo, hi in (
         ("sessions", 1, MAX_SESSIONS),

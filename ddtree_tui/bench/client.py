@@ -34,6 +34,7 @@ from ddtree_tui.bench.metrics import Timeline, timeline_metrics
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient, StreamError, StreamLimitError
+from ddtree_tui.lib.jsontypes import JsonObject
 
 TokensCallback = Callable[[int, float], None]  # (tokens so far, seconds since send)
 INFO_MAX_BYTES = 4 * 1024 * 1024  # a /server_info or /v1/models body (SGLang's are a few KiB); above: None
@@ -351,7 +352,7 @@ def end_of_stream(acc: _Acc, api: str, now: float) -> None:
         acc.errors.append("stream ended without [DONE] or a finish_reason")
 
 
-def request_body(prompt: Prompt, sp: SamplingParams, model: str | None = None) -> tuple[str, dict[str, Any]]:
+def _request_body(prompt: Prompt, sp: SamplingParams, model: str | None = None) -> tuple[str, dict[str, Any]]:
     """Path and JSON body for one request.
 
     `ignore_eos` is SGLang's sampling parameter: always sent on /generate (false unless asked), and on the
@@ -408,7 +409,7 @@ async def measure_request(
     parsed. `on_text` gets the whole output text once, at the end: a smoke test shows it, a benchmark does
     not keep it.
     """
-    path, body = request_body(prompt, sp, target.model)
+    path, body = _request_body(prompt, sp, target.model)
     sp = sp.model_copy(update={"max_new_tokens": prompt.max_new_tokens or sp.max_new_tokens})
     handle = _handle_openai if sp.api != "generate" else _handle_generate
     payload = orjson.dumps(body)
@@ -599,7 +600,7 @@ async def served_model(client: StreamClient, base_url: str, timeout: float = 5.0
     return None
 
 
-async def server_info(client: StreamClient, base_url: str, timeout: float = 5.0) -> dict[str, Any] | None:
+async def server_info(client: StreamClient, base_url: str, timeout: float = 5.0) -> JsonObject | None:
     """`/server_info`, falling back to the older `/get_server_info`; None when neither answers."""
     for path in ("/server_info", "/get_server_info"):
         try:

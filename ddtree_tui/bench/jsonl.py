@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ddtree_tui.atomicio import resolve_trusted
 
@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 
-def append_line(obj: dict[str, Any], path: Path | str) -> Path:
+def append_line(obj: Mapping[str, object], path: Path | str) -> Path:
     """One JSON object as one line: one write() on a file opened O_APPEND, under an advisory lock, then
     fsync, so two writers never interleave and a crash leaves at most a torn last line (readers skip it)."""
     return append_bytes((json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode(), path)

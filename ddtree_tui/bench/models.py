@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.model.identity import TargetIdentity
 
 BENCH_SCHEMA = 1
@@ -428,5 +429,5 @@ BenchEvent = Annotated[
 ]
 
 
-def dump(model: BaseModel) -> dict[str, Any]:
+def dump(model: BaseModel) -> JsonObject:
     return model.model_dump(mode="json", by_alias=True)

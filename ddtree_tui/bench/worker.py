@@ -153,7 +153,7 @@ class Worker:
     async def monitor_start(self) -> None:
         self._send({"op": "monitor_start"})
 
-    async def monitor_stop(self) -> dict[str, Any]:
+    async def monitor_stop(self) -> dict[str, float | None]:
         self.monitor = asyncio.get_running_loop().create_future()
         self._send({"op": "monitor_stop"})
         async with asyncio.timeout(10):

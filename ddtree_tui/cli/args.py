@@ -4,8 +4,8 @@ default) instead of `getattr(ns, "timeout", None)`.
 
 Field names are argparse's `dest`s; a value a mode's parser does not define takes the model's default
 (argparse leaves suppressed options out of the namespace). `--json` lands in `as_json` (the name `json` is
-BaseModel's). The sim mode's options already become one typed SimConfig (`cli/sim.config_from_namespace`),
-and `--run-bench` has a request model of its own.
+BaseModel's). The sim mode's options already become one typed SimConfig (`cli/sim.config_from_namespace`);
+`--run-bench`'s options are BenchArgs here, turned into its one request (bench/models.py) by cli/bench.py.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import argparse
 from typing import TYPE_CHECKING, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS
 
 if TYPE_CHECKING:
     from ddtree_tui.collector.recording import SessionOptions
@@ -207,3 +209,41 @@ class SimArgs(CliArgs):
     detail_errors: bool = False
     strict_openai: bool = False
     openai_style: Literal["sglang", "transformers"] | None = None
+
+
+class BenchArgs(CliArgs):
+    """`--run-bench`: the options as parsed (sizes and durations still text: cli/bench.py parses them and
+    words a bad one); cli/bench.build_request turns them into the run's BenchRequest or ShapeRequest."""
+
+    services: str | None = None
+    prompts: str = "seed3"
+    repeats: int = 1
+    warmup: int = 1
+    concurrency: int = 1
+    load: str | None = None
+    duration: str | None = None
+    requests: int | None = None
+    slo: str | None = None
+    no_saturation_stop: bool = False
+    sessions: int | None = None
+    turns: int | None = None
+    think_time: float | None = None
+    soak: bool = False
+    window: str | None = None
+    soak_log: str | None = None
+    workers: int = 1
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    temperature: float = 0.0
+    api: Api = "generate"
+    url: str | None = None
+    model: str | None = None
+    ignore_eos: bool = False
+    timeout: float | None = None
+    max_line_bytes: str | None = None
+    max_response_bytes: str | None = None
+    baseline: str | None = None
+    force: bool = False  # measure a listener that is not the service we launched (recorded as forced)
+    json_out: str | None = None
+    csv_out: str | None = None
+    html_out: str | None = None
+    history: str | None = None

@@ -19,7 +19,6 @@ host then; fleet/benching.py says why a URL is a target of its own), on `--api g
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import itertools
@@ -42,7 +41,8 @@ from ddtree_tui.bench.prompts import PromptError, load_conversations, load_promp
 from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, TurnResult
 from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.bench.urls import url_list, url_ref
-from ddtree_tui.cli.common import UsageError, profiles_of
+from ddtree_tui.cli.args import BenchArgs
+from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.fleet.benching import BenchRefused
@@ -74,15 +74,10 @@ def select_services(
     return out
 
 
-def shape_fields(ns: argparse.Namespace) -> dict[str, Any] | None:
+def _shape_fields(ns: BenchArgs) -> dict[str, Any] | None:
     """The load shape asked for (ShapeRequest's fields), or None for a plain run (--concurrency N alone
     stays the one-level run); LoadError names the option that is wrong."""
-    text = getattr(ns, "load", None)
-    dur = getattr(ns, "duration", None)
-    nreq = getattr(ns, "requests", None)
-    slo = getattr(ns, "slo", None)
-    soak = bool(getattr(ns, "soak", False))
-    window = getattr(ns, "window", None)
+    text, dur, nreq, slo, soak, window = ns.load, ns.duration, ns.requests, ns.slo, ns.soak, ns.window
     if text is None and dur is None and nreq is None and slo is None and not soak and window is None:
         return None
     if (soak or window is not None) and dur is None:
@@ -97,37 +92,37 @@ def shape_fields(ns: argparse.Namespace) -> dict[str, Any] | None:
     if nreq is not None and nreq < 1:
         raise LoadError(f"--requests {nreq}: must be at least 1")
     soak = soak or window is not None
-    log = getattr(ns, "soak_log", None) or (ns.json_out + ".windows.jsonl" if soak and ns.json_out else None)
+    log = ns.soak_log or (ns.json_out + ".windows.jsonl" if soak and ns.json_out else None)
     return {
         "load": spec.text,
         "duration_s": parse_duration(dur) if dur is not None else None,
         "requests": nreq,
         "slo": parse_slo(slo).text if slo is not None else None,
-        "stop_on_saturation": not getattr(ns, "no_saturation_stop", False),
+        "stop_on_saturation": not ns.no_saturation_stop,
         "soak": soak,
         "window_s": parse_duration(window, "--window") if window is not None else 10.0,
         "soak_log": log,
     }
 
 
-def build_request(ns: argparse.Namespace, refs: Sequence[str] = (), urls: Sequence[str] = ()) -> BenchRequest:
+def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] = ()) -> BenchRequest:
     """The one request of this run: a ShapeRequest for --load / --soak / --sessions, else a BenchRequest.
     Options left out take the model's defaults (the TUI's and the collector's). ValidationError or
     LoadError for a bad value."""
     fields: dict[str, Any] = {
         "refs": list(refs), "urls": list(urls), "prompts": ns.prompts, "repeats": ns.repeats,
-        "warmup": ns.warmup, "concurrency": ns.concurrency, "workers": getattr(ns, "workers", 1),
+        "warmup": ns.warmup, "concurrency": ns.concurrency, "workers": ns.workers,
         "max_new_tokens": ns.max_new_tokens, "temperature": ns.temperature,
-        "ignore_eos": bool(getattr(ns, "ignore_eos", False)), "api": ns.api, "model": getattr(ns, "model", None),
-        "baseline": ns.baseline, "force": bool(getattr(ns, "force", False)),
+        "ignore_eos": ns.ignore_eos, "api": ns.api, "model": ns.model,
+        "baseline": ns.baseline, "force": ns.force,
     }  # fmt: skip
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout
-    if getattr(ns, "sessions", None) is not None:
-        turns, think = getattr(ns, "turns", None), getattr(ns, "think_time", None)
-        agentic = {"sessions": ns.sessions, "turns": turns or 6, "think_time_s": think or 0.0}
-        return ShapeRequest(**fields, **agentic)
-    shape = shape_fields(ns)
+    if ns.sessions is not None:
+        return ShapeRequest(
+            **fields, sessions=ns.sessions, turns=ns.turns or 6, think_time_s=ns.think_time or 0.0
+        )
+    shape = _shape_fields(ns)
     return ShapeRequest(**fields, **shape) if shape is not None else BenchRequest(**fields)
 
 
@@ -228,7 +223,7 @@ class Progress:
 
 
 # --- output --------------------------------------------------------------------------------------------------
-def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
+def save(run: BenchRun, ns: BenchArgs) -> list[str]:
     """Write --json, --csv and --html; returns the problems (never raises for I/O). The history line is the
     fleet's (fleet/benching.py)."""
     problems: list[str] = []
@@ -243,7 +238,7 @@ def save(run: BenchRun, ns: argparse.Namespace) -> list[str]:
             _atomic_write(Path(path), text())
         except OSError as e:
             problems.append(f"cannot write {path}: {e.strerror or e}")
-    html_out = getattr(ns, "html_out", None)
+    html_out = ns.html_out
     if html_out:
         from ddtree_tui.report.output import html_for_run
 
@@ -261,8 +256,8 @@ def _atomic_write(path: Path, text: str | Iterable[bytes]) -> None:
     atomicio.write_file(path, text)
 
 
-def _history_path(ns: argparse.Namespace) -> Path:
-    return Path(ns.history) if getattr(ns, "history", None) else history.DEFAULT_HISTORY
+def _history_path(ns: BenchArgs) -> Path:
+    return Path(ns.history) if ns.history else history.DEFAULT_HISTORY
 
 
 def _stdout(text: str) -> None:
@@ -271,7 +266,7 @@ def _stdout(text: str) -> None:
         sys.stdout.flush()
 
 
-def _emit_plain(ns: argparse.Namespace, run: BenchRun) -> int:
+def _emit_plain(ns: BenchArgs, run: BenchRun) -> int:
     """The run's table on stdout and its files; an output that could not be written fails the run (issue 25:
     it used to exit 0)."""
     _stdout(report.table(run))
@@ -284,7 +279,7 @@ def _emit_plain(ns: argparse.Namespace, run: BenchRun) -> int:
     return EXIT_FAIL if run.failed or unsaved else EXIT_OK
 
 
-def _emit_shape(ns: argparse.Namespace, run: ShapeRun) -> int:
+def _emit_shape(ns: BenchArgs, run: ShapeRun) -> int:
     """A load, soak or agentic run's table on stdout, its --json file and (load, soak) its --html page; a
     soak that drifted fails like a ladder with failed requests, and so does an output not written."""
     _stdout(shape_table(run))
@@ -294,7 +289,7 @@ def _emit_shape(ns: argparse.Namespace, run: ShapeRun) -> int:
             _atomic_write(Path(ns.json_out), itertools.chain(report.iter_json(run, 1, strict=True), [b"\n"]))
         except OSError as e:
             problems.append(f"cannot write {ns.json_out}: {e.strerror or e}")
-    html = getattr(ns, "html_out", None)
+    html = ns.html_out
     if html and isinstance(run, LoadRun | SoakRun):
         from ddtree_tui.report.loadhtml import write_load_html
 
@@ -374,7 +369,7 @@ async def _run(
         return EXIT_FAIL, str(e)
 
 
-async def _main(ns: argparse.Namespace, req: BenchRequest, profiles: list[HostProfile]) -> int:
+async def _main(ns: BenchArgs, req: BenchRequest, profiles: list[HostProfile]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -422,15 +417,16 @@ async def _main(ns: argparse.Namespace, req: BenchRequest, profiles: list[HostPr
     return _emit_plain(ns, run) if isinstance(run, BenchRun) else _emit_shape(ns, run)
 
 
-def cli_main(ns: argparse.Namespace) -> int:
-    for name, low in (
-        ("repeats", 1),
-        ("warmup", 0),
-        ("concurrency", 1),
-        ("max_new_tokens", 1),
-        ("workers", 1),
+@handler("--run-bench", BenchArgs)
+def cli_main(ns: BenchArgs) -> int:
+    for name, value, low in (
+        ("repeats", ns.repeats, 1),
+        ("warmup", ns.warmup, 0),
+        ("concurrency", ns.concurrency, 1),
+        ("max_new_tokens", ns.max_new_tokens, 1),
+        ("workers", ns.workers, 1),
     ):
-        if getattr(ns, name, low) < low:
+        if value < low:
             _err(f"--{name.replace('_', '-')} must be at least {low}")
             return EXIT_USAGE
     # issue 25: every count has a bound, and the read limits reach this process and its workers (bench/bounds.py)
@@ -448,7 +444,7 @@ def cli_main(ns: argparse.Namespace) -> int:
         return EXIT_USAGE
     urls: list[str] = []
     try:
-        if getattr(ns, "url", None):
+        if ns.url:
             if ns.services or ns.demo:
                 raise ValueError("--url benches running servers directly: leave out --services and --demo")
             urls = url_list(ns.url)
@@ -458,12 +454,12 @@ def cli_main(ns: argparse.Namespace) -> int:
     except (UsageError, ValueError) as e:  # the shared preamble's words for a bad profile
         _err(str(e))
         return EXIT_USAGE
-    agentic = getattr(ns, "sessions", None) is not None
+    agentic = ns.sessions is not None
     try:
         if agentic:
-            if ns.sessions < 1 or (getattr(ns, "turns", None) or 1) < 1:
+            if ns.sessions is not None and (ns.sessions < 1 or (ns.turns or 1) < 1):
                 raise PromptError("--sessions and --turns must be at least 1")
-            if (getattr(ns, "think_time", None) or 0.0) < 0:
+            if (ns.think_time or 0.0) < 0:
                 raise PromptError("--think-time must be >= 0")
             if ns.prompts != "agentic":
                 load_conversations(ns.prompts)
@@ -477,7 +473,7 @@ def cli_main(ns: argparse.Namespace) -> int:
     refs = [f"{h.name}/{s.name}" for h, s in chosen]
     names = [url_ref(u) for u in urls] if urls else refs
     if urls and ns.baseline and ns.baseline.rstrip("/") in urls:
-        ns.baseline = url_ref(ns.baseline.rstrip("/"))
+        ns = ns.model_copy(update={"baseline": url_ref(ns.baseline.rstrip("/"))})
     if len(set(names)) != len(names):
         _err(f"a service is listed twice: {', '.join(names)}")
         return EXIT_USAGE
@@ -485,8 +481,9 @@ def cli_main(ns: argparse.Namespace) -> int:
         _err(f"--baseline {ns.baseline} is not among the services ({', '.join(names)})")
         return EXIT_USAGE
     if not ns.baseline and len(names) > 1:
-        ns.baseline = names[0]  # deltas against the first service unless told otherwise
-    if agentic and (getattr(ns, "load", None) or getattr(ns, "soak", False)):
+        # deltas against the first service unless told otherwise
+        ns = ns.model_copy(update={"baseline": names[0]})
+    if agentic and (ns.load or ns.soak):
         _err("--sessions runs closed-loop conversations: leave out --load and --soak")
         return EXIT_USAGE
     try:

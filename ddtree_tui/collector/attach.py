@@ -26,6 +26,7 @@ import aiohttp
 from pydantic import TypeAdapter
 
 from ddtree_tui.bench.models import BenchEvent, BenchRequest
+from ddtree_tui.bench.results import AnyRun
 from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor import DoctorReport, Finding
@@ -43,6 +44,7 @@ from ddtree_tui.model.events import (
 )
 from ddtree_tui.model.intents import AnyIntent, Outcome, Todo, describe, intent_body
 from ddtree_tui.model.snapshot import FleetSnapshot, HostView
+from ddtree_tui.model.todo import ItemEvidence
 
 log = logging.getLogger(__name__)
 
@@ -197,10 +199,10 @@ class FollowerFleet(PubSub[Any]):
     def profiles(self) -> list[HostProfile]:
         return []
 
-    def todo_evidence(self) -> list[Any]:
+    def todo_evidence(self) -> list[ItemEvidence]:
         return []
 
-    def bench_history(self) -> list[Any]:
+    def bench_history(self) -> list[AnyRun]:
         return []
 
     # --- intents: refused ----------------------------------------------------------------------------------
@@ -219,7 +221,7 @@ class FollowerFleet(PubSub[Any]):
         self._publish(Notice(severity="error", text=out.message))  # answered at once, as a live fleet does
         return out
 
-    async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
+    async def smoke(self, ref: str, *_: object, **__: object) -> SmokeResult:
         """A failed SmokeResult whatever the settings: nothing is sent from here."""
         return failed(ref, f"this view follows {self.source_label}: no request sent from it")
 
@@ -409,7 +411,8 @@ class AttachedFleet(_IntentsOverHttp, FollowerFleet):
                 async with client.get(f"{self.url}/logs", params={"ref": ref}) as r:
                     if r.status != 200:
                         continue
-                    lines = (await http.read_json(r, http.BODY_CAP)).get("lines", [])
+                    body: Any = await http.read_json(r, http.BODY_CAP)  # a bad shape: skipped, as before
+                    lines = body.get("lines", [])
                 buf = self._logs.setdefault(ref, deque(maxlen=LOG_LINES_KEPT))
                 buf.clear()
                 buf.extend(str(x) for x in lines)

@@ -17,10 +17,12 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
+
+from ddtree_tui.lib.jsontypes import JsonValue
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,12 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET = re.compile(rb"[\[\]{}]")
 
 
+class RunnerKwargs(TypedDict):
+    """What ServerLimits sets on aiohttp's web.AppRunner."""
+
+    keepalive_timeout: float
+
+
 class ServerLimits(BaseModel):
     """The connection bounds of one server (the `--max-connections` and `--header-timeout` options)."""
 
@@ -42,7 +50,7 @@ class ServerLimits(BaseModel):
     max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=100_000)
     header_timeout: float = Field(default=DEFAULT_HEADER_TIMEOUT_S, gt=0, le=3600)
 
-    def runner_kwargs(self) -> dict[str, Any]:
+    def runner_kwargs(self) -> RunnerKwargs:
         """Keywords for web.AppRunner: aiohttp's idle timer is the header timeout."""
         return {"keepalive_timeout": self.header_timeout}
 
@@ -138,7 +146,7 @@ def _bad(message: str, too_large: int | None = None) -> web.HTTPException:
 
 async def read_json_body(
     request: web.Request, *, max_bytes: int = MAX_JSON_BODY, max_depth: int = MAX_JSON_DEPTH
-) -> Any:
+) -> JsonValue:
     """The request's JSON body, read within `max_bytes` and `BODY_TIMEOUT_S` and refused when it nests deeper
     than `max_depth`. Raises an HTTP 400 / 413 whose JSON says what is wrong (a handler lets it propagate)."""
     if request.content_length is not None and request.content_length > max_bytes:
@@ -159,6 +167,7 @@ async def read_json_body(
     if depth > max_depth:
         raise _bad(f"the body nests {depth} deep; at most {max_depth}")
     try:
-        return json.loads(data)
+        value: JsonValue = json.loads(data)
     except (ValueError, RecursionError):
         raise _bad("the body is not JSON") from None
+    return value

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.collector.attach import FollowerFleet, decode_event
-from ddtree_tui.model.events import Notice
+from ddtree_tui.model.events import FleetEvent, Notice
 from ddtree_tui.model.snapshot import FleetSnapshot
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class Recorder:
     def snapshot_due(self) -> bool:
         return time.monotonic() - self._last_snap >= self.snapshot_every
 
-    def event(self, ev: Any) -> None:
+    def event(self, ev: FleetEvent) -> None:
         try:
             d = ev.model_dump(mode="json") if isinstance(ev, BaseModel) else dict(ev)
         except Exception:

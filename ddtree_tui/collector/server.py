@@ -68,8 +68,8 @@ class FleetSource(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
     def snapshot(self) -> FleetSnapshot: ...
-    def subscribe(self) -> asyncio.Queue[Any]: ...
-    def unsubscribe(self, q: asyncio.Queue[Any]) -> None: ...
+    def subscribe(self) -> asyncio.Queue[FleetEvent]: ...
+    def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None: ...
     def log_lines(self, ref: str) -> list[str]: ...
     async def do(self, intent: AnyIntent) -> Outcome: ...  # the intents' door (collector/intents.py)
     def publish(self, ev: FleetEvent) -> None: ...
@@ -133,7 +133,7 @@ def load_or_create_token(path: Path) -> tuple[str, bool]:
     return token, True
 
 
-def event_json(ev: Any) -> dict[str, Any]:
+def _event_json(ev: Any) -> dict[str, Any]:
     """A fleet event as a JSON object (its `kind` says which)."""
     d: dict[str, Any] = ev.model_dump(mode="json")
     return d
@@ -198,7 +198,7 @@ class Collector:
             ev = await self._queue.get()
             self.handle_event(ev)
 
-    def handle_event(self, ev: FleetEvent | Any) -> None:
+    def handle_event(self, ev: FleetEvent) -> None:
         """Count one event, hand it to listeners, fan it out to every SSE client (bounded, drop oldest)."""
         kind = ev.kind if isinstance(ev, Event) else type(ev).__name__
         c = self.counters
@@ -231,7 +231,7 @@ class Collector:
         if not self._clients:
             return
         try:
-            msg = f"event: {kind}\ndata: {json.dumps(event_json(ev), separators=(',', ':'))}\n\n"
+            msg = f"event: {kind}\ndata: {json.dumps(_event_json(ev), separators=(',', ':'))}\n\n"
         except Exception:
             log.exception("event %s not serialisable", kind)
             return

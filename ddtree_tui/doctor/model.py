@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.config import HostProfile
-from ddtree_tui.transport.base import RunResult, Transport, TransportError
+from ddtree_tui.transport.base import Env, RunResult, Transport, TransportError
 
 FindingStatus = Literal["ok", "warn", "fail"]
 
@@ -47,10 +47,18 @@ def tail(text: str, n: int = 300) -> str:
     return t if len(t) <= n else "…" + t[-n:]
 
 
-async def run_quiet(t: Transport, argv: Sequence[str], **kw: Any) -> RunResult:
-    """t.run, with an unreachable host as a failed RunResult: a check reports it, never raises."""
+async def run_quiet(
+    t: Transport,
+    argv: Sequence[str],
+    *,
+    timeout: float | None = 30.0,
+    input: str | None = None,
+    env: Env = None,
+) -> RunResult:
+    """t.run (its keywords and defaults), with an unreachable host as a failed RunResult: a check reports it,
+    never raises."""
     try:
-        return await t.run(argv, **kw)
+        return await t.run(argv, timeout=timeout, input=input, env=env)
     except TransportError as e:
         return RunResult(argv=list(argv), exit_status=None, stdout="", stderr=str(e), duration_s=0.0)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.models import BenchTarget
@@ -36,14 +36,22 @@ class BenchFleet(Protocol):
     async def identify(self, ref: str) -> TargetIdentity: ...
 
 
-def manifest(host: HostProfile, spec: ServiceSpec) -> dict[str, Any]:
+class Manifest(TypedDict):
+    """A target's manifest fields (BenchTarget's argv, gpus, telemetry)."""
+
+    argv: list[str] | None
+    gpus: list[int] | None
+    telemetry: str
+
+
+def manifest(host: HostProfile, spec: ServiceSpec) -> Manifest:
     """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
     the host's telemetry source (replay: the GPU numbers are a recording)."""
     try:
         argv: list[str] | None = build_launch(host, spec).argv
     except Exception:  # a manifest must never stop a benchmark
         argv = None
-    return {"argv": argv, "gpus": list(spec.gpus) or None, "telemetry": host.telemetry.source}
+    return Manifest(argv=argv, gpus=list(spec.gpus) or None, telemetry=host.telemetry.source)
 
 
 _ALGOS = {"DFLASH": "dflash", "DDTREE": "ddtree"}

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 import aiohttp
+
+from ddtree_tui.lib.jsontypes import JsonValue
 
 MIB = 1 << 20
 BODY_CAP = 16 * MIB  # a snapshot of 200 hosts is a few MiB; a Prometheus vector for them about as much
@@ -63,9 +64,10 @@ async def read_text(resp: aiohttp.ClientResponse, cap: int = BODY_CAP) -> str:
     return (await read_body(resp, cap)).decode(resp.get_encoding() if resp.charset else "utf-8", "replace")
 
 
-async def read_json(resp: aiohttp.ClientResponse, cap: int = BODY_CAP) -> Any:
+async def read_json(resp: aiohttp.ClientResponse, cap: int = BODY_CAP) -> JsonValue:
     """The body parsed as JSON; ValueError when it is not JSON, BodyTooLarge when over the cap."""
-    return json.loads(await read_body(resp, cap))
+    value: JsonValue = json.loads(await read_body(resp, cap))
+    return value
 
 
 async def iter_lines(resp: aiohttp.ClientResponse, cap: int = LINE_CAP) -> AsyncIterator[str]:

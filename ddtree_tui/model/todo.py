@@ -7,9 +7,11 @@ check grammar, the store and the evidence rules stay in ddtree_tui.todo.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from ddtree_tui.lib.jsontypes import JsonObject
 
 Priority = Literal["high", "medium", "low"]
 Status = Literal["pending", "in_progress", "completed", "cancelled"]
@@ -36,7 +38,7 @@ class TodoItem(BaseModel):
         """`"auto_complete": true` in the file: the item may be completed by its evidence on its own."""
         return (self.model_extra or {}).get("auto_complete") is True
 
-    def to_file_dict(self) -> dict[str, Any]:
+    def to_file_dict(self) -> JsonObject:
         """The item as written: id/check left out when empty and absent from the input."""
         d = self.model_dump(mode="json")
         for opt in ("id", "check"):

@@ -77,7 +77,7 @@ class Series(BaseModel):
         return MARKERS[self._style % len(MARKERS)]
 
     @property
-    def linestyle(self) -> str | tuple[Any, ...]:
+    def linestyle(self) -> str | tuple[int, tuple[int, ...]]:
         return LINESTYLES[self._style % len(LINESTYLES)]
 
     @property

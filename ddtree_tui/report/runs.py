@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ddtree_tui.bench.models import BENCH_SCHEMA, BenchRun
+from ddtree_tui.lib.jsontypes import JsonObject
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,7 +41,7 @@ class LoadedRun(BaseModel):
         return any(t.telemetry == "replay" for t in self.run.targets)
 
 
-def parse_run(text: str, path: str) -> tuple[BenchRun, dict[str, Any]]:
+def parse_run(text: str, path: str) -> tuple[BenchRun, JsonObject]:
     """The run in `text` (read from `path`); ReportInputError names the file and what is wrong."""
     try:
         obj = json.loads(text)
@@ -66,9 +67,7 @@ def parse_run(text: str, path: str) -> tuple[BenchRun, dict[str, Any]]:
     return run, obj
 
 
-def validated(
-    model: type[M], obj: dict[str, Any], path: str, *, schema: object, kind: str, invalid: str
-) -> M:
+def validated(model: type[M], obj: JsonObject, path: str, *, schema: object, kind: str, invalid: str) -> M:
     """`obj` as `model` when its "schema" is the one this version reads; else ReportInputError with the file,
     the first bad field and why (a run and a sweep's results are checked the same way)."""
     if obj.get("schema") != schema:

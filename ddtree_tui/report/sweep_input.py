@@ -38,7 +38,7 @@ def is_sweep_results(obj: object) -> bool:
     return isinstance(obj, dict) and "sweep_id" in obj and "points" in obj
 
 
-def parse_sweep(obj: dict[str, Any], path: str) -> LoadedSweep:
+def _parse_sweep(obj: dict[str, Any], path: str) -> LoadedSweep:
     """The sweep in `obj` (read from `path`); ReportInputError names the file and what is wrong."""
     res = validated(
         SweepResults,
@@ -71,7 +71,7 @@ def load_sweep(path: str) -> LoadedSweep:
         ) from None
     if not is_sweep_results(obj):
         raise ReportInputError(f'{path}: not sweep results (expected "sweep_id" and "points")')
-    return parse_sweep(obj, path)
+    return _parse_sweep(obj, path)
 
 
 def sort_values(vals: Sequence[str]) -> list[str]:

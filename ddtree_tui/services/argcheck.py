@@ -16,14 +16,18 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from pydantic import BaseModel, Field
 
-from ddtree_tui.config import is_secret_name, redact_text
+from ddtree_tui.config import HostProfile, ServiceSpec, is_secret_name, redact_text
+from ddtree_tui.lib.jsontypes import JsonValue
 from ddtree_tui.remote import source
 from ddtree_tui.services.replies import ArgcheckReply, BadReply, last_json_object, parse_reply
 from ddtree_tui.transport.base import Transport, TransportError
+
+if TYPE_CHECKING:
+    from ddtree_tui.services.launchline import LaunchCommand
 
 PROGRAM = source("argcheck")  # ddtree_tui/remote/argcheck.py
 CHECK_TIMEOUT = 180.0  # importing sglang.srt.server_args imports torch: a cold disk takes a minute
@@ -67,8 +71,47 @@ def sglang_args(argv: list[str]) -> list[str] | None:
 # --- renames --------------------------------------------------------------------------------------------
 
 
+class Rename(TypedDict, total=False):
+    """One entry of data/sglang/renames.json."""
+
+    old: str
+    new: str
+    deprecated_in: str
+    last_seen: str
+    removed_in: str
+
+
+class FlagSpec(TypedDict, total=False):
+    """One option of a recorded sglang parser (data/sglang/flags-VERSION.json, scripts that record it)."""
+
+    flags: list[str]
+    dest: str
+    takes_value: bool
+    nargs: str | int | None
+    choices: list[str] | None
+    choices_known: bool
+    action: str
+    deprecated: bool
+    new_flag: str | None
+    required: bool
+    type: str | None
+    default: JsonValue
+
+
+class FlagTable(TypedDict, total=False):
+    """A recorded sglang parser: data/sglang/flags-VERSION.json."""
+
+    schema: int
+    sglang_version: str
+    generated_by: str
+    stubbed: list[str]
+    prog: str
+    allow_abbrev: bool
+    flags: list[FlagSpec]
+
+
 @cache
-def renames() -> dict[str, dict[str, Any]]:
+def renames() -> dict[str, Rename]:
     """old flag -> {"new", "deprecated_in", "last_seen", "removed_in"}, from the recorded releases."""
     try:
         raw = resources.files(_DATA).joinpath("sglang/renames.json").read_text(encoding="utf-8")
@@ -173,13 +216,13 @@ def _vkey(v: str) -> list[Any]:
 
 
 @cache
-def flag_table(version: str) -> dict[str, Any]:
+def flag_table(version: str) -> FlagTable:
     """The recorded flag table of a release; KeyError names the versions there are."""
     try:
         raw = resources.files(_DATA).joinpath(f"sglang/flags-{version}.json").read_text(encoding="utf-8")
     except (FileNotFoundError, OSError):
         raise KeyError(f"no flag table for sglang {version} (have {', '.join(known_versions())})") from None
-    table: dict[str, Any] = json.loads(raw)
+    table: FlagTable = json.loads(raw)
     return table
 
 
@@ -246,7 +289,9 @@ def check_offline(args: list[str], version: str) -> ArgCheck:
 # --- before a launch ------------------------------------------------------------------------------------
 
 
-async def preflight(transport: Transport, profile: Any, spec: Any, cmd: Any) -> ArgCheck | None:
+async def preflight(
+    transport: Transport, profile: HostProfile, spec: ServiceSpec, cmd: LaunchCommand
+) -> ArgCheck | None:
     """The check lifecycle runs before launching an `sglang` service: the profile's own gaps (a DDTree mode
     whose switch `[ddtree_flags]` leaves unset), then the host's parser on the exact argv, with the service's
     environment. None for services that are not `python -m sglang.launch_server`."""

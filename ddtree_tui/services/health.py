@@ -90,7 +90,7 @@ def _f(v: object) -> float | None:
         return None
 
 
-def parse_server_info(info: dict[str, Any] | None, model_info: dict[str, Any] | None = None) -> ServerInfo:
+def _parse_server_info(info: dict[str, Any] | None, model_info: dict[str, Any] | None = None) -> ServerInfo:
     info = info or {}
     states = info.get("internal_states")
     st0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
@@ -118,4 +118,4 @@ async def fetch_server_info(
         minfo = await _get_json(session, base_url, ("/model_info", "/get_model_info"), timeout)
     if info is None and minfo is None:
         return None
-    return parse_server_info(info, minfo)
+    return _parse_server_info(info, minfo)

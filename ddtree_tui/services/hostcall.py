@@ -9,7 +9,8 @@ may show (`files`), so the host side signals nothing we did not start.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -35,7 +36,7 @@ class HostCalls:
         """The command line that runs a host program's source with the host's Python."""
         return [self.python, "-I", "-c", script]
 
-    async def run(self, script: str, payload: dict[str, Any], timeout: float, reply: type[R]) -> R:
+    async def run(self, script: str, payload: Mapping[str, object], timeout: float, reply: type[R]) -> R:
         """Run a host program with a JSON payload on stdin; its one JSON reply line as `reply`.
 
         TransportError when the host cannot be reached or the program gives no reply (BadReply, one of
@@ -59,12 +60,12 @@ class HostCalls:
             now = set()
         return sorted(now | svc.launched_hashes)
 
-    def files(self, svc: SvcState) -> dict[str, Any]:
+    def files(self, svc: SvcState) -> dict[str, str | list[str]]:
         """The service's files on the host and the argv hashes it may run: what watch, launch and kill get."""
         p = service_paths(self._book.profile, svc.spec.name)
         keys = ("workdir", "pidfile", "exitfile", "stopping", "log")
         return {**{k: p[k] for k in keys}, "accept": self.accept(svc)}
 
-    def watch_config(self) -> list[dict[str, Any]]:
+    def watch_config(self) -> list[dict[str, str | list[str]]]:
         """Every service's files, as the watcher's request lists them."""
         return [{"name": svc.spec.name, **self.files(svc)} for svc in self._book]

@@ -14,7 +14,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ddtree_tui.model.snapshot import ServiceStatus
 from ddtree_tui.services.logs import LogMetrics
@@ -62,7 +61,7 @@ class Publisher:
                 pass
         self._notify()
 
-    def set(self, svc: SvcState, **upd: Any) -> None:
+    def set(self, svc: SvcState, **upd: object) -> None:
         """Set status fields the rules do not derive (log numbers, last_log) and publish."""
         self.publish(svc, updated(svc.status, time.time(), **upd))
 

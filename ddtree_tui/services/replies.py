@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.transport.base import TransportError
 
 __all__ = [
@@ -200,7 +201,7 @@ class ReadLogReply(_Reply):
 R = TypeVar("R", bound=BaseModel)
 
 
-def last_json_object(text: str, key: str | None = None) -> dict[str, Any] | None:
+def last_json_object(text: str, key: str | None = None) -> JsonObject | None:
     """The last line of `text` that parses as a JSON object (the call protocol's reply line); with `key`,
     the last one that has that key (a program whose libraries may print JSON of their own)."""
     for line in reversed(text.strip().splitlines()):
@@ -213,7 +214,7 @@ def last_json_object(text: str, key: str | None = None) -> dict[str, Any] | None
     return None
 
 
-def parse_reply(model: type[R], data: dict[str, Any], program: str) -> R:
+def parse_reply(model: type[R], data: JsonObject, program: str) -> R:
     """`data` as `model`; BadReply naming the program and the first wrong field otherwise."""
     try:
         return model.model_validate(data)

@@ -10,7 +10,7 @@ tested as one table row (tests/unit/test_service_status.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,6 @@ __all__ = [
     "derive_status",
     "exit_words",
     "initial_status",
-    "orphan_words",
     "running_port",
     "updated",
 ]
@@ -89,7 +88,7 @@ def initial_status(spec: ServiceSpec, host: str, now: float) -> ServiceStatus:
     )
 
 
-def orphan_words(pids: list[int], gpu: list[Any]) -> str:
+def _orphan_words(pids: list[int], gpu: list[Any]) -> str:
     """ "2 processes still alive (pids 41240, 41241), 20480 MiB on GPU 1" for workers that outlived main."""
     n = len(pids)
     words = f"{n} process{'es' if n != 1 else ''} still alive (pids {', '.join(map(str, pids[:8]))})"
@@ -123,7 +122,7 @@ def running_port(spec: ServiceSpec, proc: WatchRecord | None) -> int:
     return spec.port
 
 
-def updated(previous: ServiceStatus, now: float, **upd: Any) -> ServiceStatus:
+def updated(previous: ServiceStatus, now: float, **upd: object) -> ServiceStatus:
     """previous with `upd`; a change of state moves `since` to now unless `upd` says when."""
     if "state" in upd and upd["state"] != previous.state:
         upd.setdefault("since", now)
@@ -131,7 +130,7 @@ def updated(previous: ServiceStatus, now: float, **upd: Any) -> ServiceStatus:
 
 
 def observed_times(
-    before: dict[str, float], old: dict[str, Any], new: dict[str, Any], now: float
+    before: dict[str, float], old: Mapping[str, object], new: Mapping[str, object], now: float
 ) -> dict[str, float]:
     """When each figure of a server read (`new`, by status field) was observed: `now`, except a figure the
     server keeps between its decode lines (`_RATES`) that reads as it did in the last read (`old`): as
@@ -145,14 +144,14 @@ def observed_times(
     return out
 
 
-def info_figures(info: ServerInfo | None) -> dict[str, Any]:
+def info_figures(info: ServerInfo | None) -> dict[str, float | None]:
     """/server_info's live figures by status field."""
     if info is None:
         return {}
     return {"accept_length": info.avg_spec_accept_length, "gen_throughput": info.last_gen_throughput}
 
 
-def gauge_figures(sg: SglangGauges | None) -> dict[str, Any]:
+def gauge_figures(sg: SglangGauges | None) -> dict[str, float | None]:
     """/metrics' live figures by status field."""
     return {} if sg is None else {key: getattr(sg, key, None) for key in _LOG_FIELD}
 
@@ -224,7 +223,7 @@ def _dead(
     else:
         detail = exit_words(rec.exit)
     if rec.orphans:
-        detail = f"degraded: main pid {pid} {detail}, " + orphan_words(rec.orphans, rec.orphan_gpu)
+        detail = f"degraded: main pid {pid} {detail}, " + _orphan_words(rec.orphans, rec.orphan_gpu)
     return updated(
         previous,
         now,

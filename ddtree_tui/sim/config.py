@@ -205,12 +205,12 @@ class SimConfig(BaseModel):
     allow_hybrid_unsafe: bool = False
 
     @classmethod
-    def realistic(cls, **kw: Any) -> SimConfig:
+    def realistic(cls, **kw: object) -> SimConfig:
         """The SGLang 0.5.23 behaviours that an idealised simulator hides, all on (the demo's default)."""
         return cls(**{**REALISTIC, **kw})
 
     @classmethod
-    def transformers_like(cls, **kw: Any) -> SimConfig:
+    def transformers_like(cls, **kw: object) -> SimConfig:
         """An OpenAI-compatible server that is not SGLang, as `transformers serve` behaved in issue 13."""
         return cls(**{**TRANSFORMERS_LIKE, **kw})
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.sim.config import SIM_VERSION
 from ddtree_tui.sim.endpoints import SimEndpoints
 from ddtree_tui.sim.metrics import prometheus_text
@@ -117,7 +118,7 @@ class SimServer(SimEndpoints):
             }
         )
 
-    def server_info(self) -> dict[str, Any]:
+    def server_info(self) -> JsonObject:
         c = self.cfg
         spec = c.speculative_algorithm is not None
         state: dict[str, Any] = {"last_gen_throughput": round(self.stats.last_gen_throughput, 2)}

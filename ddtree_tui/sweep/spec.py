@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ddtree_tui.config import SECRET_KEY_RE, ServiceSpec
+from ddtree_tui.lib.jsontypes import JsonObject
 
 Objective = Literal["tok_s", "goodput", "ttft"]
 Strategy = Literal["grid", "one-at-a-time"]
@@ -283,7 +284,7 @@ def plan_points(dims: Sequence[Dimension], loads: Sequence[int], strategy: Strat
 
 
 def sweep_id(
-    ref: str, dims: Sequence[Dimension], loads: Sequence[int], strategy: str, extra: dict[str, Any]
+    ref: str, dims: Sequence[Dimension], loads: Sequence[int], strategy: str, extra: JsonObject
 ) -> str:
     """A fingerprint of the sweep definition: `--resume` refuses a directory made by a different sweep."""
     blob = json.dumps(

@@ -72,7 +72,7 @@ class FrameBuilder:
 
     # --- building ------------------------------------------------------------------------------------------
 
-    def host_from(self, d: Mapping[str, Any] | None, ts: float) -> HostSample | None:
+    def _host_from(self, d: Mapping[str, Any] | None, ts: float) -> HostSample | None:
         if not isinstance(d, Mapping):
             return None
         return HostSample.model_validate({k: d.get(k) for k in _HOST_KEYS if k != "ts"} | {"ts": ts})
@@ -180,7 +180,7 @@ class FrameBuilder:
         self._procs = raw_procs if isinstance(raw_procs, Mapping) else {}
         raw_anc = line.get("anc")
         anc: Mapping[str, Any] = raw_anc if isinstance(raw_anc, Mapping) else {}
-        host = self.host_from(line.get("host"), ts)
+        host = self._host_from(line.get("host"), ts)
         if host is not None:
             self.host = host
         src = self.source_override or line.get("src")

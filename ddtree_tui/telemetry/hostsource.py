@@ -21,6 +21,7 @@ from collections import deque
 from typing import Any
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.model.snapshot import HostSample, TelemetryStatus
 from ddtree_tui.remote import source
 from ddtree_tui.remote.smi import parse_help_fields, pick_fields
@@ -59,7 +60,7 @@ def program_argv(profile: HostProfile, interval_s: float, *, mode: str = "auto",
     return argv
 
 
-def json_line(line: str) -> dict[str, Any] | None:
+def _json_line(line: str) -> dict[str, Any] | None:
     """A sampler-protocol line, or None for anything else the host printed."""
     s = line.strip()
     if not s.startswith("{"):
@@ -229,7 +230,7 @@ async def _consume(
     async def reader() -> None:
         nonlocal last, count
         async for raw in agen:
-            frame = parser.feed(raw) if parser is not None else json_line(raw)
+            frame = parser.feed(raw) if parser is not None else _json_line(raw)
             if frame is None:
                 if parser is None and raw.strip():
                     other.append(raw.strip())
@@ -273,7 +274,7 @@ async def _local_host(profile: HostProfile) -> HostSample:
     return await asyncio.to_thread(work)
 
 
-async def local_host_line(profile: HostProfile) -> dict[str, Any]:
+async def local_host_line(profile: HostProfile) -> JsonObject:
     """This machine's CPU/memory as the `host` part of a sampler line (for sources without host stats)."""
     return (await _local_host(profile)).model_dump(exclude={"ts"})
 
@@ -281,7 +282,7 @@ async def local_host_line(profile: HostProfile) -> dict[str, Any]:
 async def _snapshot_program(transport: Transport, profile: HostProfile, mode: str, timeout: float) -> Update:
     argv = program_argv(profile, 0.2, mode=mode, count=1)
     res = await transport.run(argv, timeout=timeout, env=profile.env or None)
-    frame = next((f for f in map(json_line, reversed(res.stdout.splitlines())) if f), None)
+    frame = next((f for f in map(_json_line, reversed(res.stdout.splitlines())) if f), None)
     if frame is not None:
         return FrameBuilder().build(frame)
     text = (res.stderr or res.stdout).strip()

@@ -5,20 +5,22 @@ fetched once and reused. Every call here blocks (the driver can take its time): 
 from __future__ import annotations
 
 import time
+from types import ModuleType
 from typing import Any
 
+from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.remote.hoststats import proc_ancestors
 from ddtree_tui.remote.sampler import NvmlCollector, NvmlUnavailable
 
 __all__ = ["NvmlCollector", "NvmlUnavailable", "nvml_line", "open_nvml"]
 
 
-def open_nvml(module: Any = None) -> NvmlCollector:
+def open_nvml(module: ModuleType | None = None) -> NvmlCollector:
     """nvmlInit + handles; raises NvmlUnavailable (its .no_gpu says "no NVIDIA driver/GPU here")."""
     return NvmlCollector(module)
 
 
-def nvml_line(collector: NvmlCollector, with_processes: bool = True) -> dict[str, Any]:
+def nvml_line(collector: NvmlCollector, with_processes: bool = True) -> JsonObject:
     """One tick in the sampler's line format (without host stats, which come from psutil locally)."""
     line: dict[str, Any] = {"v": 1, "t": round(time.time(), 3), "src": "nvml", "driver": collector.driver}
     if getattr(collector, "cuda", None):

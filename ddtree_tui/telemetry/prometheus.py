@@ -66,7 +66,7 @@ def query_for(profile: HostProfile) -> str:
     return host_query(t.host_label, t.host_value or profile.name)
 
 
-async def instant_query(
+async def _instant_query(
     client: aiohttp.ClientSession, base_url: str, promql: str, timeout: float, cap: int = http.BODY_CAP
 ) -> list[Any]:
     """`/api/v1/query`; the result vector, or PrometheusError saying why not (an answer over `cap` bytes too)."""
@@ -202,7 +202,7 @@ async def read_once(
     """One query for one host; never raises for a Prometheus problem (the status carries it)."""
     url = profile.telemetry.prometheus_url or ""
     try:
-        series = await instant_query(client, url, query_for(profile), timeout)
+        series = await _instant_query(client, url, query_for(profile), timeout)
     except PrometheusError as e:
         return frames.failed(str(e))
     return frames.build(series)
@@ -274,7 +274,9 @@ class SharedPoller:
 
     async def _identity(self, client: aiohttp.ClientSession, hosts: list[str]) -> None:
         self.queries += 1
-        res = await instant_query(client, self.base_url, identity_query(self.host_label, hosts), self.timeout)
+        res = await _instant_query(
+            client, self.base_url, identity_query(self.host_label, hosts), self.timeout
+        )
         ident: dict[str, dict[str, dict[str, str]]] = {h: {} for h in hosts}
         for sr in res:
             m = sr.get("metric") or {}
@@ -307,7 +309,7 @@ class SharedPoller:
                         await self._identity(client, hosts)
                     tick += 1
                     self.queries += 1
-                    series = await instant_query(
+                    series = await _instant_query(
                         client, self.base_url, hosts_query(self.host_label, hosts), self.timeout
                     )
                 except PrometheusError as e:

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.model.snapshot import GpuSample
 from ddtree_tui.telemetry.nvsmi import DEFAULT_FIELDS, parse_apps, parse_query
 
@@ -29,7 +30,7 @@ def _builtin_text(name: str) -> str:
     return resources.files("ddtree_tui").joinpath("data", BUILTIN[name]).read_text(encoding="utf-8")
 
 
-def load_recording(ref: str | None) -> tuple[list[dict[str, Any]], str]:
+def load_recording(ref: str | None) -> tuple[list[JsonObject], str]:
     """(frames, note) of a built-in recording name or a JSON-lines file path. Raises ReplayError."""
     ref = ref or "h200-under-load"
     if ref in BUILTIN:

@@ -12,10 +12,10 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
 
 import ddtree_tui.telemetry.sources  # noqa: F401  (registers the built-in sources)
 from ddtree_tui.config import HostProfile
+from ddtree_tui.lib.jsontypes import JsonValue
 from ddtree_tui.model.snapshot import GpuSample, HostSample, TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.history import GpuHistory
@@ -101,7 +101,7 @@ class HostTelemetry:
         except Exception:  # the listener's bug must not stop the sampler
             log.exception("telemetry on_update failed for %s", self.profile.name)
 
-    def emit(self, line: Mapping[str, Any]) -> None:
+    def emit(self, line: Mapping[str, JsonValue]) -> None:
         self.publish(self._builder.build(line), record=not line.get("stale"), settles=not line.get("stale"))
 
     def stalled(self, reason: str) -> None:

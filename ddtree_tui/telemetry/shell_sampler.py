@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.remote.hoststats import (
     cpu_percent,
     host_dict,
@@ -51,7 +52,7 @@ class ShellParser:
         self.buf: dict[str, list[str]] = {}
         self.prev_cpu: tuple[int, int] | None = None
 
-    def feed(self, line: str) -> dict[str, Any] | None:
+    def feed(self, line: str) -> JsonObject | None:
         if line.startswith("@@"):
             tag = line[2:].strip()
             if tag == "tick":

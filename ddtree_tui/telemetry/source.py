@@ -12,9 +12,10 @@ rhythm, the backoff settings), so this module needs nothing of the sampler's.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.lib.jsontypes import JsonValue
 from ddtree_tui.model.snapshot import GpuSample, HostSample, TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.transport.base import Transport
@@ -46,7 +47,7 @@ class TelemetrySink(Protocol):
 
     def publish(self, update: Update, record: bool = True, settles: bool = True) -> None: ...
 
-    def emit(self, line: Mapping[str, Any]) -> None:
+    def emit(self, line: Mapping[str, JsonValue]) -> None:
         """One sampler-protocol line (`{"v": 1, "gpus": [...], ...}`) built into a frame and published."""
 
     def stalled(self, reason: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ddtree_tui.lib.jsontypes import JsonObject, JsonValue
 from ddtree_tui.model.todo import PRIORITIES, STATUSES, TodoEdit, TodoItem, TodoResult
 from ddtree_tui.remote import atomicio
 from ddtree_tui.todo.model import TodoError, parse_check
@@ -371,19 +372,19 @@ class TodoStore:
             self.set_status(i, _STATUS_OF[edit.action])
         return TodoResult(ok=True, message=f"todo {i + 1}: {edit.action}", index=where)
 
-    def checkpoint(self) -> tuple[list[TodoItem], dict[str, Any]]:
+    def checkpoint(self) -> tuple[list[TodoItem], JsonObject]:
         """The items and top-level fields as they are now, to put back with `restore` when a save fails."""
         return copy_items(self.items), copy.deepcopy(self.extra)
 
-    def restore(self, saved: tuple[list[TodoItem], dict[str, Any]]) -> None:
+    def restore(self, saved: tuple[list[TodoItem], JsonObject]) -> None:
         items, extra = saved
         self.items, self.extra = copy_items(items), copy.deepcopy(extra)
 
     # -- writing
 
-    def document(self) -> Any:
+    def document(self) -> JsonValue:
         """The file's content as it would be written now (the `todo list --json` output)."""
-        todos = [it.to_file_dict() for it in self.items]
+        todos: list[JsonValue] = [it.to_file_dict() for it in self.items]
         if self._bare_list:
             return todos
         return {"todos": todos, **self.extra}

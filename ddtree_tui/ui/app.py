@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
@@ -179,7 +179,7 @@ class DDTreeApp(AppHost):
         self.query_one(BenchPane).live.apply(event)
 
     def spawn(
-        self, work: Coroutine[Any, Any, Any], group: str, name: str = "", exclusive: bool = False
+        self, work: Coroutine[object, object, object], group: str, name: str = "", exclusive: bool = False
     ) -> None:
         self.run_worker(work, group=group, name=name, exclusive=exclusive)
 
@@ -582,7 +582,7 @@ class DDTreeApp(AppHost):
             CommandScreen(self, self.command_history), lambda text: run_command(self, text) if text else None
         )
 
-    def help_groups(self) -> list[tuple[str, list[Any]]]:
+    def help_groups(self) -> list[tuple[str, list[Binding]]]:
         """What `?` lists for the current screen, read from the bindings (ui/screens/help.py help_groups)."""
         return help_groups(self, self.screen)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -150,7 +150,7 @@ class StaticFleet(PubSub[FleetEvent]):
         """Refused, whatever the intent."""
         return await self._frozen(describe(intent))
 
-    async def smoke(self, ref: str, *_: Any, **__: Any) -> SmokeResult:
+    async def smoke(self, ref: str, *_: object, **__: object) -> SmokeResult:
         """A failed SmokeResult whatever the settings: a frozen view sends no request."""
         return failed(ref, "the view is frozen (snapshot mode): no request sent")
 

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from textual.notifications import SeverityLevel
 
@@ -76,7 +76,7 @@ class ViewHost(Protocol):
     def bench_event(self, event: object) -> None: ...
 
     def spawn(
-        self, work: Coroutine[Any, Any, Any], group: str, name: str = "", exclusive: bool = False
+        self, work: Coroutine[object, object, object], group: str, name: str = "", exclusive: bool = False
     ) -> None: ...
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -15,9 +15,9 @@ if TYPE_CHECKING:
     from ddtree_tui.ui.apphost import AppHost
 
 
-def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], Any]]]:
+def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], object]]]:
     """(title, help, callback) for everything the palette offers."""
-    out: list[tuple[str, str, Callable[[], Any]]] = []
+    out: list[tuple[str, str, Callable[[], object]]] = []
     snap = app.current_snapshot()
     hosts = [h.name for h in snap.hosts] or [p.name for p in app.fleet.profiles()]
     refs: list[str] = []

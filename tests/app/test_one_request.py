@@ -11,6 +11,7 @@ from textual.widgets import Input
 
 from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, BenchRequest, ShapeRequest
 from ddtree_tui.cli import build_parser
+from ddtree_tui.cli.args import BenchArgs
 from ddtree_tui.cli.bench import build_request
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
@@ -51,7 +52,7 @@ def _from_cli(tmp_path: Path, *args: str) -> BenchRequest:
     ns = build_parser().parse_args(
         ["--run-bench", "--profile", str(prof), "--services", "local/dflash", *args]
     )
-    return build_request(ns, ["local/dflash"])
+    return build_request(BenchArgs.of(ns), ["local/dflash"])
 
 
 async def test_the_dialog_and_run_bench_build_the_same_plain_request(tmp_path: Path) -> None:

@@ -157,6 +157,11 @@ def test_global_options_after_the_positionals_are_not_a_usage_error() -> None:
         (["--theme", "light", "web", "--listen", "127.0.0.1:1"], "WebArgs", {"theme": "light"}),
         (["--replay", "r.gz", "--speed", "4"], "TuiArgs", {"replay": "r.gz", "speed": 4.0}),
         (["sweep", "show", "D", "--objective", "ttft"], "SweepArgs", {"dir": "D", "sw_objective": "ttft"}),
+        (
+            ["--run-bench", "--load", "concurrency:1,2", "--json", "o.json", "--workers", "2"],
+            "BenchArgs",
+            {"load": "concurrency:1,2", "json_out": "o.json", "workers": 2, "max_new_tokens": 256},
+        ),
     ],
 )
 def test_each_mode_family_gets_its_arguments_typed(
@@ -169,6 +174,16 @@ def test_each_mode_family_gets_its_arguments_typed(
     ns = build_parser().parse_args(hoist_globals(argv))
     got = getattr(cli_args, model).of(ns)
     assert {k: getattr(got, k) for k in want} == want
+
+
+def test_every_run_bench_option_is_a_field_of_bench_args() -> None:
+    """Issue 24: --run-bench's handler reads BenchArgs, which ignores what it has no field for; an option
+    added to the parser without a field would be silently dropped."""
+    from ddtree_tui.cli.args import BenchArgs
+
+    group = next(g for g in build_parser()._action_groups if g.title == "headless benchmark (--run-bench)")
+    dests = {a.dest for a in group._group_actions} - {"run_bench"}
+    assert dests and dests <= set(BenchArgs.model_fields), dests - set(BenchArgs.model_fields)
 
 
 def test_theme_is_an_option_of_the_ui_modes_only(capsys: pytest.CaptureFixture[str]) -> None:

@@ -130,7 +130,7 @@ def readme_key_table(app_cls: type[App[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def binding_rows(groups: Iterable[tuple[str, Iterable[Any]]]) -> list[tuple[str, str, str]]:
+def binding_rows(groups: Iterable[tuple[str, Iterable[object]]]) -> list[tuple[str, str, str]]:
     """(where, keys, what) for every binding with a description."""
     rows: list[tuple[str, str, str]] = []
     for where, bindings in groups:
@@ -142,7 +142,7 @@ def binding_rows(groups: Iterable[tuple[str, Iterable[Any]]]) -> list[tuple[str,
     return rows
 
 
-def listed_keys(groups: Iterable[tuple[str, Iterable[Any]]]) -> set[str]:
+def listed_keys(groups: Iterable[tuple[str, Iterable[object]]]) -> set[str]:
     """Every key the help lists (as Textual names it): what tests compare with the active bindings."""
     return {k.strip() for _, bs in groups for b in bs if isinstance(b, Binding) for k in b.key.split(",")}
 
@@ -156,7 +156,7 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close help")]
 
-    def __init__(self, groups: Sequence[tuple[str, Iterable[Any]]]) -> None:
+    def __init__(self, groups: Sequence[tuple[str, Iterable[object]]]) -> None:
         super().__init__()
         self.groups = [(where, list(bs)) for where, bs in groups]
         self.rows = binding_rows(self.groups)

@@ -148,7 +148,7 @@ class KeyedTable(DataTable[Any]):
 
 
 def sync_table(
-    table: DataTable[Any],
+    table: DataTable[CellText],
     rows: Sequence[PaintedRow],
     on_key: Callable[[str], None] | None = None,
     columns: Sequence[str] | None = None,
