@@ -46,6 +46,7 @@ from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.fleet.benching import BenchRefused
+from ddtree_tui.lib import paths
 from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
 from ddtree_tui.sim.process import demo_ports
 
@@ -505,8 +506,8 @@ def cli_main(ns: BenchArgs) -> int:
     profiles = [h for h in profiles_of(ns) if h.name in hosts] if chosen else []
     if not ns.demo:
         return asyncio.run(_main(ns, req, profiles))
-    Path(".ddtree").mkdir(exist_ok=True)
-    workdir = tempfile.mkdtemp(prefix="run-bench-demo-", dir=".ddtree")
+    paths.PROJECT_DIR.mkdir(exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="run-bench-demo-", dir=paths.PROJECT_DIR)
     try:
         return asyncio.run(_main(ns, req, demo_profiles(profiles, str(Path(workdir).resolve()))))
     finally:

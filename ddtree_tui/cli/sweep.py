@@ -183,7 +183,10 @@ async def _sweep_until(
     _err(f"wall time {state.wall_s:.1f} s; results in {out}/results.json and results.csv")
     if sig.name is not None:
         back = {True: "put back", False: "NOT put back", None: "not known to be put back"}[state.restored]
-        _err(f"stopped by {sig.name}: {settings.ref} {back} ({before}); continue with --resume")
+        _err(
+            f"interrupted: stopped by {sig.name}: {settings.ref} {back} ({before}); partial results in "
+            f"{out}/results.json; continue with --resume"
+        )
     if not write_html(ns, out, state, res) or state.restored is False or res.best is None:
         return sig.exit_code or EXIT_FAIL
     return sig.exit_code or EXIT_OK

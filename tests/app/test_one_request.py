@@ -24,7 +24,7 @@ async def _from_dialog(fields: dict[str, str]) -> BenchRequest:
     fleet = static_fleet()
     got: list[BenchRequest] = []
 
-    async def capture(req: BenchRequest) -> Any:
+    async def capture(req: BenchRequest, *_: object) -> Any:  # (req) or (req, stop): the stop event K2 added
         got.append(req)
         raise RuntimeError("captured")
 

@@ -121,6 +121,7 @@ def test_run_bench_json_through_a_planted_link_is_refused_and_reported(tmp_path:
             "--repeats", "1", "--warmup", "0", "--json", str(link), "--history", str(hist)]  # fmt: skip
     p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=90)
     assert f"cannot write {link}" in p.stderr and "not followed" in p.stderr, p.stderr[-2000:]
-    assert f"cannot append to history {hist}" in p.stderr, p.stderr[-2000:]
+    # the history line is the fleet's bench desk's: it says so as a warning (the run's own files are above)
+    assert "bench history not written" in p.stderr and "not followed" in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr  # (its exit status is another finding of issue 25)
     assert victim.read_text() == "precious"
