@@ -25,7 +25,6 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import orjson
@@ -33,6 +32,7 @@ import orjson
 from ddtree_tui.bench.metrics import Timeline, timeline_metrics
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.sse import err_code, err_message, http_error_message, parse_sse_line, short
 from ddtree_tui.bench.stream import StreamClient, StreamError, StreamLimitError
 from ddtree_tui.lib.jsontypes import JsonObject
 
@@ -54,72 +54,6 @@ class MeasureOpts(TypedDict):
     warmup: bool
     timeout: float | None
     tokens_interval: float
-
-
-@dataclass
-class SSEItem:
-    kind: str  # "json" | "done" | "bad"
-    data: Any = None
-
-
-def parse_sse_line(line: str | bytes) -> SSEItem | None:
-    """One line of a server-sent-event stream; None for blank lines, comments and non-data fields."""
-    if isinstance(line, str):
-        line = line.encode("utf-8", "surrogateescape")
-    if not line or line.startswith(b":"):
-        return None
-    if not line.startswith(b"data:"):
-        if line.startswith((b"event:", b"id:", b"retry:")):
-            return None
-        return SSEItem("bad", line.decode("utf-8", "replace"))
-    payload = line[5:].strip()
-    if payload == b"[DONE]":
-        return SSEItem("done")
-    if not payload:
-        return None
-    try:
-        obj = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return SSEItem("bad", payload.decode("utf-8", "replace"))
-    if not isinstance(obj, dict):
-        return SSEItem("bad", payload.decode("utf-8", "replace"))
-    return SSEItem("json", obj)
-
-
-def _short(s: str, n: int = 120) -> str:
-    s = s.replace("\n", "\\n")
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
-def _err_message(obj: dict[str, Any]) -> str:
-    """The message of an error body: OpenAI/SGLang `{"error": {...}}` or `{"error": "..."}`, FastAPI
-    `{"detail": "..."}` or a validation `{"detail": [{"loc": ..., "msg": ...}]}`, else the body itself."""
-    e = obj.get("error")
-    if isinstance(e, dict):
-        return str(e.get("message") or e.get("detail") or json.dumps(e))
-    if e is not None:
-        return str(e)
-    d = obj.get("detail")
-    if isinstance(d, list):
-        parts = []
-        for item in d[:5]:
-            if isinstance(item, dict):
-                loc = ".".join(str(x) for x in item.get("loc") or [])
-                parts.append(f"{loc}: {item.get('msg')}" if loc else str(item.get("msg")))
-            else:
-                parts.append(str(item))
-        return "; ".join(parts)
-    if d is not None:
-        return str(d if not isinstance(d, dict) else d.get("message") or json.dumps(d))
-    if obj.get("message"):
-        return str(obj["message"])
-    return json.dumps(obj)[:300]
-
-
-def _err_code(obj: dict[str, Any]) -> int | None:
-    e = obj.get("error")
-    code = e.get("code") if isinstance(e, dict) else obj.get("code")
-    return code if isinstance(code, int) and 100 <= code <= 599 else None
 
 
 class _Acc:
@@ -163,7 +97,7 @@ class _Acc:
                 if hi == self.max_tokens and self.asked > 0
                 else "the sane bound"
             )
-            self.errors.append(f"bad count: {name} {_short(str(v), 40)} is outside 0…{hi} ({why})")
+            self.errors.append(f"bad count: {name} {short(str(v), 40)} is outside 0…{hi} ({why})")
         return None
 
     def accept_length(self, v: object) -> float | None:
@@ -175,21 +109,21 @@ class _Acc:
         if "spec_accept_length" not in self.insane:
             self.insane.add("spec_accept_length")
             self.errors.append(
-                f"bad count: spec_accept_length {_short(str(v), 40)} is outside 0…{MAX_ACCEPT_LENGTH:g}"
+                f"bad count: spec_accept_length {short(str(v), 40)} is outside 0…{MAX_ACCEPT_LENGTH:g}"
             )
         return None
 
     def bad(self, raw: str) -> None:
         self.malformed += 1
         if self.malformed <= 3:
-            self.errors.append(f"malformed chunk: {_short(str(raw))}")
+            self.errors.append(f"malformed chunk: {short(str(raw))}")
 
     def server_error(self, obj: dict[str, Any]) -> None:
-        code = _err_code(obj)
+        code = err_code(obj)
         if code is not None and self.status_code is None:
             self.status_code = code
         where = f" ({code})" if code is not None else ""
-        self.errors.append(f"server error{where}: {_short(_err_message(obj))}")
+        self.errors.append(f"server error{where}: {short(err_message(obj))}")
 
     def text_delta(self, text: str) -> str:
         """The new text of a /generate chunk under what is known so far of the text mode.
@@ -344,7 +278,7 @@ def end_of_stream(acc: _Acc, api: str, now: float) -> None:
             acc.status_code = code
         msg = acc.abort.get("message") or "aborted"
         where = f" ({code})" if isinstance(code, int) else ""
-        acc.errors.insert(0, f"aborted by the server{where}: {_short(str(msg))}")
+        acc.errors.insert(0, f"aborted by the server{where}: {short(str(msg))}")
         return
     if acc.errors or acc.done:
         return
@@ -424,7 +358,7 @@ async def measure_request(
                 if resp.status != 200:
                     raw = (await resp.read()).decode("utf-8", "replace")
                     acc.status_code = resp.status
-                    acc.errors.append(f"HTTP {resp.status}: {_short(http_error_message(raw))}")
+                    acc.errors.append(f"HTTP {resp.status}: {short(http_error_message(raw))}")
                 else:
                     async for batch in resp.batches():
                         for now, line in batch:
@@ -457,28 +391,15 @@ async def measure_request(
     except TimeoutError:
         acc.errors.append(f"timeout after {timeout:g} s")
     except StreamLimitError as e:  # the server sent more than the client reads (bench/stream.py StreamLimits)
-        acc.errors.append(f"limit: {_short(str(e))}")
+        acc.errors.append(f"limit: {short(str(e))}")
     except StreamError as e:
-        acc.errors.append(f"connection: {_short(str(e))}")
+        acc.errors.append(f"connection: {short(str(e))}")
     except OSError as e:
         acc.errors.append(f"connection: {e}")
     end_of_stream(acc, sp.api, time.monotonic())
     if on_text is not None:
         on_text(acc.acc_text)
     return _result(acc, target, prompt, sp, seq, repeat, warmup, started_at)
-
-
-def http_error_message(raw: str) -> str:
-    """The words of a non-200 body: the error object's message ({"error"} or {"detail"}), else the text."""
-    text = raw.strip()
-    if text.startswith("{"):
-        try:
-            obj = json.loads(text)
-        except (json.JSONDecodeError, ValueError):
-            return text or "(empty body)"
-        if isinstance(obj, dict):
-            return _err_message(obj)
-    return text or "(empty body)"
 
 
 def _spread(acc: _Acc, total: int) -> None:

@@ -11,7 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from ddtree_tui.bench import history, report
-from ddtree_tui.bench.client import parse_sse_line
+from ddtree_tui.bench.sse import parse_sse_line
 from ddtree_tui.bench.metrics import Timeline, percentile, summarize, timeline_metrics
 from ddtree_tui.bench.models import (
     BenchEvent,
