@@ -11,7 +11,6 @@ import pytest
 from pydantic import TypeAdapter
 
 from ddtree_tui.bench import history, report
-from ddtree_tui.bench.sse import parse_sse_line
 from ddtree_tui.bench.metrics import Timeline, percentile, summarize, timeline_metrics
 from ddtree_tui.bench.models import (
     BenchEvent,
@@ -22,6 +21,7 @@ from ddtree_tui.bench.models import (
 )
 from ddtree_tui.bench.prompts import PromptError, agentic, load_jsonl, load_prompts, longctx, seed3
 from ddtree_tui.bench.runner import plan
+from ddtree_tui.bench.sse import parse_sse_line
 from ddtree_tui.sim.config import parse_fault, schedule
 from tests.bench_runs import plain_run
 
