@@ -122,7 +122,15 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         grid = [(b, k) for b in (8, 16, 32) for k in (1, 2, 4)]
         want = max(grid, key=lambda bk: ddtree_expected_speed(3.4, *bk))
         assert want == (16, 2)
-        assert best == {"mode": "tree", "budget": "16", "env.SGLANG_DDTREE_MAX_TOPK": "2"}, p.stdout
+        # The best measured point is the one the simulator was built to make best, or one the sweep cannot
+        # tell apart from it: their 95 % intervals of the delta overlap (a wall-clock measurement; on a busy
+        # machine one slow request widens an interval, and the test must not fail on that, issue 24/25).
+        want_over = {"mode": "tree", "budget": "16", "env.SGLANG_DDTREE_MAX_TOPK": "2"}
+        if best != want_over:
+            by = {json.dumps(q["overrides"], sort_keys=True): q for q in res["points"]}
+            b, w = by[json.dumps(best, sort_keys=True)], by[json.dumps(want_over, sort_keys=True)]
+            assert None not in (b["delta_lo_pct"], w["delta_hi_pct"]), p.stdout
+            assert w["delta_hi_pct"] >= b["delta_lo_pct"], p.stdout  # the true best is not measurably worse
         ranked = [q for q in res["points"] if q["rank"] == 1]
         assert ranked and ranked[0]["delta_pct"] > 0 and ranked[0]["delta_lo_pct"] is not None
         assert "budget=16 env.SGLANG_DDTREE_MAX_TOPK=2" in p.stdout and "best: #" in p.stdout
