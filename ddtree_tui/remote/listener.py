@@ -19,7 +19,7 @@ import sys
 from typing import Any, Dict, List, NoReturn, Set
 
 from ddtree_tui.remote.hostlib import check_workdir, group_members, identify, proc_cmdline, read_json
-from ddtree_tui.remote.ports import listening_inodes
+from ddtree_tui.remote.ports import listening_inodes, socket_holders
 
 cfg = json.load(sys.stdin)
 
@@ -31,23 +31,7 @@ def out(obj: Dict[str, Any]) -> NoReturn:
 
 def holders(inodes: Set[str]) -> List[int]:
     # every process we may see that holds one of the listening sockets
-    links = set("socket:[%s]" % i for i in inodes)
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            fds = os.listdir("/proc/%s/fd" % d)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink("/proc/%s/fd/%s" % (d, fd)) in links:
-                    found.append(int(d))
-                    break
-            except OSError:
-                pass
-    return sorted(found)
+    return socket_holders(inodes)
 
 
 def program(pid: int) -> Any:

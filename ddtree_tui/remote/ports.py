@@ -8,7 +8,7 @@ hostlib.py).
 
 import os
 import socket
-from typing import Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 
 def bind_error(bind: str, port: int) -> Optional[str]:
@@ -47,12 +47,10 @@ def listening_inodes(port: int) -> Set[str]:
     return inodes
 
 
-def port_holder_pid(port: int) -> Tuple[bool, Optional[int]]:
-    """(whether something listens on `port`, the pid of a process holding that socket if we may see it)."""
-    inodes = listening_inodes(port)
-    if not inodes:
-        return False, None
+def socket_holders(inodes: Set[str], first: bool = False) -> List[int]:
+    """The pids (that we may see) holding one of the sockets `inodes`; only the first found with `first`."""
     links = set("socket:[%s]" % i for i in inodes)
+    found = []  # type: List[int]
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -63,7 +61,19 @@ def port_holder_pid(port: int) -> Tuple[bool, Optional[int]]:
         for fd in fds:
             try:
                 if os.readlink("/proc/%s/fd/%s" % (d, fd)) in links:
-                    return True, int(d)
+                    found.append(int(d))
+                    break
             except OSError:
                 pass
-    return True, None
+        if first and found:
+            break
+    return sorted(found)
+
+
+def port_holder_pid(port: int) -> Tuple[bool, Optional[int]]:
+    """(whether something listens on `port`, the pid of a process holding that socket if we may see it)."""
+    inodes = listening_inodes(port)
+    if not inodes:
+        return False, None
+    pids = socket_holders(inodes, first=True)
+    return True, (pids[0] if pids else None)
