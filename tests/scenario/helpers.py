@@ -444,7 +444,12 @@ async def play_story(world: World, timer: Timer) -> StoryResult:
             def settled() -> bool:
                 ev = fleet.todo_evidence()
                 st = [it.status for it in fleet.todos.items]
-                return len(ev) == 3 and st[:2] == ["completed", "completed"] and bool(ev[2].mismatch)
+                # every check judged (the evidence is re-judged on the next todo pass after the completion;
+                # sampled between the two, one can still read "unknown"): the assertions below are unchanged
+                judged = all(e.state == "verified" for e in ev)
+                return (
+                    len(ev) == 3 and st[:2] == ["completed", "completed"] and bool(ev[2].mismatch) and judged
+                )
 
             await until(
                 settled, 15, "todo evidence", detail=lambda: (fleet.todo_evidence(), fleet.todos.items)
