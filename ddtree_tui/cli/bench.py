@@ -116,6 +116,7 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         "max_new_tokens": ns.max_new_tokens, "temperature": ns.temperature,
         "ignore_eos": ns.ignore_eos, "api": ns.api, "model": ns.model,
         "baseline": ns.baseline, "force": ns.force,
+        "energy": ns.energy, "spec_details": ns.spec_details,  # issue 26 (W-GPU)
     }  # fmt: skip
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout
@@ -389,7 +390,11 @@ async def _main(ns: BenchArgs, req: BenchRequest, profiles: list[HostProfile]) -
     outcome: BenchRun | ShapeRun | tuple[int, str]
     try:
         async with Fleet.open(
-            profiles, demo=bool(ns.demo), telemetry=False, watch=False, history_path=_history_path(ns)
+            profiles,
+            demo=bool(ns.demo),
+            telemetry=req.energy,  # --energy: the hosts' own telemetry, the one the run's GPU numbers come from
+            watch=False,
+            history_path=_history_path(ns),
         ) as fleet:
             q = fleet.subscribe()
 
