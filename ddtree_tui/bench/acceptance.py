@@ -126,7 +126,9 @@ def histogram(values: Sequence[float]) -> list[AcceptBin]:
     if not values:
         return []
     lo, hi = min(values), max(values)
-    width = next((w for w in (0.25, 0.5, 1.0, 2.0) if (hi - lo) / w < MAX_BINS), max(1.0, (hi - lo) / MAX_BINS))
+    width = next(
+        (w for w in (0.25, 0.5, 1.0, 2.0) if (hi - lo) / w < MAX_BINS), max(1.0, (hi - lo) / MAX_BINS)
+    )
     start = math.floor(lo / width) * width
     n = int((hi - start) // width) + 1
     counts = [0] * n

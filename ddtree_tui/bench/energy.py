@@ -23,6 +23,7 @@ HTML and table all carry one figure. The fleet records the samples of the target
 from __future__ import annotations
 
 import bisect
+import itertools
 import statistics
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -104,7 +105,7 @@ def intervals(pts: Sequence[Point], t0: float, t1: float) -> list[tuple[float, f
     """(start, end, joules) of each piece between consecutive samples, clipped to [t0, t1]."""
     pw = _power(pts)
     out: list[tuple[float, float, float]] = []
-    for (a, pa), (b, pb) in zip(pw, pw[1:], strict=False):
+    for (a, pa), (b, pb) in itertools.pairwise(pw):
         lo, hi = max(a, t0), min(b, t1)
         if hi <= lo:
             continue
@@ -258,11 +259,13 @@ def _windows(pts: Sequence[Point], t0: float, t1: float, w: float) -> list[GpuWi
     return out
 
 
-def gpu_energy(track: GpuTrack, spans: Sequence[Span], t0: float, t1: float) -> tuple[GpuEnergy, dict[int, float]]:
+def gpu_energy(
+    track: GpuTrack, spans: Sequence[Span], t0: float, t1: float
+) -> tuple[GpuEnergy, dict[int, float]]:
     """One GPU's record of the run and the energy of each request on it (empty when it has no number)."""
     pts = sorted(track.points, key=lambda p: p.ts)
     inside = [p for p in pts if t0 <= p.ts <= t1]
-    gaps = [b.ts - a.ts for a, b in zip(pts, pts[1:], strict=False) if b.ts > a.ts]
+    gaps = [b.ts - a.ts for a, b in itertools.pairwise(pts) if b.ts > a.ts]
     interval = statistics.median(gaps) if gaps else None
     cov = coverage(pts, t0, t1)
     g = GpuEnergy(
@@ -327,7 +330,9 @@ def run_energy(
         gpus = [g for g in run.gpus if svc in g.services]
         spans = spans_of.get(svc, [])
         se = ServiceEnergy(
-            service=svc, gpus=[f"{g.host}:{g.gpu}" for g in gpus], output_tokens=int(sum(s.tokens for s in spans))
+            service=svc,
+            gpus=[f"{g.host}:{g.gpu}" for g in gpus],
+            output_tokens=int(sum(s.tokens for s in spans)),
         )
         if not gpus:
             se.note = "none of its GPUs was sampled"

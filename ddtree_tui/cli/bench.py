@@ -389,12 +389,9 @@ async def _main(ns: BenchArgs, req: BenchRequest, profiles: list[HostProfile]) -
     printer = Progress(shaped=isinstance(req, ShapeRequest))
     outcome: BenchRun | ShapeRun | tuple[int, str]
     try:
+        # --energy: the hosts' own telemetry runs, the one the run's GPU numbers come from (issue 26)
         async with Fleet.open(
-            profiles,
-            demo=bool(ns.demo),
-            telemetry=req.energy,  # --energy: the hosts' own telemetry, the one the run's GPU numbers come from
-            watch=False,
-            history_path=_history_path(ns),
+            profiles, demo=bool(ns.demo), telemetry=req.energy, watch=False, history_path=_history_path(ns)
         ) as fleet:
             q = fleet.subscribe()
 

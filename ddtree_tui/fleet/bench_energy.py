@@ -136,7 +136,9 @@ def spans(run: BenchRun) -> dict[str, list[Span]]:
 
 def bounds(run: BenchRun) -> tuple[float, float] | None:
     """(first send, last byte) of the counted requests, unix seconds; None when none finished."""
-    ends = [(r.started_at, r.started_at + r.e2e_s) for r in run.results if not r.warmup and r.e2e_s is not None]
+    ends = [
+        (r.started_at, r.started_at + r.e2e_s) for r in run.results if not r.warmup and r.e2e_s is not None
+    ]
     if not ends:
         return None
     return min(a for a, _ in ends), max(b for _, b in ends)

@@ -400,7 +400,9 @@ class SimEndpoints(SimEngine):
                 if sglang_style:
                     fin["matched_stop"] = None
                 out.append(chunk([fin], rid, usage(ev) if cfg.usage_on_finish else None))
-                details = self._spec_details(ev["completion_tokens"], ev["verify_ct"]) if spec_wanted else None
+                details = (
+                    self._spec_details(ev["completion_tokens"], ev["verify_ct"]) if spec_wanted else None
+                )
                 if details is not None:
                     # serving_chat/serving_completions: a choice-less chunk with `sglext` after the finish
                     # chunk, before the usage chunk (usage null there, as model_dump_json writes it)
@@ -427,7 +429,9 @@ class SimEndpoints(SimEngine):
                 "choices": [ch],
                 "usage": usage(last),
             }
-            details = self._spec_details(last["completion_tokens"], last["verify_ct"]) if spec_wanted else None
+            details = (
+                self._spec_details(last["completion_tokens"], last["verify_ct"]) if spec_wanted else None
+            )
             if details is not None:  # the non-streaming response carries sglext at response level
                 out["sglext"] = {"spec_tokens_details": details}
             return out
