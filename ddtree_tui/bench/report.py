@@ -107,6 +107,7 @@ CSV_COLUMNS = [
     "temperature",
     "ignore_eos",
     "api",
+    "j_per_token",  # issue 26 (W-GPU): --energy, Σ attributed J / Σ output tokens of the row's requests
 ]
 
 
@@ -338,6 +339,7 @@ def table(run: BenchRun) -> str:
             f"{c.cpu_core_max * 100:.0f} % of a core, loop lag p99 {lat}"
             + (" — CLIENT-BOUND" if c.client_bound else "")
         )
+    lines += energy_lines(run)  # issue 26 (W-GPU)
     errors = [r for r in run.results if not r.ok]
     if errors:
         lines.append("")
@@ -349,3 +351,25 @@ def table(run: BenchRun) -> str:
         if len(errors) > 20:
             lines.append(f"  … and {len(errors) - 20} more")
     return "\n".join(lines) + "\n"
+
+
+# --- issue 26 (W-GPU): GPU energy under the table ---------------------------------------------------------------
+def energy_lines(run: BenchRun) -> list[str]:
+    """The run's energy as the JSON and HTML have it (--energy); nothing for a run without."""
+    en = run.energy
+    if en is None:
+        return []
+    if en.energy_j is None and not en.services:
+        return [f"energy: {en.note}"]
+    head = (
+        f"energy: {_f(en.energy_j)} J over {en.output_tokens} output tokens, {_f(en.j_per_token, '{:.3f}')} J/token "
+        f"({en.samples} GPU samples from {en.source or 'no telemetry'})"
+    )
+    out = [head] + [
+        f"  {s.service}: {_f(s.energy_j)} J, {_f(s.j_per_token, '{:.3f}')} J/token, median "
+        f"{_f(s.j_per_request_median)} J/request" + (f" ({s.note})" if s.note else "")
+        for s in en.services
+    ]
+    if en.note:
+        out.append(f"  note: {en.note}")
+    return out

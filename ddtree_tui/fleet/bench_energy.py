@@ -23,7 +23,8 @@ from ddtree_tui.model.events import FleetEvent, GpuSampleEvent
 from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample
 
 MAX_POINTS = 100_000  # samples kept per GPU (a day at 1 Hz): a bound, whatever the run's length
-TAIL_WAIT_INTERVALS = 2.5  # after the run: wait up to this many sample intervals for one past its end
+TAIL_WAIT_INTERVALS = 2.5
+NO_PIDS = frozenset({"replay", "prometheus"})  # telemetry sources whose processes are not ours  # after the run: wait up to this many sample intervals for one past its end
 
 
 @runtime_checkable
@@ -104,7 +105,13 @@ class GpuRecorder:
         for (host, index), kept in sorted(self.samples.items()):
             pts: list[Point] = [point_of(g) for _, g in sorted(kept.items())]
             last = kept[max(kept)]
-            by_pid = {n.strip() for g in kept.values() for n in (g.service or "").split(",") if n.strip()}
+            source = self.sources.get(host)
+            # a replay or Prometheus has no pids of ours (the snapshot labels its GPUs from the profile)
+            by_pid = (
+                {n.strip() for g in kept.values() for n in (g.service or "").split(",") if n.strip()}
+                if source not in NO_PIDS
+                else set()
+            )
             services: list[str] = []
             join = "pid"
             for ref, (h, name, gpus) in self.where.items():
@@ -119,7 +126,6 @@ class GpuRecorder:
                     services.append(ref)
                     join = "host"
             if services:
-                source = self.sources.get(host)
                 out.append(GpuTrack(host, index, last.name, last.uuid, services, join, source, pts))
         return out
 
