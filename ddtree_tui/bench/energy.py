@@ -12,8 +12,8 @@ HTML and table all carry one figure. The fleet records the samples of the target
   MIN_SAMPLES samples inside it, gets no number, and its note says why.
 - Per request: each sample interval's energy is shared among the requests in flight on that GPU in
   proportion to the output tokens each produced in the interval, a request's tokens taken as spread evenly
-  over its life (send to last byte). Energy of an interval with no request in flight is idle energy, kept
-  apart (`idle_energy_j`). So Σ per-request energy + idle = the GPU's energy.
+  over its life (send to last byte). Energy of an interval with no counted request in flight (idle, or only
+  warm-ups) is kept apart (`idle_energy_j`). So Σ per-request energy + that = the GPU's energy.
 - J/token of a service = the energy attributed to its requests / their output tokens; of the run = the GPUs'
   whole energy (idle included) / every output token.
 - Per window: the run cut into equal windows; each has the samples in it, mean utilisation, memory, power, SM
@@ -47,7 +47,8 @@ SOURCE_WORDS = {
 URL_NOTE = "no GPU telemetry for URL targets (a --url server has no fleet host to sample)"
 ATTRIBUTION = (
     "each sample interval's energy shared among the requests in flight on the GPU by the output tokens each "
-    "produced in it (a request's tokens spread evenly over its life); intervals with none in flight are idle"
+    "produced in it (a request's tokens spread evenly over its life); intervals with no counted request in "
+    "flight (idle, warm-ups) are unattributed"
 )
 
 
@@ -177,7 +178,7 @@ class GpuEnergy(BaseModel):
     interval_s: float | None = None  # median time between samples
     coverage: float = 0.0  # share of the run the samples span
     energy_j: float | None = None  # None: too few samples (see note)
-    idle_energy_j: float | None = None  # of it, intervals with no request in flight
+    idle_energy_j: float | None = None  # of it, intervals with no counted request in flight (idle, warm-ups)
     mean_power_w: float | None = None
     note: str | None = None
     windows: list[GpuWindowStats] = Field(default_factory=list)
@@ -346,3 +347,12 @@ def run_energy(
             se.j_per_request_median = statistics.median(mine) if mine else None
         run.services.append(se)
     return run, per
+
+
+class LevelEnergy(BaseModel):
+    """A load level's energy (a `--load --energy` run): the same arithmetic over the level's requests and
+    time span, so J/token can be read against the load."""
+
+    level: float
+    label: str
+    energy: RunEnergy

@@ -79,7 +79,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from ddtree_tui.bench.models import BenchRun, PromptRow
-from ddtree_tui.bench.tables import reads_note
+from ddtree_tui.bench.tables import energy_text, reads_note
 
 CSV_COLUMNS = [
     "run_id",
@@ -356,20 +356,4 @@ def table(run: BenchRun) -> str:
 # --- issue 26 (W-GPU): GPU energy under the table ---------------------------------------------------------------
 def energy_lines(run: BenchRun) -> list[str]:
     """The run's energy as the JSON and HTML have it (--energy); nothing for a run without."""
-    en = run.energy
-    if en is None:
-        return []
-    if en.energy_j is None and not en.services:
-        return [f"energy: {en.note}"]
-    head = (
-        f"energy: {_f(en.energy_j)} J over {en.output_tokens} output tokens, {_f(en.j_per_token, '{:.3f}')} J/token "
-        f"({en.samples} GPU samples from {en.source or 'no telemetry'})"
-    )
-    out = [head] + [
-        f"  {s.service}: {_f(s.energy_j)} J, {_f(s.j_per_token, '{:.3f}')} J/token, median "
-        f"{_f(s.j_per_request_median)} J/request" + (f" ({s.note})" if s.note else "")
-        for s in en.services
-    ]
-    if en.note:
-        out.append(f"  note: {en.note}")
-    return out
+    return energy_text(run.energy)

@@ -16,15 +16,27 @@ import time
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ddtree_tui.bench.energy import URL_NOTE, GpuTrack, Point, RunEnergy, Span, point_of, run_energy
-from ddtree_tui.bench.models import BenchRun, BenchTarget
+from ddtree_tui.bench.energy import (
+    URL_NOTE,
+    GpuTrack,
+    LevelEnergy,
+    Point,
+    RunEnergy,
+    Span,
+    point_of,
+    run_energy,
+)
+from ddtree_tui.bench.models import BenchRun, BenchTarget, RequestResult
+from ddtree_tui.bench.results import LoadRun
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.model.events import FleetEvent, GpuSampleEvent
 from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample
 
 MAX_POINTS = 100_000  # samples kept per GPU (a day at 1 Hz): a bound, whatever the run's length
 TAIL_WAIT_INTERVALS = 2.5
-NO_PIDS = frozenset({"replay", "prometheus"})  # telemetry sources whose processes are not ours  # after the run: wait up to this many sample intervals for one past its end
+NO_PIDS = frozenset(
+    {"replay", "prometheus"}
+)  # telemetry sources whose processes are not ours  # after the run: wait up to this many sample intervals for one past its end
 
 
 @runtime_checkable
@@ -130,21 +142,21 @@ class GpuRecorder:
         return out
 
 
-def spans(run: BenchRun) -> dict[str, list[Span]]:
-    """The counted successful requests of each service as time spans with their output tokens."""
+def spans(results: Sequence[RequestResult], keep: Sequence[int] | None = None) -> dict[str, list[Span]]:
+    """The counted successful requests of each service (of `keep`, their indexes, when given) as time spans
+    with their output tokens."""
     out: dict[str, list[Span]] = {}
-    for i, r in enumerate(run.results):
+    for i in range(len(results)) if keep is None else keep:
+        r = results[i]
         if r.warmup or not r.ok or r.e2e_s is None or not r.output_tokens:
             continue
         out.setdefault(r.service, []).append(Span(i, r.started_at, r.started_at + r.e2e_s, r.output_tokens))
     return out
 
 
-def bounds(run: BenchRun) -> tuple[float, float] | None:
+def bounds(results: Sequence[RequestResult]) -> tuple[float, float] | None:
     """(first send, last byte) of the counted requests, unix seconds; None when none finished."""
-    ends = [
-        (r.started_at, r.started_at + r.e2e_s) for r in run.results if not r.warmup and r.e2e_s is not None
-    ]
+    ends = [(r.started_at, r.started_at + r.e2e_s) for r in results if not r.warmup and r.e2e_s is not None]
     if not ends:
         return None
     return min(a for a, _ in ends), max(b for _, b in ends)
@@ -170,12 +182,37 @@ def url_energy(urls: bool) -> RunEnergy:
     return RunEnergy(note=URL_NOTE if urls else "this fleet has no GPU telemetry to record from")
 
 
+NOTHING = "no counted request finished: nothing to attribute"
+
+
 async def finish(rec: GpuRecorder, run: BenchRun) -> None:
     """Stop recording once the run's last request is covered, and put the energy on the run."""
-    span = bounds(run)
+    span = bounds(run.results)
     await rec.stop(span[1] if span else time.time())
     if span is None:
-        run.energy = RunEnergy(note="no counted request finished: nothing to attribute")
+        run.energy = RunEnergy(note=NOTHING)
         return
-    energy, per = run_energy(rec.tracks(), spans(run), span[0], span[1], [t.ref for t in run.targets])
+    energy, per = run_energy(rec.tracks(), spans(run.results), span[0], span[1], [t.ref for t in run.targets])
     apply(run, energy, per)
+
+
+async def finish_load(rec: GpuRecorder, run: LoadRun) -> None:
+    """A load ladder's energy: over the whole run (each request's joules), and per level over the level's
+    own requests and time span (J/token against the load)."""
+    span = bounds(run.results)
+    await rec.stop(span[1] if span else time.time())
+    if span is None:
+        run.energy = RunEnergy(note=NOTHING)
+        return
+    refs = [t.ref for t in run.targets]
+    tracks = rec.tracks()
+    run.energy, per = run_energy(tracks, spans(run.results), span[0], span[1], refs)
+    for i, j in per.items():
+        run.results[i].energy_j = j
+    for lv in run.levels:
+        idx = [i for i, r in enumerate(run.results) if r.level == lv.level]
+        lspan = bounds([run.results[i] for i in idx])
+        if lspan is None:
+            continue
+        en, _ = run_energy(tracks, spans(run.results, idx), lspan[0], lspan[1], refs)
+        run.level_energy.append(LevelEnergy(level=lv.level, label=lv.label, energy=en))

@@ -35,7 +35,7 @@ from ddtree_tui.bench.runner import Gate, RunHooks, run_bench, with_model
 from ddtree_tui.bench.soak import GpuProbe, SoakSettings, run_soak
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile
-from ddtree_tui.fleet.bench_energy import EnergyFleet, GpuRecorder, finish, url_energy
+from ddtree_tui.fleet.bench_energy import EnergyFleet, GpuRecorder, finish, finish_load, url_energy
 from ddtree_tui.fleet.bench_targets import BenchFleet, gpu_probe, manifest, url_targets
 from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, last_identities, served_identity, stamp
 from ddtree_tui.model.events import BenchEventWrap, Notice
@@ -254,7 +254,13 @@ class BenchDesk:
                         requests=req.requests, duration_s=req.duration_s, slo=slo,
                         stop_on_saturation=req.stop_on_saturation,
                     )  # fmt: skip
+                    rec = self._recorder(req, targets)  # issue 26: the GPUs' samples through the ladder
                     run = await run_load(req, targets, spec, settings, self._hooks(stop))
+                    run.acceptance = summarize(run.results, [t.ref for t in run.targets])
+                    if rec is not None:
+                        await finish_load(rec, run)
+                    elif req.energy:
+                        run.energy = url_energy(bool(req.urls))
                 self._stamped(run)
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from ddtree_tui.bench.acceptance import JOINED, AcceptanceSummary, summarize
 from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.models import BenchRun
+from ddtree_tui.bench.results import LoadRun
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.runs import LoadedRun
 
@@ -258,3 +259,42 @@ def accept_vs_tok_s(runs: Sequence[LoadedRun], series: Sequence[ch.Series]) -> c
         "it. The correlation is in the Per-request acceptance section.",
         draw,
     )
+
+
+# --- a load ladder (report/loadhtml.py) ----------------------------------------------------------------------
+def load_sections(run: LoadRun) -> list[str]:
+    """A `--load` run's energy (whole run, then per level: J/token against the load) and acceptance."""
+    out: list[str] = []
+    if run.energy is not None:
+        out += ["<h2>GPU telemetry and energy</h2>", _energy_html(run.energy)]
+    rows = [
+        [
+            _e(lv.label), _e(s.service), str(s.requests), str(s.output_tokens), _n(s.energy_j),
+            _n(s.j_per_token, "{:.3f}"), _n(s.j_per_request_median),
+            _n(max((g.mean_power_w or 0.0 for g in lv.energy.gpus), default=None)), _e(s.note or lv.energy.note or ""),
+        ]
+        for lv in run.level_energy
+        for s in lv.energy.services
+    ]  # fmt: skip
+    if rows:
+        out += [
+            "<h3>Per level</h3>",
+            _table(
+                [
+                    "level",
+                    "service",
+                    "requests",
+                    "output tokens",
+                    "energy J",
+                    "J/token",
+                    "J/request (median)",
+                    "mean W (busiest GPU)",
+                    "note",
+                ],
+                rows,
+                {2, 3, 4, 5, 6, 7},
+            ),
+        ]
+    if run.acceptance:
+        out += ["<h2>Per-request acceptance</h2>", _accept_html(run.acceptance)]
+    return out
