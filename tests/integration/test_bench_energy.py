@@ -45,7 +45,9 @@ def test_demo_energy_joined_to_the_run(tmp_path: Path, monkeypatch: pytest.Monke
     assert gpu.host == "local" and gpu.gpu == 0 and gpu.join == "profile" and gpu.source == "replay"
     assert set(gpu.services) == {"local/dflash", "local/ddtree-shadow"} and gpu.coverage >= 0.9
     # the modelled power followed the load: one request at a time, so mostly P(1), never above TDP
-    assert gpu.mean_power_w is not None and powermodel.POWER_IDLE_W <= gpu.mean_power_w <= powermodel.power_w(2)
+    assert gpu.mean_power_w is not None and powermodel.POWER_IDLE_W <= gpu.mean_power_w <= powermodel.power_w(
+        2
+    )
     assert gpu.windows and all(w.samples >= 0 for w in gpu.windows)
     # every joule is a request's or idle, and the requests' add up to the services'
     per_request = [r.energy_j for r in run.results]
@@ -87,3 +89,33 @@ def test_url_targets_have_no_gpu_telemetry(tmp_path: Path, capsys: pytest.Captur
     assert run.energy is not None and run.energy.note == URL_NOTE and run.energy.energy_j is None
     assert all(r.energy_j is None for r in run.results)
     assert "no GPU telemetry for URL targets" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_demo_load_ladder_energy_per_level(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TIME_SCALE_ENV, "1")
+    prof = demo_profile(tmp_path)
+    prof.write_text(prof.read_text().replace("interval_ms = 1000", "interval_ms = 200"))
+    out, html = tmp_path / "l.json", tmp_path / "l.html"
+    argv = cli_argv(
+        "--run-bench", "--demo", "--profile", str(prof), "--services", "local/dflash", "--energy",
+        "--load", "concurrency:1,4", "--requests", "8", "--max-new-tokens", "64", "--json", str(out),
+        "--html", str(html), "--history", str(tmp_path / "h.jsonl"),
+    )  # fmt: skip
+    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=150)
+    assert p.returncode == 0, p.stderr
+    raw = json.loads(out.read_text())
+    assert raw["energy"]["energy_j"] > 0 and raw["acceptance"][0]["service"] == "local/dflash"
+    levels = {lv["label"]: lv["energy"] for lv in raw["level_energy"]}
+    assert set(levels) == {"c=1", "c=4"}
+    for en in levels.values():
+        (svc,) = en["services"]
+        # a number where the level had samples enough, else the reason instead of a number
+        assert (svc["j_per_token"] is not None and svc["j_per_token"] > 0) or "too few" in (svc["note"] or "")
+    page = html.read_text()
+    assert "<h2>GPU telemetry and energy</h2>" in page and "<h3>Per level</h3>" in page
+    assert (
+        f"{raw['energy']['j_per_token']:.3f} J/token" in page
+        and f"{raw['energy']['j_per_token']:.3f} J/token" in p.stdout
+    )
