@@ -87,10 +87,17 @@ async def test_generate_meta_info_real_names_and_a_count_only_reply() -> None:
         # a build that sends only the count: accept length = completion_tokens / spec_verify_ct
         only = copy.deepcopy(case)
         last = only["events"][-2]
-        for key in ("spec_accept_length", "spec_accept_rate", "spec_num_correct_drafts", "spec_num_proposed_drafts"):
+        for key in (
+            "spec_accept_length",
+            "spec_accept_rate",
+            "spec_num_correct_drafts",
+            "spec_num_proposed_drafts",
+        ):
             last["data"] = last["data"].replace(f'"{key}"', f'"x_{key}"')
         r = await _measure(srv, only, "generate", spec_details=False)
-        assert r.ok and r.spec_verify_ct == 4 and r.accept_length == pytest.approx(2.5) and r.accept_rate is None
+        assert (
+            r.ok and r.spec_verify_ct == 4 and r.accept_length == pytest.approx(2.5) and r.accept_rate is None
+        )
 
 
 async def test_the_sim_sends_spec_details_in_both_apis_with_a_spread_by_prompt() -> None:

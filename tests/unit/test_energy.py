@@ -4,6 +4,8 @@ samples saying so instead of a number; the modelled power of the sim/replayed GP
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from ddtree_tui.bench.energy import (
@@ -106,7 +108,7 @@ def test_no_tracks_says_why() -> None:
 def test_modelled_power_idles_at_75_w_and_rises_with_the_batch_toward_tdp() -> None:
     assert powermodel.power_w(0) == 75.0
     ws = [powermodel.power_w(n) for n in (1, 2, 4, 16, 64, 256)]
-    assert all(a < b for a, b in zip(ws, ws[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(ws))
     assert ws[0] > 75 and ws[-1] <= powermodel.POWER_TDP_W
     assert powermodel.modelled(0)["util_gpu"] == 0 and powermodel.modelled(3)["util_gpu"] > 0
 
