@@ -8,8 +8,9 @@ HTML and table all carry one figure. The fleet records the samples of the target
 - Energy of a GPU over the run = ∫ power dt over [run start, run end], by the trapezoid rule over the
   samples' own timestamps (`GpuSample.ts`, the time the telemetry stamped each sample): power is taken as
   linear between two samples, and at the run's edges it is interpolated between the samples either side.
-  Only the span the samples cover is integrated; a run covered less than MIN_COVERAGE, or with fewer than
-  MIN_SAMPLES samples inside it, gets no number, and its note says why.
+  Only the span the samples cover is integrated; a run covered less than MIN_COVERAGE, with fewer than
+  MIN_SAMPLES samples inside it, or with a gap in them (the telemetry stalled), gets no number, and its
+  note says why.
 - Per request: each sample interval's energy is shared among the requests in flight on that GPU in
   proportion to the output tokens each produced in the interval, a request's tokens taken as spread evenly
   over its life (send to last byte). Energy of an interval with no counted request in flight (idle, or only
@@ -34,6 +35,7 @@ from ddtree_tui.model.snapshot import GpuSample
 
 MIN_SAMPLES = 3  # samples inside the run below which no energy is given (two points are one trapezoid)
 MIN_COVERAGE = 0.9  # share of the run the samples must span
+MAX_GAP_INTERVALS = 5.0  # a gap between samples inside the run longer than this many intervals: no number
 DEFAULT_WINDOWS = 10  # windows a run is cut into, unless that makes a window shorter than two samples
 # where the numbers come from, as a reader knows them (TelemetryStatus.source -> words)
 SOURCE_WORDS = {
@@ -283,6 +285,11 @@ def gpu_energy(
         return g, {}
     if cov < MIN_COVERAGE:
         g.note = f"the samples span {cov:.0%} of the run (at least {MIN_COVERAGE:.0%} needed)"
+        return g, {}
+    pw = [t for t, _ in _power(pts)]
+    gap = max((b - a for a, b in itertools.pairwise(pw) if b > t0 and a < t1), default=0.0)
+    if interval and gap > MAX_GAP_INTERVALS * interval:
+        g.note = f"no GPU sample for {gap:.1f} s inside the run (the telemetry stalled): no number"
         return g, {}
     per, idle = attribute(pts, spans, t0, t1)
     g.energy_j = energy_j(pts, t0, t1)

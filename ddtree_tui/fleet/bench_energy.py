@@ -34,6 +34,7 @@ from ddtree_tui.model.snapshot import FleetSnapshot, GpuSample
 
 MAX_POINTS = 100_000  # samples kept per GPU (a day at 1 Hz): a bound, whatever the run's length
 TAIL_WAIT_INTERVALS = 2.5
+STALE_INTERVALS = 3.0  # the fleet's last sample is used as the one before the run when at most this old
 NO_PIDS = frozenset(
     {"replay", "prometheus"}
 )  # telemetry sources whose processes are not ours  # after the run: wait up to this many sample intervals for one past its end
@@ -79,10 +80,12 @@ class GpuRecorder:
     def start(self) -> None:
         """Listen from now on, and keep what the fleet last saw (the sample just before the run)."""
         snap = self.fleet.snapshot()
-        for name in self.interval:
+        now = time.time()
+        for name, interval in self.interval.items():
             view = snap.host(name)
-            if view is not None:
-                self._add(name, view.gpus, view.telemetry.source)
+            if view is not None:  # a stale sample would stretch one trapezoid over the gap: left out
+                fresh = [g for g in view.gpus if now - g.ts <= STALE_INTERVALS * interval]
+                self._add(name, fresh, view.telemetry.source)
         self._q = self.fleet.subscribe()
         self._task = asyncio.create_task(self._pump(self._q))
 

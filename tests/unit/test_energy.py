@@ -119,3 +119,9 @@ def test_follow_load_changes_only_the_gpus_named() -> None:
     assert out["gpus"][0]["power_w"] == 75.0 and out["gpus"][0]["name"] == "H200"
     assert out["gpus"][1] == {"index": 1, "power_w": 90.0}
     assert frame["gpus"][0]["power_w"] == 500.0  # the recording itself is left as it was
+
+
+def test_a_stall_in_the_samples_gives_no_number() -> None:
+    p = pts((0, 300), (1, 300), (2, 300), (12, 300), (13, 300), (14, 300))  # 10 s without a sample
+    en, _ = run_energy([_track(p, ["h/a"])], {"h/a": [Span(0, 0, 14, 100)]}, 0, 14, ["h/a"])
+    assert en.energy_j is None and "no GPU sample for 10.0 s" in (en.note or "")
