@@ -114,34 +114,41 @@ class GpuRecorder:
             self.fleet.unsubscribe(self._q)
             self._q = None
 
+    def _by_pid(self, host: str, kept: dict[float, GpuSample]) -> set[str]:
+        """Our services' names the fleet saw on a GPU by their processes' pids (a replay or Prometheus has no
+        pids of ours: the snapshot labels their GPUs from the profile, so nothing here)."""
+        if self.sources.get(host) in NO_PIDS:
+            return set()
+        return {n.strip() for g in kept.values() for n in (g.service or "").split(",") if n.strip()}
+
     def tracks(self) -> list[GpuTrack]:
-        """Each recorded GPU with the targets it belongs to and how that was decided."""
+        """Each recorded GPU with the targets it belongs to and how that was decided: a service's GPUs are
+        those its pids were seen on; none seen (pids hidden, a replay): its profile's `gpus`; none named:
+        every GPU of its host."""
+        pids = {key: self._by_pid(key[0], kept) for key, kept in self.samples.items()}
+        owners: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        for ref, (host, name, gpus) in self.where.items():
+            seen = [k for k in self.samples if k[0] == host and name in pids[k]]
+            if seen:
+                keys, join = seen, "pid"
+            elif gpus:
+                keys, join = [k for k in self.samples if k[0] == host and k[1] in gpus], "profile"
+            else:
+                keys, join = [k for k in self.samples if k[0] == host], "host"
+            for k in keys:
+                owners.setdefault(k, []).append((ref, join))
         out: list[GpuTrack] = []
         for (host, index), kept in sorted(self.samples.items()):
-            pts: list[Point] = [point_of(g) for _, g in sorted(kept.items())]
+            mine = owners.get((host, index))
+            if not mine:
+                continue
             last = kept[max(kept)]
-            source = self.sources.get(host)
-            # a replay or Prometheus has no pids of ours (the snapshot labels its GPUs from the profile)
-            by_pid = (
-                {n.strip() for g in kept.values() for n in (g.service or "").split(",") if n.strip()}
-                if source not in NO_PIDS
-                else set()
-            )
-            services: list[str] = []
-            join = "pid"
-            for ref, (h, name, gpus) in self.where.items():
-                if h != host:
-                    continue
-                if name in by_pid:
-                    services.append(ref)
-                elif not by_pid and index in gpus:
-                    services.append(ref)
-                    join = "profile"
-                elif not by_pid and not gpus:
-                    services.append(ref)
-                    join = "host"
-            if services:
-                out.append(GpuTrack(host, index, last.name, last.uuid, services, join, source, pts))
+            pts: list[Point] = [point_of(g) for _, g in sorted(kept.items())]
+            joins = sorted({j for _, j in mine})
+            out.append(
+                GpuTrack(host, index, last.name, last.uuid, [r for r, _ in mine], "+".join(joins),
+                         self.sources.get(host), pts)
+            )  # fmt: skip
         return out
 
 
