@@ -489,6 +489,9 @@ def cli_main(ns: BenchArgs) -> int:
     if agentic and (ns.load or ns.soak):
         _err("--sessions runs closed-loop conversations: leave out --load and --soak")
         return EXIT_USAGE
+    if ns.energy and (agentic or ns.soak or ns.window is not None):  # issue 26 (W-GPU)
+        _err("--energy is for plain runs and --load ladders (a soak probes its GPUs every window already)")
+        return EXIT_USAGE
     try:
         req = build_request(ns, refs, urls)
     except ValidationError as e:

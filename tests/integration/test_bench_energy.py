@@ -119,3 +119,11 @@ def test_demo_load_ladder_energy_per_level(tmp_path: Path, monkeypatch: pytest.M
         f"{raw['energy']['j_per_token']:.3f} J/token" in page
         and f"{raw['energy']['j_per_token']:.3f} J/token" in p.stdout
     )
+
+
+@pytest.mark.parametrize(
+    "extra", [["--soak", "--duration", "10s"], ["--prompts", "agentic", "--sessions", "2"]]
+)
+def test_energy_is_refused_where_it_is_not_made(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--run-bench", "--demo", "--energy", *extra]) == 2
+    assert "--energy is for plain runs and --load ladders" in capsys.readouterr().err
