@@ -163,6 +163,7 @@ class SimServer(SimEndpoints):
                 "algorithm": c.algorithm,
                 "mode": c.display_mode,
                 "accept_length": c.effective_accept_length,
+                "accept_spread": c.accept_spread,  # per-prompt factor on accept length (sim/config.py, modelled)
                 "decode_rate": c.decode_rate,
                 "budget": c.budget,
                 "max_topk": c.max_topk,
