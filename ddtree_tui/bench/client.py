@@ -32,7 +32,7 @@ import orjson
 from ddtree_tui.bench.metrics import Timeline, timeline_metrics
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.sse import err_code, err_message, http_error_message, parse_sse_line, short
+from ddtree_tui.bench.sse import err_code, err_message, http_error_message, parse_sse_line, sglext_spec, short
 from ddtree_tui.bench.stream import StreamClient, StreamError, StreamLimitError
 from ddtree_tui.lib.jsontypes import JsonObject
 
@@ -81,6 +81,7 @@ class _Acc:
         self.first_answer_t: float | None = None
         self.reasoning_chars = 0
         self.malformed = 0
+        self.spec_ext: dict[str, Any] | None = None  # OpenAI: sglext.spec_tokens_details (its own chunk)
 
     def count(self, name: str, v: object, hi: int | None = None) -> int | None:
         """A whole-number count the server reported (None when absent or not a whole number, as before); one
@@ -228,6 +229,8 @@ def _handle_openai(acc: _Acc, obj: dict[str, Any], now: float) -> None:
         return
     usage = obj.get("usage")
     choices = obj.get("choices") or []
+    if not choices and (spec := sglext_spec(obj)) is not None:  # a choice-less chunk: never on the hot path
+        acc.spec_ext = spec
     c = choices[0] if choices and isinstance(choices[0], dict) else {}
     delta = c.get("delta")
     if isinstance(delta, dict):
@@ -311,6 +314,8 @@ def _request_body(prompt: Prompt, sp: SamplingParams, model: str | None = None) 
         )
         if sp.ignore_eos:
             body["ignore_eos"] = True
+        if sp.spec_details:  # SGLang's per-request spec details (sglext); strict servers refuse the field
+            body["return_spec_tokens_details"] = True
         return ("/v1/chat/completions" if sp.api == "chat" else "/v1/completions"), body
     return "/generate", {
         "text": prompt.as_text(),
@@ -461,8 +466,12 @@ def _result(
     first_answer = acc.first_answer_t - acc.tl.t_send if acc.first_answer_t is not None else None
     if sp.api == "generate" or not acc.reasoning_chars:
         first_answer = m.get("ttft_s") if first_answer is None else first_answer
-    verify = acc.count("spec_verify_ct", meta.get("spec_verify_ct"))
-    accept = acc.accept_length(meta.get("spec_accept_length"))
+    # the spec keys: /generate's final meta_info, else the OpenAI stream's sglext.spec_tokens_details
+    spec = meta if "spec_verify_ct" in meta or "spec_accept_length" in meta else (acc.spec_ext or meta)
+    verify = acc.count("spec_verify_ct", spec.get("spec_verify_ct"))
+    accept = acc.accept_length(spec.get("spec_accept_length"))
+    if not verify and not accept:  # sglext's defaults (0) where the server had no spec numbers
+        verify = accept = None
     if accept is None and "spec_accept_length" not in acc.insane:
         accept = total / verify if verify and total else None
     prompt_tokens = meta.get("prompt_tokens")
@@ -474,7 +483,7 @@ def _result(
             cached = details.get("cached_tokens", cached)
     prompt_tokens = acc.count("prompt_tokens", prompt_tokens, MAX_PROMPT_TOKENS)
     cached = acc.count("cached_tokens", cached, MAX_PROMPT_TOKENS)
-    rate = meta.get("spec_accept_rate")
+    rate = spec.get("spec_accept_rate")
     server_e2e = meta.get("e2e_latency")
     return RequestResult(
         **request_key(target, prompt, seq=seq, repeat=repeat, warmup=warmup),

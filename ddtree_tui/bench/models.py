@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from ddtree_tui.bench.acceptance import AcceptanceSummary
+from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.model.identity import TargetIdentity
@@ -61,6 +63,8 @@ class SamplingParams(BaseModel):
     ignore_eos: bool = False
     api: Api = "generate"
     model: str | None = None  # --model, when given
+    # --- issue 26, per-request acceptance (W-GPU): the OpenAI APIs ask for SGLang's sglext spec details
+    spec_details: bool = False
 
 
 class BenchRequest(BaseModel):
@@ -95,6 +99,16 @@ class BenchRequest(BaseModel):
         description="measure a service whose port is held by something other than the process we launched "
         "(recorded as forced, never counted as verified)",
     )
+    # --- issue 26, GPU telemetry / energy and per-request acceptance (W-GPU) ---
+    energy: bool = Field(
+        default=False,
+        description="sample the services' GPUs through the run from the fleet's telemetry: per-window GPU "
+        "numbers, energy, J/token and per-request energy (bench/energy.py)",
+    )
+    spec_details: bool = Field(
+        default=False,
+        description="OpenAI APIs: ask for SGLang's per-request spec details (return_spec_tokens_details)",
+    )
 
     @property
     def prompt_set(self) -> str:
@@ -113,6 +127,7 @@ class BenchRequest(BaseModel):
             ignore_eos=self.ignore_eos,
             api=self.api,
             model=self.model,
+            spec_details=self.spec_details and self.api != "generate",
         )
 
 
@@ -210,6 +225,8 @@ class RequestResult(BaseModel):
     chunk_tokens_hist: dict[int, int] | None = None  # tokens in a chunk -> how many chunks had that many
     level: float | None = None  # the load level it was sent at (--load runs: concurrency or req/s)
     round: int | None = None  # --load runs: which interleaving round of the level
+    # --- issue 26, GPU energy (W-GPU): joules of its GPUs attributed to it (bench/energy.py), with --energy
+    energy_j: float | None = None
 
 
 class PromptRow(BaseModel):
@@ -235,6 +252,8 @@ class PromptRow(BaseModel):
     tokens_per_chunk_median: float | None = None
     delta_tok_s_pct: float | None = None  # vs the baseline service on the same prompt
     delta_ttft_pct: float | None = None
+    # --- issue 26, GPU energy (W-GPU): Σ attributed joules / Σ output tokens of its requests (--energy)
+    j_per_token: float | None = None
 
 
 class ServiceCounts(BaseModel):
@@ -361,6 +380,9 @@ class BenchRun(BaseModel):
     prompts_cycled: bool = False
     client: ClientStats | None = None
     client_bound: bool = False  # the client, not the server, limited what was measured: see client.reason
+    # --- issue 26 (W-GPU): GPU telemetry and energy of the run (--energy), per-request acceptance per service
+    energy: RunEnergy | None = None
+    acceptance: list[AcceptanceSummary] = Field(default_factory=list)
 
 
 class ShapeRunHead(BaseModel):

@@ -79,7 +79,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from ddtree_tui.bench.models import BenchRun, PromptRow
-from ddtree_tui.bench.tables import reads_note
+from ddtree_tui.bench.tables import energy_text, reads_note
 
 CSV_COLUMNS = [
     "run_id",
@@ -107,6 +107,7 @@ CSV_COLUMNS = [
     "temperature",
     "ignore_eos",
     "api",
+    "j_per_token",  # issue 26 (W-GPU): --energy, Σ attributed J / Σ output tokens of the row's requests
 ]
 
 
@@ -338,6 +339,7 @@ def table(run: BenchRun) -> str:
             f"{c.cpu_core_max * 100:.0f} % of a core, loop lag p99 {lat}"
             + (" — CLIENT-BOUND" if c.client_bound else "")
         )
+    lines += energy_lines(run)  # issue 26 (W-GPU)
     errors = [r for r in run.results if not r.ok]
     if errors:
         lines.append("")
@@ -349,3 +351,9 @@ def table(run: BenchRun) -> str:
         if len(errors) > 20:
             lines.append(f"  … and {len(errors) - 20} more")
     return "\n".join(lines) + "\n"
+
+
+# --- issue 26 (W-GPU): GPU energy under the table ---------------------------------------------------------------
+def energy_lines(run: BenchRun) -> list[str]:
+    """The run's energy as the JSON and HTML have it (--energy); nothing for a run without."""
+    return energy_text(run.energy)

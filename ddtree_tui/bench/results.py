@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ddtree_tui.bench.acceptance import AcceptanceSummary
+from ddtree_tui.bench.energy import LevelEnergy, RunEnergy
 from ddtree_tui.bench.levels import LevelDelta, LevelResult, LevelService, Pctl, knee_verdict
 from ddtree_tui.bench.load import LoadSpec, Slo
 from ddtree_tui.bench.models import (
@@ -63,6 +65,10 @@ class LoadRun(ShapeRunHead):
     stopped: str | None = None  # why the ladder ended before its last level
     failed: int = 0
     results: list[RequestResult] = Field(default_factory=list)
+    # --- issue 26 (W-GPU): --energy over the run and per level; per-request acceptance per service ---
+    energy: RunEnergy | None = None
+    level_energy: list[LevelEnergy] = Field(default_factory=list)
+    acceptance: list[AcceptanceSummary] = Field(default_factory=list)
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was

@@ -88,3 +88,20 @@ def http_error_message(raw: str) -> str:
         if isinstance(obj, dict):
             return err_message(obj)
     return text or "(empty body)"
+
+
+# --- per-request speculative details (issue 26) ---------------------------------------------------------------
+# The keys of SGLang 0.5.23's per-request spec metrics: `meta_info` of /generate's final chunk
+# (managers/tokenizer_manager.py _calculate_spec_decoding_metrics) and, on the OpenAI APIs with
+# `"return_spec_tokens_details": true`, `sglext.spec_tokens_details` (entrypoints/openai/protocol.py
+# SpecTokensDetails), sent in a chunk of its own with `choices: []` after the finish chunk.
+def sglext_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """`sglext.spec_tokens_details` of an OpenAI chunk: one object (n = 1) or a list (n > 1: the first, the
+    one choice the bench asks for); None when the chunk has none."""
+    ext = obj.get("sglext")
+    if not isinstance(ext, dict):
+        return None
+    d = ext.get("spec_tokens_details")
+    if isinstance(d, list):
+        d = d[0] if d else None
+    return d if isinstance(d, dict) else None

@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.models import RequestResult
 from ddtree_tui.bench.results import AgenticRun, BenchRun, LevelService, LoadRun, ShapeRun, SoakRun
 
@@ -113,6 +114,13 @@ def load_table(run: LoadRun) -> str:
         lines.append(f"knee {ref}: {k}")
     if run.stopped:
         lines.append(f"stopped: {run.stopped}")
+    lines += energy_text(run.energy)  # issue 26 (W-GPU)
+    for le in run.level_energy:
+        lines += [
+            f"  {le.label} {se.service}: {_f(se.j_per_token, '{:.3f}')} J/token"
+            + (f" ({se.note})" if se.note else "")
+            for se in le.energy.services
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -204,3 +212,24 @@ def shape_table(run: ShapeRun) -> str:
     if isinstance(run, SoakRun):
         return soak_table(run)
     return agentic_table(run)
+
+
+# --- issue 26 (W-GPU): a run's energy as text, the figures of its JSON and HTML ----------------------------------
+def energy_text(en: RunEnergy | None) -> list[str]:
+    """`--energy`'s lines under a table; nothing for a run without."""
+    if en is None:
+        return []
+    if en.energy_j is None and not en.services:
+        return [f"energy: {en.note}"]
+    head = (
+        f"energy: {_f(en.energy_j)} J over {en.output_tokens} output tokens, {_f(en.j_per_token, '{:.3f}')} J/token "
+        f"({en.samples} GPU samples from {en.source or 'no telemetry'})"
+    )
+    out = [head] + [
+        f"  {s.service}: {_f(s.energy_j)} J, {_f(s.j_per_token, '{:.3f}')} J/token, median "
+        f"{_f(s.j_per_request_median)} J/request" + (f" ({s.note})" if s.note else "")
+        for s in en.services
+    ]
+    if en.note:
+        out.append(f"  note: {en.note}")
+    return out

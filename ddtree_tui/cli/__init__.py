@@ -256,6 +256,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure a service whose port another process holds (recorded as forced, never verified)",
     )
+    # --- issue 26 (W-GPU): GPU telemetry / energy, per-request spec details ---
+    b.add_argument(
+        "--energy",
+        action="store_true",
+        help="sample the services' GPUs through the run from the fleet's telemetry: GPU numbers per window, "
+        "energy, J/token, J per request (not for --url targets)",
+    )
+    b.add_argument(
+        "--spec-details",
+        action="store_true",
+        help="--api chat/completions: ask SGLang for each request's spec details (return_spec_tokens_details)",
+    )
     b.add_argument("--json", dest="json_out", metavar="FILE", help="write the run as JSON (schema in README)")
     b.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-prompt rows as CSV")
     b.add_argument("--html", dest="html_out", metavar="FILE", help="a self-contained HTML report of the run")

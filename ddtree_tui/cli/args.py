@@ -243,6 +243,9 @@ class BenchArgs(CliArgs):
     max_response_bytes: str | None = None
     baseline: str | None = None
     force: bool = False  # measure a listener that is not the service we launched (recorded as forced)
+    # --- issue 26 (W-GPU) ---
+    energy: bool = False  # GPU telemetry per window and energy joined to the run (bench/energy.py)
+    spec_details: bool = False  # OpenAI APIs: return_spec_tokens_details
     json_out: str | None = None
     csv_out: str | None = None
     html_out: str | None = None

@@ -116,6 +116,7 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         "max_new_tokens": ns.max_new_tokens, "temperature": ns.temperature,
         "ignore_eos": ns.ignore_eos, "api": ns.api, "model": ns.model,
         "baseline": ns.baseline, "force": ns.force,
+        "energy": ns.energy, "spec_details": ns.spec_details,  # issue 26 (W-GPU)
     }  # fmt: skip
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout
@@ -388,8 +389,9 @@ async def _main(ns: BenchArgs, req: BenchRequest, profiles: list[HostProfile]) -
     printer = Progress(shaped=isinstance(req, ShapeRequest))
     outcome: BenchRun | ShapeRun | tuple[int, str]
     try:
+        # --energy: the hosts' own telemetry runs, the one the run's GPU numbers come from (issue 26)
         async with Fleet.open(
-            profiles, demo=bool(ns.demo), telemetry=False, watch=False, history_path=_history_path(ns)
+            profiles, demo=bool(ns.demo), telemetry=req.energy, watch=False, history_path=_history_path(ns)
         ) as fleet:
             q = fleet.subscribe()
 
@@ -486,6 +488,9 @@ def cli_main(ns: BenchArgs) -> int:
         ns = ns.model_copy(update={"baseline": names[0]})
     if agentic and (ns.load or ns.soak):
         _err("--sessions runs closed-loop conversations: leave out --load and --soak")
+        return EXIT_USAGE
+    if ns.energy and (agentic or ns.soak or ns.window is not None):  # issue 26 (W-GPU)
+        _err("--energy is for plain runs and --load ladders (a soak probes its GPUs every window already)")
         return EXIT_USAGE
     try:
         req = build_request(ns, refs, urls)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ddtree_tui.bench import history
+from ddtree_tui.bench.acceptance import summarize
 from ddtree_tui.bench.agentic import run_agentic
 from ddtree_tui.bench.load import parse_load, parse_slo
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
@@ -34,6 +35,7 @@ from ddtree_tui.bench.runner import Gate, RunHooks, run_bench, with_model
 from ddtree_tui.bench.soak import GpuProbe, SoakSettings, run_soak
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.config import HostProfile
+from ddtree_tui.fleet.bench_energy import EnergyFleet, GpuRecorder, finish, finish_load, url_energy
 from ddtree_tui.fleet.bench_targets import BenchFleet, gpu_probe, manifest, url_targets
 from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, last_identities, served_identity, stamp
 from ddtree_tui.model.events import BenchEventWrap, Notice
@@ -209,9 +211,11 @@ class BenchDesk:
             try:
                 targets = await self.targets(req)
                 req = self._with_baseline(req, targets)
+                rec = self._recorder(req, targets)  # issue 26: the GPUs' samples through the run
                 run = await run_bench(
                     req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
                 )
+                await self._joined(req, run, rec)
                 self._stamped(run)
                 self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
@@ -250,12 +254,35 @@ class BenchDesk:
                         requests=req.requests, duration_s=req.duration_s, slo=slo,
                         stop_on_saturation=req.stop_on_saturation,
                     )  # fmt: skip
+                    rec = self._recorder(req, targets)  # issue 26: the GPUs' samples through the ladder
                     run = await run_load(req, targets, spec, settings, self._hooks(stop))
+                    run.acceptance = summarize(run.results, [t.ref for t in run.targets])
+                    if rec is not None:
+                        await finish_load(rec, run)
+                    elif req.energy:
+                        run.energy = url_energy(bool(req.urls))
                 self._stamped(run)
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
             finally:
                 self.running = False
+
+    # --- issue 26 (W-GPU): GPU telemetry and energy, per-request acceptance ---------------------------------
+    def _recorder(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> GpuRecorder | None:
+        """With `energy`, a recorder of the targets' GPUs from the fleet's telemetry, started now."""
+        if not req.energy or req.urls or not isinstance(self.fleet, EnergyFleet):
+            return None
+        rec = GpuRecorder(self.fleet, targets)
+        rec.start()
+        return rec
+
+    async def _joined(self, req: BenchRequest, run: BenchRun, rec: GpuRecorder | None) -> None:
+        """The run with its per-service acceptance and, with `energy`, its GPUs' numbers and energy."""
+        run.acceptance = summarize(run.results, [t.ref for t in run.targets])
+        if rec is not None:
+            await finish(rec, run)
+        elif req.energy:
+            run.energy = url_energy(bool(req.urls))
 
     @staticmethod
     def _with_baseline(req: R, targets: Sequence[BenchTarget]) -> R:

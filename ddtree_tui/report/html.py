@@ -34,6 +34,7 @@ from ddtree_tui.report.compare import (
     ttft_ms,
     within_run_verdicts,
 )
+from ddtree_tui.report.gpuaccept import accept_vs_tok_s, acceptance_section, energy_section
 from ddtree_tui.report.runs import LoadedRun
 
 CSP = (
@@ -464,6 +465,8 @@ CHARTS: list[tuple[str, ChartFn]] = [
     ("accept length", lambda runs, s: ch.accept_length(s)),
     ("tokens per chunk", lambda runs, s: ch.tokens_per_chunk(s)),
     ("throughput vs concurrency", lambda runs, s: ch.load_curve(runs)),
+    # --- issue 26 (W-GPU): per-request acceptance ---
+    ("tok/s vs accept length", accept_vs_tok_s),
 ]
 
 # charts whose data comes from later work; listed at the foot of a report so a reader knows they exist
@@ -514,6 +517,8 @@ def footer(runs: Sequence[LoadedRun], missing: Sequence[str]) -> str:
 
 
 SECTIONS: list[Section] = [comparable, verdicts, manifest, service_tables, prompt_tables, aligned_table]
+# --- issue 26 (W-GPU): GPU telemetry / energy and per-request acceptance (report/gpuaccept.py) ---
+SECTIONS += [energy_section, acceptance_section]
 
 
 def render(runs: Sequence[LoadedRun]) -> str:

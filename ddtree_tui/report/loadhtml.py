@@ -19,6 +19,7 @@ from ddtree_tui.bench import history
 from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, SoakWindow
 from ddtree_tui.bench.tables import reached_cell, shape_table
 from ddtree_tui.report import charts as ch
+from ddtree_tui.report.gpuaccept import load_sections
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
 
 
@@ -175,6 +176,7 @@ def render_load(run: LoadRun) -> str:
         ]
     knee = "; ".join(f"{e(k)}: {e(v)}" for k, v in run.knee_lines().items())
     body.append(f"<p>Knee: {knee}." + (f" Stopped: {e(run.stopped)}." if run.stopped else "") + "</p>")
+    body += load_sections(run)  # issue 26 (W-GPU): GPU energy per level, per-request acceptance
     charts = [c for _, fn in LOAD_CHARTS if (c := fn(run)) is not None]
     if charts:
         body.append(charts_section(charts))

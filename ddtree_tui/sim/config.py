@@ -77,6 +77,12 @@ HYBRID_TREE_REFUSAL = (
     "branch; use mode shadow-linear or set allow_hybrid_unsafe"
 )
 
+# Per-prompt acceptance (issue 26, modelled): a drafter matches some prompts better than others (code better
+# than prose), so each prompt's mean accept length is the service's with (accept - 1) scaled by a factor drawn
+# once per prompt text from U(1 - s, 1 + s), s = `accept_spread`. Seeded by the prompt alone: the same prompt
+# is as easy on every service, so a comparison of services is not biased by it.
+DEFAULT_ACCEPT_SPREAD = 0.25
+
 # The environment variable `ddtree-tui sim` takes its time scale from (SimConfig.time_scale): tests set it so
 # the simulators that a demo fleet or a headless run starts for them run fast; unset, time is real.
 TIME_SCALE_ENV = "DDTREE_SIM_TIME_SCALE"
@@ -160,6 +166,7 @@ class SimConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535)
     accept_length: float | None = Field(default=None, ge=1, le=64)
+    accept_spread: float = Field(default=DEFAULT_ACCEPT_SPREAD, ge=0, le=0.9)  # per-prompt, see the constant
     decode_rate: float = Field(default=40.0, gt=0, le=1_000_000, description="verify passes per second")
     load_time: float = Field(default=0.0, ge=0)
     seed: int = 0
@@ -260,24 +267,25 @@ class SimConfig(BaseModel):
         mode = display_mode(self.algorithm, self.mode)
         return None if mode == "-" else mode
 
+    def prompt_accept_length(self, prompt: str) -> float:
+        """This prompt's mean accept length: the service's, its excess over 1 scaled by the prompt's factor
+        (DEFAULT_ACCEPT_SPREAD's comment), at most a whole block."""
+        a = self.effective_accept_length
+        if self.accept_spread <= 0 or a <= 1.0:
+            return a
+        f = 1 + self.accept_spread * (2 * _rng(0, prompt, "difficulty").random() - 1)
+        return min(float(self.block_size), 1 + (a - 1) * f)
+
     def schedule(self, prompt: str, max_new_tokens: int) -> list[int]:
         """Tokens of each chunk. With a prefill model the prefill itself yields the first chunk, one token
         (as on the real server), and the verify passes bring the rest."""
+        accept = self.prompt_accept_length(prompt)
         if self.prefill_rate > 0 and max_new_tokens > 0:
             return [
                 1,
-                *schedule(
-                    self.seed,
-                    prompt,
-                    max_new_tokens - 1,
-                    self.effective_accept_length,
-                    self.block_size,
-                    self.algorithm,
-                ),
+                *schedule(self.seed, prompt, max_new_tokens - 1, accept, self.block_size, self.algorithm),
             ]
-        return schedule(
-            self.seed, prompt, max_new_tokens, self.effective_accept_length, self.block_size, self.algorithm
-        )
+        return schedule(self.seed, prompt, max_new_tokens, accept, self.block_size, self.algorithm)
 
     def step_seconds(self, running: int) -> float:
         """One decode (verify) step with `running` requests in the batch, in real seconds (time_scale)."""

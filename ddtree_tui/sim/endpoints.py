@@ -302,6 +302,7 @@ class SimEndpoints(SimEngine):
         sglang_style = not (cfg.usage_on_finish or cfg.strict_openai)
         reasoning_until = [0]
         first = [True]
+        spec_wanted = bool(body.get("return_spec_tokens_details")) and sglang_style  # issue 26: sglext
 
         def chunk(
             choices: list[dict[str, Any]], rid: str, usage: dict[str, Any] | None = None
@@ -399,6 +400,13 @@ class SimEndpoints(SimEngine):
                 if sglang_style:
                     fin["matched_stop"] = None
                 out.append(chunk([fin], rid, usage(ev) if cfg.usage_on_finish else None))
+                details = (
+                    self._spec_details(ev["completion_tokens"], ev["verify_ct"]) if spec_wanted else None
+                )
+                if details is not None:
+                    # serving_chat/serving_completions: a choice-less chunk with `sglext` after the finish
+                    # chunk, before the usage chunk (usage null there, as model_dump_json writes it)
+                    out.append({**chunk([], rid), "usage": None, "sglext": {"spec_tokens_details": details}})
                 if usage_wanted and not cfg.usage_on_finish:
                     out.append(chunk([], rid, usage(ev)))
             return out
@@ -413,7 +421,7 @@ class SimEndpoints(SimEngine):
                 }
             else:
                 ch = {"index": 0, "text": last["cumulative"], "finish_reason": "length"}
-            return {
+            out = {
                 "id": last["id"],
                 "object": "chat.completion" if chat else "text_completion",
                 "created": created,
@@ -421,6 +429,12 @@ class SimEndpoints(SimEngine):
                 "choices": [ch],
                 "usage": usage(last),
             }
+            details = (
+                self._spec_details(last["completion_tokens"], last["verify_ct"]) if spec_wanted else None
+            )
+            if details is not None:  # the non-streaming response carries sglext at response level
+                out["sglext"] = {"spec_tokens_details": details}
+            return out
 
         return await self._stream(
             request,

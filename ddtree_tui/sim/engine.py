@@ -296,6 +296,25 @@ class SimEngine:
         if self._runner is not None:
             asyncio.get_running_loop().create_task(self.stop())
 
+    def _spec_details(self, completion_tokens: int, verify_ct: int) -> dict[str, Any] | None:
+        """`sglext.spec_tokens_details` of the OpenAI APIs (issue 26): 0.5.23's SpecTokensDetails
+        (entrypoints/openai/protocol.py) as `spec_tokens_details_from_meta_info` fills it from the final
+        meta_info, every field present; None without speculation (SGLang then sends no sglext chunk)."""
+        spec = self._spec_final(completion_tokens, verify_ct)
+        if not spec or self.cfg.old_meta_names:
+            return None
+        return {
+            "spec_accept_rate": spec["spec_accept_rate"],
+            "spec_accept_length": spec["spec_accept_length"],
+            "spec_cap_length": 0.0,
+            "spec_block_accept_length": 0.0,
+            "spec_num_correct_drafts": spec["spec_num_correct_drafts"],
+            "spec_num_proposed_drafts": spec["spec_num_proposed_drafts"],
+            "spec_verify_ct": spec["spec_verify_ct"],
+            "spec_correct_drafts_histogram": [],
+            "spec_cap_lens_histogram": [],
+        }
+
     def _spec_final(self, completion_tokens: int, verify_ct: int) -> dict[str, Any]:
         """The spec keys of the final meta_info, as 0.5.23's tokenizer_manager writes them (only when
         verify_ct > 0): accept rate = correct / proposed, proposed = verify_ct * (num_draft_tokens - 1)."""

@@ -25,6 +25,7 @@ from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.sim.config import SIM_VERSION
 from ddtree_tui.sim.endpoints import SimEndpoints
 from ddtree_tui.sim.metrics import prometheus_text
+from ddtree_tui.telemetry.powermodel import modelled
 
 
 class SimServer(SimEndpoints):
@@ -102,17 +103,21 @@ class SimServer(SimEndpoints):
         return web.Response(status=200)
 
     async def _sim_gpu(self, request: web.Request) -> web.Response:
-        """The simulator's modelled GPU (a simulator-only endpoint, labelled so): memory with any creep."""
+        """The simulator's modelled GPU (a simulator-only endpoint, labelled so): memory with any creep;
+        power, utilisation and temperature from the load (telemetry/powermodel.py, modelled), and the
+        requests running, which the demo's replay follows."""
+        gpu = modelled(self.stats.running)
         return web.json_response(
             {
                 "simulated": True,
+                "running_requests": self.stats.running,
                 "gpus": [
                     {
                         "index": 0,
                         "memory_used_mib": round(self.gpu_memory_mib(), 1),
-                        "utilization_pct": 90.0 if self.stats.running else 0.0,
-                        "power_w": 450.0 if self.stats.running else 90.0,
-                        "temperature_c": 60.0,
+                        "utilization_pct": float(gpu["util_gpu"]),
+                        "power_w": gpu["power_w"],
+                        "temperature_c": float(gpu["temp_c"]),
                     }
                 ],
             }
@@ -158,6 +163,7 @@ class SimServer(SimEndpoints):
                 "algorithm": c.algorithm,
                 "mode": c.display_mode,
                 "accept_length": c.effective_accept_length,
+                "accept_spread": c.accept_spread,  # per-prompt factor on accept length (sim/config.py, modelled)
                 "decode_rate": c.decode_rate,
                 "budget": c.budget,
                 "max_topk": c.max_topk,

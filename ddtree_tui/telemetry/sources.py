@@ -15,6 +15,7 @@ from ddtree_tui.model.snapshot import TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.host import LocalHostStats
 from ddtree_tui.telemetry.hostsource import KINDS, HostSamplerSource, is_local, local_host_line
+from ddtree_tui.telemetry.powermodel import follow_load, sim_running
 from ddtree_tui.telemetry.prometheus import DcgmFrames, PrometheusError, read_once, shared_poller
 from ddtree_tui.telemetry.replay import BUILTIN, ReplayError, load_recording
 from ddtree_tui.telemetry.source import SourceFactory, TelemetrySink, TelemetrySource, Update, register_source
@@ -46,6 +47,8 @@ class ReplaySource:
             part = (busy if sink.service_pids else idle) if idle and busy else frames
             frame = dict(part[i % len(part)])
             i += 1
+            if follow and sink.local and (running := await sim_running(sink.profile)) is not None:
+                frame = follow_load(frame, running)  # issue 26: power follows the simulated load (modelled)
             if stats is not None:
                 frame["host"] = (await asyncio.to_thread(stats.sample)).model_dump(exclude={"ts"})
             sink.emit(frame)

@@ -156,7 +156,9 @@ def test_terminal_texts() -> None:
 def test_html_parts_follow_the_data() -> None:
     run = _run({"h/a": {"p1": [100.0, 101.0, 99.0]}, "h/b": {"p1": [90.0, 91.0, 89.0]}})
     page = html.render([_lr(run)])
-    assert page.count('<figure class="chart"') == 6 and 'data-charts="6"' in page
+    assert (
+        page.count('<figure class="chart"') == 7 and 'data-charts="7"' in page
+    )  # 7th: tok/s vs accept length
     assert "Aligned on service and prompt" not in page and "Can these runs be compared?" not in page
     assert "SIMULATED —" not in page and "<script" not in page
     assert "Not shown: throughput vs concurrency (needs runs at two or more concurrency levels" in page
