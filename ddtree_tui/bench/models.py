@@ -95,6 +95,9 @@ class BenchRequest(BaseModel):
         description="measure a service whose port is held by something other than the process we launched "
         "(recorded as forced, never counted as verified)",
     )
+    # --- workloads (issue 26): the seed of generated prompts (gsp:, trace: text, sharegpt: order), arrivals
+    # and cancellation picks; None: 0 (a run is reproducible either way, the seed is recorded)
+    seed: int | None = Field(default=None, description="seed of generated prompts, arrivals, cancellations")
 
     @property
     def prompt_set(self) -> str:
@@ -132,6 +135,11 @@ class ShapeRequest(BenchRequest):
     sessions: int | None = Field(default=None, ge=1, description="agentic: conversations at once")
     turns: int = Field(default=6, ge=1)
     think_time_s: float = Field(default=0.0, ge=0)
+    # --- workloads (issue 26): bench/workloads/. `trace` the mooncake JSONL replayed (load "trace:SPEED"),
+    # `max_concurrency` caps an open loop's requests in flight, `cancel` is "FRACTION,DELAY"
+    trace: str | None = Field(default=None, description="mooncake-format JSONL trace replayed (--trace)")
+    max_concurrency: int | None = Field(default=None, ge=1, le=4096, description="open loop: in flight at most")
+    cancel: str | None = Field(default=None, description="FRACTION,DELAY: requests aborted by the client")
 
     @property
     def what(self) -> str:

@@ -134,7 +134,7 @@ class BenchRunner:
         self.gates = dict(gates or {})
         self.where = dict(where or {})
         if isinstance(req.prompts, str):
-            self.prompts = load_prompts(req.prompts)
+            self.prompts = load_prompts(req.prompts, seed=req.seed)
             self.prompt_set = req.prompts
         else:
             self.prompts = list(req.prompts)
