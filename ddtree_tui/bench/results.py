@@ -31,6 +31,7 @@ from ddtree_tui.bench.models import (
     TargetInfo,
     TokensReceived,
 )
+from ddtree_tui.bench.workloads.record import WorkloadRecord
 from ddtree_tui.model.identity import TargetIdentity
 
 LOAD_SCHEMA = 2
@@ -63,6 +64,8 @@ class LoadRun(ShapeRunHead):
     stopped: str | None = None  # why the ladder ended before its last level
     failed: int = 0
     results: list[RequestResult] = Field(default_factory=list)
+    # --- workloads (issue 26): the schedule planned vs done, the trace replayed, cancellations (counted apart)
+    workload: WorkloadRecord | None = None
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was

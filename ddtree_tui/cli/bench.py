@@ -34,13 +34,15 @@ from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import bounds, history, report
-from ddtree_tui.bench.load import LoadError, parse_duration, parse_load, parse_slo
+from ddtree_tui.bench.load import MAX_TRACE_SPEED, LoadError, parse_duration, parse_load, parse_slo
 from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchUsageError, ShapeRequest
 from ddtree_tui.bench.progress import BenchProgress
 from ddtree_tui.bench.prompts import PromptError, load_conversations, load_prompts
 from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, TurnResult
 from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.bench.urls import url_list, url_ref
+from ddtree_tui.bench.workloads.base import WorkloadError
+from ddtree_tui.bench.workloads.cancel import parse_cancel
 from ddtree_tui.cli.args import BenchArgs
 from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
@@ -79,8 +81,12 @@ def _shape_fields(ns: BenchArgs) -> dict[str, Any] | None:
     """The load shape asked for (ShapeRequest's fields), or None for a plain run (--concurrency N alone
     stays the one-level run); LoadError names the option that is wrong."""
     text, dur, nreq, slo, soak, window = ns.load, ns.duration, ns.requests, ns.slo, ns.soak, ns.window
+    workload = _workload_fields(ns)  # issue 26: --trace, --max-concurrency, --cancel
+    if workload.get("trace"):
+        text = f"trace:{ns.trace_speed or 1.0:g}"
     if text is None and dur is None and nreq is None and slo is None and not soak and window is None:
-        return None
+        if not workload:
+            return None
     if (soak or window is not None) and dur is None:
         raise LoadError("--soak needs --duration (e.g. --duration 30m)")
     if (soak or window is not None) and nreq is not None:
@@ -103,7 +109,76 @@ def _shape_fields(ns: BenchArgs) -> dict[str, Any] | None:
         "soak": soak,
         "window_s": parse_duration(window, "--window") if window is not None else 10.0,
         "soak_log": log,
+        **workload,
     }
+
+
+# --- workloads (issue 26): --trace, --trace-speed, --max-concurrency, --cancel, --seed ------------------------
+def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
+    """ShapeRequest's workload fields asked for ({} when none); LoadError names the option."""
+    out: dict[str, Any] = {}
+    if ns.trace_speed is not None and not ns.trace:
+        raise LoadError("--trace-speed needs --trace FILE")
+    if ns.trace:
+        if ns.load is not None:
+            raise LoadError("--trace sends at the trace's timestamps: leave out --load")
+        if ns.soak or ns.sessions is not None:
+            raise LoadError("--trace is a load run of its own: leave out --soak and --sessions")
+        if ns.trace_speed is not None and not 0 < ns.trace_speed <= MAX_TRACE_SPEED:
+            raise LoadError(f"--trace-speed {ns.trace_speed:g}: a factor above 0 and at most {MAX_TRACE_SPEED:g}")
+        out["trace"] = ns.trace
+    if ns.max_concurrency is not None:
+        if not 1 <= ns.max_concurrency <= bounds.MAX_CONCURRENCY:
+            raise LoadError(f"--max-concurrency {ns.max_concurrency}: a whole number 1…{bounds.MAX_CONCURRENCY}")
+        if not ns.trace and (ns.load is None or parse_load(ns.load).closed_loop):
+            raise LoadError("--max-concurrency caps an open loop: give --load rate:, poisson:, gamma: or ramp:, or --trace")
+        out["max_concurrency"] = ns.max_concurrency
+    if ns.cancel is not None:
+        try:
+            out["cancel"] = parse_cancel(ns.cancel).text
+        except WorkloadError as e:
+            raise LoadError(str(e)) from None
+        if ns.workers > 1:
+            raise LoadError("--cancel closes requests on the client's own loop: leave out --workers")
+        if ns.soak or ns.sessions is not None:
+            raise LoadError("--cancel is for --load and --trace runs")
+    return out
+
+
+def _workload_lines(run: LoadRun) -> list[str]:
+    """What the workload planned and did, for stderr after a load run (the same figures as the JSON)."""
+    w = run.workload
+    if w is None:
+        return []
+    out = [f"load {run.id}: workload {w.prompts}, arrivals {w.arrival}, seed {w.seed}"]
+    if w.trace is not None:
+        t = w.trace
+        out.append(
+            f"load {run.id}: trace {t.path} (sha256 {t.sha256[:12]}), {t.requests} requests at ×{t.speed:g} "
+            f"over {t.planned_duration_s:.1f} s planned; {t.prompt_tokens} prompt tokens, "
+            f"{t.ideal_hit_tokens} in blocks seen before"
+        )
+        for ref, n in t.cached_tokens.items():
+            share = t.cached_share.get(ref)
+            pct = f" ({share * 100:.1f} % of the prompt tokens sent)" if share is not None else ""
+            out.append(f"load {run.id}: {ref}: {n} prefix-cache hit tokens reported by the server{pct}")
+    for s in w.schedules:
+        rate = lambda x: f"{x:.2f}" if x is not None else "-"  # noqa: E731
+        lag = lambda x: f"{x:.1f}" if x is not None else "-"  # noqa: E731
+        cap = f", cap {s.max_concurrency}" if s.max_concurrency else ""
+        mean = f"{s.mean_in_flight:.1f}" if s.mean_in_flight is not None else "-"
+        out.append(
+            f"load {run.id}: {s.level} {s.service}: {s.sent}/{s.planned} sent, {s.on_time} on time, {s.late} late "
+            f"(lag p50 {lag(s.lag_ms_p50)} / p99 {lag(s.lag_ms_p99)} / max {lag(s.lag_ms_max)} ms); "
+            f"rate planned {rate(s.planned_rate)} sent {rate(s.achieved_rate)} req/s; in flight mean {mean} "
+            f"max {s.max_in_flight if s.max_in_flight is not None else '-'}{cap}"
+        )
+    for c in w.cancels:
+        out.append(
+            f"load {run.id}: {c.level} {c.service}: {c.cancelled} cancelled by the client "
+            f"({c.picked} picked, {c.finished_first} ended before the delay) — not failures"
+        )
+    return out
 
 
 def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] = ()) -> BenchRequest:
@@ -117,6 +192,10 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         "ignore_eos": ns.ignore_eos, "api": ns.api, "model": ns.model,
         "baseline": ns.baseline, "force": ns.force,
     }  # fmt: skip
+    if ns.trace:  # issue 26: a trace brings its own prompts
+        fields["prompts"] = f"trace:{ns.trace}"
+    if ns.bench_seed is not None:
+        fields["seed"] = ns.bench_seed
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout
     if ns.sessions is not None:
@@ -188,6 +267,8 @@ class Progress:
             )
             for ref, k in run.knee_lines().items():
                 self._line(f"load {run.id}: knee {ref}: {k}")
+            for line in _workload_lines(run):  # issue 26
+                self._line(line)
         elif kind == "soak_window":
             m = ev.metrics
             mem = ev.gpu_memory_mib()
@@ -465,7 +546,10 @@ def cli_main(ns: BenchArgs) -> int:
             if ns.prompts != "agentic":
                 load_conversations(ns.prompts)
         else:
-            n = len(load_prompts(ns.prompts))
+            if ns.trace and ns.prompts != "seed3":
+                raise PromptError("--trace brings its own prompts: leave out --prompts")
+            spec = f"trace:{ns.trace}" if ns.trace else ns.prompts
+            n = len(load_prompts(spec, seed=ns.bench_seed))
             if too_big := bounds.plan_problem(n, ns.repeats, len(urls) or len(chosen)):
                 raise PromptError(too_big)
     except PromptError as e:

@@ -1,0 +1,162 @@
+"""Workloads of issue 26 as parsed and generated, without a server: gsp prompts share their group's prefix,
+ShareGPT files read one entry at a time with errors naming file, line and field, mooncake traces' equal
+leading hash ids become equal prompt prefixes, arrival schedules (gamma's mean and burstiness, ramps), the
+--load and --cancel grammars, and the simulator's page cache."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ddtree_tui.bench.load import LoadError, parse_load
+from ddtree_tui.bench.prompts import PromptError, load_prompts
+from ddtree_tui.bench.workloads import arrivals
+from ddtree_tui.bench.workloads.cancel import parse_cancel
+from ddtree_tui.bench.workloads.base import WorkloadError
+from ddtree_tui.bench.workloads.trace import BLOCK_TOKENS, load_trace, trace_items
+from ddtree_tui.sim.prefixcache import PrefixCache
+
+SAMPLE = Path(__file__).resolve().parents[2] / "ddtree_tui" / "data" / "mooncake-sample.jsonl"
+
+
+def test_gsp_groups_share_their_system_prompt_and_are_shuffled_by_seed() -> None:
+    ps = load_prompts("gsp:3,4,64,8,16", seed=1)
+    assert len(ps) == 12 and all(p.max_new_tokens == 16 for p in ps)
+    by_group: dict[str, set[str]] = {}
+    for p in ps:
+        by_group.setdefault(p.id.split("-")[1], set()).add(p.messages[0]["content"])
+    assert len(by_group) == 3 and all(len(v) == 1 for v in by_group.values())
+    assert len({next(iter(v)) for v in by_group.values()}) == 3  # each group its own prefix
+    assert len(ps[0].messages[0]["content"]) == 64 * 4 and len(ps[0].messages[1]["content"]) == 8 * 4
+    assert [p.id for p in load_prompts("gsp:3,4,64,8,16", seed=1)] == [p.id for p in ps]
+    assert [p.id for p in load_prompts("gsp:3,4,64,8,16", seed=2)] != [p.id for p in ps]
+    with pytest.raises(PromptError, match="question tokens Q 'x'"):
+        load_prompts("gsp:3,4,64,x")
+    with pytest.raises(PromptError, match="expected gsp:G,P,SYS,Q"):
+        load_prompts("gsp:3,4")
+
+
+def test_sharegpt_first_human_turn_gpt_length_and_errors(tmp_path: Path) -> None:
+    rows = [
+        {"id": "a", "conversations": [{"from": "human", "value": "hi there"}, {"from": "gpt", "value": "x" * 40}]},
+        {"id": "b", "conversations": [{"from": "gpt", "value": "no human"}]},
+        {"id": "c", "conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q2"}]},
+    ]
+    f = tmp_path / "sg.json"
+    f.write_text(json.dumps(rows, indent=1))
+    ps = {p.id: p for p in load_prompts(f"sharegpt:{f}")}
+    assert set(ps) == {"a-0", "c-2"} and ps["a-0"].messages == [{"role": "user", "content": "hi there"}]
+    assert ps["a-0"].max_new_tokens is None
+    # gpt-len: the reply's length (characters / 4) is the output length; no reply, no prompt
+    ps = {p.id: p for p in load_prompts(f"sharegpt:{f},gpt-len")}
+    assert set(ps) == {"a-0"} and ps["a-0"].max_new_tokens == 10
+    bad = tmp_path / "bad.json"
+    bad.write_text('[\n{"id": "a", "conversations": []},\n{"id": "b", "conversations": [{"from": 3}]}\n]')
+    with pytest.raises(PromptError, match=r"bad\.json:3: entry 1: conversations\[0\]"):
+        load_prompts(f"sharegpt:{bad}")
+    notarray = tmp_path / "n.json"
+    notarray.write_text('{"id": 1}')
+    with pytest.raises(PromptError, match="n.json:1: expected a JSON array"):
+        load_prompts(f"sharegpt:{notarray}")
+    with pytest.raises(PromptError, match="not found"):
+        load_prompts(f"sharegpt:{tmp_path / 'missing.json'}")
+
+
+def test_trace_equal_leading_hash_ids_are_equal_prefixes() -> None:
+    tr = load_trace(SAMPLE)
+    items = trace_items(tr, seed=0)
+    assert len(items) == len(tr.records) == 24
+    for rec, it in zip(tr.records, items, strict=True):
+        assert len(it.text) == 4 * rec.input_length and it.max_new_tokens == rec.output_length and it.raw
+    a, b = tr.records[0], tr.records[1]
+    assert a.hash_ids[:3] == b.hash_ids[:3] and a.hash_ids[3] != b.hash_ids[3]
+    shared = 3 * BLOCK_TOKENS * 4
+    assert items[0].text[:shared] == items[1].text[:shared]
+    assert items[0].text[shared : shared + 64] != items[1].text[shared : shared + 64]
+    assert tr.offsets(2.0)[1] == (b.timestamp_ms - a.timestamp_ms) / 2000.0
+    assert 0 < tr.ideal_hit_tokens() < sum(r.input_length for r in tr.records)
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"timestamp": 1, "input_length": 0, "output_length": 4}', r"t\.jsonl:2: input_length 0"),
+        ('{"timestamp": "x", "input_length": 5, "output_length": 4}', r"t\.jsonl:2: timestamp 'x'"),
+        ('{"timestamp": 1, "input_length": 5, "output_length": 4, "hash_ids": [1, 2]}', r"t\.jsonl:2: hash_ids"),
+        ('{"timestamp": 1, "input_length": 5, "output_length": 4, "hash_ids": ["a"]}', r"t\.jsonl:2: hash_ids"),
+        ("[1]", r"t\.jsonl:2: expected a JSON object"),
+        ('{"timestamp": 1, "input_length": 5', r"t\.jsonl:2: not a JSON object"),
+    ],
+)
+def test_trace_bad_line_names_file_line_and_field(tmp_path: Path, line: str, match: str) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]}\n' + line + "\n")
+    with pytest.raises(WorkloadError, match=match):
+        load_trace(f)
+
+
+def test_trace_line_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddtree_tui.bench.workloads import trace
+
+    monkeypatch.setattr(trace, "MAX_LINE_BYTES", 64)
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2], "x": "' + "y" * 80 + '"}\n')
+    with pytest.raises(WorkloadError, match="t.jsonl:1: line longer than 64 bytes"):
+        load_trace(f)
+
+
+def test_gamma_mean_rate_and_burstiness() -> None:
+    def gaps(b: float) -> list[float]:
+        it = arrivals.gamma_offsets(10.0, b, random.Random(5))
+        offs = [next(it) for _ in range(4001)]
+        return [y - x for x, y in zip(offs, offs[1:], strict=False)]
+
+    for b in (0.25, 1.0, 4.0):
+        g = gaps(b)
+        assert statistics.fmean(g) == pytest.approx(0.1, rel=0.1)
+        # coefficient of variation 1/sqrt(b): burstier below 1, poisson at 1, smoother above
+        assert statistics.pstdev(g) / statistics.fmean(g) == pytest.approx(b**-0.5, rel=0.15)
+
+
+def test_ramp_schedule_linear_and_exponential() -> None:
+    lin = list(arrivals.ramp_offsets(arrivals.Ramp(strategy="linear", start=2, end=10, duration_s=4)))
+    exp = list(arrivals.ramp_offsets(arrivals.Ramp(strategy="exp", start=2, end=10, duration_s=4)))
+    assert lin[0] == 0 and lin[-1] <= 4.0 and exp[-1] <= 4.0
+    assert lin[1] - lin[0] == pytest.approx(0.5) and lin[-1] - lin[-2] == pytest.approx(0.1, rel=0.1)
+    assert len(exp) < len(lin)  # the exponential ramp spends longer near the start rate
+    assert arrivals.planned_rate(lin) == pytest.approx((len(lin) - 1) / lin[-1])
+
+
+def test_load_grammar_of_workloads() -> None:
+    for text in ("gamma:4,0.5", "gamma:4,2,7", "ramp:linear,1,8,30s", "ramp:exp,1,8,60s", "trace:2"):
+        spec = parse_load(text)
+        assert spec.text == text and parse_load(spec.text) == spec and not spec.closed_loop
+    assert parse_load("ramp:exp,1,8,1m").ramp is not None and parse_load("trace:0.5").label(0.5) == "trace ×0.5"
+    for bad, match in (
+        ("gamma:4", "gamma:RATE,BURSTINESS"),
+        ("gamma:4,0", "burstiness"),
+        ("ramp:up,1,2,3s", "ramp:linear|exp"),
+        ("ramp:linear,1,2,x", "ramp duration"),
+        ("trace:0", "--trace-speed"),
+    ):
+        with pytest.raises(LoadError, match=match):
+            parse_load(bad)
+    assert parse_cancel("0.25").delay_s == 0.5 and parse_cancel("0.1,200ms").delay_s == pytest.approx(0.2)
+    for bad in ("0", "1.5", "x", "0.1,soon"):
+        with pytest.raises(WorkloadError):
+            parse_cancel(bad)
+
+
+def test_sim_prefix_cache_pages_and_whole_prompts() -> None:
+    c = PrefixCache(4)
+    assert c.hit_and_insert("abcdefgh12") == 0
+    assert c.hit_and_insert("abcdefgh12") == 10  # the same prompt: all of it
+    assert c.hit_and_insert("abcdefgh123") == 10  # an earlier prompt it starts with, partial page too
+    assert c.hit_and_insert("abcdXXXX") == 4  # whole pages only otherwise
+    assert c.hit_and_insert("ab") == 0
+    c.clear()
+    assert c.hit_and_insert("abcdefgh") == 0
