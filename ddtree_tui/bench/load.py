@@ -186,7 +186,9 @@ def _parse_workload_load(text: str, kind: str, rest: str) -> LoadSpec:
         except ValueError:
             b = -1.0
         if not 0 < b <= 1000:
-            raise LoadError(f"--load {text!r}: burstiness {parts[1]!r} must be above 0 (1 = poisson, <1 burstier)")
+            raise LoadError(
+                f"--load {text!r}: burstiness {parts[1]!r} must be above 0 (1 = poisson, <1 burstier)"
+            )
         seed = None
         if len(parts) == 3:
             if not re.fullmatch(r"-?\d+", parts[2]):
@@ -194,11 +196,15 @@ def _parse_workload_load(text: str, kind: str, rest: str) -> LoadSpec:
             seed = int(parts[2])
         return LoadSpec(kind="gamma", levels=[rate], seed=seed, burstiness=b)
     if len(parts) != 4 or parts[0] not in ("linear", "exp", "exponential"):
-        raise LoadError(f"--load {text!r}: expected ramp:linear|exp,START,END,DURATION (e.g. ramp:linear,1,8,30s)")
+        raise LoadError(
+            f"--load {text!r}: expected ramp:linear|exp,START,END,DURATION (e.g. ramp:linear,1,8,30s)"
+        )
     start, end = _rate(text, parts[1]), _rate(text, parts[2])
     dur = parse_duration(parts[3], "ramp duration")
     strategy: Literal["linear", "exp"] = "linear" if parts[0] == "linear" else "exp"
-    return LoadSpec(kind="ramp", levels=[end], ramp=Ramp(strategy=strategy, start=start, end=end, duration_s=dur))
+    return LoadSpec(
+        kind="ramp", levels=[end], ramp=Ramp(strategy=strategy, start=start, end=end, duration_s=dur)
+    )
 
 
 _UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "ms": 0.001}

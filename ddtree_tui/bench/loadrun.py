@@ -176,6 +176,7 @@ class LoadRunner:
         self._label = ""
         self._cur_level = 0.0
         self._flights: dict[str, _Flight] = {}
+        self._picker: cancel.Picker | None = None
         self._workload_init(req, load)
 
     @property
@@ -278,7 +279,8 @@ class LoadRunner:
                 break
 
     async def _warmup(self, client: StreamClient, t: BenchTarget, width: int) -> None:
-        if self.req.warmup <= 0 or self.load.kind == "trace":  # a trace's warm-up would fill the cache it measures
+        # a trace's warm-up would fill the very prefix cache the replay measures
+        if self.req.warmup <= 0 or self.load.kind == "trace":
             return
         n = self.req.warmup * max(1, min(width, 64))
         r = self.runner
@@ -473,7 +475,7 @@ class LoadRunner:
             raise BenchUsageError("--cancel closes requests on this process's loop: use --workers 1")
         if load.kind in ("ramp", "trace"):
             self.rounds = 1  # a ramp and a trace run their whole schedule once per service
-        self._picker: cancel.Picker | None = None
+        self._picker = None
         self._sched: dict[tuple[str, str], ScheduleLog] = {}
         self._schedules: list[ScheduleStats] = []
         self._cancel_counts: dict[tuple[str, str], CancelStats] = {}
@@ -534,11 +536,12 @@ class LoadRunner:
         connection is closed and it is recorded apart."""
         assert self._cancel is not None
         key = (t.ref, self._label)
-        cs = self._cancel_counts.setdefault(key, CancelStats(service=t.ref, level=self._label))
         sent = time.time()
         cancelled, _ = await cancel.cancel_after(
             self.runner._one(client, t, p, rnd, seq, False), self._cancel.delay_s
         )
+        # read after the wait: other requests of the level were counted meanwhile
+        cs = self._cancel_counts.setdefault(key, CancelStats(service=t.ref, level=key[1]))
         upd = {"picked": cs.picked + 1}
         if cancelled:
             upd["cancelled"] = cs.cancelled + 1

@@ -138,7 +138,9 @@ class ShapeRequest(BenchRequest):
     # --- workloads (issue 26): bench/workloads/. `trace` the mooncake JSONL replayed (load "trace:SPEED"),
     # `max_concurrency` caps an open loop's requests in flight, `cancel` is "FRACTION,DELAY"
     trace: str | None = Field(default=None, description="mooncake-format JSONL trace replayed (--trace)")
-    max_concurrency: int | None = Field(default=None, ge=1, le=4096, description="open loop: in flight at most")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, le=4096, description="open loop: in flight at most"
+    )
     cancel: str | None = Field(default=None, description="FRACTION,DELAY: requests aborted by the client")
 
     @property

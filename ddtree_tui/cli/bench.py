@@ -43,6 +43,7 @@ from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.bench.urls import url_list, url_ref
 from ddtree_tui.bench.workloads.base import WorkloadError
 from ddtree_tui.bench.workloads.cancel import parse_cancel
+from ddtree_tui.bench.workloads.record import describe
 from ddtree_tui.cli.args import BenchArgs
 from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
@@ -113,74 +114,6 @@ def _shape_fields(ns: BenchArgs) -> dict[str, Any] | None:
     }
 
 
-# --- workloads (issue 26): --trace, --trace-speed, --max-concurrency, --cancel, --seed ------------------------
-def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
-    """ShapeRequest's workload fields asked for ({} when none); LoadError names the option."""
-    out: dict[str, Any] = {}
-    if ns.trace_speed is not None and not ns.trace:
-        raise LoadError("--trace-speed needs --trace FILE")
-    if ns.trace:
-        if ns.load is not None:
-            raise LoadError("--trace sends at the trace's timestamps: leave out --load")
-        if ns.soak or ns.sessions is not None:
-            raise LoadError("--trace is a load run of its own: leave out --soak and --sessions")
-        if ns.trace_speed is not None and not 0 < ns.trace_speed <= MAX_TRACE_SPEED:
-            raise LoadError(f"--trace-speed {ns.trace_speed:g}: a factor above 0 and at most {MAX_TRACE_SPEED:g}")
-        out["trace"] = ns.trace
-    if ns.max_concurrency is not None:
-        if not 1 <= ns.max_concurrency <= bounds.MAX_CONCURRENCY:
-            raise LoadError(f"--max-concurrency {ns.max_concurrency}: a whole number 1…{bounds.MAX_CONCURRENCY}")
-        if not ns.trace and (ns.load is None or parse_load(ns.load).closed_loop):
-            raise LoadError("--max-concurrency caps an open loop: give --load rate:, poisson:, gamma: or ramp:, or --trace")
-        out["max_concurrency"] = ns.max_concurrency
-    if ns.cancel is not None:
-        try:
-            out["cancel"] = parse_cancel(ns.cancel).text
-        except WorkloadError as e:
-            raise LoadError(str(e)) from None
-        if ns.workers > 1:
-            raise LoadError("--cancel closes requests on the client's own loop: leave out --workers")
-        if ns.soak or ns.sessions is not None:
-            raise LoadError("--cancel is for --load and --trace runs")
-    return out
-
-
-def _workload_lines(run: LoadRun) -> list[str]:
-    """What the workload planned and did, for stderr after a load run (the same figures as the JSON)."""
-    w = run.workload
-    if w is None:
-        return []
-    out = [f"load {run.id}: workload {w.prompts}, arrivals {w.arrival}, seed {w.seed}"]
-    if w.trace is not None:
-        t = w.trace
-        out.append(
-            f"load {run.id}: trace {t.path} (sha256 {t.sha256[:12]}), {t.requests} requests at ×{t.speed:g} "
-            f"over {t.planned_duration_s:.1f} s planned; {t.prompt_tokens} prompt tokens, "
-            f"{t.ideal_hit_tokens} in blocks seen before"
-        )
-        for ref, n in t.cached_tokens.items():
-            share = t.cached_share.get(ref)
-            pct = f" ({share * 100:.1f} % of the prompt tokens sent)" if share is not None else ""
-            out.append(f"load {run.id}: {ref}: {n} prefix-cache hit tokens reported by the server{pct}")
-    for s in w.schedules:
-        rate = lambda x: f"{x:.2f}" if x is not None else "-"  # noqa: E731
-        lag = lambda x: f"{x:.1f}" if x is not None else "-"  # noqa: E731
-        cap = f", cap {s.max_concurrency}" if s.max_concurrency else ""
-        mean = f"{s.mean_in_flight:.1f}" if s.mean_in_flight is not None else "-"
-        out.append(
-            f"load {run.id}: {s.level} {s.service}: {s.sent}/{s.planned} sent, {s.on_time} on time, {s.late} late "
-            f"(lag p50 {lag(s.lag_ms_p50)} / p99 {lag(s.lag_ms_p99)} / max {lag(s.lag_ms_max)} ms); "
-            f"rate planned {rate(s.planned_rate)} sent {rate(s.achieved_rate)} req/s; in flight mean {mean} "
-            f"max {s.max_in_flight if s.max_in_flight is not None else '-'}{cap}"
-        )
-    for c in w.cancels:
-        out.append(
-            f"load {run.id}: {c.level} {c.service}: {c.cancelled} cancelled by the client "
-            f"({c.picked} picked, {c.finished_first} ended before the delay) — not failures"
-        )
-    return out
-
-
 def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] = ()) -> BenchRequest:
     """The one request of this run: a ShapeRequest for --load / --soak / --sessions, else a BenchRequest.
     Options left out take the model's defaults (the TUI's and the collector's). ValidationError or
@@ -204,6 +137,50 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         )
     shape = _shape_fields(ns)
     return ShapeRequest(**fields, **shape) if shape is not None else BenchRequest(**fields)
+
+
+# --- workloads (issue 26): --trace, --trace-speed, --max-concurrency, --cancel, --seed ------------------------
+def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
+    """ShapeRequest's workload fields asked for ({} when none); LoadError names the option."""
+    out: dict[str, Any] = {}
+    if ns.trace_speed is not None and not ns.trace:
+        raise LoadError("--trace-speed needs --trace FILE")
+    if ns.trace:
+        if ns.load is not None:
+            raise LoadError("--trace sends at the trace's timestamps: leave out --load")
+        if ns.soak or ns.sessions is not None:
+            raise LoadError("--trace is a load run of its own: leave out --soak and --sessions")
+        if ns.trace_speed is not None and not 0 < ns.trace_speed <= MAX_TRACE_SPEED:
+            raise LoadError(
+                f"--trace-speed {ns.trace_speed:g}: a factor above 0 and at most {MAX_TRACE_SPEED:g}"
+            )
+        out["trace"] = ns.trace
+    if ns.max_concurrency is not None:
+        if not 1 <= ns.max_concurrency <= bounds.MAX_CONCURRENCY:
+            raise LoadError(
+                f"--max-concurrency {ns.max_concurrency}: a whole number 1…{bounds.MAX_CONCURRENCY}"
+            )
+        if not ns.trace and (ns.load is None or parse_load(ns.load).closed_loop):
+            raise LoadError(
+                "--max-concurrency caps an open loop: give --load rate:, poisson:, gamma: or ramp:, or --trace"
+            )
+        out["max_concurrency"] = ns.max_concurrency
+    if ns.cancel is not None:
+        try:
+            out["cancel"] = parse_cancel(ns.cancel).text
+        except WorkloadError as e:
+            raise LoadError(str(e)) from None
+        if ns.workers > 1:
+            raise LoadError("--cancel closes requests on the client's own loop: leave out --workers")
+        if ns.soak or ns.sessions is not None:
+            raise LoadError("--cancel is for --load and --trace runs")
+    return out
+
+
+def _workload_lines(run: LoadRun) -> list[str]:
+    """What the workload planned and did, for stderr after a load run (record.describe: the same lines as the
+    HTML report's Workload section, from the JSON's figures)."""
+    return [f"load {run.id}: {line}" for line in describe(run.workload)] if run.workload else []
 
 
 # --- progress ------------------------------------------------------------------------------------------------

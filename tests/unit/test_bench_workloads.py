@@ -5,6 +5,7 @@ leading hash ids become equal prompt prefixes, arrival schedules (gamma's mean a
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import statistics
@@ -15,8 +16,8 @@ import pytest
 from ddtree_tui.bench.load import LoadError, parse_load
 from ddtree_tui.bench.prompts import PromptError, load_prompts
 from ddtree_tui.bench.workloads import arrivals
-from ddtree_tui.bench.workloads.cancel import parse_cancel
 from ddtree_tui.bench.workloads.base import WorkloadError
+from ddtree_tui.bench.workloads.cancel import parse_cancel
 from ddtree_tui.bench.workloads.trace import BLOCK_TOKENS, load_trace, trace_items
 from ddtree_tui.sim.prefixcache import PrefixCache
 
@@ -34,7 +35,7 @@ def test_gsp_groups_share_their_system_prompt_and_are_shuffled_by_seed() -> None
     assert len(ps[0].messages[0]["content"]) == 64 * 4 and len(ps[0].messages[1]["content"]) == 8 * 4
     assert [p.id for p in load_prompts("gsp:3,4,64,8,16", seed=1)] == [p.id for p in ps]
     assert [p.id for p in load_prompts("gsp:3,4,64,8,16", seed=2)] != [p.id for p in ps]
-    with pytest.raises(PromptError, match="question tokens Q 'x'"):
+    with pytest.raises(PromptError, match=r"question tokens Q 'x'"):
         load_prompts("gsp:3,4,64,x")
     with pytest.raises(PromptError, match="expected gsp:G,P,SYS,Q"):
         load_prompts("gsp:3,4")
@@ -42,7 +43,10 @@ def test_gsp_groups_share_their_system_prompt_and_are_shuffled_by_seed() -> None
 
 def test_sharegpt_first_human_turn_gpt_length_and_errors(tmp_path: Path) -> None:
     rows = [
-        {"id": "a", "conversations": [{"from": "human", "value": "hi there"}, {"from": "gpt", "value": "x" * 40}]},
+        {
+            "id": "a",
+            "conversations": [{"from": "human", "value": "hi there"}, {"from": "gpt", "value": "x" * 40}],
+        },
         {"id": "b", "conversations": [{"from": "gpt", "value": "no human"}]},
         {"id": "c", "conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q2"}]},
     ]
@@ -60,7 +64,7 @@ def test_sharegpt_first_human_turn_gpt_length_and_errors(tmp_path: Path) -> None
         load_prompts(f"sharegpt:{bad}")
     notarray = tmp_path / "n.json"
     notarray.write_text('{"id": 1}')
-    with pytest.raises(PromptError, match="n.json:1: expected a JSON array"):
+    with pytest.raises(PromptError, match=r"n\.json:1: expected a JSON array"):
         load_prompts(f"sharegpt:{notarray}")
     with pytest.raises(PromptError, match="not found"):
         load_prompts(f"sharegpt:{tmp_path / 'missing.json'}")
@@ -86,15 +90,23 @@ def test_trace_equal_leading_hash_ids_are_equal_prefixes() -> None:
     [
         ('{"timestamp": 1, "input_length": 0, "output_length": 4}', r"t\.jsonl:2: input_length 0"),
         ('{"timestamp": "x", "input_length": 5, "output_length": 4}', r"t\.jsonl:2: timestamp 'x'"),
-        ('{"timestamp": 1, "input_length": 5, "output_length": 4, "hash_ids": [1, 2]}', r"t\.jsonl:2: hash_ids"),
-        ('{"timestamp": 1, "input_length": 5, "output_length": 4, "hash_ids": ["a"]}', r"t\.jsonl:2: hash_ids"),
+        (
+            '{"timestamp": 1, "input_length": 5, "output_length": 4, "hash_ids": [1, 2]}',
+            r"t\.jsonl:2: hash_ids",
+        ),
+        (
+            '{"timestamp": 1, "input_length": 5, "output_length": 4, "hash_ids": ["a"]}',
+            r"t\.jsonl:2: hash_ids",
+        ),
         ("[1]", r"t\.jsonl:2: expected a JSON object"),
         ('{"timestamp": 1, "input_length": 5', r"t\.jsonl:2: not a JSON object"),
     ],
 )
 def test_trace_bad_line_names_file_line_and_field(tmp_path: Path, line: str, match: str) -> None:
     f = tmp_path / "t.jsonl"
-    f.write_text('{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]}\n' + line + "\n")
+    f.write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]}\n' + line + "\n"
+    )
     with pytest.raises(WorkloadError, match=match):
         load_trace(f)
 
@@ -104,8 +116,12 @@ def test_trace_line_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(trace, "MAX_LINE_BYTES", 64)
     f = tmp_path / "t.jsonl"
-    f.write_text('{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2], "x": "' + "y" * 80 + '"}\n')
-    with pytest.raises(WorkloadError, match="t.jsonl:1: line longer than 64 bytes"):
+    f.write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2], "x": "'
+        + "y" * 80
+        + '"}\n'
+    )
+    with pytest.raises(WorkloadError, match=r"t\.jsonl:1: line longer than 64 bytes"):
         load_trace(f)
 
 
@@ -113,7 +129,7 @@ def test_gamma_mean_rate_and_burstiness() -> None:
     def gaps(b: float) -> list[float]:
         it = arrivals.gamma_offsets(10.0, b, random.Random(5))
         offs = [next(it) for _ in range(4001)]
-        return [y - x for x, y in zip(offs, offs[1:], strict=False)]
+        return [y - x for x, y in itertools.pairwise(offs)]
 
     for b in (0.25, 1.0, 4.0):
         g = gaps(b)
@@ -135,7 +151,9 @@ def test_load_grammar_of_workloads() -> None:
     for text in ("gamma:4,0.5", "gamma:4,2,7", "ramp:linear,1,8,30s", "ramp:exp,1,8,60s", "trace:2"):
         spec = parse_load(text)
         assert spec.text == text and parse_load(spec.text) == spec and not spec.closed_loop
-    assert parse_load("ramp:exp,1,8,1m").ramp is not None and parse_load("trace:0.5").label(0.5) == "trace ×0.5"
+    assert (
+        parse_load("ramp:exp,1,8,1m").ramp is not None and parse_load("trace:0.5").label(0.5) == "trace ×0.5"
+    )
     for bad, match in (
         ("gamma:4", "gamma:RATE,BURSTINESS"),
         ("gamma:4,0", "burstiness"),

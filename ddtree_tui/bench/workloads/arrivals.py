@@ -41,7 +41,7 @@ class Ramp(BaseModel):
         """The planned rate (req/s) at `t` seconds into the ramp (END after it)."""
         f = min(1.0, max(0.0, t / self.duration_s))
         if self.strategy == "exp":
-            return self.start * (self.end / self.start) ** f
+            return float(self.start * (self.end / self.start) ** f)
         return self.start + (self.end - self.start) * f
 
 

@@ -34,7 +34,9 @@ class GspSpec(BaseModel):
     @property
     def text(self) -> str:
         parts = [self.groups, self.prompts_per_group, self.system_tokens, self.question_tokens]
-        return "gsp:" + ",".join(str(x) for x in [*parts, *([self.output_tokens] if self.output_tokens else [])])
+        return "gsp:" + ",".join(
+            str(x) for x in [*parts, *([self.output_tokens] if self.output_tokens else [])]
+        )
 
 
 def parse_gsp(spec: str) -> GspSpec:

@@ -119,3 +119,37 @@ class ScheduleLog:
             lag_ms_max=max(ms) if ms else None,
             planned_rate=planned_rate,
         )
+
+
+def _f(x: float | None, fmt: str = "{:.2f}") -> str:
+    return fmt.format(x) if x is not None else "-"
+
+
+def describe(w: WorkloadRecord) -> list[str]:
+    """The record in sentences: the one text the CLI prints and the HTML report shows."""
+    out = [f"workload {w.prompts}, arrivals {w.arrival}, seed {w.seed}"]
+    if w.trace is not None:
+        t = w.trace
+        out.append(
+            f"trace {t.path} (sha256 {t.sha256[:12]}), {t.requests} requests at ×{t.speed:g} over "
+            f"{t.planned_duration_s:.1f} s planned; {t.prompt_tokens} prompt tokens, {t.ideal_hit_tokens} in "
+            "blocks seen before"
+        )
+        for ref, n in t.cached_tokens.items():
+            share = t.cached_share.get(ref)
+            pct = f" ({share * 100:.1f} % of the prompt tokens sent)" if share is not None else ""
+            out.append(f"{ref}: {n} prefix-cache hit tokens reported by the server{pct}")
+    for s in w.schedules:
+        cap = f", cap {s.max_concurrency}" if s.max_concurrency else ""
+        out.append(
+            f"{s.level} {s.service}: {s.sent}/{s.planned} sent, {s.on_time} on time, {s.late} late (lag p50 "
+            f"{_f(s.lag_ms_p50, '{:.1f}')} / p99 {_f(s.lag_ms_p99, '{:.1f}')} / max {_f(s.lag_ms_max, '{:.1f}')} "
+            f"ms); rate planned {_f(s.planned_rate)} sent {_f(s.achieved_rate)} req/s; in flight mean "
+            f"{_f(s.mean_in_flight, '{:.1f}')} max {s.max_in_flight if s.max_in_flight is not None else '-'}{cap}"
+        )
+    for c in w.cancels:
+        out.append(
+            f"{c.level} {c.service}: {c.cancelled} cancelled by the client ({c.picked} picked, "
+            f"{c.finished_first} ended before the delay {w.cancel or ''}): not failures, not in the latencies"
+        )
+    return out

@@ -109,7 +109,9 @@ def _turn(p: Path, line: int, idx: int, j: int, m: Any) -> tuple[str, str]:
         raise WorkloadError(f"{p}:{line}: entry {idx}: conversations[{j}]: not an object")
     who, value = m.get("from", m.get("role")), m.get("value", m.get("content"))
     if not isinstance(who, str) or not isinstance(value, str):
-        raise WorkloadError(f"{p}:{line}: entry {idx}: conversations[{j}]: expected string 'from' and 'value'")
+        raise WorkloadError(
+            f"{p}:{line}: entry {idx}: conversations[{j}]: expected string 'from' and 'value'"
+        )
     return who.lower(), value
 
 
@@ -139,6 +141,8 @@ def sharegpt_items(spec: str, seed: int = 0, limit: int = MAX_PROMPTS) -> list[W
         if len(out) >= limit:
             break
     if not out:
-        raise WorkloadError(f"{p}: no usable conversation (a human turn{', then a gpt turn' if gpt_len else ''})")
+        raise WorkloadError(
+            f"{p}: no usable conversation (a human turn{', then a gpt turn' if gpt_len else ''})"
+        )
     random.Random(f"sharegpt:{seed}").shuffle(out)
     return out

@@ -107,7 +107,9 @@ def _record(p: Path, n: int, s: str) -> TraceRecord:
         raise WorkloadError(
             f"{p}:{n}: hash_ids: {len(hids)} blocks of {BLOCK_TOKENS} tokens, more than input_length {inp} holds"
         )
-    return TraceRecord(line=n, timestamp_ms=float(ts), input_length=inp, output_length=out, hash_ids=tuple(hids))
+    return TraceRecord(
+        line=n, timestamp_ms=float(ts), input_length=inp, output_length=out, hash_ids=tuple(hids)
+    )
 
 
 def load_trace(path: str | Path) -> Trace:
