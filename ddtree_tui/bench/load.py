@@ -16,13 +16,15 @@ option and what was expected.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.bounds import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE
 from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, ShapeRequest
 from ddtree_tui.bench.workloads.arrivals import Ramp
+from ddtree_tui.bench.workloads.base import WorkloadError
+from ddtree_tui.bench.workloads.cancel import parse_cancel
 
 LoadKind = Literal["sync", "concurrency", "rate", "poisson", "sweep", "gamma", "ramp", "trace"]
 SWEEP_MAX = 256
@@ -256,15 +258,24 @@ def shape_params(
     refs: list[str] | None = None,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     baseline: str | None = None,
+    trace: str = "",
+    trace_speed: str = "",
+    max_concurrency: str = "",
+    cancel: str = "",
 ) -> ShapeRequest | None:
     """The TUI dialog's load fields (texts, blank = not given) → ShapeRequest, or None when every field is
     blank (a plain run). The rules are the CLI's: --soak runs for a duration, not --requests; --duration or
     --requests, not both; --sessions leaves out --load and --soak. LoadError names the field."""
     load, requests, duration, slo = load.strip(), requests.strip(), duration.strip(), slo.strip()
     soak, window, sessions, think_time = soak.strip(), window.strip(), sessions.strip(), think_time.strip()
-    if not any((load, requests, duration, slo, soak, window, sessions, think_time)):
+    extra = _workload_params(load, trace, trace_speed, max_concurrency, cancel)  # issue 26
+    if extra.get("trace"):
+        load = extra.pop("load")
+    if not any((load, requests, duration, slo, soak, window, sessions, think_time)) and not extra:
         return None
     if sessions or think_time:
+        if extra:
+            raise LoadError("agentic sessions take no trace, max in flight or cancel")
         if load or soak or requests or duration:
             raise LoadError("agentic sessions run closed-loop conversations: leave load and soak blank")
         if not sessions.isdigit() or not 1 <= int(sessions) <= MAX_CONCURRENCY:  # = bounds.MAX_SESSIONS
@@ -285,6 +296,8 @@ def shape_params(
             raise LoadError("a soak window needs a soak duration (e.g. 30m)")
         if requests:
             raise LoadError("a soak runs for its duration, not a number of requests")
+        if extra:
+            raise LoadError("trace, max in flight and cancel are for load runs, not a soak")
         return ShapeRequest(
             refs=refs or [],
             load=spec.text,
@@ -307,4 +320,29 @@ def shape_params(
         slo=slo_text,
         max_new_tokens=max_new_tokens,
         baseline=baseline,
+        **extra,
     )
+
+
+def _workload_params(load: str, trace: str, speed: str, cap: str, cancel: str) -> dict[str, Any]:
+    """The dialog's workload fields (issue 26) as ShapeRequest fields; the rules are cli/bench.py's."""
+    trace, speed, cap, cancel = trace.strip(), speed.strip(), cap.strip(), cancel.strip()
+    out: dict[str, Any] = {}
+    if speed and not trace:
+        raise LoadError("a trace speed needs a trace file")
+    if trace:
+        if load:
+            raise LoadError("a trace sends at its own timestamps: leave the load shape blank")
+        out |= {"trace": trace, "prompts": f"trace:{trace}", "load": parse_load(f"trace:{speed or '1'}").text}
+    if cap:
+        if not cap.isdigit() or not 1 <= int(cap) <= MAX_CONCURRENCY:
+            raise LoadError(f"max in flight {cap!r}: a whole number 1…{MAX_CONCURRENCY}")
+        if not trace and (not load or parse_load(load).closed_loop):
+            raise LoadError("max in flight caps an open loop: rate:, poisson:, gamma:, ramp: or a trace")
+        out["max_concurrency"] = int(cap)
+    if cancel:
+        try:
+            out["cancel"] = parse_cancel(cancel).text
+        except WorkloadError as e:
+            raise LoadError(str(e)) from None
+    return out

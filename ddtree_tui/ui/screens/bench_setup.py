@@ -111,7 +111,7 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         yield Select(baseline_opts, prompt="baseline: first selected", id="baseline")
         yield Label(
             "load shape (blank: the plain run above): sync | concurrency:1,2,4 | rate:R | poisson:R[,seed]"
-            " | sweep",
+            " | gamma:R,B | ramp:linear,1,8,30s | sweep",
             classes="field-label hint",
         )
         yield Input("", placeholder="e.g. concurrency:1,2,4,8", id="load")
@@ -125,6 +125,13 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             ("soak window", Input("", placeholder="10s", id="window")),
             ("agentic sessions", Input("", placeholder="e.g. 4", id="sessions")),
             ("think time", Input("", placeholder="0s", id="think-time")),
+        )
+        # workloads (issue 26): trace replay, a cap on an open loop, client cancellation (README: Workloads)
+        yield from _fields(
+            ("trace file", Input("", placeholder="mooncake .jsonl", id="trace")),
+            ("trace speed", Input("", placeholder="1", id="trace-speed")),
+            ("max in flight", Input("", placeholder="open loop cap", id="max-concurrency")),
+            ("cancel", Input("", placeholder="0.1,0.5s", id="cancel")),
         )
 
     def on_mount(self) -> None:
@@ -174,6 +181,10 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             shape = shape_params(
                 **field,
                 think_time=self.query_one("#think-time", Input).value,
+                trace=self.query_one("#trace", Input).value,
+                trace_speed=self.query_one("#trace-speed", Input).value,
+                max_concurrency=self.query_one("#max-concurrency", Input).value,
+                cancel=self.query_one("#cancel", Input).value,
                 refs=refs,
                 max_new_tokens=max_tokens,
                 baseline=base,
