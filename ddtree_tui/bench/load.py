@@ -120,8 +120,8 @@ def parse_load(text: str) -> LoadSpec:
         return _parse_workload_load(text, kind, rest)
     if not sep or kind not in ("concurrency", "rate", "poisson") or not rest.strip():
         raise LoadError(
-            f"--load {text!r}: expected sync, concurrency:1,2,4, rate:R, poisson:R[,seed], "
-            "gamma:R,BURSTINESS[,seed], ramp:linear|exp,START,END,DURATION or sweep"
+            f"--load {text!r}: expected sync, concurrency:1,2,4, rate:R, poisson:R[,seed], gamma:R,B, "
+            "ramp:… or sweep"
         )
     parts = [p.strip() for p in rest.split(",")]
     if any(not p for p in parts):
