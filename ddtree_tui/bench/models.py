@@ -371,6 +371,8 @@ class BenchRun(BaseModel):
     prompts_cycled: bool = False
     client: ClientStats | None = None
     client_bound: bool = False  # the client, not the server, limited what was measured: see client.reason
+    # --- workloads (issue 26): the seed generated prompts (gsp:, sharegpt: order, trace: text) were made with
+    seed: int | None = None
 
 
 class ShapeRunHead(BaseModel):

@@ -375,6 +375,7 @@ class BenchRunner:
             prompts_cycled=self.prompts_cycled,
             client=client,
             client_bound=bool(client and client.client_bound),
+            seed=self.req.seed,
         )
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
-from ddtree_tui.bench.models import BenchTarget, ShapeRequest
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, ShapeRequest
+from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.bench.workloads import arrivals
 from ddtree_tui.bench.workloads.trace import load_trace
 from ddtree_tui.sim.config import SimConfig
@@ -92,6 +93,31 @@ def test_gamma_with_a_cap_ramp_and_cancellation_seen_by_the_server() -> None:
     assert s2.planned == s2.sent == len(planned) == len(run2.results)
     assert run2.levels[0].services[0].offered_rate == pytest.approx(arrivals.planned_rate(planned))
     assert run2.levels[0].label == "ramp 4→12 req/s"
+
+
+@pytest.mark.slow
+def test_sharegpt_plain_run_takes_its_output_lengths_from_the_gpt_turns(tmp_path: Path) -> None:
+    f = tmp_path / "sg.json"
+    rows = [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {"from": "human", "value": f"question {i}"},
+                {"from": "gpt", "value": "w" * (8 * (i + 1))},
+            ],
+        }
+        for i in range(3)
+    ]
+    f.write_text(json.dumps(rows))
+    with _sim(decode_rate=400.0) as sim:
+        t = BenchTarget(ref="h/spec", base_url=sim.base_url, algorithm="dflash", mode="linear")
+        req = BenchRequest(prompts=f"sharegpt:{f},gpt-len", ignore_eos=True, warmup=0, seed=2)
+        run = asyncio.run(run_bench(req, [t]))
+    assert run.status == "complete" and run.failed == 0 and run.prompt_set == f"sharegpt:{f},gpt-len"
+    assert run.seed == 2
+    # the gpt reply of 8·(i+1) characters sets 2·(i+1) output tokens, through the server and back
+    assert {r.prompt_id: r.output_tokens for r in run.results} == {f"c{i}-{i}": 2 * (i + 1) for i in range(3)}
+    assert {p.id for p in run.prompts} == {"c0-0", "c1-1", "c2-2"}
 
 
 def _profile(tmp_path: Path) -> Path:

@@ -178,3 +178,27 @@ def test_sim_prefix_cache_pages_and_whole_prompts() -> None:
     assert c.hit_and_insert("ab") == 0
     c.clear()
     assert c.hit_and_insert("abcdefgh") == 0
+
+
+def test_dialog_workload_fields_follow_the_cli_rules() -> None:
+    from ddtree_tui.bench.load import shape_params
+
+    p = shape_params(trace="t.jsonl", trace_speed="2", cancel="0.1,200ms")
+    assert p is not None and (p.load, p.trace, p.prompts, p.cancel) == (
+        "trace:2",
+        "t.jsonl",
+        "trace:t.jsonl",
+        "0.1,0.2",
+    )
+    p = shape_params("gamma:4,0.5", requests="8", max_concurrency="3")
+    assert p is not None and (p.load, p.max_concurrency, p.requests) == ("gamma:4,0.5", 3, 8)
+    for kw, msg in (
+        ({"trace_speed": "2"}, "needs a trace file"),
+        ({"trace": "t.jsonl", "load": "rate:2"}, "leave the load shape blank"),
+        ({"load": "concurrency:4", "max_concurrency": "2"}, "caps an open loop"),
+        ({"load": "rate:4", "max_concurrency": "0"}, "max in flight '0'"),
+        ({"cancel": "2"}, "FRACTION must be above 0"),
+        ({"soak": "1m", "cancel": "0.1"}, "not a soak"),
+    ):
+        with pytest.raises(LoadError, match=msg):
+            shape_params(**kw)  # type: ignore[arg-type]
