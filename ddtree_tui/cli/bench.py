@@ -43,7 +43,6 @@ from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.bench.urls import url_list, url_ref
 from ddtree_tui.bench.workloads.base import WorkloadError
 from ddtree_tui.bench.workloads.cancel import parse_cancel
-from ddtree_tui.bench.workloads.record import describe
 from ddtree_tui.cli.args import BenchArgs
 from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
@@ -177,12 +176,6 @@ def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
     return out
 
 
-def _workload_lines(run: LoadRun) -> list[str]:
-    """What the workload planned and did, for stderr after a load run (record.describe: the same lines as the
-    HTML report's Workload section, from the JSON's figures)."""
-    return [f"load {run.id}: {line}" for line in describe(run.workload)] if run.workload else []
-
-
 # --- progress ------------------------------------------------------------------------------------------------
 class Progress:
     """Human progress lines on stderr from the fleet's events, counted by the one progress reducer (the
@@ -244,8 +237,6 @@ class Progress:
             )
             for ref, k in run.knee_lines().items():
                 self._line(f"load {run.id}: knee {ref}: {k}")
-            for line in _workload_lines(run):  # issue 26
-                self._line(line)
         elif kind == "soak_window":
             m = ev.metrics
             mem = ev.gpu_memory_mib()

@@ -1,7 +1,7 @@
 """The Workload section of a load run's HTML report (issue 26): the trace replayed and its prefix-cache
 hits, each level's schedule planned vs done (sends on time and late, lag, rates, concurrency), and the
-requests the client cancelled, in the sentences `bench/workloads/record.describe` gives the CLI, so the
-page and the terminal show the same figures."""
+requests the client cancelled, in the sentences of `bench/workloads/record.describe`, which also end the
+run's table (bench/tables.py): the page and the terminal show the same figures."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ def test_run_bench_trace_headless_json_and_html(tmp_path: Path) -> None:
     [c] = w["cancels"]
     assert s["sent"] == 24 and len(doc["results"]) + c["cancelled"] == 24 and doc["failed"] == 0
     assert w["trace"]["cached_tokens"]["local/a"] > 0
-    assert "prefix-cache hit tokens reported by the server" in p.stderr and "on time" in p.stderr
+    assert "prefix-cache hit tokens reported by the server" in p.stdout and "on time" in p.stdout
     page = html.read_text()
     assert "Workload" in page and "prefix-cache hit tokens" in page and "cancelled by the client" in page
     # a bad trace line: named, nothing run

@@ -126,7 +126,7 @@ def _f(x: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def describe(w: WorkloadRecord) -> list[str]:
-    """The record in sentences: the one text the CLI prints and the HTML report shows."""
+    """The record in sentences: the one text the run's table (bench/tables.py) and the HTML report show."""
     out = [f"workload {w.prompts}, arrivals {w.arrival}, seed {w.seed}"]
     if w.trace is not None:
         t = w.trace
