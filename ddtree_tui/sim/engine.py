@@ -237,10 +237,13 @@ class SimEngine:
                     }
                 )
         except (asyncio.CancelledError, ConnectionError):
-            # the client went away (aiohttp cancels the handler, or a write finds the socket closed): SGLang
-            # aborts such a request and frees its KV cache; logged so a client's cancellation can be seen
+            # the client went away (aiohttp cancels the handler, or a write finds the socket closed): SGLang's
+            # tokenizer manager aborts such a request (request.is_disconnected(), or the stream's abort task)
+            # and frees its KV cache, with this message; logged so a client's cancellation can be seen
             if not self._shutting_down:
-                self.log(f"Abort request rid={rid}: the client disconnected after {done} tokens")
+                self.log(
+                    f"Request is disconnected from the client side. Abort request rid={rid} ({done} tokens out)"
+                )
             raise
         finally:
             st.running -= 1

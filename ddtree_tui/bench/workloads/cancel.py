@@ -2,8 +2,10 @@
 fraction of the counted requests DELAY seconds after each is sent (default 0.5 s).
 
 The client closes the request's connection (bench/stream.py drops a connection whose response is not
-complete), which is how an SGLang server learns of it: its HTTP handler sees the disconnect and aborts the
-request, freeing its KV cache (the simulator logs "Abort request ... the client disconnected"). A
+complete), which is how an SGLang server learns of it: its tokenizer manager sees the disconnect
+(`request.is_disconnected()` while it waits, or the stream's abort task) and aborts the request, freeing its
+KV cache, logging "Request is disconnected from the client side. Abort request rid=..." (the simulator
+logs the same words). A
 request that ends before its delay is measured as usual. A cancelled request is counted apart: never a
 failure, never in the latency statistics (record.py `CancelStats`).
 

@@ -8,6 +8,8 @@ As SGLang does, the G × P prompts are shuffled (seeded by the run's --seed), so
 spread over the run and its prefix is hit from the cache after the first. The system prompt is sent as the
 conversation's system message (chat) or, rendered with the chat template, as the head of the text
 (/generate): either way the group's prompts share it as a prefix. OUT left out: the run's --max-new-tokens.
+vLLM's prefix-repetition dataset (N prefixes of a length, each followed by unique suffixes) is the same
+workload: gsp:N,PROMPTS/N,PREFIX,SUFFIX.
 """
 
 from __future__ import annotations
