@@ -435,7 +435,7 @@ class LoadRunner:
             duration_s=self.settings.duration_s,
             requests=self.settings.requests,
             rounds=self.rounds,
-            warmup=self.req.warmup,
+            warmup=0 if self.load.kind == "trace" else self.req.warmup,  # a trace replay has none
             slo=self.settings.slo,
             prompt_set=r.prompt_set,
             sampling=sp.model_dump(mode="json"),
@@ -485,7 +485,7 @@ class LoadRunner:
     def _workload_used(self) -> bool:
         req = self.req
         return bool(
-            self.load.kind in ("gamma", "ramp", "trace")
+            not self.load.closed_loop  # every open loop has a schedule to compare with what it sent
             or self._max_conc
             or self._cancel
             or req.seed is not None
