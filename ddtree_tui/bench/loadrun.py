@@ -317,7 +317,7 @@ class LoadRunner:
                     else None
                 )
                 # every service of a round sees the same arrivals and the same prompts in the same order
-                self._rng = random.Random(hash((self.load.seed or 0, idx, rnd)))
+                self._rng = random.Random(hash((self._arrival_seed, idx, rnd)))
                 if self._cancel is not None:  # and the same requests cancelled
                     self._picker = cancel.Picker(self._cancel, f"{self._seed}:{idx}:{rnd}")
                 self._next = rnd * 7919
@@ -457,6 +457,8 @@ class LoadRunner:
     # --- workloads (issue 26): schedules, trace replay, max concurrency, cancellation ---------------------------
     def _workload_init(self, req: BenchRequest, load: LoadSpec) -> None:
         self._seed = req.seed if req.seed is not None else (load.seed or 0)
+        # arrivals: the shape's own seed (poisson:R,SEED), else --seed (issue 26), else 0 as before
+        self._arrival_seed = load.seed if load.seed is not None else (req.seed or 0)
         self._max_conc: int | None = getattr(req, "max_concurrency", None)
         self._trace_file: str | None = getattr(req, "trace", None)
         cancel_text: str | None = getattr(req, "cancel", None)

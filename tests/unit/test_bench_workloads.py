@@ -202,3 +202,21 @@ def test_dialog_workload_fields_follow_the_cli_rules() -> None:
     ):
         with pytest.raises(LoadError, match=msg):
             shape_params(**kw)  # type: ignore[arg-type]
+
+
+def test_sharegpt_reads_entry_by_entry_and_stops_at_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ddtree_tui.bench.workloads import sharegpt
+
+    f = tmp_path / "big.json"
+    good = {"id": "a", "conversations": [{"from": "human", "value": "q"}]}
+    f.write_text("[" + json.dumps(good) + ", " + json.dumps(good) + ", {not json at all")
+    # the first two usable entries are all it reads: the broken rest of the file is never decoded
+    assert len(sharegpt.sharegpt_items(f"sharegpt:{f}", limit=2)) == 2
+    with pytest.raises(WorkloadError, match=r"big\.json:1: entry 2: not JSON"):
+        sharegpt.sharegpt_items(f"sharegpt:{f}", limit=3)
+    monkeypatch.setattr(sharegpt, "MAX_ENTRY_BYTES", 16)
+    monkeypatch.setattr(sharegpt, "READ_CHUNK", 8)
+    with pytest.raises(WorkloadError, match="entry 0: longer than 16 bytes"):
+        sharegpt.sharegpt_items(f"sharegpt:{f}")
