@@ -511,9 +511,11 @@ class LoadRunner:
         return self._sched.setdefault((t.ref, self._label), ScheduleLog())
 
     def _offered(self, t: BenchTarget, label: str, ls: LevelService) -> LevelService:
-        """A ramp's or a trace's offered rate is what its schedule planned (its mean), not one level."""
+        """A ramp's or a trace's offered rate is what its schedule planned (its mean), not one level; so is a
+        gamma level's (a bursty schedule of a few dozen draws can be far from its nominal rate, and "reached"
+        must judge the client's sending, not the draw). The nominal rate stays in the workload record."""
         log = self._sched.get((t.ref, label))
-        if self.load.kind in ("ramp", "trace") and log is not None:
+        if self.load.kind in ("ramp", "trace", "gamma") and log is not None:
             return ls.model_copy(update={"offered_rate": arrivals.planned_rate(log.planned)})
         return ls
 
@@ -521,7 +523,8 @@ class LoadRunner:
         log = self._sched.get((t.ref, label))
         if log is None:
             return
-        st = log.stats(t.ref, label, ls.offered_rate)
+        nominal = self._cur_level if self.load.kind in ("rate", "poisson", "gamma") else ls.offered_rate
+        st = log.stats(t.ref, label, nominal)
         self._schedules.append(
             st.model_copy(
                 update={

@@ -45,7 +45,7 @@ def test_trace_replay_hits_the_prefix_cache_and_records_its_schedule() -> None:
     assert w.trace.planned_duration_s == pytest.approx(tr.offsets(8)[-1])
     [s] = w.schedules
     assert s.planned == s.sent == 24 and s.on_time + s.late == 24 and s.lag_ms_max is not None
-    assert s.planned_rate == pytest.approx(23 / tr.offsets(8)[-1])
+    assert s.planned_rate == s.offered_rate == pytest.approx(23 / tr.offsets(8)[-1])
     # every prompt as long as its record says, its output length the record's
     by_id = {r.prompt_id: r for r in run.results}
     for i, rec in enumerate(tr.records):
@@ -76,7 +76,7 @@ def test_gamma_with_a_cap_ramp_and_cancellation_seen_by_the_server() -> None:
     assert w is not None and w.cancel == "0.5,0.15" and w.max_concurrency == 3
     [s] = w.schedules
     assert s.planned == s.sent == 12 and s.max_in_flight is not None and s.max_in_flight <= 3
-    assert s.planned_rate is not None and s.achieved_rate is not None
+    assert s.offered_rate == 20 and s.planned_rate is not None and s.achieved_rate is not None
     [c] = w.cancels
     # a request takes about a second (80 tokens at 100 tok/s, a third of the steps): none ends in 0.15 s
     assert c.picked >= 1 and c.cancelled == c.picked and c.finished_first == 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from ddtree_tui.bench.metrics import percentile
+from ddtree_tui.bench.workloads.arrivals import planned_rate
 
 ON_TIME_S = 0.010
 
@@ -30,7 +31,8 @@ class ScheduleStats(BaseModel):
     lag_ms_p50: float | None = None
     lag_ms_p99: float | None = None
     lag_ms_max: float | None = None
-    planned_rate: float | None = None  # req/s the schedule asked for (sends after the first / span)
+    offered_rate: float | None = None  # req/s the shape names (rate:R, gamma:R,B; a ramp's or trace's mean)
+    planned_rate: float | None = None  # req/s of this schedule's planned sends (after the first / span)
     achieved_rate: float | None = None  # req/s sent (LevelService.sent_rate, the same definition)
     max_concurrency: int | None = None  # the cap asked for (--max-concurrency), None: none
     mean_in_flight: float | None = None  # reached (LevelService, time-weighted)
@@ -104,7 +106,7 @@ class ScheduleLog:
     def sent(self, lag_s: float) -> None:
         self.lags.append(lag_s)
 
-    def stats(self, service: str, level: str, planned_rate: float | None) -> ScheduleStats:
+    def stats(self, service: str, level: str, offered_rate: float | None) -> ScheduleStats:
         ms = [max(0.0, x) * 1000.0 for x in self.lags]
         on = sum(1 for x in self.lags if x <= ON_TIME_S)
         return ScheduleStats(
@@ -117,7 +119,8 @@ class ScheduleLog:
             lag_ms_p50=percentile(ms, 50),
             lag_ms_p99=percentile(ms, 99),
             lag_ms_max=max(ms) if ms else None,
-            planned_rate=planned_rate,
+            offered_rate=offered_rate,
+            planned_rate=planned_rate(self.planned),
         )
 
 
@@ -144,7 +147,8 @@ def describe(w: WorkloadRecord) -> list[str]:
         out.append(
             f"{s.level} {s.service}: {s.sent}/{s.planned} sent, {s.on_time} on time, {s.late} late (lag p50 "
             f"{_f(s.lag_ms_p50, '{:.1f}')} / p99 {_f(s.lag_ms_p99, '{:.1f}')} / max {_f(s.lag_ms_max, '{:.1f}')} "
-            f"ms); rate planned {_f(s.planned_rate)} sent {_f(s.achieved_rate)} req/s; in flight mean "
+            f"ms); rate offered {_f(s.offered_rate)}, planned {_f(s.planned_rate)}, sent {_f(s.achieved_rate)} "
+            "req/s; in flight mean "
             f"{_f(s.mean_in_flight, '{:.1f}')} max {s.max_in_flight if s.max_in_flight is not None else '-'}{cap}"
         )
     for c in w.cancels:
