@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -494,7 +494,7 @@ class LoadRunner:
             or (isinstance(req.prompts, str) and req.prompts.startswith(("gsp:", "sharegpt:", "trace:")))
         )
 
-    def _offsets(self, rate: float) -> Any:
+    def _offsets(self, rate: float) -> Iterator[float]:
         """The planned send times of one segment (arrivals.py), seconds after its start."""
         kind = self.load.kind
         if kind == "trace":
