@@ -220,3 +220,54 @@ def test_sharegpt_reads_entry_by_entry_and_stops_at_its_bound(
     monkeypatch.setattr(sharegpt, "READ_CHUNK", 8)
     with pytest.raises(WorkloadError, match="entry 0: longer than 16 bytes"):
         sharegpt.sharegpt_items(f"sharegpt:{f}")
+
+
+def test_workload_options_reach_the_request_or_are_refused_by_name() -> None:
+    from ddtree_tui.bench.models import ShapeRequest
+    from ddtree_tui.cli import build_parser
+    from ddtree_tui.cli.args import BenchArgs
+    from ddtree_tui.cli.bench import build_request
+
+    p = build_parser()
+    group = next(g for g in p._action_groups if (g.title or "").startswith("benchmark workloads"))
+    dests = {a.dest for a in group._group_actions}
+    assert (
+        dests
+        == {"trace", "trace_speed", "max_concurrency", "cancel", "bench_seed"}
+        <= set(BenchArgs.model_fields)
+    )
+
+    def req(*argv: str) -> object:
+        return build_request(BenchArgs.of(p.parse_args(["--run-bench", *argv])), ["h/a"])
+
+    r = req(
+        "--trace",
+        str(SAMPLE),
+        "--trace-speed",
+        "3",
+        "--max-concurrency",
+        "4",
+        "--cancel",
+        "0.2",
+        "--seed",
+        "9",
+    )
+    assert isinstance(r, ShapeRequest)
+    assert (r.load, r.trace, r.prompts, r.max_concurrency, r.cancel, r.seed) == (
+        "trace:3", str(SAMPLE), f"trace:{SAMPLE}", 4, "0.2,0.5", 9,
+    )  # fmt: skip
+    r = req("--cancel", "0.5,1s")  # cancellation alone: a sync load run
+    assert isinstance(r, ShapeRequest) and (r.load, r.cancel) == ("sync", "0.5,1")
+    r = req("--prompts", "gsp:2,2,8,4", "--seed", "3")  # a workload's prompts alone: still a plain run
+    assert not isinstance(r, ShapeRequest) and (r.prompts, r.seed) == ("gsp:2,2,8,4", 3)
+    for argv, msg in (
+        (["--trace", "t.jsonl", "--load", "rate:2"], "leave out --load"),
+        (["--trace-speed", "2"], "needs --trace"),
+        (["--trace", "t.jsonl", "--trace-speed", "0"], "--trace-speed 0"),
+        (["--max-concurrency", "4"], "caps an open loop"),
+        (["--load", "concurrency:2", "--max-concurrency", "4"], "caps an open loop"),
+        (["--cancel", "0.1", "--workers", "2"], "leave out --workers"),
+        (["--cancel", "x"], "FRACTION 'x'"),
+    ):
+        with pytest.raises(LoadError, match=msg):
+            req(*argv)
