@@ -96,6 +96,29 @@ def test_gamma_with_a_cap_ramp_and_cancellation_seen_by_the_server() -> None:
 
 
 @pytest.mark.slow
+def test_a_seed_gives_every_service_the_same_arrivals_and_cancellations() -> None:
+    with _sim(decode_rate=100.0) as sim:
+        ts = [
+            BenchTarget(ref=f"h/{x}", base_url=sim.base_url, algorithm="dflash", mode="linear") for x in "ab"
+        ]
+        req = ShapeRequest(
+            prompts="gsp:2,3,64,8", max_new_tokens=40, ignore_eos=True, warmup=0, seed=5,
+            load="gamma:30,0.5", cancel="0.4,0.1",
+        )  # fmt: skip
+        run = asyncio.run(run_load(req, ts, parse_load("gamma:30,0.5"), LoadSettings(requests=10)))
+    w = run.workload
+    assert w is not None and run.rounds == 2
+    picked = {c.service: c.picked for c in w.cancels}
+    assert picked["h/a"] == picked["h/b"] >= 1  # the same draws in each round for both services
+    gone = {ref: sorted(x.prompt_id for x in w.cancelled if x.service == ref) for ref in ("h/a", "h/b")}
+    assert gone["h/a"] == gone["h/b"]
+    sent = {ref: sorted(r.prompt_id for r in run.results if r.service == ref) for ref in ("h/a", "h/b")}
+    assert sent["h/a"] == sent["h/b"]  # the same prompts, in the same order of draws
+    plans = {s.service: (s.planned, s.planned_rate) for s in w.schedules}
+    assert plans["h/a"] == plans["h/b"]  # the same planned schedule (its own rate, from the same gaps)
+
+
+@pytest.mark.slow
 def test_sharegpt_plain_run_takes_its_output_lengths_from_the_gpt_turns(tmp_path: Path) -> None:
     f = tmp_path / "sg.json"
     rows = [
