@@ -46,7 +46,7 @@ def _entries(p: Path) -> Iterator[tuple[int, int, Any]]:
     """(index, line, decoded entry) of the file's top-level array, one at a time."""
     dec = json.JSONDecoder()
     try:
-        f = p.open(encoding="utf-8")
+        f = p.open(encoding="utf-8-sig")  # a byte-order mark is not part of the JSON
     except FileNotFoundError:
         raise WorkloadError(f"{p}: ShareGPT file not found") from None
     except OSError as e:

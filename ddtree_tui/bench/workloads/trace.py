@@ -133,7 +133,7 @@ def load_trace(path: str | Path) -> Trace:
                 raise WorkloadError(f"{p}:{n}: line longer than {MAX_LINE_BYTES} bytes")
             digest.update(raw)
             try:
-                s = raw.decode("utf-8").strip()
+                s = raw.decode("utf-8-sig" if n == 1 else "utf-8").strip()
             except UnicodeDecodeError:
                 raise WorkloadError(f"{p}:{n}: not UTF-8 text") from None
             if not s or s.startswith("#"):
