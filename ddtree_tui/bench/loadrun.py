@@ -10,6 +10,12 @@ one service), so a drift in the machine hits them alike. A segment is either
 and lasts `--requests N` counted requests or `--duration S` seconds per service per level (split over the
 rounds). Before each level each service gets `warmup` uncounted requests at that level's width.
 
+Workloads (issue 26, bench/workloads/): an open loop's send times come from arrivals.py (rate, poisson,
+gamma, ramp; a trace's timestamps / speed, each service replaying the whole trace, one round); each send's
+lag behind its planned time is logged, `--max-concurrency` caps what is in flight, `--cancel` aborts a
+seeded share of the requests after a delay (counted apart, never failed). What was planned and what was
+done is `LoadRun.workload`.
+
 Saturation (the stop of a ladder, and the knee) is defined in levels.py, with the level statistics. What each
 level reached is counted here (`_Flight`: requests in flight over time, sends) and judged there: a level that
 did not reach what was asked is shown as such and never used for saturation or the knee.
@@ -26,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,12 +51,23 @@ from ddtree_tui.bench.levels import (
     with_reach,
 )
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, BenchUsageError, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.results import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.worker import Worker
+from ddtree_tui.bench.workloads import arrivals, cancel
+from ddtree_tui.bench.workloads.base import WorkloadError
+from ddtree_tui.bench.workloads.record import (
+    CancelledRequest,
+    CancelStats,
+    ScheduleLog,
+    ScheduleStats,
+    TraceInfo,
+    WorkloadRecord,
+)
+from ddtree_tui.bench.workloads.trace import Trace, load_trace
 
 MAX_IN_FLIGHT = 512
 
@@ -138,6 +155,9 @@ class LoadRunner:
     ) -> None:
         self.settings = settings = settings or LoadSettings()
         hooks = hooks or RunHooks()
+        trace_file = getattr(req, "trace", None)
+        if load.kind == "trace" and trace_file and req.prompts != f"trace:{trace_file}":
+            req = req.model_copy(update={"prompts": f"trace:{trace_file}"})  # the trace's own prompts
         if settings.duration_s is not None and settings.requests is not None:
             raise ValueError("give --duration or --requests, not both")
         self.runner = hooks.runner(req, targets)
@@ -156,6 +176,8 @@ class LoadRunner:
         self._label = ""
         self._cur_level = 0.0
         self._flights: dict[str, _Flight] = {}
+        self._picker: cancel.Picker | None = None
+        self._workload_init(req, load)
 
     @property
     def prompts(self) -> list[Prompt]:
@@ -165,9 +187,11 @@ class LoadRunner:
         self.runner._emit(ev)
 
     def _budget(self, level: float) -> int | None:
-        """Counted requests per service per level (None: by duration)."""
+        """Counted requests per service per level (None: by duration, or a ramp's or trace's own end)."""
         if self.settings.duration_s is not None:
             return None
+        if self.load.kind in ("ramp", "trace"):
+            return self.settings.requests
         if self.settings.requests is not None:
             return self.settings.requests
         return max(2 * int(level), 4) if self.load.closed_loop else max(8, int(4 * level))
@@ -207,33 +231,44 @@ class LoadRunner:
     ) -> None:
         tasks: set[asyncio.Task[Any]] = set()
         issued = 0
-        at = time.monotonic()
+        t0 = time.monotonic()
+        cap = min(MAX_IN_FLIGHT, self._max_conc or MAX_IN_FLIGHT)
+        log = self._sched_log(t)
         try:
-            while (n is None or issued < n) and (deadline is None or at < deadline):
+            for off in self._offsets(rate):
+                at = t0 + off
+                if not ((n is None or issued < n) and (deadline is None or at < deadline)):
+                    break
+                log.plan(off)
                 wait = at - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                while len(tasks) >= MAX_IN_FLIGHT:
+                while len(tasks) >= cap:
                     await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                task = asyncio.ensure_future(self._send(client, t, self._prompt(), rnd))
+                task = asyncio.ensure_future(self._send(client, t, self._prompt(), rnd, planned=at))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 issued += 1
-                gap = self._rng.expovariate(rate) if self.load.kind == "poisson" else 1.0 / rate
-                at += gap
             if tasks:
                 await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
 
-    async def _send(self, client: StreamClient, t: BenchTarget, p: Prompt, rnd: int) -> None:
+    async def _send(
+        self, client: StreamClient, t: BenchTarget, p: Prompt, rnd: int, planned: float | None = None
+    ) -> None:
         r = self.runner
         seq = len(r.order)
         r.order.append(f"{t.ref} {p.id} {self._label} r{rnd + 1}")
+        if planned is not None:
+            self._sched_log(t).sent(time.monotonic() - planned)
         flight = self._flights.setdefault(t.ref, _Flight())
         flight.enter()
         try:
+            if self._picker is not None and self._picker.pick():
+                await self._cancellable(client, t, p, rnd, seq)
+                return
             await r._one(client, t, p, rnd, seq, False)
         finally:
             flight.leave()
@@ -244,7 +279,8 @@ class LoadRunner:
                 break
 
     async def _warmup(self, client: StreamClient, t: BenchTarget, width: int) -> None:
-        if self.req.warmup <= 0:
+        # a trace's warm-up would fill the very prefix cache the replay measures
+        if self.req.warmup <= 0 or self.load.kind == "trace":
             return
         n = self.req.warmup * max(1, min(width, 64))
         r = self.runner
@@ -281,7 +317,9 @@ class LoadRunner:
                     else None
                 )
                 # every service of a round sees the same arrivals and the same prompts in the same order
-                self._rng = random.Random(hash((self.load.seed or 0, idx, rnd)))
+                self._rng = random.Random(hash((self._arrival_seed, idx, rnd)))
+                if self._cancel is not None:  # and the same requests cancelled
+                    self._picker = cancel.Picker(self._cancel, f"{self._seed}:{idx}:{rnd}")
                 self._next = rnd * 7919
                 k0 = len(r.spans.get(t.ref, []))
                 res0 = {x.seq for x in r.results}
@@ -308,7 +346,9 @@ class LoadRunner:
                 t, rs, busy.get(t.ref, 0.0), self.settings.slo, None if self.load.closed_loop else level
             )
             ls = ls.model_copy(update={"segment_throughput": seg_thr.get(t.ref, [])})
+            ls = self._offered(t, label, ls)
             ls = self._flights[t.ref].reached(ls, self.load.closed_loop, width)
+            self._level_record(t, label, ls)
             # against the last level this service reached (one it did not reach is no reference)
             prev = next(
                 (s for lv in reversed(self.levels) for s in lv.services if s.service == t.ref and s.reached),
@@ -395,7 +435,7 @@ class LoadRunner:
             duration_s=self.settings.duration_s,
             requests=self.settings.requests,
             rounds=self.rounds,
-            warmup=self.req.warmup,
+            warmup=0 if self.load.kind == "trace" else self.req.warmup,  # a trace replay has none
             slo=self.settings.slo,
             prompt_set=r.prompt_set,
             sampling=sp.model_dump(mode="json"),
@@ -411,6 +451,145 @@ class LoadRunner:
             stopped=self.stopped,
             failed=sum(1 for x in r.results if not x.ok),
             results=sorted(r.results, key=lambda x: x.seq),
+            workload=self._workload_record(),
+        )
+
+    # --- workloads (issue 26): schedules, trace replay, max concurrency, cancellation ---------------------------
+    def _workload_init(self, req: BenchRequest, load: LoadSpec) -> None:
+        self._seed = req.seed if req.seed is not None else (load.seed or 0)
+        # arrivals: the shape's own seed (poisson:R,SEED), else --seed (issue 26), else 0 as before
+        self._arrival_seed = load.seed if load.seed is not None else (req.seed or 0)
+        self._max_conc: int | None = getattr(req, "max_concurrency", None)
+        self._trace_file: str | None = getattr(req, "trace", None)
+        cancel_text: str | None = getattr(req, "cancel", None)
+        self._trace: Trace | None = None
+        self._trace_offsets: list[float] = []
+        try:
+            self._cancel = cancel.parse_cancel(cancel_text) if cancel_text else None
+            if load.kind == "trace":
+                if not self._trace_file:
+                    raise BenchUsageError("a trace load needs the trace file (--trace FILE)")
+                self._trace = load_trace(self._trace_file)
+                self._trace_offsets = self._trace.offsets(load.levels[0])
+        except WorkloadError as e:
+            raise BenchUsageError(str(e)) from None
+        if self._cancel is not None and req.workers > 1:
+            raise BenchUsageError("--cancel closes requests on this process's loop: use --workers 1")
+        if load.kind in ("ramp", "trace"):
+            self.rounds = 1  # a ramp and a trace run their whole schedule once per service
+        self._picker = None
+        self._sched: dict[tuple[str, str], ScheduleLog] = {}
+        self._schedules: list[ScheduleStats] = []
+        self._cancel_counts: dict[tuple[str, str], CancelStats] = {}
+        self._cancelled: list[CancelledRequest] = []
+
+    @property
+    def _workload_used(self) -> bool:
+        req = self.req
+        return bool(
+            not self.load.closed_loop  # every open loop has a schedule to compare with what it sent
+            or self._max_conc
+            or self._cancel
+            or req.seed is not None
+            or (isinstance(req.prompts, str) and req.prompts.startswith(("gsp:", "sharegpt:", "trace:")))
+        )
+
+    def _offsets(self, rate: float) -> Iterator[float]:
+        """The planned send times of one segment (arrivals.py), seconds after its start."""
+        kind = self.load.kind
+        if kind == "trace":
+            return arrivals.fixed_offsets(self._trace_offsets)
+        if kind == "ramp" and self.load.ramp is not None:
+            return arrivals.ramp_offsets(self.load.ramp)
+        if kind == "gamma":
+            return arrivals.gamma_offsets(rate, self.load.burstiness or 1.0, self._rng)
+        if kind == "poisson":
+            return arrivals.poisson_offsets(rate, self._rng)
+        return arrivals.rate_offsets(rate)
+
+    def _sched_log(self, t: BenchTarget) -> ScheduleLog:
+        return self._sched.setdefault((t.ref, self._label), ScheduleLog())
+
+    def _offered(self, t: BenchTarget, label: str, ls: LevelService) -> LevelService:
+        """A ramp's or a trace's offered rate is what its schedule planned (its mean), not one level; so is a
+        gamma level's (a bursty schedule of a few dozen draws can be far from its nominal rate, and "reached"
+        must judge the client's sending, not the draw). The nominal rate stays in the workload record."""
+        log = self._sched.get((t.ref, label))
+        if self.load.kind in ("ramp", "trace", "gamma") and log is not None:
+            return ls.model_copy(update={"offered_rate": arrivals.planned_rate(log.planned)})
+        return ls
+
+    def _level_record(self, t: BenchTarget, label: str, ls: LevelService) -> None:
+        log = self._sched.get((t.ref, label))
+        if log is None:
+            return
+        nominal = self._cur_level if self.load.kind in ("rate", "poisson", "gamma") else ls.offered_rate
+        st = log.stats(t.ref, label, nominal)
+        self._schedules.append(
+            st.model_copy(
+                update={
+                    "achieved_rate": ls.sent_rate,
+                    "max_concurrency": self._max_conc,
+                    "mean_in_flight": ls.mean_in_flight,
+                    "max_in_flight": ls.max_in_flight,
+                }
+            )
+        )
+
+    async def _cancellable(self, client: StreamClient, t: BenchTarget, p: Prompt, rnd: int, seq: int) -> None:
+        """A request picked for cancellation: measured as usual when it ends within the delay, else its
+        connection is closed and it is recorded apart."""
+        assert self._cancel is not None
+        key = (t.ref, self._label)
+        sent = time.time()
+        cancelled, _ = await cancel.cancel_after(
+            self.runner._one(client, t, p, rnd, seq, False), self._cancel.delay_s
+        )
+        # read after the wait: other requests of the level were counted meanwhile
+        cs = self._cancel_counts.setdefault(key, CancelStats(service=t.ref, level=key[1]))
+        upd = {"picked": cs.picked + 1}
+        if cancelled:
+            upd["cancelled"] = cs.cancelled + 1
+            self._cancelled.append(
+                CancelledRequest(
+                    service=t.ref, prompt_id=p.id, seq=seq, level=self._cur_level, started_at=sent,
+                    delay_s=self._cancel.delay_s,
+                )
+            )  # fmt: skip
+        else:
+            upd["finished_first"] = cs.finished_first + 1
+        self._cancel_counts[key] = cs.model_copy(update=upd)
+
+    def _workload_record(self) -> WorkloadRecord | None:
+        if not self._workload_used:
+            return None
+        trace = None
+        if self._trace is not None:
+            tr = self._trace
+            cached: dict[str, int] = {}
+            share: dict[str, float | None] = {}
+            for t in self.runner.targets:
+                ok = [x for x in self.runner.results if x.service == t.ref and x.ok]
+                cached[t.ref] = sum(x.cached_tokens or 0 for x in ok)
+                sent = sum(x.prompt_tokens or 0 for x in ok)
+                share[t.ref] = cached[t.ref] / sent if sent else None
+            offs = self._trace_offsets
+            trace = TraceInfo(
+                path=tr.path, sha256=tr.sha256, requests=len(tr.records), speed=self.load.levels[0],
+                planned_duration_s=(offs[-1] - offs[0]) if offs else 0.0,
+                prompt_tokens=sum(x.input_length for x in tr.records), ideal_hit_tokens=tr.ideal_hit_tokens(),
+                cached_tokens=cached, cached_share=share,
+            )  # fmt: skip
+        return WorkloadRecord(
+            seed=self._seed,
+            prompts=self.runner.prompt_set,
+            arrival=self.load.text,
+            max_concurrency=self._max_conc,
+            trace=trace,
+            schedules=list(self._schedules),
+            cancel=self._cancel.text if self._cancel else None,
+            cancels=list(self._cancel_counts.values()),
+            cancelled=list(self._cancelled),
         )
 
 

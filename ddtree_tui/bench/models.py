@@ -109,6 +109,9 @@ class BenchRequest(BaseModel):
         default=False,
         description="OpenAI APIs: ask for SGLang's per-request spec details (return_spec_tokens_details)",
     )
+    # --- workloads (issue 26): the seed of generated prompts (gsp:, trace: text, sharegpt: order), arrivals
+    # and cancellation picks; None: 0 (a run is reproducible either way, the seed is recorded)
+    seed: int | None = Field(default=None, description="seed of generated prompts, arrivals, cancellations")
 
     @property
     def prompt_set(self) -> str:
@@ -147,6 +150,13 @@ class ShapeRequest(BenchRequest):
     sessions: int | None = Field(default=None, ge=1, description="agentic: conversations at once")
     turns: int = Field(default=6, ge=1)
     think_time_s: float = Field(default=0.0, ge=0)
+    # --- workloads (issue 26): bench/workloads/. `trace` the mooncake JSONL replayed (load "trace:SPEED"),
+    # `max_concurrency` caps an open loop's requests in flight, `cancel` is "FRACTION,DELAY"
+    trace: str | None = Field(default=None, description="mooncake-format JSONL trace replayed (--trace)")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, le=4096, description="open loop: in flight at most"
+    )
+    cancel: str | None = Field(default=None, description="FRACTION,DELAY: requests aborted by the client")
 
     @property
     def what(self) -> str:
@@ -383,6 +393,8 @@ class BenchRun(BaseModel):
     # --- issue 26 (W-GPU): GPU telemetry and energy of the run (--energy), per-request acceptance per service
     energy: RunEnergy | None = None
     acceptance: list[AcceptanceSummary] = Field(default_factory=list)
+    # --- workloads (issue 26): the seed generated prompts (gsp:, sharegpt: order, trace: text) were made with
+    seed: int | None = None
 
 
 class ShapeRunHead(BaseModel):

@@ -1,5 +1,6 @@
 """Prompt sets: seed3 (the reference deployment's three prompts), agentic (multi-turn coding-agent
-conversations whose history grows each turn), longctx (a few thousand tokens of context) and FILE.jsonl.
+conversations whose history grows each turn), longctx (a few thousand tokens of context), FILE.jsonl, and
+the workloads of bench/workloads/ (issue 26): gsp:G,P,SYS,Q[,OUT], sharegpt:FILE[,gpt-len], trace:FILE.
 
 Each prompt carries chat messages; `/generate` gets them rendered with a ChatML-style template so the two
 APIs see the same conversation. Acceptance differs a lot between code, prose and short answers, which is why
@@ -17,6 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.bounds import MAX_NEW_TOKENS, MAX_PROMPTS
+from ddtree_tui.bench.workloads.base import WorkItem, WorkloadError
+from ddtree_tui.bench.workloads.gsp import gsp_items, parse_gsp
+from ddtree_tui.bench.workloads.sharegpt import sharegpt_items
+from ddtree_tui.bench.workloads.trace import load_trace, trace_items
 
 SETS = ("seed3", "agentic", "longctx")
 
@@ -261,8 +266,10 @@ def _parse_jsonl(p: Path, lines: Iterable[str]) -> list[Prompt]:
     return out
 
 
-def load_prompts(spec: str) -> list[Prompt]:
-    """A set name or a .jsonl path."""
+def load_prompts(spec: str, seed: int | None = None) -> list[Prompt]:
+    """A set name, a workload (gsp:, sharegpt:, trace:; generated with `seed`) or a .jsonl path."""
+    if spec.startswith(WORKLOAD_PREFIXES):
+        return workload_prompts(spec, seed or 0)
     if spec == "seed3":
         return seed3()
     if spec == "agentic":
@@ -326,3 +333,29 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     if not out:
         raise PromptError(f"{p}: no conversations")
     return out
+
+
+# --- workloads (issue 26): generated and public-format prompt sources, bench/workloads/ -------------------------
+WORKLOAD_PREFIXES = ("gsp:", "sharegpt:", "trace:")
+
+
+def _from_item(w: WorkItem) -> Prompt:
+    if w.raw:
+        return Prompt(id=w.id, title=w.title, text=w.text, max_new_tokens=w.max_new_tokens)
+    msgs = ([{"role": "system", "content": w.system}] if w.system is not None else []) + _user(w.text)
+    return Prompt(id=w.id, title=w.title, messages=msgs, max_new_tokens=w.max_new_tokens)
+
+
+def workload_prompts(spec: str, seed: int = 0) -> list[Prompt]:
+    """`gsp:G,P,SYS,Q[,OUT]`, `sharegpt:FILE[,gpt-len]` or `trace:FILE` as prompts; PromptError names the
+    file, line and field (or the spec)."""
+    try:
+        if spec.startswith("gsp:"):
+            items = gsp_items(parse_gsp(spec), seed)
+        elif spec.startswith("sharegpt:"):
+            items = sharegpt_items(spec, seed)
+        else:
+            items = trace_items(load_trace(spec.partition(":")[2]), seed)
+    except WorkloadError as e:
+        raise PromptError(str(e)) from None
+    return [_from_item(w) for w in items]

@@ -54,9 +54,14 @@ JSON schema (`--json FILE`, and each line of the history file), `"schema": 1`:
   "requests_per_batch": 1, "prompts_cycled": false,   # fewer prompts than the concurrency: cycled
   "client": {"workers": 1, "cpu_s": 0.4, "cpu_core_max": 0.2, "loop_lag_ms_p99": 2.3, "cpu_us_per_token": 3.2,
              "client_bound": false, "reason": null, ...},   # the client's self-check (loadmon.py)
-  "client_bound": false             # true: the client limited the numbers, not the server
+  "client_bound": false,            # true: the client limited the numbers, not the server
+  "seed": null                      # workloads (issue 26): --seed of generated prompts (gsp:, sharegpt:)
 }
 ```
+Workloads (issue 26): `prompt_set` may also be `gsp:G,P,SYS,Q[,OUT]`, `sharegpt:FILE[,gpt-len]` or
+`trace:FILE`; a `--load` / `--trace` run (schema 2) carries `workload` (bench/workloads/record.py: `seed`,
+`prompts`, `arrival`, `max_concurrency`, `trace`, `schedules[]`, `cancel`, `cancels[]`, `cancelled[]`;
+README, Workloads).
 (summary rows also carry `request_throughput`, requests/s, and `reads` / `coalesced_reads`, summed over the
 successful requests.)
 Times are seconds unless the name says `_ms`; rates are tokens per second; a value that could not be

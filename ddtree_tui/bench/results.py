@@ -33,6 +33,7 @@ from ddtree_tui.bench.models import (
     TargetInfo,
     TokensReceived,
 )
+from ddtree_tui.bench.workloads.record import WorkloadRecord
 from ddtree_tui.model.identity import TargetIdentity
 
 LOAD_SCHEMA = 2
@@ -69,6 +70,8 @@ class LoadRun(ShapeRunHead):
     energy: RunEnergy | None = None
     level_energy: list[LevelEnergy] = Field(default_factory=list)
     acceptance: list[AcceptanceSummary] = Field(default_factory=list)
+    # --- workloads (issue 26): the schedule planned vs done, the trace replayed, cancellations (counted apart)
+    workload: WorkloadRecord | None = None
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was

@@ -134,7 +134,7 @@ class BenchRunner:
         self.gates = dict(gates or {})
         self.where = dict(where or {})
         if isinstance(req.prompts, str):
-            self.prompts = load_prompts(req.prompts)
+            self.prompts = load_prompts(req.prompts, seed=req.seed)
             self.prompt_set = req.prompts
         else:
             self.prompts = list(req.prompts)
@@ -375,6 +375,7 @@ class BenchRunner:
             prompts_cycled=self.prompts_cycled,
             client=client,
             client_bound=bool(client and client.client_bound),
+            seed=self.req.seed,
         )
 
 

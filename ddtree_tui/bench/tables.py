@@ -10,6 +10,7 @@ from typing import Any
 from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.models import RequestResult
 from ddtree_tui.bench.results import AgenticRun, BenchRun, LevelService, LoadRun, ShapeRun, SoakRun
+from ddtree_tui.bench.workloads.record import describe
 
 
 def _f0(x: Any, fmt: str = "{:.0f}") -> str:
@@ -121,6 +122,8 @@ def load_table(run: LoadRun) -> str:
             + (f" ({se.note})" if se.note else "")
             for se in le.energy.services
         ]
+    if run.workload is not None:  # issue 26: the sentences the HTML report's Workload section shows
+        lines += ["", *describe(run.workload)]
     return "\n".join(lines) + "\n"
 
 

@@ -183,7 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--run-bench", action="store_true", help="run a benchmark headless; table on stdout")
     b.add_argument("--services", metavar="HOST/SVC,...", help="services to compare (default: all)")
     b.add_argument(
-        "--prompts", metavar="SET|FILE.jsonl", default="seed3", help="seed3, agentic, longctx or a file"
+        "--prompts",
+        metavar="SET|FILE.jsonl",
+        default="seed3",
+        help="seed3, agentic, longctx, a FILE.jsonl, gsp:G,P,SYS,Q[,OUT] or sharegpt:FILE[,gpt-len]",
     )
     b.add_argument("--repeats", type=int, default=1, metavar="N", help="measured requests per prompt")
     b.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests first")
@@ -272,6 +275,30 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-prompt rows as CSV")
     b.add_argument("--html", dest="html_out", metavar="FILE", help="a self-contained HTML report of the run")
     b.add_argument("--history", metavar="FILE", help=f"history file (default {paths.BENCH_HISTORY})")
+    # --- workloads (issue 26): trace replay, arrival caps, cancellation, the seed (README: Workloads) --------
+    w = p.add_argument_group(
+        "benchmark workloads (--run-bench; prompts also gsp:G,P,SYS,Q[,OUT], sharegpt:FILE)"
+    )
+    w.add_argument("--trace", metavar="FILE.jsonl", help="replay a mooncake-format trace at its timestamps")
+    w.add_argument("--trace-speed", type=float, metavar="F", help="trace timestamps / F (2: twice as fast)")
+    w.add_argument(
+        "--max-concurrency",
+        type=int,
+        metavar="N",
+        help="open loop (rate, poisson, gamma, ramp, trace): at most N in flight",
+    )
+    w.add_argument(
+        "--cancel",
+        metavar="FRACTION[,DELAY]",
+        help="abort that share of requests DELAY (default 0.5 s) after sending",
+    )
+    w.add_argument(
+        "--seed",
+        dest="bench_seed",
+        type=int,
+        metavar="N",
+        help="seed of generated prompts, arrivals, cancellations",
+    )
 
     sub = p.add_subparsers(dest="mode", metavar="MODE")
 

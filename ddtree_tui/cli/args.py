@@ -250,3 +250,9 @@ class BenchArgs(CliArgs):
     csv_out: str | None = None
     html_out: str | None = None
     history: str | None = None
+    # --- workloads (issue 26): bench/workloads/; cli/bench.py turns them into ShapeRequest fields
+    trace: str | None = None
+    trace_speed: float | None = None
+    max_concurrency: int | None = None
+    cancel: str | None = None
+    bench_seed: int | None = None

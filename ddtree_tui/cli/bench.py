@@ -34,13 +34,15 @@ from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import bounds, history, report
-from ddtree_tui.bench.load import LoadError, parse_duration, parse_load, parse_slo
+from ddtree_tui.bench.load import MAX_TRACE_SPEED, LoadError, parse_duration, parse_load, parse_slo
 from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchUsageError, ShapeRequest
 from ddtree_tui.bench.progress import BenchProgress
 from ddtree_tui.bench.prompts import PromptError, load_conversations, load_prompts
 from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, TurnResult
 from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.bench.urls import url_list, url_ref
+from ddtree_tui.bench.workloads.base import WorkloadError
+from ddtree_tui.bench.workloads.cancel import parse_cancel
 from ddtree_tui.cli.args import BenchArgs
 from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
@@ -79,8 +81,12 @@ def _shape_fields(ns: BenchArgs) -> dict[str, Any] | None:
     """The load shape asked for (ShapeRequest's fields), or None for a plain run (--concurrency N alone
     stays the one-level run); LoadError names the option that is wrong."""
     text, dur, nreq, slo, soak, window = ns.load, ns.duration, ns.requests, ns.slo, ns.soak, ns.window
+    workload = _workload_fields(ns)  # issue 26: --trace, --max-concurrency, --cancel
+    if workload.get("trace"):
+        text = f"trace:{ns.trace_speed or 1.0:g}"
     if text is None and dur is None and nreq is None and slo is None and not soak and window is None:
-        return None
+        if not workload:
+            return None
     if (soak or window is not None) and dur is None:
         raise LoadError("--soak needs --duration (e.g. --duration 30m)")
     if (soak or window is not None) and nreq is not None:
@@ -103,6 +109,7 @@ def _shape_fields(ns: BenchArgs) -> dict[str, Any] | None:
         "soak": soak,
         "window_s": parse_duration(window, "--window") if window is not None else 10.0,
         "soak_log": log,
+        **workload,
     }
 
 
@@ -118,6 +125,10 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         "baseline": ns.baseline, "force": ns.force,
         "energy": ns.energy, "spec_details": ns.spec_details,  # issue 26 (W-GPU)
     }  # fmt: skip
+    if ns.trace:  # issue 26: a trace brings its own prompts
+        fields["prompts"] = f"trace:{ns.trace}"
+    if ns.bench_seed is not None:
+        fields["seed"] = ns.bench_seed
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout
     if ns.sessions is not None:
@@ -126,6 +137,44 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         )
     shape = _shape_fields(ns)
     return ShapeRequest(**fields, **shape) if shape is not None else BenchRequest(**fields)
+
+
+# --- workloads (issue 26): --trace, --trace-speed, --max-concurrency, --cancel, --seed ------------------------
+def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
+    """ShapeRequest's workload fields asked for ({} when none); LoadError names the option."""
+    out: dict[str, Any] = {}
+    if ns.trace_speed is not None and not ns.trace:
+        raise LoadError("--trace-speed needs --trace FILE")
+    if ns.trace:
+        if ns.load is not None:
+            raise LoadError("--trace sends at the trace's timestamps: leave out --load")
+        if ns.soak or ns.sessions is not None:
+            raise LoadError("--trace is a load run of its own: leave out --soak and --sessions")
+        if ns.trace_speed is not None and not 0 < ns.trace_speed <= MAX_TRACE_SPEED:
+            raise LoadError(
+                f"--trace-speed {ns.trace_speed:g}: a factor above 0 and at most {MAX_TRACE_SPEED:g}"
+            )
+        out["trace"] = ns.trace
+    if ns.max_concurrency is not None:
+        if not 1 <= ns.max_concurrency <= bounds.MAX_CONCURRENCY:
+            raise LoadError(
+                f"--max-concurrency {ns.max_concurrency}: a whole number 1…{bounds.MAX_CONCURRENCY}"
+            )
+        if not ns.trace and (ns.load is None or parse_load(ns.load).closed_loop):
+            raise LoadError(
+                "--max-concurrency caps an open loop: give --load rate:, poisson:, gamma: or ramp:, or --trace"
+            )
+        out["max_concurrency"] = ns.max_concurrency
+    if ns.cancel is not None:
+        try:
+            out["cancel"] = parse_cancel(ns.cancel).text
+        except WorkloadError as e:
+            raise LoadError(str(e)) from None
+        if ns.workers > 1:
+            raise LoadError("--cancel closes requests on the client's own loop: leave out --workers")
+        if ns.soak or ns.sessions is not None:
+            raise LoadError("--cancel is for --load and --trace runs")
+    return out
 
 
 # --- progress ------------------------------------------------------------------------------------------------
@@ -467,7 +516,10 @@ def cli_main(ns: BenchArgs) -> int:
             if ns.prompts != "agentic":
                 load_conversations(ns.prompts)
         else:
-            n = len(load_prompts(ns.prompts))
+            if ns.trace and ns.prompts != "seed3":
+                raise PromptError("--trace brings its own prompts: leave out --prompts")
+            spec = f"trace:{ns.trace}" if ns.trace else ns.prompts
+            n = len(load_prompts(spec, seed=ns.bench_seed))
             if too_big := bounds.plan_problem(n, ns.repeats, len(urls) or len(chosen)):
                 raise PromptError(too_big)
     except PromptError as e:

@@ -21,6 +21,7 @@ from ddtree_tui.bench.tables import reached_cell, shape_table
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.gpuaccept import load_sections
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
+from ddtree_tui.report.workloadhtml import workload_section
 
 
 def level_chart(run: LoadRun) -> ch.Chart | None:
@@ -177,6 +178,7 @@ def render_load(run: LoadRun) -> str:
     knee = "; ".join(f"{e(k)}: {e(v)}" for k, v in run.knee_lines().items())
     body.append(f"<p>Knee: {knee}." + (f" Stopped: {e(run.stopped)}." if run.stopped else "") + "</p>")
     body += load_sections(run)  # issue 26 (W-GPU): GPU energy per level, per-request acceptance
+    body += workload_section(run)  # issue 26: trace, schedule planned vs done, cancellations
     charts = [c for _, fn in LOAD_CHARTS if (c := fn(run)) is not None]
     if charts:
         body.append(charts_section(charts))

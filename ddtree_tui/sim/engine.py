@@ -30,22 +30,11 @@ from ddtree_tui.sim.config import (
 )
 from ddtree_tui.sim.logs import decode_line, log_prefix, prefill_line
 from ddtree_tui.sim.metrics import SimStats
+from ddtree_tui.sim.prefixcache import PrefixCache
 
 
 class Drop(Exception):
     """Close the connection without finishing the response."""
-
-
-def _common_prefix_len(a: str, b: str) -> int:
-    """Characters a and b share at the start (binary search over slices: fast for long prompts)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 class SimEngine:
@@ -59,7 +48,7 @@ class SimEngine:
         self._runner: web.AppRunner | None = None
         self._started = 0.0
         self._shutting_down = False
-        self._cache: list[str] = []
+        self._cache = PrefixCache(CACHE_PAGE_CHARS)
         self.port: int = self.cfg.port
         self.exited = asyncio.Event()  # set when the exit fault fired (in-process mode)
         self._active: set[asyncio.Task[Any]] = set()  # generation handlers, cancelled on stop
@@ -121,17 +110,9 @@ class SimEngine:
 
     def _cached_tokens(self, prompt: str) -> int:
         """The radix cache's hit: the longest prefix shared with any earlier prompt (whole pages of
-        CACHE_PAGE_CHARS characters), as SGLang's RadixAttention reuses a shared system prompt too."""
-        best = 0
-        for p in self._cache:
-            if len(p) <= best:
-                continue
-            n = _common_prefix_len(prompt, p)
-            n = n if n == len(p) else n - n % CACHE_PAGE_CHARS
-            best = max(best, n)
-        if prompt not in self._cache:
-            self._cache.append(prompt)
-            del self._cache[:-256]
+        CACHE_PAGE_CHARS characters), as SGLang's RadixAttention reuses a shared system prompt too
+        (sim/prefixcache.py: chained page keys, so a trace's long prompts cost one pass; issue 26)."""
+        best = self._cache.hit_and_insert(prompt)
         return approx_tokens(prompt[:best]) if best else 0
 
     async def _generation(
@@ -255,6 +236,15 @@ class SimEngine:
                         "e2e_latency": time.monotonic() - t0,
                     }
                 )
+        except (asyncio.CancelledError, ConnectionError):
+            # the client went away (aiohttp cancels the handler, or a write finds the socket closed): SGLang's
+            # tokenizer manager aborts such a request (request.is_disconnected(), or the stream's abort task)
+            # and frees its KV cache, with this message; logged so a client's cancellation can be seen
+            if not self._shutting_down:
+                self.log(
+                    f"Request is disconnected from the client side. Abort request rid={rid} ({done} tokens out)"
+                )
+            raise
         finally:
             st.running -= 1
             st.running_tokens -= prompt_tokens + done

@@ -194,7 +194,7 @@ def test_dialog_fields_parse_like_the_cli() -> None:
     p = shape_params(sessions="4", think_time="1.5s")
     assert p is not None and (p.sessions, p.think_time_s, p.soak) == (4, 1.5, False)
     for kw, msg in (
-        ({"load": "ramp:4"}, "expected sync, concurrency"),
+        ({"load": "zigzag:4"}, "expected sync, concurrency"),
         ({"load": "sync", "requests": "4", "duration": "5s"}, "not both"),
         ({"soak": "1m", "requests": "3"}, "not a number of requests"),
         ({"window": "5s"}, "needs a soak duration"),

@@ -113,8 +113,11 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             "load shape (blank: the plain run above): sync | concurrency:1,2,4 | rate:R | poisson:R[,seed]"
             " | sweep",
             classes="field-label hint",
+            id="load-hint",
         )
-        yield Input("", placeholder="e.g. concurrency:1,2,4,8", id="load")
+        yield Input(
+            "", placeholder="e.g. concurrency:1,2,4,8 (also gamma:R,B, ramp:linear,1,8,30s)", id="load"
+        )
         yield from _fields(
             ("requests / level", Input("", placeholder="e.g. 16", id="requests")),
             ("duration / level", Input("", placeholder="e.g. 20s", id="duration")),
@@ -126,11 +129,23 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             ("agentic sessions", Input("", placeholder="e.g. 4", id="sessions")),
             ("think time", Input("", placeholder="0s", id="think-time")),
         )
+        # workloads (issue 26): trace replay, a cap on an open loop, client cancellation (README: Workloads)
+        yield from _fields(
+            ("trace file", Input("", placeholder="mooncake .jsonl", id="wl-trace")),
+            ("trace speed", Input("", placeholder="1", id="wl-trace-speed")),
+            ("max in flight", Input("", placeholder="open loop cap", id="wl-max-concurrency")),
+            ("cancel", Input("", placeholder="0.1,0.5s", id="wl-cancel")),
+        )
 
     def on_mount(self) -> None:
         steady_inputs(self)
         self._fit()
         self.query_one(SelectionList).focus()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The load shape's hint comes into view with its field (the workload rows below push it up)."""
+        if event.widget.id == "load":
+            self.query_one("#load-hint").scroll_visible(animate=False, immediate=True)
 
     def on_resize(self, event: events.Resize) -> None:
         self._fit()
@@ -174,6 +189,10 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             shape = shape_params(
                 **field,
                 think_time=self.query_one("#think-time", Input).value,
+                trace=self.query_one("#wl-trace", Input).value,
+                trace_speed=self.query_one("#wl-trace-speed", Input).value,
+                max_concurrency=self.query_one("#wl-max-concurrency", Input).value,
+                cancel=self.query_one("#wl-cancel", Input).value,
                 refs=refs,
                 max_new_tokens=max_tokens,
                 baseline=base,
