@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.windows import CacheFlush, ServerMetrics, SliceSet
 from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.model.identity import TargetIdentity
 
@@ -95,6 +96,15 @@ class BenchRequest(BaseModel):
         description="measure a service whose port is held by something other than the process we launched "
         "(recorded as forced, never counted as verified)",
     )
+    # --- issue 26 (w-server): time slices, server metrics scraped during the run, cache reset ----------------
+    slice_s: float | None = Field(
+        default=None, gt=0, le=86400, description="every metric also per window of this many seconds (--slice)"
+    )
+    server_metrics: bool = Field(default=False, description="scrape each server's /metrics during the run")
+    server_metrics_every_s: float = Field(default=2.0, gt=0, le=3600, description="seconds between scrapes")
+    flush_cache: bool = Field(
+        default=False, description="POST /flush_cache (vLLM: /reset_prefix_cache) before the run and each level"
+    )
 
     @property
     def prompt_set(self) -> str:
@@ -132,6 +142,13 @@ class ShapeRequest(BenchRequest):
     sessions: int | None = Field(default=None, ge=1, description="agentic: conversations at once")
     turns: int = Field(default=6, ge=1)
     think_time_s: float = Field(default=0.0, ge=0)
+    # --- issue 26 (w-server): the statistical over-saturation test (bench/saturation.py) -----------------------
+    saturation_test: Literal["fixed", "trend", "either"] = Field(
+        default="fixed",
+        description="what stops a ladder: the fixed rule of levels.py, the Mann-Kendall trend test, or either",
+    )
+    saturation_alpha: float = Field(default=0.05, gt=0, lt=1)
+    saturation_window: int = Field(default=40, ge=10, le=10000, description="requests in the test's window")
 
     @property
     def what(self) -> str:
@@ -361,6 +378,10 @@ class BenchRun(BaseModel):
     prompts_cycled: bool = False
     client: ClientStats | None = None
     client_bound: bool = False  # the client, not the server, limited what was measured: see client.reason
+    # --- issue 26 (w-server): bench/windows.py (slices, server metrics, cache flushes) -----------------------
+    slices: SliceSet | None = None
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
 
 
 class ShapeRunHead(BaseModel):

@@ -31,6 +31,7 @@ from ddtree_tui.bench.models import (
     TargetInfo,
     TokensReceived,
 )
+from ddtree_tui.bench.windows import CacheFlush, SaturationTest, ServerMetrics, SliceSet
 from ddtree_tui.model.identity import TargetIdentity
 
 LOAD_SCHEMA = 2
@@ -63,6 +64,11 @@ class LoadRun(ShapeRunHead):
     stopped: str | None = None  # why the ladder ended before its last level
     failed: int = 0
     results: list[RequestResult] = Field(default_factory=list)
+    # --- issue 26 (w-server): bench/windows.py (slices, server metrics, cache flushes) -----------------------
+    slices: SliceSet | None = None
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
+    saturation_tests: list[SaturationTest] = Field(default_factory=list)  # per level × service
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was
@@ -168,6 +174,9 @@ class SoakRun(ShapeRunHead):
     drift: list[Drift] = Field(default_factory=list)
     failed: int = 0
     log_path: str | None = None
+    # --- issue 26 (w-server): bench/windows.py (server metrics, cache flushes; its slices are its windows) ----
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
 
 
 class TurnResult(BaseModel):
@@ -185,6 +194,7 @@ class TurnResult(BaseModel):
     prompt_chars: int = 0
     reply_chars: int = 0
     reply_in_prompt: bool | None = None  # the previous turn's reply is in this turn's prompt (turn > 1)
+    started_at: float | None = None  # issue 26: unix time the turn was sent (its time slice)
 
 
 class SessionResult(BaseModel):
@@ -210,6 +220,10 @@ class AgenticRun(BaseModel):
     identities: list[TargetIdentity] = Field(default_factory=list)  # per service, as checked (issue 29)
     session_results: list[SessionResult] = Field(default_factory=list)
     failed: int = 0
+    # --- issue 26 (w-server): bench/windows.py (slices, server metrics, cache flushes) -----------------------
+    slices: SliceSet | None = None
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
     model_config = {"populate_by_name": True}
 
     def cached_by_turn(self, service: str | None = None) -> list[float | None]:

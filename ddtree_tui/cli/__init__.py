@@ -409,6 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="transformers: all four above",
     )
+    # issue 26 (w-server): a server started without --enable-metrics (its /metrics answers 404)
+    r.add_argument("--no-metrics", action="store_true", help="GET /metrics answers 404 (no --enable-metrics)")
 
     sp = add("serve", "a collector: one fleet served as /metrics, /snapshot, /events for Prometheus and TUIs")
     sp.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT", help="default 127.0.0.1:9464")

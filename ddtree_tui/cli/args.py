@@ -209,6 +209,7 @@ class SimArgs(CliArgs):
     detail_errors: bool = False
     strict_openai: bool = False
     openai_style: Literal["sglang", "transformers"] | None = None
+    no_metrics: bool = False  # issue 26: /metrics answers 404
 
 
 class BenchArgs(CliArgs):

@@ -142,8 +142,15 @@ class SimEngine:
             return await self._generation_run(prompt, max_new_tokens, faults, emit)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.cfg.max_running_requests)
-        async with self._slots:
+        self.stats.queued += 1  # sglang:num_queue_reqs while it waits for a running slot
+        try:
+            await self._slots.acquire()
+        finally:
+            self.stats.queued -= 1
+        try:
             return await self._generation_run(prompt, max_new_tokens, faults, emit)
+        finally:
+            self._slots.release()
 
     async def _generation_run(
         self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
@@ -221,7 +228,6 @@ class SimEngine:
                 prev = done
                 done += k
                 st.running_tokens += k
-                st.generation_tokens_total += k
                 if not (prefill_pass and i == 0):
                     verify += 1
                     st.verify_total += 1
@@ -259,6 +265,9 @@ class SimEngine:
             st.running -= 1
             st.running_tokens -= prompt_tokens + done
             st.e2e.observe(time.monotonic() - t0)
+            # counted when the request ends, as 0.5.23's observe_one_finished_request does
+            st.generation_tokens_total += done
+            st.verify_calls_total += verify
         return {"id": rid, "completion_tokens": done, "prompt_tokens": prompt_tokens}
 
     def _log_prefill(self, seqs: int, new: int, cached: int, used: int) -> None:

@@ -137,7 +137,7 @@ class SimServer(SimEndpoints):
             "mem_fraction_static": 0.75,
             "attention_backend": "triton",
             "trust_remote_code": True,
-            "enable_metrics": True,
+            "enable_metrics": self.cfg.enable_metrics,
             "decode_log_interval": c.decode_log_interval,
             "incremental_streaming_output": c.incremental_streaming_output,
             "stream_interval": 1,
@@ -205,8 +205,23 @@ class SimServer(SimEndpoints):
         )
 
     async def _flush_cache(self, request: web.Request) -> web.Response:
+        """0.5.23's /flush_cache: the scheduler flushes only when fully idle (no running or waiting request),
+        else it logs why and the endpoint answers 400."""
+        st = self.stats
+        if st.running or st.queued:
+            self.log(
+                "Cache not flushed because there are pending requests. "
+                f"#queue-req: {st.queued}, #running-req: {st.running}"
+            )
+            return web.Response(text="Flush cache failed.\n", status=400)
         self._cache.clear()
-        return web.Response(text="Cache flushed.\nPlease check backend logs for more details.\n")
+        self.log("Cache flushed successfully!")
+        return web.Response(
+            text="Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+            "waiting requests, the operation will not be performed.)\n"
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if not self.cfg.enable_metrics:  # started without --enable-metrics: FastAPI's 404
+            return web.json_response({"detail": "Not Found"}, status=404)
         return web.Response(text=prometheus_text(self.stats, self.cfg), content_type="text/plain")
