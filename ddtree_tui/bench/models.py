@@ -98,12 +98,16 @@ class BenchRequest(BaseModel):
     )
     # --- issue 26 (w-server): time slices, server metrics scraped during the run, cache reset ----------------
     slice_s: float | None = Field(
-        default=None, gt=0, le=86400, description="every metric also per window of this many seconds (--slice)"
+        default=None,
+        gt=0,
+        le=86400,
+        description="every metric also per window of this many seconds (--slice)",
     )
     server_metrics: bool = Field(default=False, description="scrape each server's /metrics during the run")
     server_metrics_every_s: float = Field(default=2.0, gt=0, le=3600, description="seconds between scrapes")
     flush_cache: bool = Field(
-        default=False, description="POST /flush_cache (vLLM: /reset_prefix_cache) before the run and each level"
+        default=False,
+        description="POST /flush_cache (vLLM: /reset_prefix_cache) before the run and each level",
     )
 
     @property

@@ -248,3 +248,12 @@ class BenchArgs(CliArgs):
     csv_out: str | None = None
     html_out: str | None = None
     history: str | None = None
+    # --- issue 26 (w-server): time slices, server metrics, cache reset, over-saturation test
+    slice: str | None = None
+    server_metrics: bool = False
+    server_metrics_every: str | None = None
+    flush_cache: bool = False
+    saturation_test: Literal["fixed", "trend", "either"] | None = None
+    saturation_alpha: float | None = None
+    saturation_window: int | None = None
+    slices_csv: str | None = None

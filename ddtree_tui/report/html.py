@@ -516,8 +516,9 @@ def footer(runs: Sequence[LoadedRun], missing: Sequence[str]) -> str:
 SECTIONS: list[Section] = [comparable, verdicts, manifest, service_tables, prompt_tables, aligned_table]
 
 
-def render(runs: Sequence[LoadedRun]) -> str:
-    """The whole report as one HTML document."""
+def render(runs: Sequence[LoadedRun], extra: Sequence[str] = ()) -> str:
+    """The whole report as one HTML document; `extra`: sections of other modules (issue 26's time slices and
+    server metrics, report/workloadhtml.py), before the failures."""
     if not runs:
         raise ValueError("no runs to report")
     charts, missing = render_charts(runs)
@@ -528,6 +529,7 @@ def render(runs: Sequence[LoadedRun]) -> str:
             body.append(part)
     if charts:
         body.append(charts_section(charts))
+    body += extra
     fail = failures(runs)
     if fail:
         body.append(fail)
