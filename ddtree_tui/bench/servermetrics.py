@@ -182,7 +182,8 @@ def prometheus_window(
     inside = [s for s in samples if start_s <= s.t - origin < end_s or (last and s.t - origin >= end_s)]
     before = [s for s in samples if s.t - origin <= start_s]
     upto = samples[-1:] if last else [s for s in samples if s.t - origin <= end_s]
-    base = before[-1] if before else None
+    # the last scrape at or before the start; none (the origin came before the first scrape): the first one
+    base = before[-1] if before else (samples[0] if samples else None)
     top = upto[-1] if upto else None
 
     def g(name: str) -> list[float]:
