@@ -86,7 +86,11 @@ def prometheus_text(s: SimStats, cfg: SimConfig) -> str:
     ]
     if cfg.speculative_algorithm:
         counters.append(
-            ("sglang:spec_verify_calls_total", s.verify_calls_total, "Number of speculative decoding verification calls.")
+            (
+                "sglang:spec_verify_calls_total",
+                s.verify_calls_total,
+                "Number of speculative decoding verification calls.",
+            )
         )
     lines: list[str] = []
     for name, value, help_ in gauges:

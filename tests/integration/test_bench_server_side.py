@@ -34,12 +34,16 @@ def _profile(tmp_path: Path, services: list[tuple[str, str]]) -> Path:
 def _cli(tmp_path: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     argv = cli_argv("--run-bench", "--demo", "--profile", str(profile), "--max-new-tokens", "16")
     argv += ["--history", str(tmp_path / "h.jsonl"), *args]
-    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=dict(os.environ))
+    return subprocess.run(
+        argv, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=dict(os.environ)
+    )
 
 
 @pytest.mark.slow
 def test_plain_run_with_slices_server_metrics_and_cache_flush(tmp_path: Path) -> None:
-    prof = _profile(tmp_path, [("a", ""), ("b", 'extra_args = ["--no-metrics", "--decode-log-interval", "2"]')])
+    prof = _profile(
+        tmp_path, [("a", ""), ("b", 'extra_args = ["--no-metrics", "--decode-log-interval", "2"]')]
+    )
     out, sl, page = tmp_path / "run.json", tmp_path / "slices.csv", tmp_path / "run.html"
     p = _cli(
         tmp_path, prof, "--repeats", "4", "--concurrency", "2", "--slice", "1s", "--server-metrics",
@@ -58,7 +62,9 @@ def test_plain_run_with_slices_server_metrics_and_cache_flush(tmp_path: Path) ->
     rows = doc["slices"]["rows"]
     for svc in ("local/a", "local/b"):
         mine = [r for r in rows if r["service"] == svc]
-        assert sum(r["n"] + r["failed"] for r in mine) == sum(1 for r in doc["results"] if r["service"] == svc)
+        assert sum(r["n"] + r["failed"] for r in mine) == sum(
+            1 for r in doc["results"] if r["service"] == svc
+        )
         assert all(r["end_s"] - r["start_s"] <= 1.0 + 1e-9 for r in mine)
     # server metrics: a from its /metrics, b from its Decode batch log (its /metrics answers 404)
     sm = {m["service"]: m for m in doc["server_metrics"]}
@@ -116,3 +122,35 @@ def test_options_that_do_not_fit_are_usage_errors(tmp_path: Path) -> None:
     assert p.returncode == 2 and "--slice" in p.stderr
     p = _cli(tmp_path, prof, "--soak", "--duration", "4s", "--window", "2s", "--slice", "1s")
     assert p.returncode == 2 and "--slice on a soak is its --window" in p.stderr
+
+
+@pytest.mark.slow
+def test_soak_and_agentic_runs_get_server_figures_and_slices(tmp_path: Path) -> None:
+    prof = _profile(tmp_path, [("a", "")])
+    soak = tmp_path / "soak.json"
+    p = _cli(
+        tmp_path, prof, "--soak", "--duration", "3s", "--slice", "1s", "--server-metrics",
+        "--server-metrics-every", "0.25", "--flush-cache", "--json", str(soak),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(soak.read_text())
+    assert doc["window_s"] == 1.0 and "slices" not in doc  # a soak's slices are its windows, stored once
+    [sm] = doc["server_metrics"]
+    assert sm["source"] == "prometheus"
+    assert [(w["index"], w["start_s"], w["end_s"]) for w in sm["windows"]] == [
+        (w["index"], w["start_s"], w["end_s"]) for w in doc["windows"]
+    ]  # cut by the soak's own windows
+    assert sum(w["requests"] or 0 for w in sm["windows"]) >= sum(w["metrics"]["n"] for w in doc["windows"])
+    assert [f["before"] for f in doc["cache_flushes"]] == ["run"] and doc["cache_flushes"][0]["ok"]
+    assert "time slices (soak windows):" in p.stdout
+    ag = tmp_path / "ag.json"
+    p = _cli(
+        tmp_path, prof, "--sessions", "2", "--turns", "2", "--prompts", "agentic", "--slice", "1s", "--server-metrics",
+        "--json", str(ag), "--slices-csv", str(tmp_path / "ag.csv"),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(ag.read_text())
+    assert all(t["started_at"] for t in doc["turns_results"])
+    assert sum(r["n"] for r in doc["slices"]["rows"]) == len(doc["turns_results"]) == 4
+    assert doc["server_metrics"][0]["source"] == "prometheus"
+    assert (tmp_path / "ag.csv").read_text().count("\n") == 1 + len(doc["slices"]["rows"])

@@ -62,7 +62,9 @@ async def test_prometheus_scraped_during_requests_and_cut_into_windows() -> None
 
 async def test_metrics_off_falls_back_to_the_decode_log_or_says_there_is_none() -> None:
     lines: asyncio.Queue[str] = asyncio.Queue()
-    cfg = SimConfig(algorithm="dflash", decode_rate=400, accept_length=3.0, decode_log_interval=2, enable_metrics=False)
+    cfg = SimConfig(
+        algorithm="dflash", decode_rate=400, accept_length=3.0, decode_log_interval=2, enable_metrics=False
+    )
 
     async def follow() -> AsyncIterator[str]:
         while True:
@@ -134,6 +136,10 @@ async def test_flush_cache_uses_vllm_endpoint_and_says_when_there_is_none() -> N
             await runner.cleanup()
         assert rec.ok is want
         if want:
-            assert rec.endpoint == "/reset_prefix_cache" and rec.status == 200 and hits == ["/reset_prefix_cache"]
+            assert (
+                rec.endpoint == "/reset_prefix_cache"
+                and rec.status == 200
+                and hits == ["/reset_prefix_cache"]
+            )
         else:
             assert rec.status == 404 and "neither /flush_cache nor /reset_prefix_cache" in rec.message

@@ -41,7 +41,9 @@ def test_trips_when_requests_pile_up_and_ttft_climbs() -> None:
     rng = random.Random(7)
     n = 40
     times, flight, ttft = _series(
-        n, [1 + i * 0.5 + rng.uniform(-1, 1) for i in range(n)], [50 + 20 * i + rng.gauss(0, 30) for i in range(n)]
+        n,
+        [1 + i * 0.5 + rng.uniform(-1, 1) for i in range(n)],
+        [50 + 20 * i + rng.gauss(0, 30) for i in range(n)],
     )
     test = over_saturation(times, flight, ttft, service="h/a", level="rate:40", alpha=0.05, window=40)
     assert test is not None and test.tripped
@@ -61,7 +63,11 @@ def test_does_not_trip_on_a_steady_server_a_burst_or_a_closed_loop() -> None:
     assert steady is not None and not steady.tripped
     # TTFT climbs but the requests in flight hold (a closed loop: its width is fixed)
     closed = over_saturation(
-        *_series(n, [8.0] * n, [50 + 10 * i for i in range(n)]), service="h/a", level="c=8", alpha=0.05, window=60
+        *_series(n, [8.0] * n, [50 + 10 * i for i in range(n)]),
+        service="h/a",
+        level="c=8",
+        alpha=0.05,
+        window=60,
     )
     assert closed is not None and not closed.tripped and closed.ttft.p_value < 1e-6
     assert closed.in_flight.p_value == 0.5
@@ -93,7 +99,13 @@ class _R:
 
 
 def test_in_flight_at_send_counts_overlapping_requests() -> None:
-    rs = [_R(0.0, 0.1, 1.0), _R(0.5, 0.1, 1.0), _R(1.2, 0.2, 0.5), _R(1.3, None, None, ok=False), _R(1.4, 0.1, 0.1)]
+    rs = [
+        _R(0.0, 0.1, 1.0),
+        _R(0.5, 0.1, 1.0),
+        _R(1.2, 0.2, 0.5),
+        _R(1.3, None, None, ok=False),
+        _R(1.4, 0.1, 0.1),
+    ]
     pts = in_flight_at_send(rs)
     # at 0.5: the first (0–1.0) and itself; at 1.2: the second (0.5–1.5) and itself; at 1.3: a failure without an
     # end counts only itself beside the two live; at 1.4: the two live and itself (the failure is over)
