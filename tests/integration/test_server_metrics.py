@@ -96,7 +96,7 @@ async def test_flush_cache_refused_while_a_request_runs_then_flushed() -> None:
     cfg = SimConfig(algorithm="dflash", decode_rate=50, accept_length=2.0, seed=2)
     async with SimServer(cfg, log=lambda s: None) as s:
         prompt = "a shared system prompt that is long enough to fill a cache page or two " * 4
-        first, second = await _requests(s.base_url, 2, prompt)
+        _, second = await _requests(s.base_url, 2, prompt)
         assert second["cached_tokens"] > 0  # the radix cache reused the first prompt's prefix
         async with httpc.AClient(base_url=s.base_url) as c:
             slow = asyncio.create_task(
