@@ -2,7 +2,7 @@
 processes; every request and scrape a real socket): a plain run with `--slice`, `--server-metrics` and
 `--flush-cache` in JSON, CSV and HTML, one service with /metrics on and one without (its figures from the
 Decode batch log the fleet follows); an open-loop ladder stopped by the statistical over-saturation test;
-usage errors for options that do not fit the run."""
+a soak and agentic sessions; the fleet's flush for the sweep; usage errors for options that do not fit."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ddtree_tui.config import parse_profile
+from ddtree_tui.fleet import Fleet
+from tests.fixtures.services.support import cleanup_workdir
 from tests.util import cli_argv, free_port
 
 
@@ -96,7 +99,7 @@ def test_open_loop_ladder_stopped_by_the_trend_test(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     p = _cli(
         tmp_path, prof, "--load", "rate:2,40,80", "--requests", "24", "--saturation-test", "trend",
-        "--saturation-window", "20", "--flush-cache", "--json", str(out),
+        "--saturation-window", "20", "--flush-cache", "--json", str(out), "--html", str(tmp_path / "load.html"),
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
@@ -111,6 +114,8 @@ def test_open_loop_ladder_stopped_by_the_trend_test(tmp_path: Path) -> None:
     assert doc["stopped"].startswith("saturated at 40 req/s") and "over-saturated" in doc["stopped"]
     # a flush before the run and before the second level (none before a level that never ran)
     assert [f["before"] for f in doc["cache_flushes"]] == ["run", "level 40 req/s"]
+    page = (tmp_path / "load.html").read_text()
+    assert "<h2>Over-saturation test</h2>" in page and "TRIPPED" in page and "<h2>Cache flushes</h2>" in page
 
 
 @pytest.mark.slow
@@ -154,3 +159,26 @@ def test_soak_and_agentic_runs_get_server_figures_and_slices(tmp_path: Path) -> 
     assert sum(r["n"] for r in doc["slices"]["rows"]) == len(doc["turns_results"]) == 4
     assert doc["server_metrics"][0]["source"] == "prometheus"
     assert (tmp_path / "ag.csv").read_text().count("\n") == 1 + len(doc["slices"]["rows"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_the_fleet_flushes_a_service_for_the_sweep(tmp_path: Path) -> None:
+    """Fleet.flush_cache, the sweep's call before each point, through the desk's route to the service."""
+    wd = tmp_path / "wd"
+    svc = (
+        f'[[service]]\nname = "a"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {free_port()}\n'
+        "startup_timeout = 30\n[service.sim]\ndecode_rate = 400.0\nload_time = 0.1\n"
+    )
+    prof = parse_profile(f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{svc}')
+    fleet = Fleet([prof], todos_path=tmp_path / "t.json", history_path=tmp_path / "h.jsonl", telemetry=False,
+                  probe_interval=0.3)  # fmt: skip
+    try:
+        await fleet.start()
+        assert (await fleet.launch("h/a")).ok
+        assert (await fleet.wait_service("h/a", {"ready", "crashed", "stopped"}, 60)).state == "ready"
+        [rec] = await fleet.flush_cache(["h/a"], "point 1")
+    finally:
+        await fleet.stop()
+        cleanup_workdir(wd)
+    assert rec.ok and rec.service == "h/a" and rec.before == "point 1" and rec.endpoint == "/flush_cache"
