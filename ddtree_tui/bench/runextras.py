@@ -72,11 +72,15 @@ class RunExtras:
         count = [0]
 
         async def recheck() -> str | None:
+            # the identity check first: a listener that is no longer ours gets no flush (issue 29)
+            why = await inner_recheck() if inner_recheck is not None else None
+            if why is not None:
+                return why
             count[0] += 1
             k = count[0]
             label = load.label(levels[k]) if load is not None and k < len(levels) else f"level {k + 1}"
             await self.flush(f"level {label}")
-            return await inner_recheck() if inner_recheck is not None else None
+            return None
 
         def on_event(ev: Any) -> None:
             if isinstance(ev, SoakWindow) and self.soak_origin is None:
