@@ -2,9 +2,11 @@
 load level, each agentic run or each sweep point, so one arm's cached prompts never speed up the next one's.
 
 SGLang: `POST /flush_cache` (0.5.23 http_server.py; GET works too). Its scheduler flushes only when fully idle
-(no running and no waiting request) and the endpoint then answers 400 "Flush cache failed."; so a refusal is
-retried a few times (the last requests of a level may still be finishing), then recorded as failed. vLLM: `POST
-/reset_prefix_cache`, tried when `/flush_cache` is not found (404). Every attempt's outcome is recorded on the
+(no running and no waiting request), else the endpoint answers 400 "Flush cache failed."; 0.5.23 takes
+`?timeout=S` and waits up to S seconds for idle first (flush_wrapper.py; older builds ignore the parameter).
+So the flush asks to wait `wait_s`, and a refusal is still retried a few times (the last requests of a level
+may be finishing), then recorded as failed. vLLM: `POST /reset_prefix_cache`, tried when `/flush_cache` is
+not found (404). Every attempt's outcome is recorded on the
 run (`CacheFlush`: when, which service, which endpoint, the status, the server's words).
 
 `flush_cache` is one service, `flush_all` several at once: the sweep calls them (through the fleet's
@@ -25,6 +27,7 @@ from ddtree_tui.lib import http
 ENDPOINTS = ("/flush_cache", "/reset_prefix_cache")  # SGLang, then vLLM
 ATTEMPTS = 5
 RETRY_S = 0.5
+WAIT_S = 5.0  # SGLang 0.5.23's ?timeout=: how long the server may wait for idle before it flushes
 MAX_BODY = 64 * 1024
 
 
@@ -36,10 +39,12 @@ async def flush_cache(
     *,
     attempts: int = ATTEMPTS,
     retry_s: float = RETRY_S,
+    wait_s: float = WAIT_S,
     timeout_s: float = 30.0,
 ) -> CacheFlush:
     """Reset one server's prefix cache; never raises for the server's answer (the record says what
-    happened). A 400 (SGLang: requests still running) is retried `attempts` times `retry_s` apart."""
+    happened). SGLang may wait `wait_s` for idle; a 400 (requests still running) is retried `attempts` times
+    `retry_s` apart."""
     at = datetime.now(UTC)
     base = base_url.rstrip("/")
     status: int | None = None
@@ -50,7 +55,8 @@ async def flush_cache(
         for n in range(1, max(1, attempts) + 1):
             for path in ENDPOINTS:
                 try:
-                    async with s.post(base + path, allow_redirects=False) as r:
+                    query = {"timeout": f"{wait_s:g}"} if path == "/flush_cache" and wait_s > 0 else None
+                    async with s.post(base + path, params=query, allow_redirects=False) as r:
                         status = r.status
                         text = (await http.read_body(r, MAX_BODY)).decode("utf-8", "replace").strip()
                 except (aiohttp.ClientError, TimeoutError, OSError, http.HttpError) as e:

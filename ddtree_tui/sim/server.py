@@ -206,8 +206,23 @@ class SimServer(SimEndpoints):
 
     async def _flush_cache(self, request: web.Request) -> web.Response:
         """0.5.23's /flush_cache: the scheduler flushes only when fully idle (no running or waiting request),
-        else it logs why and the endpoint answers 400."""
+        else it logs why and the endpoint answers 400; with `?timeout=S` (0.5.23, flush_wrapper.py) it waits
+        up to S seconds for idle first ("Timed out waiting for idle state." past it)."""
         st = self.stats
+        try:
+            wait = float(request.query.get("timeout", "0"))
+        except ValueError:
+            wait = -1.0
+        if not wait >= 0:
+            return web.json_response(
+                {"detail": [{"loc": ["query", "timeout"], "msg": "bad timeout"}]}, status=422
+            )
+        if wait > 0 and (st.running or st.queued):
+            deadline = time.monotonic() + wait
+            while (st.running or st.queued) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if st.running or st.queued:
+                return web.Response(text="Timed out waiting for idle state.", status=400)
         if st.running or st.queued:
             self.log(
                 "Cache not flushed because there are pending requests. "

@@ -2,7 +2,7 @@
 requests and cut into windows (counts, histogram quantiles, the accept length from the counters, matched
 against what the client was told), the Decode batch log as the fallback when /metrics answers 404, no
 source at all for a server without a log, and the cache reset (SGLang's refusal while a request runs, the
-retry, vLLM's endpoint, a server with neither)."""
+retry, 0.5.23's wait for idle, vLLM's endpoint, a server with neither)."""
 
 from __future__ import annotations
 
@@ -104,12 +104,16 @@ async def test_flush_cache_refused_while_a_request_runs_then_flushed() -> None:
             )
             while s.stats.running == 0:
                 await asyncio.sleep(0.01)
-            busy = await flush_cache("h/a", s.base_url, "level c=2", attempts=2, retry_s=0.05)
+            busy = await flush_cache("h/a", s.base_url, "level c=2", attempts=2, retry_s=0.05, wait_s=0)
+            # 0.5.23's ?timeout=: the server waits for the running request to end, then flushes
+            waited = await flush_cache("h/a", s.base_url, "level c=3", attempts=1, wait_s=30)
+            assert s.stats.running == 0
             await slow
         done = await flush_cache("h/a", s.base_url, "level c=4")
         [third] = await _requests(s.base_url, 1, prompt)
     assert not busy.ok and busy.status == 400 and busy.attempts == 2 and busy.endpoint == "/flush_cache"
     assert busy.message == "Flush cache failed." and busy.before == "level c=2"
+    assert waited.ok and waited.status == 200 and waited.attempts == 1
     assert done.ok and done.status == 200 and done.attempts == 1 and done.message.startswith("Cache flushed.")
     assert third["cached_tokens"] == 0  # the flush emptied the prefix cache
 
