@@ -196,6 +196,8 @@ def _f(x: float | None, fmt: str = "{:.1f}") -> str:
 def table(run: AnyRunLike) -> str:
     """The slices as a text table (stdout after the run's own table); the server's columns where scraped,
     with their source."""
+    if isinstance(run, SoakRun) and not run.server_metrics:
+        return ""  # the soak's own table shows its windows; here only with the server's figures beside them
     pairs = joined(run)
     if not pairs:
         return ""
