@@ -359,8 +359,8 @@ class ServerScrape:
             if code == 200:
                 try:
                     sample = parse_metrics(body, time.time())
-                except ValueError as e:
-                    sample, why = None, f"/metrics is not the Prometheus format ({e})"
+                except Exception as e:  # the parser's words for a bad body; a scrape never stops a run
+                    sample, why = None, f"/metrics is not the Prometheus format ({type(e).__name__}: {e})"
                 else:
                     why = "/metrics has no sglang: series"
                 if sample is not None:
@@ -416,7 +416,7 @@ class ServerScrape:
         for t, text in st.raw:
             try:
                 sample = parse_metrics(text, t)
-            except ValueError:
+            except Exception:  # a body that does not parse is a failed scrape, never a failed run
                 sample = None
             if sample is None:
                 st.failures += 1
