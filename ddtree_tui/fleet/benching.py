@@ -218,7 +218,7 @@ class BenchDesk:
                     run = await run_bench(
                         req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
                     )
-                extras.attach(run)
+                self._attach(extras, run)
                 self._stamped(run)
                 self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
@@ -240,7 +240,7 @@ class BenchDesk:
                 run: ShapeRun
                 async with extras.scraping():
                     run = await self._shape(req, targets, spec, slo, extras, stop)
-                extras.attach(run)
+                self._attach(extras, run)
                 self._stamped(run)
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
@@ -287,6 +287,13 @@ class BenchDesk:
             return lambda: self.fleet.follow_log(ref)
 
         return RunExtras(req, targets, logs, slo)
+
+    def _attach(self, extras: RunExtras, run: AnyRun) -> None:
+        """The slices and the server's figures on the run; a bug there costs them, never the run's record."""
+        try:
+            extras.attach(run)
+        except Exception as e:
+            self._word(f"time slices / server metrics not recorded: {type(e).__name__}: {e}")
 
     async def flush_cache(self, refs: Sequence[str], before: str) -> list[CacheFlush]:
         """Reset the prefix cache of each service (SGLang /flush_cache, vLLM /reset_prefix_cache) through the
