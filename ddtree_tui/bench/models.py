@@ -152,7 +152,7 @@ class ShapeRequest(BenchRequest):
         description="what stops a ladder: the fixed rule of levels.py, the Mann-Kendall trend test, or either",
     )
     saturation_alpha: float = Field(default=0.05, gt=0, lt=1)
-    saturation_window: int = Field(default=40, ge=10, le=10000, description="requests in the test's window")
+    saturation_window: int = Field(default=40, ge=10, le=500, description="requests in the test's window")
 
     @property
     def what(self) -> str:

@@ -27,6 +27,7 @@ from ddtree_tui.bench.windows import SaturationTest, TrendTest
 DEFAULT_ALPHA = 0.05
 DEFAULT_WINDOW = 40  # requests
 MIN_SAMPLES = 10  # fewer: no test (Mann-Kendall's smallest p-values need about this many)
+MAX_WINDOW = 500  # the test and Sen's slope are O(n²) pairs: 500 requests is ~125k pairs, well under a second
 
 
 def _sign(x: float) -> int:
@@ -87,8 +88,8 @@ def over_saturation(
     there are fewer than MIN_SAMPLES. `origin` is subtracted from the times the record shows."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
-    if window < MIN_SAMPLES:
-        raise ValueError(f"the window must hold at least {MIN_SAMPLES} requests, got {window}")
+    if not MIN_SAMPLES <= window <= MAX_WINDOW:
+        raise ValueError(f"the window must hold {MIN_SAMPLES} to {MAX_WINDOW} requests, got {window}")
     if not len(times) == len(in_flight) == len(ttft_ms):
         raise ValueError("times, in_flight and ttft_ms differ in length")
     if len(times) < MIN_SAMPLES:

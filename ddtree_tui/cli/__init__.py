@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--saturation-alpha", type=float, default=None, metavar="A", help="the test's level (0.05)"
     )
     w.add_argument(
-        "--saturation-window", type=int, default=None, metavar="N", help="requests in its window (40)"
+        "--saturation-window", type=int, default=None, metavar="N", help="requests in its window (40; 10-500)"
     )
     w.add_argument(
         "--slices-csv", metavar="FILE", help="the slices (and server figures) as CSV, any run kind"

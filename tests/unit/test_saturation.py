@@ -88,6 +88,8 @@ def test_does_not_trip_on_a_steady_server_a_burst_or_a_closed_loop() -> None:
         over_saturation(*_series(20, [1.0] * 20, [1.0] * 20), service="h/a", level="x", alpha=1.5)
     with pytest.raises(ValueError, match="window"):
         over_saturation(*_series(20, [1.0] * 20, [1.0] * 20), service="h/a", level="x", window=3)
+    with pytest.raises(ValueError, match="10 to 500"):  # O(n²) pairs: the window is bounded
+        over_saturation(*_series(20, [1.0] * 20, [1.0] * 20), service="h/a", level="x", window=501)
 
 
 @dataclass
