@@ -98,6 +98,7 @@ async def _session(
             prompt_chars=len(sent),
             reply_chars=len(text),
             reply_in_prompt=(last_reply in prompt.as_text()) if last_reply else None,
+            started_at=res.started_at,
         )
         out.append(tr)
         if on_turn is not None:

@@ -34,7 +34,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -51,11 +51,13 @@ from ddtree_tui.bench.levels import (
     with_reach,
 )
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, BenchUsageError, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, BenchUsageError, RequestResult, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.results import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.runner import RunHooks, until_stopped
+from ddtree_tui.bench.saturation import DEFAULT_ALPHA, DEFAULT_WINDOW, level_test
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.windows import SaturationTest
 from ddtree_tui.bench.worker import Worker
 from ddtree_tui.bench.workloads import arrivals, cancel
 from ddtree_tui.bench.workloads.base import WorkloadError
@@ -82,6 +84,10 @@ class LoadSettings(BaseModel):
     requests: int | None = None
     slo: Slo | None = None
     stop_on_saturation: bool = True
+    # issue 26 (w-server): which test marks a level saturated (bench/saturation.py for "trend")
+    saturation_test: Literal["fixed", "trend", "either"] = "fixed"
+    saturation_alpha: float = DEFAULT_ALPHA
+    saturation_window: int = DEFAULT_WINDOW
 
 
 class _Flight:
@@ -168,6 +174,7 @@ class LoadRunner:
         self.levels: list[LevelResult] = []
         self.stopped: str | None = None
         self.started_at = datetime.now(UTC)
+        self.saturation_tests: list[SaturationTest] = []  # issue 26: the trend test, per level × service
         self._t0 = time.monotonic()
         self.id = self.runner.run_id
         self._rng = random.Random(load.seed if load.seed is not None else 0)
@@ -354,7 +361,7 @@ class LoadRunner:
                 (s for lv in reversed(self.levels) for s in lv.services if s.service == t.ref and s.reached),
                 None,
             )
-            why = saturation(prev, ls, self.load.closed_loop)
+            why = self._saturated(saturation(prev, ls, self.load.closed_loop), ls, rs, label)
             services.append(ls.model_copy(update={"saturated": why is not None, "saturation": why}))
         deltas: list[LevelDelta] = []
         base = self.req.baseline
@@ -394,6 +401,25 @@ class LoadRunner:
         self.current = None
         self._emit(LevelFinished(run_id=self.id, index=idx, result=res))
         return res
+
+    def _saturated(
+        self, fixed: str | None, ls: LevelService, rs: Sequence[RequestResult], label: str
+    ) -> str | None:
+        """Issue 26: the level's saturation under the rule asked: the fixed one of levels.py, the trend test
+        of bench/saturation.py (recorded whatever the rule), or either."""
+        st = self.settings
+        test = level_test(
+            rs, service=ls.service, level=label, alpha=st.saturation_alpha, window=st.saturation_window,
+            origin=self.started_at.timestamp(),
+        )  # fmt: skip
+        if test is not None:
+            self.saturation_tests.append(test)
+        trend = test.verdict if test is not None and test.tripped and ls.reached else None
+        if st.saturation_test == "fixed":
+            return fixed
+        if st.saturation_test == "trend":
+            return trend
+        return fixed or trend
 
     async def run(self) -> LoadRun:
         r = self.runner
@@ -452,6 +478,7 @@ class LoadRunner:
             failed=sum(1 for x in r.results if not x.ok),
             results=sorted(r.results, key=lambda x: x.seq),
             workload=self._workload_record(),
+            saturation_tests=list(self.saturation_tests),
         )
 
     # --- workloads (issue 26): schedules, trace replay, max concurrency, cancellation ---------------------------

@@ -16,6 +16,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from ddtree_tui.bench.acceptance import AcceptanceSummary
 from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.windows import CacheFlush, ServerMetrics, SliceSet
 from ddtree_tui.lib.jsontypes import JsonObject
 from ddtree_tui.model.identity import TargetIdentity
 
@@ -112,6 +113,19 @@ class BenchRequest(BaseModel):
     # --- workloads (issue 26): the seed of generated prompts (gsp:, trace: text, sharegpt: order), arrivals
     # and cancellation picks; None: 0 (a run is reproducible either way, the seed is recorded)
     seed: int | None = Field(default=None, description="seed of generated prompts, arrivals, cancellations")
+    # --- issue 26 (w-server): time slices, server metrics scraped during the run, cache reset ----------------
+    slice_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=86400,
+        description="every metric also per window of this many seconds (--slice)",
+    )
+    server_metrics: bool = Field(default=False, description="scrape each server's /metrics during the run")
+    server_metrics_every_s: float = Field(default=2.0, gt=0, le=3600, description="seconds between scrapes")
+    flush_cache: bool = Field(
+        default=False,
+        description="POST /flush_cache (vLLM: /reset_prefix_cache) before the run and each level",
+    )
 
     @property
     def prompt_set(self) -> str:
@@ -157,6 +171,13 @@ class ShapeRequest(BenchRequest):
         default=None, ge=1, le=4096, description="open loop: in flight at most"
     )
     cancel: str | None = Field(default=None, description="FRACTION,DELAY: requests aborted by the client")
+    # --- issue 26 (w-server): the statistical over-saturation test (bench/saturation.py) -----------------------
+    saturation_test: Literal["fixed", "trend", "either"] = Field(
+        default="fixed",
+        description="what stops a ladder: the fixed rule of levels.py, the Mann-Kendall trend test, or either",
+    )
+    saturation_alpha: float = Field(default=0.05, gt=0, lt=1)
+    saturation_window: int = Field(default=40, ge=10, le=500, description="requests in the test's window")
 
     @property
     def what(self) -> str:
@@ -395,6 +416,10 @@ class BenchRun(BaseModel):
     acceptance: list[AcceptanceSummary] = Field(default_factory=list)
     # --- workloads (issue 26): the seed generated prompts (gsp:, sharegpt: order, trace: text) were made with
     seed: int | None = None
+    # --- issue 26 (w-server): bench/windows.py (slices, server metrics, cache flushes) -----------------------
+    slices: SliceSet | None = None
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
 
 
 class ShapeRunHead(BaseModel):

@@ -69,6 +69,11 @@ measured is null. Readers must ignore unknown keys (new keys do not bump the sch
 
 CSV (`--csv FILE`): one line per prompt × service with the columns of `rows` (CSV_COLUMNS), plus the run id
 and the sampling parameters on every line.
+
+Issue 26 (every run kind, shapes in bench/windows.py, README "Time slices, server metrics, …"): `slices`
+(`--slice`: `width_s`, `basis`, `rows[]`), `server_metrics[]` (`--server-metrics`: `source` prometheus |
+decode-log | none, `windows[]`), `cache_flushes[]` (`--flush-cache`), and on a load run `saturation_tests[]`;
+`--slices-csv FILE` writes the slices joined with the server's windows (slices.iter_csv).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from ddtree_tui.bench.models import (
     TargetInfo,
     TokensReceived,
 )
+from ddtree_tui.bench.windows import CacheFlush, SaturationTest, ServerMetrics, SliceSet
 from ddtree_tui.bench.workloads.record import WorkloadRecord
 from ddtree_tui.model.identity import TargetIdentity
 
@@ -72,6 +73,11 @@ class LoadRun(ShapeRunHead):
     acceptance: list[AcceptanceSummary] = Field(default_factory=list)
     # --- workloads (issue 26): the schedule planned vs done, the trace replayed, cancellations (counted apart)
     workload: WorkloadRecord | None = None
+    # --- issue 26 (w-server): bench/windows.py (slices, server metrics, cache flushes) -----------------------
+    slices: SliceSet | None = None
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
+    saturation_tests: list[SaturationTest] = Field(default_factory=list)  # per level × service
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was
@@ -177,6 +183,9 @@ class SoakRun(ShapeRunHead):
     drift: list[Drift] = Field(default_factory=list)
     failed: int = 0
     log_path: str | None = None
+    # --- issue 26 (w-server): bench/windows.py (server metrics, cache flushes; its slices are its windows) ----
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
 
 
 class TurnResult(BaseModel):
@@ -194,6 +203,7 @@ class TurnResult(BaseModel):
     prompt_chars: int = 0
     reply_chars: int = 0
     reply_in_prompt: bool | None = None  # the previous turn's reply is in this turn's prompt (turn > 1)
+    started_at: float | None = None  # issue 26: unix time the turn was sent (its time slice)
 
 
 class SessionResult(BaseModel):
@@ -219,6 +229,10 @@ class AgenticRun(BaseModel):
     identities: list[TargetIdentity] = Field(default_factory=list)  # per service, as checked (issue 29)
     session_results: list[SessionResult] = Field(default_factory=list)
     failed: int = 0
+    # --- issue 26 (w-server): bench/windows.py (slices, server metrics, cache flushes) -----------------------
+    slices: SliceSet | None = None
+    server_metrics: list[ServerMetrics] = Field(default_factory=list)
+    cache_flushes: list[CacheFlush] = Field(default_factory=list)
     model_config = {"populate_by_name": True}
 
     def cached_by_turn(self, service: str | None = None) -> list[float | None]:

@@ -299,6 +299,34 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="seed of generated prompts, arrivals, cancellations",
     )
+    # --- issue 26 (w-server): time slices, server metrics, cache reset, over-saturation test ---------------
+    w = p.add_argument_group("time slices, server metrics, cache reset, over-saturation (--run-bench)")
+    w.add_argument(
+        "--slice", metavar="S", help="every metric also per window of S (5s, 1m); a soak: its --window"
+    )
+    w.add_argument(
+        "--server-metrics",
+        action="store_true",
+        help="scrape each server's /metrics during the run (log fallback)",
+    )
+    w.add_argument("--server-metrics-every", metavar="S", help="seconds between scrapes (default 2s)")
+    w.add_argument(
+        "--flush-cache", action="store_true", help="POST /flush_cache (vLLM /reset_prefix_cache) before the run "
+        "and each level",
+    )  # fmt: skip
+    w.add_argument(
+        "--saturation-test", choices=["fixed", "trend", "either"], default=None,
+        help="what stops a ladder: the fixed rule (default), the Mann-Kendall trend test, or either",
+    )  # fmt: skip
+    w.add_argument(
+        "--saturation-alpha", type=float, default=None, metavar="A", help="the test's level (0.05)"
+    )
+    w.add_argument(
+        "--saturation-window", type=int, default=None, metavar="N", help="requests in its window (40; 10-500)"
+    )
+    w.add_argument(
+        "--slices-csv", metavar="FILE", help="the slices (and server figures) as CSV, any run kind"
+    )
 
     sub = p.add_subparsers(dest="mode", metavar="MODE")
 
@@ -448,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="transformers: all four above",
     )
+    # issue 26 (w-server): a server started without --enable-metrics (its /metrics answers 404)
+    r.add_argument("--no-metrics", action="store_true", help="GET /metrics answers 404 (no --enable-metrics)")
 
     sp = add("serve", "a collector: one fleet served as /metrics, /snapshot, /events for Prometheus and TUIs")
     sp.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT", help="default 127.0.0.1:9464")

@@ -209,6 +209,7 @@ class SimArgs(CliArgs):
     detail_errors: bool = False
     strict_openai: bool = False
     openai_style: Literal["sglang", "transformers"] | None = None
+    no_metrics: bool = False  # issue 26: /metrics answers 404
 
 
 class BenchArgs(CliArgs):
@@ -256,3 +257,12 @@ class BenchArgs(CliArgs):
     max_concurrency: int | None = None
     cancel: str | None = None
     bench_seed: int | None = None
+    # --- issue 26 (w-server): time slices, server metrics, cache reset, over-saturation test
+    slice: str | None = None
+    server_metrics: bool = False
+    server_metrics_every: str | None = None
+    flush_cache: bool = False
+    saturation_test: Literal["fixed", "trend", "either"] | None = None
+    saturation_alpha: float | None = None
+    saturation_window: int | None = None
+    slices_csv: str | None = None

@@ -131,11 +131,23 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         fields["seed"] = ns.bench_seed
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout
+    fields.update(_server_fields(ns))  # issue 26 (w-server)
     if ns.sessions is not None:
         return ShapeRequest(
             **fields, sessions=ns.sessions, turns=ns.turns or 6, think_time_s=ns.think_time or 0.0
         )
     shape = _shape_fields(ns)
+    if shape is None and (ns.saturation_test or ns.saturation_alpha or ns.saturation_window):
+        raise LoadError(
+            "--saturation-test, --saturation-alpha and --saturation-window are for --load ladders"
+        )
+    if shape is not None:
+        shape.update(_saturation_fields(ns))
+        if shape["soak"] and ns.slice is not None:  # a soak's slices are its windows: one option, one width
+            width = parse_duration(ns.slice, "--slice")
+            if ns.window is not None and parse_duration(ns.window, "--window") != width:
+                raise LoadError("--slice on a soak is its --window: give one of them (or the same)")
+            shape["window_s"] = width
     return ShapeRequest(**fields, **shape) if shape is not None else BenchRequest(**fields)
 
 
@@ -175,6 +187,48 @@ def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
         if ns.soak or ns.sessions is not None:
             raise LoadError("--cancel is for --load and --trace runs")
     return out
+
+
+# --- issue 26 (w-server): time slices, server metrics, cache reset, over-saturation test -------------------------
+def _server_fields(ns: BenchArgs) -> dict[str, Any]:
+    """BenchRequest's issue-26 fields from the options (durations parsed here; LoadError names a bad one)."""
+    out: dict[str, Any] = {"server_metrics": ns.server_metrics, "flush_cache": ns.flush_cache}
+    if ns.slice is not None:
+        out["slice_s"] = parse_duration(ns.slice, "--slice")
+    if ns.server_metrics_every is not None:
+        out["server_metrics_every_s"] = parse_duration(ns.server_metrics_every, "--server-metrics-every")
+    return out
+
+
+def _saturation_fields(ns: BenchArgs) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if ns.saturation_test is not None:
+        out["saturation_test"] = ns.saturation_test
+    if ns.saturation_alpha is not None:
+        out["saturation_alpha"] = ns.saturation_alpha
+    if ns.saturation_window is not None:
+        out["saturation_window"] = ns.saturation_window
+    return out
+
+
+def save_slices(run: BenchRun | ShapeRun, ns: BenchArgs) -> list[str]:
+    """`--slices-csv FILE` (any run kind); the problems, never raised."""
+    if not ns.slices_csv:
+        return []
+    from ddtree_tui.bench import slices
+
+    try:
+        _atomic_write(Path(ns.slices_csv), slices.iter_csv(run))
+    except OSError as e:
+        return [f"cannot write {ns.slices_csv}: {e.strerror or e}"]
+    return []
+
+
+def slices_text(run: BenchRun | ShapeRun) -> str:
+    """The slices table printed after the run's own (empty when the run is not sliced)."""
+    from ddtree_tui.bench import slices
+
+    return slices.table(run)
 
 
 # --- progress ------------------------------------------------------------------------------------------------
@@ -321,7 +375,8 @@ def _emit_plain(ns: BenchArgs, run: BenchRun) -> int:
     """The run's table on stdout and its files; an output that could not be written fails the run (issue 25:
     it used to exit 0)."""
     _stdout(report.table(run))
-    unsaved = save(run, ns)
+    _stdout(slices_text(run))
+    unsaved = save(run, ns) + save_slices(run, ns)
     for p in unsaved:
         with contextlib.suppress(OSError):
             _err(p)
@@ -334,7 +389,8 @@ def _emit_shape(ns: BenchArgs, run: ShapeRun) -> int:
     """A load, soak or agentic run's table on stdout, its --json file and (load, soak) its --html page; a
     soak that drifted fails like a ladder with failed requests, and so does an output not written."""
     _stdout(shape_table(run))
-    problems: list[str] = []
+    _stdout(slices_text(run))
+    problems: list[str] = save_slices(run, ns)
     if ns.json_out:
         try:
             _atomic_write(Path(ns.json_out), itertools.chain(report.iter_json(run, 1, strict=True), [b"\n"]))

@@ -55,6 +55,7 @@ def config_from_args(a: SimArgs) -> SimConfig:
         budget=a.budget,
         max_topk=_env_topk(),
         time_scale=env_time_scale(os.environ),  # tests fast-forward the simulators they start
+        enable_metrics=not a.no_metrics,
     )
 
 

@@ -4,7 +4,7 @@ GPU probe per target. Split from the desk so each stays small."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Protocol, TypedDict
 
@@ -34,6 +34,7 @@ class BenchFleet(Protocol):
     def transport(self, host: str) -> Transport: ...
     def publish(self, ev: FleetEvent) -> None: ...
     async def identify(self, ref: str) -> TargetIdentity: ...
+    def follow_log(self, ref: str) -> AsyncIterator[str]: ...  # issue 26: the metrics' log fallback
 
 
 class Manifest(TypedDict):

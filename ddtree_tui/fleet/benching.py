@@ -27,13 +27,16 @@ from typing import TypeVar
 from ddtree_tui.bench import history
 from ddtree_tui.bench.acceptance import summarize
 from ddtree_tui.bench.agentic import run_agentic
-from ddtree_tui.bench.load import parse_load, parse_slo
+from ddtree_tui.bench.load import LoadSpec, Slo, parse_load, parse_slo
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
 from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
-from ddtree_tui.bench.results import AnyRun, ShapeRun
+from ddtree_tui.bench.results import AnyRun, LoadRun, ShapeRun
+from ddtree_tui.bench.runextras import RunExtras
 from ddtree_tui.bench.runner import Gate, RunHooks, run_bench, with_model
+from ddtree_tui.bench.servermetrics import LogLines
 from ddtree_tui.bench.soak import GpuProbe, SoakSettings, run_soak
 from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.windows import CacheFlush
 from ddtree_tui.config import HostProfile
 from ddtree_tui.fleet.bench_energy import EnergyFleet, GpuRecorder, finish, finish_load, url_energy
 from ddtree_tui.fleet.bench_targets import BenchFleet, gpu_probe, manifest, url_targets
@@ -211,11 +214,15 @@ class BenchDesk:
             try:
                 targets = await self.targets(req)
                 req = self._with_baseline(req, targets)
-                rec = self._recorder(req, targets)  # issue 26: the GPUs' samples through the run
-                run = await run_bench(
-                    req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
-                )
+                rec = self._recorder(req, targets)  # issue 26 (W-GPU): the GPUs' samples through the run
+                extras = self._extras(req, targets)  # issue 26 (w-server): flush, scrape, slices
+                await extras.flush("run")
+                async with extras.scraping():
+                    run = await run_bench(
+                        req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
+                    )
                 await self._joined(req, run, rec)
+                self._attach(extras, run)
                 self._stamped(run)
                 self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
@@ -232,35 +239,21 @@ class BenchDesk:
             try:
                 targets = await self.targets(req)
                 req = self._with_baseline(req, targets)
+                extras = self._extras(req, targets, slo)  # issue 26: flush, scrape, slices
+                await extras.flush("run")
                 run: ShapeRun
-                if req.sessions:
-                    if req.api != "generate":
-                        async with StreamClient() as client:
-                            targets = [await with_model(client, t, req.model) for t in targets]
-                    run = await run_agentic(
-                        req, targets, sessions=req.sessions, turns=req.turns, think_time_s=req.think_time_s,
-                        dataset=None if req.prompts == "agentic" else req.prompt_set, on_turn=self._publish,
-                    )  # fmt: skip
-                elif req.soak:
-                    soak = SoakSettings(
-                        duration_s=req.duration_s or 60.0, window_s=req.window_s, slo=slo,
-                        log_path=Path(req.soak_log) if req.soak_log else None,
-                        gpu_probe=await self.gpu_probe(targets),
-                        history_path=self.fleet.history_path,  # the start line and windows as they come
-                    )  # fmt: skip
-                    run = await run_soak(req, targets, spec, soak, self._hooks(stop))
-                else:
-                    settings = LoadSettings(
-                        requests=req.requests, duration_s=req.duration_s, slo=slo,
-                        stop_on_saturation=req.stop_on_saturation,
-                    )  # fmt: skip
-                    rec = self._recorder(req, targets)  # issue 26: the GPUs' samples through the ladder
-                    run = await run_load(req, targets, spec, settings, self._hooks(stop))
+                # issue 26 (W-GPU): the GPUs' samples through a load ladder (--energy is refused for soaks
+                # and agentic sessions by the faces)
+                rec = None if (req.sessions or req.soak) else self._recorder(req, targets)
+                async with extras.scraping():
+                    run = await self._shape(req, targets, spec, slo, extras, stop)
+                if isinstance(run, LoadRun):
                     run.acceptance = summarize(run.results, [t.ref for t in run.targets])
                     if rec is not None:
                         await finish_load(rec, run)
                     elif req.energy:
                         run.energy = url_energy(bool(req.urls))
+                self._attach(extras, run)
                 self._stamped(run)
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
@@ -283,6 +276,60 @@ class BenchDesk:
             await finish(rec, run)
         elif req.energy:
             run.energy = url_energy(bool(req.urls))
+
+    async def _shape(
+        self, req: ShapeRequest, targets: list[BenchTarget], spec: LoadSpec, slo: Slo | None,
+        extras: RunExtras, stop: asyncio.Event | None,
+    ) -> ShapeRun:  # fmt: skip
+        """The engine of a shape request (agentic sessions, a soak or a load ladder)."""
+        if req.sessions:
+            if req.api != "generate":
+                async with StreamClient() as client:
+                    targets = [await with_model(client, t, req.model) for t in targets]
+            return await run_agentic(
+                req, targets, sessions=req.sessions, turns=req.turns, think_time_s=req.think_time_s,
+                dataset=None if req.prompts == "agentic" else req.prompt_set, on_turn=self._publish,
+            )  # fmt: skip
+        if req.soak:
+            soak = SoakSettings(
+                duration_s=req.duration_s or 60.0, window_s=req.window_s, slo=slo,
+                log_path=Path(req.soak_log) if req.soak_log else None,
+                gpu_probe=await self.gpu_probe(targets),
+                history_path=self.fleet.history_path,  # the start line and windows as they come
+            )  # fmt: skip
+            return await run_soak(req, targets, spec, soak, extras.hooks(self._hooks(stop)))
+        settings = LoadSettings(
+            requests=req.requests, duration_s=req.duration_s, slo=slo,
+            stop_on_saturation=req.stop_on_saturation, saturation_test=req.saturation_test,
+            saturation_alpha=req.saturation_alpha, saturation_window=req.saturation_window,
+        )  # fmt: skip
+        return await run_load(req, targets, spec, settings, extras.hooks(self._hooks(stop), spec))
+
+    # --- issue 26 (w-server): cache reset, server metrics, time slices around every run -----------------------
+    def _extras(self, req: BenchRequest, targets: Sequence[BenchTarget], slo: Slo | None = None) -> RunExtras:
+        """The run's extras; a fleet service's log is followed for the metrics fallback (a --url server has
+        none we can follow)."""
+        urls = set(req.urls)
+
+        def logs(ref: str) -> LogLines | None:
+            if urls or ref not in req.refs:
+                return None
+            return lambda: self.fleet.follow_log(ref)
+
+        return RunExtras(req, targets, logs, slo)
+
+    def _attach(self, extras: RunExtras, run: AnyRun) -> None:
+        """The slices and the server's figures on the run; a bug there costs them, never the run's record."""
+        try:
+            extras.attach(run)
+        except Exception as e:
+            self._word(f"time slices / server metrics not recorded: {type(e).__name__}: {e}")
+
+    async def flush_cache(self, refs: Sequence[str], before: str) -> list[CacheFlush]:
+        """Reset the prefix cache of each service (SGLang /flush_cache, vLLM /reset_prefix_cache) through the
+        bench's own route to it: for the sweep, before each point. The records say what each server did."""
+        targets = await self.bench_targets(refs)
+        return await RunExtras(BenchRequest(refs=list(refs), flush_cache=True), targets).flush(before)
 
     @staticmethod
     def _with_baseline(req: R, targets: Sequence[BenchTarget]) -> R:

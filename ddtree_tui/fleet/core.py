@@ -42,6 +42,7 @@ from ddtree_tui.transport import Transport
 if TYPE_CHECKING:
     from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
     from ddtree_tui.bench.results import AnyRun, ShapeRun
+    from ddtree_tui.bench.windows import CacheFlush
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +270,10 @@ class Fleet:
 
     async def run_bench(self, req: BenchRequest, stop: asyncio.Event | None = None) -> BenchRun:
         return await self.bench.run_bench(req, stop)
+
+    async def flush_cache(self, refs: Sequence[Ref], before: str = "point") -> list[CacheFlush]:
+        """Issue 26: reset each service's prefix cache (the sweep, before each point); recorded, never raised."""
+        return await self.bench.flush_cache([str(r) for r in refs], before)
 
     async def run_load_shape(self, req: ShapeRequest, stop: asyncio.Event | None = None) -> ShapeRun:
         return await self.bench.run_shape(req, stop)

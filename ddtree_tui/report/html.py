@@ -521,8 +521,9 @@ SECTIONS: list[Section] = [comparable, verdicts, manifest, service_tables, promp
 SECTIONS += [energy_section, acceptance_section]
 
 
-def render(runs: Sequence[LoadedRun]) -> str:
-    """The whole report as one HTML document."""
+def render(runs: Sequence[LoadedRun], extra: Sequence[str] = ()) -> str:
+    """The whole report as one HTML document; `extra`: sections of other modules (issue 26's time slices and
+    server metrics, report/serverhtml.py), before the failures."""
     if not runs:
         raise ValueError("no runs to report")
     charts, missing = render_charts(runs)
@@ -533,6 +534,7 @@ def render(runs: Sequence[LoadedRun]) -> str:
             body.append(part)
     if charts:
         body.append(charts_section(charts))
+    body += extra
     fail = failures(runs)
     if fail:
         body.append(fail)

@@ -21,6 +21,7 @@ from ddtree_tui.bench.tables import reached_cell, shape_table
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.gpuaccept import load_sections
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
+from ddtree_tui.report.serverhtml import sections
 from ddtree_tui.report.workloadhtml import workload_section
 
 
@@ -182,6 +183,7 @@ def render_load(run: LoadRun) -> str:
     charts = [c for _, fn in LOAD_CHARTS if (c := fn(run)) is not None]
     if charts:
         body.append(charts_section(charts))
+    body += sections(run)  # issue 26: slices, server metrics, flushes, the over-saturation test
     return _page(f"ddtree-tui load run {run.id}", body)
 
 
@@ -216,6 +218,8 @@ def render_soak(run: SoakRun) -> str:
     headers = ["window", "s", "service", "ok", "failed", "out tok/s", "TTFT p50", "e2e p50", "GPU MiB", "GPU source",
                "health"]  # fmt: skip
     body += ["<h2>Windows</h2>", _table(headers, rows, {3, 4, 5, 6, 7, 8})]
+    if run.server_metrics or run.cache_flushes:  # issue 26: the server's figures beside the windows
+        body += sections(run)
     return _page(f"ddtree-tui soak {run.id}", body)
 
 

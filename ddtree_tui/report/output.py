@@ -23,8 +23,9 @@ def write_output(path: Path | str, text: str) -> None:
 def write_html(runs: Sequence[LoadedRun], path: Path | str) -> int:
     """Render and write the HTML report; returns its size in bytes."""
     from ddtree_tui.report.html import render  # matplotlib and the templates: only when a report is written
+    from ddtree_tui.report.serverhtml import sections  # issue 26: slices, server metrics, flushes
 
-    text = render(runs)
+    text = render(runs, [x for lr in runs for x in sections(lr.run)])
     write_output(path, text)
     return len(text.encode("utf-8"))
 

@@ -198,6 +198,9 @@ class SimConfig(BaseModel):
     mem_creep_mib_s: float = Field(default=0.0, ge=0, le=100000)
     gpu_memory_mib: float = Field(default=40000.0, ge=0)  # the simulated GPU's memory in use at rest
     context_length: int = Field(default=CONTEXT_LENGTH, ge=16)
+    enable_metrics: bool = (
+        True  # SGLang's --enable-metrics: off, GET /metrics answers 404 (issue 26's fallback)
+    )
     old_meta_names: bool = False  # spec_accept_token_num / spec_draft_token_num (releases before 0.5.16)
     # OpenAI chat/completions: how servers other than SGLang (e.g. `transformers serve`) differ
     reasoning: bool = False  # chat: the first REASONING_SHARE of the tokens as delta.reasoning_content

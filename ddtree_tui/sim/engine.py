@@ -119,15 +119,28 @@ class SimEngine:
         self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
     ) -> dict[str, Any]:
         """One request; with `max_running_requests` it first waits for a running slot (the waiting queue)."""
+        arrived = time.monotonic()  # SGLang times TTFT and e2e from the request's arrival, queue included
         if not self.cfg.max_running_requests:
-            return await self._generation_run(prompt, max_new_tokens, faults, emit)
+            return await self._generation_run(prompt, max_new_tokens, faults, emit, arrived)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.cfg.max_running_requests)
-        async with self._slots:
-            return await self._generation_run(prompt, max_new_tokens, faults, emit)
+        self.stats.queued += 1  # sglang:num_queue_reqs while it waits for a running slot
+        try:
+            await self._slots.acquire()
+        finally:
+            self.stats.queued -= 1
+        try:
+            return await self._generation_run(prompt, max_new_tokens, faults, emit, arrived)
+        finally:
+            self._slots.release()
 
     async def _generation_run(
-        self, prompt: str, max_new_tokens: int, faults: list[Fault], emit: Callable[[dict[str, Any]], Any]
+        self,
+        prompt: str,
+        max_new_tokens: int,
+        faults: list[Fault],
+        emit: Callable[[dict[str, Any]], Any],
+        arrived: float | None = None,
     ) -> dict[str, Any]:
         """Run one request's schedule, calling `emit(event)` per chunk; returns the final stats.
 
@@ -151,6 +164,7 @@ class SimEngine:
         fmap = {f.kind: f.arg for f in faults}
         rid = uuid.uuid4().hex
         t0 = time.monotonic()
+        t_in = t0 if arrived is None else arrived  # TTFT, e2e and e2e_latency count the queue wait too
         delay = fmap.get("slow_first_token", 0.0)
         if cfg.prefill_rate > 0:
             delay += (prompt_tokens - cached) / cfg.prefill_rate
@@ -190,19 +204,18 @@ class SimEngine:
                             "last": True,
                             "abort": {"message": RETRACT_ABORT_MESSAGE, "status_code": 503},
                             "verify_ct": verify,
-                            "e2e_latency": now - t0,
+                            "e2e_latency": now - t_in,
                         }
                     )
                     return {"id": rid, "completion_tokens": done, "prompt_tokens": prompt_tokens}
                 if i == 0:
-                    st.ttft.observe(now - t0)
+                    st.ttft.observe(now - t_in)
                 else:
                     st.itl.observe((now - last_t) / k)
                 last_t = now
                 prev = done
                 done += k
                 st.running_tokens += k
-                st.generation_tokens_total += k
                 if not (prefill_pass and i == 0):
                     verify += 1
                     st.verify_total += 1
@@ -219,7 +232,7 @@ class SimEngine:
                     "verify_ct": verify,
                 }
                 if last:
-                    ev["e2e_latency"] = now - t0
+                    ev["e2e_latency"] = now - t_in
                 await emit(ev)
                 if i == 0 and "malformed" in fmap:
                     await emit({"malformed": True})
@@ -233,7 +246,7 @@ class SimEngine:
                         "completion_tokens": 0,
                         "last": True,
                         "verify_ct": 0,
-                        "e2e_latency": time.monotonic() - t0,
+                        "e2e_latency": time.monotonic() - t_in,
                     }
                 )
         except (asyncio.CancelledError, ConnectionError):
@@ -248,7 +261,10 @@ class SimEngine:
         finally:
             st.running -= 1
             st.running_tokens -= prompt_tokens + done
-            st.e2e.observe(time.monotonic() - t0)
+            st.e2e.observe(time.monotonic() - t_in)
+            # counted when the request ends, as 0.5.23's observe_one_finished_request does
+            st.generation_tokens_total += done
+            st.verify_calls_total += verify
         return {"id": rid, "completion_tokens": done, "prompt_tokens": prompt_tokens}
 
     def _log_prefill(self, seqs: int, new: int, cached: int, used: int) -> None:

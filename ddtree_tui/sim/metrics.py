@@ -52,6 +52,10 @@ class SimStats:
         self.last_accept_length = 0.0
         self.last_accept_rate = 0.0
         self.cache_hit_tokens = 0
+        # issue 26: SGLang 0.5.23's finished-request counters (observe_one_finished_request: generation tokens
+        # and verify calls are counted when a request ends) and the waiting queue (max_running_requests)
+        self.queued = 0
+        self.verify_calls_total = 0
         self.ttft = _Hist((0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
         self.itl = _Hist((0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1))
         self.e2e = _Hist((0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
@@ -64,7 +68,7 @@ def prometheus_text(s: SimStats, cfg: SimConfig) -> str:
     hit = s.cache_hit_tokens / s.prompt_tokens_total if s.prompt_tokens_total else 0.0
     gauges: list[tuple[str, float, str]] = [
         ("sglang:num_running_reqs", s.running, "The number of running requests."),
-        ("sglang:num_queue_reqs", 0, "The number of requests in the waiting queue."),
+        ("sglang:num_queue_reqs", s.queued, "The number of requests in the waiting queue."),
         ("sglang:token_usage", round(usage, 6), "The token usage."),
         ("sglang:gen_throughput", round(s.last_gen_throughput, 3), "The generation throughput (token/s)."),
         ("sglang:cache_hit_rate", round(hit, 6), "The prefix cache hit rate."),
@@ -78,7 +82,16 @@ def prometheus_text(s: SimStats, cfg: SimConfig) -> str:
         ("sglang:prompt_tokens_total", s.prompt_tokens_total, "Number of prefill tokens processed."),
         ("sglang:generation_tokens_total", s.generation_tokens_total, "Number of generation tokens."),
         ("sglang:num_requests_total", s.requests_total, "Number of requests processed."),
+        ("sglang:cached_tokens_total", s.cache_hit_tokens, "Number of cached prompt tokens."),
     ]
+    if cfg.speculative_algorithm:
+        counters.append(
+            (
+                "sglang:spec_verify_calls_total",
+                s.verify_calls_total,
+                "Number of speculative decoding verification calls.",
+            )
+        )
     lines: list[str] = []
     for name, value, help_ in gauges:
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {value}"]

@@ -142,7 +142,7 @@ class SimServer(SimEndpoints):
             "mem_fraction_static": 0.75,
             "attention_backend": "triton",
             "trust_remote_code": True,
-            "enable_metrics": True,
+            "enable_metrics": self.cfg.enable_metrics,
             "decode_log_interval": c.decode_log_interval,
             "incremental_streaming_output": c.incremental_streaming_output,
             "stream_interval": 1,
@@ -211,8 +211,38 @@ class SimServer(SimEndpoints):
         )
 
     async def _flush_cache(self, request: web.Request) -> web.Response:
+        """0.5.23's /flush_cache: the scheduler flushes only when fully idle (no running or waiting request),
+        else it logs why and the endpoint answers 400; with `?timeout=S` (0.5.23, flush_wrapper.py) it waits
+        up to S seconds for idle first ("Timed out waiting for idle state." past it)."""
+        st = self.stats
+        try:
+            wait = float(request.query.get("timeout", "0"))
+        except ValueError:
+            wait = -1.0
+        if not wait >= 0:
+            return web.json_response(
+                {"detail": [{"loc": ["query", "timeout"], "msg": "bad timeout"}]}, status=422
+            )
+        if wait > 0 and (st.running or st.queued):
+            deadline = time.monotonic() + wait
+            while (st.running or st.queued) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if st.running or st.queued:
+                return web.Response(text="Timed out waiting for idle state.", status=400)
+        if st.running or st.queued:
+            self.log(
+                "Cache not flushed because there are pending requests. "
+                f"#queue-req: {st.queued}, #running-req: {st.running}"
+            )
+            return web.Response(text="Flush cache failed.\n", status=400)
         self._cache.clear()
-        return web.Response(text="Cache flushed.\nPlease check backend logs for more details.\n")
+        self.log("Cache flushed successfully!")
+        return web.Response(
+            text="Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+            "waiting requests, the operation will not be performed.)\n"
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if not self.cfg.enable_metrics:  # started without --enable-metrics: FastAPI's 404
+            return web.json_response({"detail": "Not Found"}, status=404)
         return web.Response(text=prometheus_text(self.stats, self.cfg), content_type="text/plain")
