@@ -28,13 +28,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from ddtree_tui.bench.levels import REACH_MEAN
-from ddtree_tui.bench.stats import N_BOOT, SEED
+from ddtree_tui.bench.stats import SEED
 from ddtree_tui.sweep.state import PointRecord, Sample, SweepState
 
 PENALTY = 1.0  # how many MADs the score takes off the median
 MIN_REPEATS = 2
 MAX_REL_MAD = 0.25  # a MAD above 25 % of the median: the repeats disagree, the cell is not trusted
 LOWER_IS_BETTER = {"ttft"}
+N_BOOT = 1000  # resamples of a probability: ±1.5 points at p = 0.5, enough to say how sure a choice is
 
 
 class Cell(BaseModel):

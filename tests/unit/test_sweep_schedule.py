@@ -43,11 +43,17 @@ def samples(rng: random.Random, mean: float, c: int, repeats: int, noise: float,
     return out
 
 
-def state_of(seed: int, repeats: int = 4, noise: float = 0.02) -> SweepState:
+def state_of(
+    seed: int,
+    repeats: int = 4,
+    noise: float = 0.02,
+    levels: list[int] = LEVELS,
+    grid: list[tuple[int, int]] = GRID,
+) -> SweepState:
     rng = random.Random(seed)
     points: list[PointRecord] = []
-    for b, k in GRID:
-        for c in LEVELS:
+    for b, k in grid:
+        for c in levels:
             i = len(points)
             m = Measurement(
                 concurrency=c, samples=samples(rng, true_speed(b, k, c), c, repeats, noise, 100.0 * i)
@@ -59,13 +65,13 @@ def state_of(seed: int, repeats: int = 4, noise: float = 0.02) -> SweepState:
     baselines = [
         BaselineRecord(seq=j, at=0.0, after_point=-1,
                        measurement=Measurement(concurrency=c, samples=samples(rng, base_speed(c), c, repeats, noise, 0.0)))
-        for j, c in enumerate(LEVELS)
+        for j, c in enumerate(levels)
     ]  # fmt: skip
     return SweepState(
         id="t", ref="local/ddtree", baseline_ref=None,
         dims=[Dimension(key="budget", values=["4", "8", "16", "32"]),
               Dimension(key="env.SGLANG_DDTREE_MAX_TOPK", values=["1", "2", "4"])],
-        loads=LEVELS, strategy="grid", prompts="seed3", repeats=repeats, warmup=1, max_new_tokens=64,
+        loads=levels, strategy="grid", prompts="seed3", repeats=repeats, warmup=1, max_new_tokens=64,
         objective="tok_s", points=points, baselines=baselines, started_at=0.0, updated_at=0.0,
     )  # fmt: skip
 
