@@ -422,7 +422,7 @@ def _schedule_lines(res: SweepResults, out: str | None) -> list[str]:
     flushed = [p for p in res.points if p.flushed is not None]
     if flushed:
         n_ok = sum(1 for p in flushed if p.flushed)
-        lines.append(f"prefix cache flushed before {n_ok} of {len(flushed)} measured point(s)")
+        lines.append(f"prefix cache flushed before {n_ok} of {len(flushed)} point measurement(s)")
     return lines
 
 

@@ -366,6 +366,8 @@ def _bands(choices: Sequence[LevelChoice]) -> list[Band]:
         elif w == "baseline":
             b.use_baseline, b.label = True, "baseline (no setting beats it)"
             b.note = "speculation does not beat the baseline here"
+            ps = [1 - c.beats_baseline_p for c in g if c.beats_baseline_p is not None]
+            b.confidence = min(ps) if ps else None  # here: P(the baseline beats the best setting)
         else:
             b.overrides = head.overrides
         out.append(b)
