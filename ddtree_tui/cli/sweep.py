@@ -346,7 +346,7 @@ def _report(ns: SweepArgs) -> int:
     except (ValueError, SweepError) as e:
         _err(str(e))
         return EXIT_USAGE
-    ns.sw_html = ns.sw_html or str(out / "report.html")
+    ns = ns.model_copy(update={"sw_html": ns.sw_html or str(out / "report.html")})
     return EXIT_OK if write_html(ns, out, state, res) else EXIT_FAIL
 
 
