@@ -16,6 +16,9 @@ sweep/fairness.py when the baseline drifted beyond its noise around the point (s
 Confidence: the probability that the chosen setting beats the runner-up (the best other stable cell), from a
 seeded bootstrap that resamples each cell's requests within each prompt (the statistic the mean over prompts,
 as bench/stats does); the same for "beats the baseline". Pure: a SweepState in, a Schedule out.
+
+The objective per request is tok/s (a `goodput` sweep is scheduled on tok/s too: goodput is a whole-run figure,
+not one a repeat or a request has) or TTFT for `--objective ttft`.
 """
 
 from __future__ import annotations
