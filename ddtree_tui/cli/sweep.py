@@ -398,12 +398,12 @@ def cli_main(ns: SweepArgs) -> int:
             else (list(preset.constraints) if preset else []),
             baseline_ref=ns.sw_baseline,
             baseline_every=max(1, ns.sw_baseline_every),
-            max_time=ns.sw_max_time,
             fairness=FairnessSettings(
                 flush=not ns.sw_no_flush,
                 max_temp_c=ns.sw_gpu_max_temp if ns.sw_gpu_max_temp > 0 else None,
                 settle_s=ns.sw_settle,
             ),
+            max_time=ns.sw_max_time,
         )
         for c in settings.constraints:
             parse_constraint(c)

@@ -62,10 +62,10 @@ class SweepSettings(BaseModel):
     constraints: list[str] = Field(default_factory=list)
     baseline_ref: str | None = None
     baseline_every: int = Field(default=3, ge=1)  # launch configs between same-service baseline re-measures
+    fairness: FairnessSettings = Field(default_factory=FairnessSettings)  # sweep/fairness.py
     max_time: float | None = None
     smoke_timeout: float = 60.0
     request_timeout: float = 300.0
-    fairness: FairnessSettings = Field(default_factory=FairnessSettings)
 
 
 class SweepEvent(BaseModel):
@@ -332,17 +332,6 @@ class SweepRunner:
             return False, f"smoke failed: {smoke.error}", [], dt
         return True, None, [], dt
 
-    # --- fair arms: the one hook called before every measurement (sweep/fairness.py) -------------------
-    async def _before_measure(self, spec: ServiceSpec, index: int, label: str) -> st.FairnessRecord:
-        """Flush the caches and wait for the GPUs before one measurement; the record says what was done."""
-        rec = await before_measurement(
-            self.fleet, self.s.ref, spec.gpus, self.s.fairness, self.stop,
-            also_flush=[self.s.baseline_ref] if self.s.baseline_ref else [],
-        )  # fmt: skip
-        for flag in rec.flags:
-            self._emit(index, "flagged", label, flag)
-        return rec
-
     async def _measure(self, concurrency: int) -> tuple[BenchRun, list[BenchTarget]]:
         refs = [self.s.ref] + ([self.s.baseline_ref] if self.s.baseline_ref else [])
         targets = await self.fleet.bench_targets(refs)
@@ -367,6 +356,17 @@ class SweepRunner:
             metrics=metrics_of(run, ref, self.constraints, mem),
             bench_run_id=run.id,
         )
+
+    # --- fair arms: the one hook called before every measurement (sweep/fairness.py) -------------------
+    async def _before_measure(self, spec: ServiceSpec, index: int, label: str) -> st.FairnessRecord:
+        """Flush the caches and wait for the GPUs before one measurement; the record says what was done."""
+        rec = await before_measurement(
+            self.fleet, self.s.ref, spec.gpus, self.s.fairness, self.stop,
+            also_flush=[self.s.baseline_ref] if self.s.baseline_ref else [],
+        )  # fmt: skip
+        for flag in rec.flags:
+            self._emit(index, "flagged", label, flag)
+        return rec
 
     async def _baseline(self, after: int) -> None:
         """Same-service baseline: the profile as written, every load level."""

@@ -113,6 +113,7 @@ class PointRecord(BaseModel):
     gpus: list[GpuInfo] = Field(default_factory=list)
     measurement: Measurement | None = None
     baseline_measurement: Measurement | None = None  # --baseline HOST/SVC: measured interleaved, same run
+    fairness: FairnessRecord | None = None  # the before-point checks (sweep/fairness.py)
     baseline_seqs: list[int] = Field(
         default_factory=list
     )  # same-service baseline measurements it is compared to
@@ -120,7 +121,6 @@ class PointRecord(BaseModel):
     measure_s: float | None = None
     finished_at: float | None = None
     attempts: int = 0
-    fairness: FairnessRecord | None = None  # the before-point checks (sweep/fairness.py)
 
     def label(self) -> str:
         words = [f"{k}={v}" for k, v in self.overrides.items()] or ["(profile)"]
@@ -132,9 +132,9 @@ class BaselineRecord(BaseModel):
     at: float
     after_point: int  # measured after this many points had finished (-1: before the first)
     measurement: Measurement
+    fairness: FairnessRecord | None = None
     ok: bool = True
     error: str | None = None
-    fairness: FairnessRecord | None = None
 
 
 class SweepState(BaseModel):
