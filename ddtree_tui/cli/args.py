@@ -172,6 +172,13 @@ class SweepArgs(CliArgs):
     sw_json: bool = False
     sw_html: str | None = None
     sw_no_telemetry: bool = False
+    # the schedule per concurrency and the fair arms
+    sw_levels: str | None = None
+    sw_schedule: bool = False
+    sw_dry_run: bool = False
+    sw_no_flush: bool = False
+    sw_gpu_max_temp: float = 83.0
+    sw_settle: float = 30.0
 
 
 class SimArgs(CliArgs):

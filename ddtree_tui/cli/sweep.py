@@ -3,6 +3,8 @@
     ddtree-tui sweep HOST/SVC --set KEY=v1,v2 ... [--load concurrency:1,8] --out DIR [--resume] ...
     ddtree-tui sweep show DIR            # the table again (other --objective / --constraint allowed)
     ddtree-tui sweep apply DIR [--point N] [--yes]
+    ddtree-tui sweep apply DIR --schedule [--yes]   # one profile service per band of the schedule
+    ddtree-tui sweep report DIR [--html FILE]      # the HTML report (default DIR/report.html)
 
 Exit 0: the sweep finished (or apply wrote the profile); 1: nothing measured, the service could not be put
 back, or apply declined; 2: bad usage (the message names the --set, key and value).
@@ -23,6 +25,7 @@ from ddtree_tui.fleet import Fleet, ServiceHeld
 from ddtree_tui.sweep import output
 from ddtree_tui.sweep import results as rs
 from ddtree_tui.sweep import state as st
+from ddtree_tui.sweep.fairness import FairnessSettings
 from ddtree_tui.sweep.runner import SweepRunner, SweepSettings
 from ddtree_tui.sweep.spec import Dimension, SweepError, parse_constraint, parse_load, parse_set
 from ddtree_tui.sweep.stopping import StopOnSignals
@@ -228,6 +231,9 @@ def _apply(ns: SweepArgs) -> int:
         print(f"{path} already has point {idx}'s settings ({rec.label()}); nothing to write", flush=True)
         return EXIT_OK
     print(d, end="", flush=True)
+    if ns.sw_dry_run:
+        _err("dry run: nothing written")
+        return EXIT_OK
     if not ns.sw_yes:
         if not sys.stdin.isatty():
             _err("not a terminal: pass --yes to apply without asking; nothing written")
@@ -255,10 +261,101 @@ def _apply(ns: SweepArgs) -> int:
     return EXIT_OK
 
 
+def _apply_schedule(ns: SweepArgs) -> int:
+    """`sweep apply DIR --schedule`: one profile service per band of the schedule, after the diff."""
+    from ddtree_tui.sweep.apply import diff, edit_profile_schedule, write_profile
+
+    if not ns.dir:
+        _err("usage: ddtree-tui sweep apply DIR --schedule [--to FILE] [--yes]")
+        return EXIT_USAGE
+    out = Path(ns.dir)
+    try:
+        state = st.load(out)
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    sched = rs.analyse(state, ns.sw_constraint, ns.sw_objective).schedule
+    if sched is None or not any(b.overrides for b in sched.bands):
+        _err(
+            "no band of the schedule has a setting to write (nothing stable beat the baseline); nothing written"
+        )
+        return EXIT_FAIL
+    if not ns.sw_to and not state.profile_source:
+        _err("the sweep does not know its profile file; give --to FILE")
+        return EXIT_USAGE
+    path = Path(ns.sw_to or state.profile_source or "")
+    try:
+        old = read_profile_text(path)
+        new, bands = edit_profile_schedule(old, path, state.ref.split("/", 1)[1], sched.bands, state.id)
+    except (OSError, ProfileError, SweepError) as e:
+        _err(f"ddtree-tui sweep apply: {e}")
+        return EXIT_USAGE
+    for b in bands:
+        what = f"{b.service} ({'new' if b.created else 'updated'}, port {b.port})" if b.service else "-"
+        _err(f"  band {b.band}: {what}" + (f" — {b.note}" if b.note else ""))
+    _err(f"crossover: {sched.crossover_text}")
+    d = diff(old, new, path)
+    if not d:
+        print(f"{path} already has this schedule; nothing to write", flush=True)
+        return EXIT_OK
+    print(d, end="", flush=True)
+    if ns.sw_dry_run:
+        _err("dry run: nothing written")
+        return EXIT_OK
+    if not ns.sw_yes:
+        if not sys.stdin.isatty():
+            _err(
+                "not a terminal: pass --yes to apply without asking (or --dry-run for the diff only); nothing written"
+            )
+            return EXIT_FAIL
+        if input(
+            f"write {sum(1 for b in bands if b.service)} service(s) into {path}? [y/N] "
+        ).strip().lower() not in ("y", "yes"):
+            _err("nothing written")
+            return EXIT_FAIL
+    try:
+        write_profile(path, new)
+    except (OSError, SweepError) as e:
+        _err(f"ddtree-tui sweep apply: {e}; nothing written")
+        return EXIT_FAIL
+    names = [b.service for b in bands if b.service]
+    print(f"wrote the schedule into {path}: {', '.join(names)}", flush=True)
+    host = state.ref.split("/", 1)[0]
+    _err("launch with: " + "; ".join(f"ddtree-tui --profile {path} launch {host}/{n}" for n in names))
+    return EXIT_OK
+
+
+def _loads(ns: SweepArgs, preset: SweepPreset | None) -> list[int]:
+    """`--levels 1,4,16` is `--load concurrency:1,4,16`; giving both is a usage error."""
+    if ns.sw_levels is not None:
+        if ns.sw_load is not None:
+            raise SweepError("give --levels or --load, not both (--levels 1,4 is --load concurrency:1,4)")
+        return parse_load(f"concurrency:{ns.sw_levels}")
+    return parse_load(ns.sw_load or (preset.load if preset else None))
+
+
+def _report(ns: SweepArgs) -> int:
+    """`sweep report DIR [--html FILE]`: the sweep's HTML report from its state (results re-analysed)."""
+    if not ns.dir:
+        _err("usage: ddtree-tui sweep report DIR [--html FILE]")
+        return EXIT_USAGE
+    out = Path(ns.dir)
+    try:
+        state = st.load(out)
+        res = write_results(out, state, ns)
+    except (ValueError, SweepError) as e:
+        _err(str(e))
+        return EXIT_USAGE
+    ns = ns.model_copy(update={"sw_html": ns.sw_html or str(out / "report.html")})
+    return EXIT_OK if write_html(ns, out, state, res) else EXIT_FAIL
+
+
 @handler("sweep", SweepArgs)
 def cli_main(ns: SweepArgs) -> int:
     if ns.target == "apply":
-        return _apply(ns)
+        return _apply_schedule(ns) if ns.sw_schedule else _apply(ns)
+    if ns.target == "report":
+        return _report(ns)
     if ns.target == "show":
         if not ns.dir:
             _err("usage: ddtree-tui sweep show DIR")
@@ -289,7 +386,7 @@ def cli_main(ns: SweepArgs) -> int:
         settings = SweepSettings(
             ref=f"{host.name}/{spec.name}",
             dims=_dims(ns, preset),
-            loads=parse_load(ns.sw_load or (preset.load if preset else None)),
+            loads=_loads(ns, preset),
             strategy=ns.sw_strategy or (preset.strategy if preset else "grid"),
             prompts=ns.sw_prompts or (preset.prompts if preset else "seed3"),
             repeats=ns.sw_repeats or (preset.repeats if preset else 3),
@@ -301,6 +398,11 @@ def cli_main(ns: SweepArgs) -> int:
             else (list(preset.constraints) if preset else []),
             baseline_ref=ns.sw_baseline,
             baseline_every=max(1, ns.sw_baseline_every),
+            fairness=FairnessSettings(
+                flush=not ns.sw_no_flush,
+                max_temp_c=ns.sw_gpu_max_temp if ns.sw_gpu_max_temp > 0 else None,
+                settle_s=ns.sw_settle,
+            ),
             max_time=ns.sw_max_time,
         )
         for c in settings.constraints:

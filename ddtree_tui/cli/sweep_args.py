@@ -8,8 +8,12 @@ import argparse
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("target", metavar="HOST/SVC|apply|show", help="the service to sweep, or apply/show DIR")
-    sp.add_argument("dir", nargs="?", metavar="DIR", help="for apply/show: the sweep's --out directory")
+    sp.add_argument(
+        "target", metavar="HOST/SVC|apply|show|report", help="the service to sweep, or apply/show/report DIR"
+    )
+    sp.add_argument(
+        "dir", nargs="?", metavar="DIR", help="for apply/show/report: the sweep's --out directory"
+    )
     sp.add_argument("--set", dest="sw_set", action="append", default=[], metavar="KEY=v1,v2",
                     help="a dimension: a service key, env.NAME or --flag, with its values")  # fmt: skip
     sp.add_argument("--preset", dest="sw_preset", metavar="NAME", help="a [[sweep]] of the host profile")
@@ -75,3 +79,20 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--no-telemetry", dest="sw_no_telemetry", action="store_true", help="do not record GPU telemetry"
     )
+    add_schedule_arguments(sp)
+
+
+def add_schedule_arguments(sp: argparse.ArgumentParser) -> None:
+    """The schedule per concurrency and the fair arms (sweep/schedule.py, sweep/fairness.py)."""
+    sp.add_argument("--levels", dest="sw_levels", metavar="1,4,16,64", default=None,
+                    help="concurrency levels each point is measured at (= --load concurrency:1,4,16,64)")  # fmt: skip
+    sp.add_argument("--schedule", dest="sw_schedule", action="store_true",
+                    help="apply: one profile service per band of the schedule (NAME-c1-4, ...)")  # fmt: skip
+    sp.add_argument("--dry-run", dest="sw_dry_run", action="store_true",
+                    help="apply: show the diff, write nothing")  # fmt: skip
+    sp.add_argument("--no-flush", dest="sw_no_flush", action="store_true",
+                    help="do not POST /flush_cache before each measurement")  # fmt: skip
+    sp.add_argument("--gpu-max-temp", dest="sw_gpu_max_temp", type=float, default=83.0, metavar="C",
+                    help="wait before a measurement while a GPU is hotter than C °C (default 83)")  # fmt: skip
+    sp.add_argument("--settle-timeout", dest="sw_settle", type=float, default=30.0, metavar="S",
+                    help="wait at most S s for a hot or throttled GPU, then flag the point (default 30)")  # fmt: skip

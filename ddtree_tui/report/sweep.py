@@ -24,6 +24,7 @@ from ddtree_tui import __version__
 from ddtree_tui.atomicio import write_file
 from ddtree_tui.bench.stats import fmt_pct
 from ddtree_tui.report import charts as ch
+from ddtree_tui.report import sweep_schedule
 from ddtree_tui.report.html import _table, charts_section, document, e
 from ddtree_tui.report.sweep_charts import CHARTS
 from ddtree_tui.report.sweep_input import LoadedSweep, objective_unit, varying
@@ -231,7 +232,12 @@ def render(ls: LoadedSweep) -> str:
             missing.append(name)
         else:
             charts.append(c)
-    body = [header(ls), manifest(ls), best(ls), ranked_table(ls)]
+    for name, c in sweep_schedule.charts(ls):  # the schedule's charts (report/sweep_schedule.py)
+        if c is None:
+            missing.append(name)
+        else:
+            charts.append(c)
+    body = [header(ls), manifest(ls), best(ls), ranked_table(ls), *sweep_schedule.sections(ls)]
     if charts:
         body.append(charts_section(charts))
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

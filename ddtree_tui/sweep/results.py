@@ -18,6 +18,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ddtree_tui.bench.stats import Delta, bootstrap_delta, fmt_pct, paired_delta, verdict
+from ddtree_tui.sweep import schedule as sch
+from ddtree_tui.sweep.fairness import Drift, baseline_drift
 from ddtree_tui.sweep.spec import Constraint, parse_constraint
 from ddtree_tui.sweep.state import Measurement, PointRecord, Sample, SweepState
 
@@ -54,6 +56,17 @@ class RankedPoint(BaseModel):
     pareto_accept: bool = False  # on the front of accept length (higher) vs step time (lower)
     error: str | None = None
     argv: str | None = None
+    # the schedule's view of this point (its launch config at its level: sweep/schedule.py)
+    score: float | None = None  # median ∓ penalty × MAD over repeats
+    mad: float | None = None
+    mean_in_flight: float | None = None  # the concurrency it reached, while busy
+    rejected: str | None = None  # why the schedule does not trust it
+    chosen: bool = False  # the schedule's choice at its level
+    # fair arms (sweep/fairness.py)
+    flushed: bool | None = None
+    gpu_temp_c: int | None = None  # the hottest of its GPUs just before it was measured
+    drift_factor: float | None = None  # its values were scaled by this for the schedule (baseline drift)
+    flags: list[str] = Field(default_factory=list)
 
 
 class SweepResults(BaseModel):
@@ -71,6 +84,8 @@ class SweepResults(BaseModel):
     wall_s: float = 0.0
     restored: bool | None = None
     caveats: list[str] = Field(default_factory=list)
+    schedule: sch.Schedule | None = None  # the best setting per concurrency level, its bands and crossover
+    drift: Drift | None = None  # the interleaved baseline over time
 
 
 def _short_label(rec: PointRecord, keys: Sequence[str], loads: bool) -> str:
@@ -166,7 +181,10 @@ def _front(points: Sequence[RankedPoint], x: str, y: str) -> set[int]:
 
 
 def analyse(
-    state: SweepState, constraints: Sequence[str] | None = None, objective: str | None = None
+    state: SweepState,
+    constraints: Sequence[str] | None = None,
+    objective: str | None = None,
+    correct_drift: bool = True,
 ) -> SweepResults:
     objective = objective or state.objective
     cons: list[Constraint] = [
@@ -232,6 +250,9 @@ def analyse(
         p.pareto_latency = p.index in lat
         p.pareto_accept = p.index in acc
     best = ok[0] if ok else None
+    drift = baseline_drift(state, correct=correct_drift)
+    schedule = sch.build(state, objective, drift_factors=drift.factors)
+    _mark_schedule(ranked, state, schedule, drift)
     base_tok: dict[int, float | None] = {}
     for n in state.loads:
         ms: list[Measurement] = [
@@ -253,7 +274,36 @@ def analyse(
         wall_s=state.wall_s,
         restored=state.restored,
         caveats=_caveats(state),
+        schedule=schedule,
+        drift=drift,
     )
+
+
+def _mark_schedule(ranked: Sequence[RankedPoint], state: SweepState, s: sch.Schedule, drift: Drift) -> None:
+    """Each point gets its cell's score, the reason it was rejected, whether it was chosen, its fairness."""
+    cells = {(c.key, c.concurrency): c for c in s.cells}
+    chosen = {(c.chosen, c.concurrency) for c in s.levels if c.chosen is not None}
+    recs = {r.index: r for r in state.points}
+    for p in ranked:
+        key = (sch.cell_key(p.overrides), p.concurrency)
+        cell = cells.get(key)
+        if cell is not None and p.status == "done":
+            p.score, p.mad, p.mean_in_flight, p.rejected = (
+                cell.score,
+                cell.mad,
+                cell.mean_in_flight,
+                cell.rejected,
+            )
+            p.chosen = key in chosen
+        rec = recs.get(p.index)
+        if rec is not None and rec.fairness is not None:
+            p.flushed = rec.fairness.flushed
+            temps = [g.temp_c for g in rec.fairness.gpus if g.temp_c is not None]
+            p.gpu_temp_c = max(temps) if temps else None
+            p.flags = list(rec.fairness.flags)
+        if p.index in drift.flagged:
+            p.flags.append(drift.flagged[p.index])
+            p.drift_factor = drift.factors.get(p.index)
 
 
 WARMUP_CAVEAT = "Each point is measured after "
@@ -339,6 +389,7 @@ def table(res: SweepResults, out: str | None = None) -> str:
         lines.append(f"  apply it: ddtree-tui sweep apply {where} --point {b.index}")
     else:
         lines.append("best: none (no point was measured and met the constraints)")
+    lines += _schedule_lines(res, out)
     if res.caveats:
         lines.append("what this sweep cannot know:")
         lines += [f"  - {c}" for c in res.caveats]
@@ -349,6 +400,30 @@ def table(res: SweepResults, out: str | None = None) -> str:
             else "WARNING: the service could NOT be put back as the profile has it"
         )
     return "\n".join(lines)
+
+
+def _schedule_lines(res: SweepResults, out: str | None) -> list[str]:
+    """The schedule (more than one level measured), the baseline's drift and the fairness flags."""
+    lines: list[str] = []
+    s = res.schedule
+    if s is not None and len(s.levels) > 1:
+        lines.append(sch.table(s))
+        if any(b.overrides for b in s.bands):
+            where = shlex.quote(out) if out else "<the sweep's --out directory>"
+            lines.append(f"  apply it: ddtree-tui sweep apply {where} --schedule (one service per band)")
+    if res.drift is not None and res.drift.steps:
+        lines.append(f"baseline drift: {res.drift.text}")
+    flagged = [p for p in res.points if p.flags]
+    if flagged:
+        lines.append(f"flagged (fair arms): {len(flagged)} point(s)")
+        lines += [f"  #{p.index} {p.label}: {'; '.join(p.flags)}" for p in flagged[:20]]
+        if len(flagged) > 20:
+            lines.append(f"  … and {len(flagged) - 20} more (results.json)")
+    flushed = [p for p in res.points if p.flushed is not None]
+    if flushed:
+        n_ok = sum(1 for p in flushed if p.flushed)
+        lines.append(f"prefix cache flushed before {n_ok} of {len(flushed)} point measurement(s)")
+    return lines
 
 
 def pareto_chart(res: SweepResults, width: int = 50, height: int = 12) -> str:
@@ -375,7 +450,9 @@ def pareto_chart(res: SweepResults, width: int = 50, height: int = 12) -> str:
 
 CSV_FIELDS = ["index", "rank", "group", "status", "concurrency", "label", "objective", "delta_pct", "delta_lo_pct",
               "delta_hi_pct", "meets_constraints", "tok_s", "goodput", "ttft_p50", "ttft_p90", "itl_p50", "accept_length",
-              "verify_passes", "tokens_per_chunk", "step_ms", "gpu_mem_mb", "pareto_latency", "pareto_accept", "error"]  # fmt: skip
+              "verify_passes", "tokens_per_chunk", "step_ms", "gpu_mem_mb", "pareto_latency", "pareto_accept", "error",
+              "score", "mad", "mean_in_flight", "rejected", "chosen", "flushed", "gpu_temp_c", "drift_factor",
+              "flags"]  # fmt: skip
 
 
 def to_csv(res: SweepResults) -> str:
@@ -385,6 +462,7 @@ def to_csv(res: SweepResults) -> str:
     w.writerow(CSV_FIELDS[:6] + keys + CSV_FIELDS[6:])
     for p in res.points:
         d: dict[str, Any] = p.model_dump()
+        d["flags"] = "; ".join(p.flags)
         w.writerow(
             [d[k] for k in CSV_FIELDS[:6]]
             + [p.overrides.get(k, "") for k in keys]

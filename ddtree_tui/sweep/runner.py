@@ -23,6 +23,7 @@ from ddtree_tui.config import ServiceSpec, redact_env
 from ddtree_tui.fleet.protocol import SweepFleet
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.sweep import state as st
+from ddtree_tui.sweep.fairness import FairnessSettings, before_measurement
 from ddtree_tui.sweep.results import WARMUP_CAVEAT, warmup_caveat
 from ddtree_tui.sweep.spec import (
     Constraint,
@@ -61,6 +62,7 @@ class SweepSettings(BaseModel):
     constraints: list[str] = Field(default_factory=list)
     baseline_ref: str | None = None
     baseline_every: int = Field(default=3, ge=1)  # launch configs between same-service baseline re-measures
+    fairness: FairnessSettings = Field(default_factory=FairnessSettings)  # sweep/fairness.py
     max_time: float | None = None
     smoke_timeout: float = 60.0
     request_timeout: float = 300.0
@@ -355,6 +357,17 @@ class SweepRunner:
             bench_run_id=run.id,
         )
 
+    # --- fair arms: the one hook called before every measurement (sweep/fairness.py) -------------------
+    async def _before_measure(self, spec: ServiceSpec, index: int, label: str) -> st.FairnessRecord:
+        """Flush the caches and wait for the GPUs before one measurement; the record says what was done."""
+        rec = await before_measurement(
+            self.fleet, self.s.ref, spec.gpus, self.s.fairness, self.stop,
+            also_flush=[self.s.baseline_ref] if self.s.baseline_ref else [],
+        )  # fmt: skip
+        for flag in rec.flags:
+            self._emit(index, "flagged", label, flag)
+        return rec
+
     async def _baseline(self, after: int) -> None:
         """Same-service baseline: the profile as written, every load level."""
         if self.s.baseline_ref is not None:
@@ -375,12 +388,13 @@ class SweepRunner:
                     )
                 )
                 continue
+            fair = await self._before_measure(self.base_spec, -1, f"baseline (profile) c={n}")
             self._emit(-1, "measuring", f"baseline (profile) c={n}")
             run, _ = await self._measure(n)
             self.state.baselines.append(
                 st.BaselineRecord(
                     seq=seq, at=time.time(), after_point=after,
-                    measurement=self._measurement(run, self.s.ref, n, self.base_spec),
+                    measurement=self._measurement(run, self.s.ref, n, self.base_spec), fairness=fair,
                 )
             )  # fmt: skip
         self._save()
@@ -487,6 +501,7 @@ class SweepRunner:
                 rec.status = "pending"
                 self._save()
                 return
+            rec.fairness = await self._before_measure(spec, rec.index, rec.label())
             self._set(rec, "measuring")
             t0 = time.monotonic()
             try:

@@ -34,6 +34,9 @@ class Sample(BaseModel):
     accept_length: float | None = None
     verify_ct: int | None = None
     tokens_per_chunk: float | None = None
+    started_at: float | None = (
+        None  # unix time it was sent: the concurrency a level reached is computed from it
+    )
 
 
 class Metrics(BaseModel):
@@ -73,6 +76,30 @@ class Measurement(BaseModel):
     bench_run_id: str | None = None
 
 
+class GpuCheck(BaseModel):
+    """One GPU as the fleet's telemetry saw it just before a point or a baseline measurement started."""
+
+    index: int
+    temp_c: int | None = None
+    sm_clock_mhz: int | None = None
+    throttle_reasons: list[str] = Field(default_factory=list)
+    source: str | None = None  # nvml, nvidia-smi, replay (a recording, not this service's GPU), none
+    sampled_at: float | None = None  # unix time of the telemetry sample
+
+
+class FairnessRecord(BaseModel):
+    """What sweep/fairness.py did before one measurement so the arms start alike: the prefix cache flushed
+    (`POST /flush_cache` to the measured server), the GPU read from telemetry and waited for while hot or
+    throttled (up to a bound), and why the point is flagged when it could not be made fair."""
+
+    at: float  # unix time the checks began
+    flushed: bool | None = None  # None: not asked (--no-flush); False: asked and refused (flush_error)
+    flush_error: str | None = None
+    gpus: list[GpuCheck] = Field(default_factory=list)  # the last reading, after any wait
+    waited_s: float = 0.0  # how long the GPU was waited for
+    flags: list[str] = Field(default_factory=list)  # why this measurement may not be comparable, in words
+
+
 class PointRecord(BaseModel):
     index: int
     overrides: dict[str, str] = Field(default_factory=dict)
@@ -86,6 +113,7 @@ class PointRecord(BaseModel):
     gpus: list[GpuInfo] = Field(default_factory=list)
     measurement: Measurement | None = None
     baseline_measurement: Measurement | None = None  # --baseline HOST/SVC: measured interleaved, same run
+    fairness: FairnessRecord | None = None  # the before-point checks (sweep/fairness.py)
     baseline_seqs: list[int] = Field(
         default_factory=list
     )  # same-service baseline measurements it is compared to
@@ -104,6 +132,7 @@ class BaselineRecord(BaseModel):
     at: float
     after_point: int  # measured after this many points had finished (-1: before the first)
     measurement: Measurement
+    fairness: FairnessRecord | None = None
     ok: bool = True
     error: str | None = None
 

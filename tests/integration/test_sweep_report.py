@@ -24,7 +24,7 @@ from tests.integration.test_sweep import demo_copy, read_state
 from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(300)
-SWEEP_CHARTS = {"chart-sweep-pareto", "chart-sweep-accept", "chart-sweep-heat"}
+SWEEP_CHARTS = {"chart-sweep-pareto", "chart-sweep-accept", "chart-sweep-heat", "chart-sweep-trials"}
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +99,11 @@ def test_sweep_report_in_a_browser_from_sweep_show_and_report(tmp_path: Path) ->
     assert s.returncode == 0, s.stderr
     for h in (again, shown):
         t = h.read_text()
-        assert "budget = 8, 16" in t and "What this sweep cannot know" in t and t.count("data-chart=") == 3
+        assert (
+            "budget = 8, 16" in t
+            and "What this sweep cannot know" in t
+            and t.count("data-chart=") == len(SWEEP_CHARTS)
+        )
 
     # a results.json of another schema, or of another shape: exit 2, the file named, nothing written
     bad = tmp_path / "bad" / "results.json"
