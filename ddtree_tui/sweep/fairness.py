@@ -4,8 +4,7 @@ could not be made equal is recorded, so a hot GPU or a warm prefix cache does no
 Before each measurement (`before_measurement`, the runner's one hook):
 - the server's prefix cache is flushed (`POST /flush_cache`, SGLang's endpoint; it answers 400 while requests
   run, so it is retried a few times) and the answer recorded: a point that ran on a warm cache of the point
-  before it is not comparable. Issue 26's `bench/` cache flush is not on main yet: this is the minimal
-  client-side POST, through lib/http.py;
+  before it is not comparable (bench/cacheflush.py, the same reset `--flush-cache` does);
 - the GPUs of the service are read from the fleet's telemetry (temperature, SM clock, clock-event reasons) and,
   while one is above `max_temp_c` or slowed by a thermal or power reason, waited for up to `settle_s`; a GPU
   still hot then is not waited for longer: the measurement is flagged with the reading (the source is kept,
@@ -25,10 +24,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from ddtree_tui.bench import cacheflush
 from ddtree_tui.bench.models import BenchTarget
 from ddtree_tui.bench.stats import bootstrap_delta
 from ddtree_tui.fleet.protocol import SweepFleet
-from ddtree_tui.lib import http
 from ddtree_tui.sweep.state import FairnessRecord, GpuCheck, Measurement, PointRecord, SweepState
 
 # clock-event reasons that mean the GPU is slowed by heat or power (telemetry/nvsmi.THROTTLE_BITS names)
@@ -39,8 +38,6 @@ SLOWING = (
     "hw_thermal_slowdown",
     "hw_power_brake_slowdown",
 )
-FLUSH_ATTEMPTS = 3
-FLUSH_RETRY_S = 0.5
 
 
 class FairnessSettings(BaseModel):
@@ -53,28 +50,13 @@ class FairnessSettings(BaseModel):
 # --- the cache -------------------------------------------------------------------------------------------
 
 
-async def flush_cache(target: BenchTarget, timeout: float = 10.0) -> tuple[bool, str | None]:
-    """POST /flush_cache to the measured server: (ok, why not)."""
-    why: str | None = None
-    for attempt in range(FLUSH_ATTEMPTS):
-        try:
-            async with (
-                http.session(headers=target.headers, timeout=timeout) as s,
-                s.post(target.base_url.rstrip("/") + "/flush_cache") as resp,
-            ):
-                body = (await http.read_text(resp, cap=64 * 1024)).strip()
-                if resp.status == 200:
-                    return True, None
-                why = f"HTTP {resp.status}: {body[:200]}"
-                if resp.status == 404:
-                    return False, why + " (the server has no /flush_cache)"
-        except (http.HttpError, OSError, TimeoutError) as e:
-            why = http.describe(e)
-        except Exception as e:  # aiohttp's own errors
-            why = f"{type(e).__name__}: {e}"
-        if attempt + 1 < FLUSH_ATTEMPTS:
-            await asyncio.sleep(FLUSH_RETRY_S)
-    return False, why
+async def flush_cache(target: BenchTarget) -> tuple[bool, str | None]:
+    """The bench's cache reset for one measured server (bench/cacheflush.py: SGLang's /flush_cache, else
+    vLLM's /reset_prefix_cache, a 400 while requests run retried): (ok, why not)."""
+    rec = await cacheflush.flush_cache(target.ref, target.base_url, "sweep measurement", target.headers)
+    if rec.ok:
+        return True, None
+    return False, f"HTTP {rec.status}: {rec.message}" if rec.status is not None else rec.message
 
 
 # --- the GPU ---------------------------------------------------------------------------------------------

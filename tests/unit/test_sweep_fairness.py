@@ -49,7 +49,7 @@ async def test_flush_is_retried_while_refused_and_a_missing_endpoint_is_said(
     ok, why = await flush_cache(BenchTarget(ref="h/s", base_url=url, algorithm="dflash"))
     assert ok and why is None and len(calls) == 3
     ok, why = await flush_cache(BenchTarget(ref="h/s", base_url=url + "/404", algorithm="dflash"))
-    assert not ok and why is not None and "HTTP 404" in why and "no /flush_cache" in why
+    assert not ok and why is not None and "HTTP 404" in why and "/flush_cache" in why and "exists" in why
 
 
 def test_gpu_reasons() -> None:
