@@ -38,7 +38,7 @@ sys.path.insert(
     0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv[:-1] else str(Path(__file__).parents[1])
 )
 
-from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.sim.process import free_port
@@ -187,7 +187,7 @@ async def run(
                 if trace:
                     snaps.append((mark, tracemalloc.take_snapshot()))
             if not bench.live.running and not any(w.name == "bench" and w.is_running for w in app.workers):
-                app.start_bench(BenchParams(refs=refs, prompt_set="seed3", repeats=2, max_new_tokens=128))
+                app.start_bench(BenchRequest(refs=refs, prompt_set="seed3", repeats=2, max_new_tokens=128))
                 bench_runs += 1
                 await pilot.press("3")  # back to the fleet tab: the busiest one
                 await pilot.pause(0.2)
