@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, DataTable, ProgressBar, Sparkline, Static
 
 from ddtree_tui.bench.models import (
@@ -69,6 +69,16 @@ def results_title(run: BenchRun | None, running: bool, from_session: bool) -> tu
     return (f"last run from history ({what}){mark}", "bad" if mark else "dim")
 
 
+def load_title(run: LoadRun | None, running: bool, phase: str) -> str:
+    """The line over the load charts: which load, soak or agentic run they are of (the plain run's title is
+    over the plain run's tables, further down)."""
+    if run is not None and not running:
+        return f"load run {run.load_text} · {run_when(run)} · {run.status}"
+    if running:
+        return f"{phase or 'load'} · in progress"
+    return f"last load run: {phase}" if phase else "last load run"
+
+
 def delta_cell(
     delta: float | None, value: float | None, base: float | None, is_base: bool
 ) -> tuple[str, str]:
@@ -104,7 +114,10 @@ class BenchPane(Pane):
     load_text = "concurrency:1,2,4,8,16,32"
     soak_s, soak_window_s = 60.0, 5.0  # what O runs (settable: a test shortens it); the dialog sets any
     DEFAULT_CSS = """
-    BenchPane #bench-load { height: 3; }
+    BenchPane #bench-load { height: 4; }
+    BenchPane #bench-load .bench-chart { width: 1fr; height: 4; }
+    BenchPane #bench-load .bench-chart:first-of-type { margin: 0 2 0 0; }
+    BenchPane #bench-load .bench-chart-label { height: 1; color: $text-muted; }
     BenchPane #bench-load Sparkline { width: 1fr; height: 3; }
     BenchPane #bench-load-labels { height: 1; }
     BenchPane #bench-levels { height: auto; max-height: 8; }
@@ -134,17 +147,23 @@ class BenchPane(Pane):
         live: DataTable[Any] = DataTable(id="bench-live", cursor_type="row")
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
-        yield Static("", id="bench-results-title")
+        # the load run's own title, then each sparkline under its own label (metric and service): the plain
+        # run's title sat above them and the two charts ran together unlabelled (issue 28)
         yield Static("", id="bench-load-labels")
         with Horizontal(id="bench-load"):
-            yield Sparkline([], id="bench-spark-thr")
-            yield Sparkline([], id="bench-spark-ttft")
+            with Vertical(classes="bench-chart"):
+                yield Static("", id="bench-spark-thr-label", classes="bench-chart-label")
+                yield Sparkline([], id="bench-spark-thr")
+            with Vertical(classes="bench-chart"):
+                yield Static("", id="bench-spark-ttft-label", classes="bench-chart-label")
+                yield Sparkline([], id="bench-spark-ttft")
         levels: DataTable[Any] = DataTable(id="bench-levels", cursor_type="row")
         levels.add_columns(
             "Level", "Service", "ok", "err", "out tok/s", "req/s", "TTFT p50/p99", "TPOT", "goodput", ""
         )
         yield levels
         yield Static("", id="bench-verdicts")
+        yield Static("", id="bench-results-title")  # right above the plain run's tables it names
         res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
         res.add_columns(*RES_WIDE)
         yield res
@@ -221,11 +240,20 @@ class BenchPane(Pane):
         self.query_one("#bench-load", Horizontal).display = bool(live.series_thr)
         self.query_one("#bench-levels", DataTable).display = bool(live.levels)
         if live.series_thr:
-            what = "cached tokens" if live.phase.startswith("agentic") else "out tok/s"
-            labels = (
-                f"{what} (last {live.series_thr[-1]:.0f})  ·  TTFT p50 ms (last {live.series_ttft[-1]:.0f})"
-                + (f"  ·  {live.phase}" if live.phase else "")
+            agentic = live.phase.startswith("agentic")
+            what = "cached tokens" if agentic else "out tok/s"
+            of = f" · {live.levels[0]['ref']}" if live.levels and not agentic else ""  # the series' service
+            set_static(
+                self.query_one("#bench-spark-thr-label", Static),
+                self.t(f"{what}{of} (last {live.series_thr[-1]:.0f})"),
+                one_line=True,
             )
+            set_static(
+                self.query_one("#bench-spark-ttft-label", Static),
+                self.t(f"TTFT p50 ms{of} (last {live.series_ttft[-1]:.0f})"),
+                one_line=True,
+            )
+            labels = load_title(live.load_run, live.running, live.phase)
         else:
             labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
         set_static(self.query_one("#bench-load-labels", Static), labels)
