@@ -3,11 +3,13 @@ the fleet's events, marks panes dirty and builds each pane's typed view (ui/view
 most `refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys.
 Keys, buttons and the palette post intents that the controller carries out in workers. What the user does to
 a service, a todo or a bench run is in ui/service_actions.py, todo_actions.py and bench_actions.py; the layout
-rules and CSS in ui/layout.py; the message line and its history in ui/notices.py, the skins in ui/theming.py,
+rules and CSS in ui/layout.py; the `/` filter bar in ui/filter_bar.py, the message line and its history in ui/notices.py, the skins in ui/theming.py,
 crash handling in ui/crash.py (mixins of AppHost, so this module stays about the view)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -31,6 +33,7 @@ from ddtree_tui.ui.command import CommandScreen, run_command
 from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import CrashReporter, exit_code
 from ddtree_tui.ui.details import DetailView
+from ddtree_tui.ui.filter_bar import FilterBar
 from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, NAV_KEYS, RUN_KEYS, to_bindings
 from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
@@ -66,7 +69,7 @@ from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
 
 
-class DDTreeApp(MessageLine, ThemeSwitch, CrashReporter):
+class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
     """ddtree-tui, the view: layout, keys, dialogs and messages; `self.ctl` (ui/controller.py) reads the fleet
     and builds what the panes paint. `fleet` is the core (or a frozen one); `live=False` starts nothing."""
 
@@ -263,9 +266,11 @@ class DDTreeApp(MessageLine, ThemeSwitch, CrashReporter):
         self.flush(force=True)
         self.pane(3).focus_main()
         if self.live:
+            self.set_timer(FREEZE_AFTER_S, freeze_heap, name="freeze-heap")  # well after the first frame
+        if self.live:
             self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
             self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
-            self.set_interval(1.0 / self.refresh_hz, self.flush, name="repaint")
+            self.set_interval(1.0 / self.refresh_hz, self._repaint_tick, name="repaint")
             self.set_interval(2.0, self._poll_history, name="history-watch")
 
     # --- the fleet (through the controller) ------------------------------------------------------------
@@ -283,12 +288,35 @@ class DDTreeApp(MessageLine, ThemeSwitch, CrashReporter):
 
     def flush(self, force: bool = False) -> None:
         """Repaint the visible panes whose data changed; once a second the clocks (uptime, retry in Ns)."""
+        want = self._repaint_plan(force)
+        if want is None:
+            return
+        with self.batch_update():
+            for n in want:
+                self._paint(n)
+        self._paint_bars()
+
+    async def _repaint_tick(self) -> None:
+        """The timer's repaint: flush's work a pane at a time, the event loop let in between, so a key
+        pressed while 512 GPU rows are painted moves its cursor before the next pane, not after all of them
+        (issue 28: key -> frame at 64 hosts)."""
+        want = self._repaint_plan(False)
+        if want is None:
+            return
+        for n in want:
+            with self.batch_update():
+                self._paint(n)
+            await asyncio.sleep(0)
+        self._paint_bars()
+
+    def _repaint_plan(self, force: bool) -> list[int] | None:
+        """The visible panes to paint now (None: nothing changed); hidden ones wait in `stale`."""
         now = time.monotonic()
         if now - self._last_clock_paint >= 1.0:
             self._last_clock_paint = now
             self._dirty.add("fleet")
         if not force and not self.ctl.dirty and not self.ctl.stale:
-            return
+            return None
         fleet_changed = force or "fleet" in self.ctl.dirty
         want = self.ctl.take_dirty(force)
         if fleet_changed:
@@ -297,13 +325,16 @@ class DDTreeApp(MessageLine, ThemeSwitch, CrashReporter):
                 self.sub_title = banner
                 self._short_banner(banner)
         visible = self._visible()
-        with self.batch_update():
-            for n in sorted(want):
-                if n not in visible and not force:
-                    self.ctl.stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
-                    continue
-                self.ctl.stale.discard(n)
-                self._paint(n)
+        out: list[int] = []
+        for n in sorted(want):
+            if n not in visible and not force:
+                self.ctl.stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
+                continue
+            self.ctl.stale.discard(n)
+            out.append(n)
+        return out
+
+    def _paint_bars(self) -> None:
         self._paint_topbar()
         self._paint_message_bar()
         self.paint_count += 1
@@ -491,48 +522,6 @@ class DDTreeApp(MessageLine, ThemeSwitch, CrashReporter):
             return
         self.todos.on_intent(msg)
 
-    # --- filter ------------------------------------------------------------------------------------------
-    def action_filter(self) -> None:
-        focused_pane = next(
-            (a for a in (self.focused.ancestors if self.focused else []) if isinstance(a, Pane)), None
-        )
-        tab = self.active_tab
-        if focused_pane is not None and focused_pane.display and focused_pane.pane_number in self._visible():
-            n = focused_pane.pane_number  # (a key right after `6` may come before the focus moved)
-        else:
-            n = {"tab-todos": 4, "tab-bench": 5, "tab-logs": 6}.get(tab, 3)
-        self.ctl.filter_pane = n
-        inp = self.query_one("#filter", Input)
-        inp.placeholder = (
-            f"{'search' if n == 6 else 'filter'} {PANE_CLASSES[n].pane_title} (Enter keeps, Esc clears)"
-        )
-        inp.value = self.filter_text
-        inp.add_class("-shown")
-        inp.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter":
-            self.ctl.filter_text = event.value
-            self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
-            self.flush()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            event.input.remove_class("-shown")
-            self.pane(self.filter_pane).focus_main()
-
-    def action_clear_filter(self) -> None:
-        inp = self.query_one("#filter", Input)
-        if not self.filter_text and not inp.has_class("-shown"):
-            return
-        self.ctl.filter_text = ""
-        inp.value = ""
-        inp.remove_class("-shown")
-        self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
-        self.flush()
-        if self.filter_pane:
-            self.pane(self.filter_pane).focus_main()
-
     # --- profiles, keys: movement, command mode, help (K1, issue 28); themes are ui/theming.py -----------
     def action_reload_profiles(self) -> None:
         self.notify("reloading host profiles …", timeout=3)
@@ -566,6 +555,18 @@ class DDTreeApp(MessageLine, ThemeSwitch, CrashReporter):
 
     async def shutdown_fleet(self, *, running: bool = True) -> None:
         await self.ctl.shutdown(running=running)
+
+
+FREEZE_AFTER_S = 3.0  # the app, its fleet and their first samples are up by then
+
+
+def freeze_heap() -> None:
+    """What the app holds once it is up (modules, styles, widgets: ~280,000 objects) leaves the garbage
+    collector's generations (gc.freeze): each collection walked all of it, and the collections a 512-row
+    GPU view sets off were most of its build time (benchmarks/ui.py, issue 28). Collected once first, so no
+    garbage is kept; what the app makes later is collected as usual."""
+    gc.collect()
+    gc.freeze()
 
 
 __all__ = ["DDTreeApp", "exit_code"]  # exit_code lives in ui/crash.py; cli/tui.py imports it from here

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import shlex
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,9 @@ from ddtree_tui.fleet import Fleet
 from ddtree_tui.model.intents import Move
 from ddtree_tui.model.ref import ServiceRef
 from ddtree_tui.model.snapshot import GpuSample
+from ddtree_tui.report.sweep import best
+from ddtree_tui.report.sweep_input import LoadedSweep
+from ddtree_tui.sweep.results import RankedPoint, SweepResults
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
 from ddtree_tui.ui.widgets.bench import BenchPane
@@ -194,3 +199,17 @@ async def test_the_demo_replay_follows_the_service_load(
         assert all((x.util_gpu or 0) == 0 for x in after[-3:]), after[-3:]
     finally:
         await fleet.stop()
+
+
+def test_the_sweep_report_names_the_sweep_directory_in_its_apply_hint(tmp_path: Path) -> None:
+    """The sweep report's hint printed a literal `DIR`: it names the sweep's directory (that of its
+    results.json), ready to paste."""
+    point = RankedPoint(
+        index=1, label="budget=32", overrides={"budget": "32"}, concurrency=1, status="done", rank=1
+    )
+    res = SweepResults(sweep_id="s1", ref="local/ddtree", baseline="#0", objective="tok_s", constraints=[],
+                       points=[point], best=1)  # fmt: skip
+    out = tmp_path / "my sweep"
+    html = best(LoadedSweep(path=str(out / "results.json"), results=res))
+    assert "sweep apply DIR" not in html
+    assert f"sweep apply {escape(shlex.quote(str(out)))} --point 1" in html

@@ -32,7 +32,7 @@ from ddtree_tui.ui import fmt
 from ddtree_tui.ui.filtering import filter_label, matches
 from ddtree_tui.ui.messages import ShapeIntent
 from ddtree_tui.ui.views import BenchView, HistoryRun
-from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, set_static, sync_table
+from ddtree_tui.ui.widgets.base import CellText, KeyedTable, PaintedRow, Pane, set_static, sync_table
 
 
 def _mode(s: ServiceSummary) -> str:
@@ -144,7 +144,7 @@ class BenchPane(Pane):
             yield stop
             yield Static(self.live.status, id="bench-status")
             yield ProgressBar(total=None, show_eta=False, id="bench-progress")
-        live: DataTable[Any] = DataTable(id="bench-live", cursor_type="row")
+        live: DataTable[Any] = KeyedTable(id="bench-live", cursor_type="row")
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
         # the load run's own title, then each sparkline under its own label (metric and service): the plain
@@ -157,20 +157,20 @@ class BenchPane(Pane):
             with Vertical(classes="bench-chart"):
                 yield Static("", id="bench-spark-ttft-label", classes="bench-chart-label")
                 yield Sparkline([], id="bench-spark-ttft")
-        levels: DataTable[Any] = DataTable(id="bench-levels", cursor_type="row")
+        levels: DataTable[Any] = KeyedTable(id="bench-levels", cursor_type="row")
         levels.add_columns(
             "Level", "Service", "ok", "err", "out tok/s", "req/s", "TTFT p50/p99", "TPOT", "goodput", ""
         )
         yield levels
         yield Static("", id="bench-verdicts")
         yield Static("", id="bench-results-title")  # right above the plain run's tables it names
-        res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
+        res: DataTable[Any] = KeyedTable(id="bench-results", cursor_type="row")
         res.add_columns(*RES_WIDE)
         yield res
-        per: DataTable[Any] = DataTable(id="bench-prompts", cursor_type="row")
+        per: DataTable[Any] = KeyedTable(id="bench-prompts", cursor_type="row")
         per.add_columns(*PER_WIDE)
         yield per
-        hist: DataTable[Any] = DataTable(id="bench-history", cursor_type="row")
+        hist: DataTable[Any] = KeyedTable(id="bench-history", cursor_type="row")
         # one meaning a column: per-request tok/s and aggregate output tok/s apart (tables.HISTORY_RATES)
         hist.add_columns("When", "Status", "Prompts", "Services", *HISTORY_RATES, "Baseline")
         yield hist
@@ -189,7 +189,7 @@ class BenchPane(Pane):
         )
         if self.border_title != title:
             self.border_title = title
-        set_static(self.query_one("#bench-status", Static), live.status)
+        set_static(self.query_one("#bench-status", Static), live.status, one_line=True)  # a height-1 row
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
@@ -227,7 +227,7 @@ class BenchPane(Pane):
         if run is None:  # the last plain run (load, soak and agentic runs are in the history list only)
             run = next((r for r in reversed(history) if isinstance(r, BenchRun)), None)
         title, badge = results_title(run, live.running, from_session)
-        set_static(self.query_one("#bench-results-title", Static), self.t(title, badge))
+        set_static(self.query_one("#bench-results-title", Static), self.t(title, badge), one_line=True)
         self._render_results(run)
         self._render_prompts(run)
         self._render_history(history)
@@ -256,7 +256,7 @@ class BenchPane(Pane):
             labels = load_title(live.load_run, live.running, live.phase)
         else:
             labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
-        set_static(self.query_one("#bench-load-labels", Static), labels)
+        set_static(self.query_one("#bench-load-labels", Static), labels, one_line=True)
         rows: list[PaintedRow] = []
         for i, r in enumerate(live.levels[-40:]):
             rows.append(
