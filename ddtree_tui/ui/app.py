@@ -187,6 +187,12 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
 
     # --- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # the skin's and the layout's classes before any pane mounts: set in on_mount, each change restyled
+        # every widget already there (three whole-screen restyles before the first frame, issue 28)
+        self.add_class(f"-skin-{self.theme_name}", update=False)
+        wide = self.is_wide()
+        self.set_class(wide, "-wide", update=False)
+        self.set_class(not wide, "-narrow", update=False)
         yield Static("", id="topbar")
         yield Tabs(
             Tab("Fleet 1-3", id="tab-fleet"),

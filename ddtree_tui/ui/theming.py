@@ -34,7 +34,8 @@ class ThemeSwitch(AppHost):
 
     def _apply_theme(self, name: str) -> None:
         for old in self._themes:
-            self.remove_class(f"-skin-{old}")
+            if old != name:  # removing the skin in use, to add it again, restyled every widget twice
+                self.remove_class(f"-skin-{old}")
         self.add_class(f"-skin-{name}")
         base = self._themes[name][1]
         with contextlib.suppress(Exception):
