@@ -240,6 +240,7 @@ async def run(
             mark, first = next(((m, s) for m, s in snaps if m >= 1), snaps[0])
             _trace_diff(first, end, f"from minute {mark:g} to the end")
             tracemalloc.stop()
+        await pilot.pause()  # the last key handled before the app goes (a key after it: no screen to take it)
         await app.action_quit()
     await fleet.stop()
     os.chdir(home)
