@@ -193,7 +193,7 @@ class BenchPane(Pane):
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
-        bar.display = bool(live.total) or live.running  # no pulsing bar when nothing runs
+        bar.display = live.running  # only while it runs: after, the status line says the counts in full
         self.query_one("#bench-stop", Button).display = self._run_in_flight()
         rows: list[PaintedRow] = []
         for key, r in live.rows.items():
