@@ -563,9 +563,10 @@ def _gpus_view(snap: FleetSnapshot, inp: PaneInputs, narrow: bool) -> GpusView:
             if g.health == "fault" or g.fault:
                 fault(key, g.fault or "fault")
             procs = process_rows(g, h.name)
-            proc_text = [t for p in procs for t in (p.name, p.proc, p.mem, p.service)]
-            if not matches(inp.filter, key, g.name, g.service, g.fault, *proc_text):
-                continue
+            if inp.filter:  # (no filter: every row, without joining its processes' text)
+                proc_text = [t for p in procs for t in (p.name, p.proc, p.mem, p.service)]
+                if not matches(inp.filter, key, g.name, g.service, g.fault, *proc_text):
+                    continue
             spark = inp.history.get((h.name, g.index), ())
             cells = gpu_cells(g, h.name, tel.source == "replay", spark, inp, narrow)
             rows.append(Row(key, pick(cells, cols)))
