@@ -6,12 +6,15 @@ each pane's paint time; RSS at the end. The terminal is 160x48: every pane on on
     .venv/bin/python benchmarks/ui.py --minutes 0.5                 # a quick look
     .venv/bin/python benchmarks/ui.py --hosts 64 --gpus 8 --all-services --minutes 1   # 512 GPU rows, 128 services
     .venv/bin/python benchmarks/ui.py --compare main --minutes 0.5  # main's code, then this tree's, side by side
+    .venv/bin/python benchmarks/ui.py --compare main --parallel --minutes 1   # both at once (a busy machine)
 
 Headless (Textual's test driver): a key event is posted as the terminal driver would post it, and the
 latency ends when the next frame reaches the display (App._display): the work a real terminal would see,
 without Pilot's own settling sleeps. `--compare REV` runs REV's package (git archive) and then this tree's,
 one after the other with the same arguments, and prints both with the ratio (this tree / REV): on a shared
-machine the two runs see roughly the same load, which absolute numbers do not.
+machine the two runs see roughly the same load, which absolute numbers do not; `--parallel` runs the two at
+the same time, so they see the same load even when it changes by the minute. Paint and repaint times are CPU
+time of the app's thread (the work done, whatever the load); key -> repaint and first paint are wall time.
 Targets from issue 28: 16 hosts p95 < 30 ms, 64 hosts x 8 GPUs p95 < 50 ms, first paint < 1 s, RSS < 250 MB.
 """
 
@@ -38,7 +41,7 @@ sys.path.insert(
     0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv[:-1] else str(Path(__file__).parents[1])
 )
 
-from ddtree_tui.bench.models import BenchParams
+from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.sim.process import free_port
@@ -132,26 +135,44 @@ async def run(
     fleet = Fleet(profiles, todos_path=tmp / "todos.json", history_path=tmp / "history.jsonl", demo=True)
     t0 = time.perf_counter()
     app = DDTreeApp(fleet, demo=True)
+    # repaints and pane paints are timed in CPU time of the app's thread (time.thread_time): the work they
+    # are, not how long the busy machine took to give it a core; a timer repaint's is the sum of its panes'
     flush_ms: list[float] = []
+    in_tick: list[float] = []  # the pane paints of the timer repaint in progress
     orig_flush = app.flush
 
     def timed_flush(force: bool = False) -> None:
-        s0 = time.perf_counter()
+        s0 = time.thread_time()
         orig_flush(force)
-        flush_ms.append((time.perf_counter() - s0) * 1000)
+        flush_ms.append((time.thread_time() - s0) * 1000)
 
     app.flush = timed_flush  # type: ignore[method-assign]
+    orig_tick = getattr(app, "_repaint_tick", None)  # the timer's repaint, a pane at a time (newer trees)
+    if orig_tick is not None:
+
+        async def timed_tick() -> None:
+            in_tick.append(0.0)
+            try:
+                await orig_tick()
+            finally:
+                flush_ms.append(in_tick.pop())
+
+        app._repaint_tick = timed_tick  # type: ignore[method-assign]
     pane_ms: dict[int, list[float]] = {}
     orig_paint = app._paint
 
     def timed_paint(n: int) -> None:
-        s0 = time.perf_counter()
+        s0 = time.thread_time()
         orig_paint(n)
-        pane_ms.setdefault(n, []).append((time.perf_counter() - s0) * 1000)
+        ms = (time.thread_time() - s0) * 1000
+        pane_ms.setdefault(n, []).append(ms)
+        if in_tick:
+            in_tick[-1] += ms
 
     app._paint = timed_paint  # type: ignore[method-assign]
     first_paint = None
     latencies: list[float] = []
+    latencies_cpu: list[float] = []
     bench_runs = 0
     async with app.run_test(size=(160, 48)) as pilot:
         while app.paint_count < 1:
@@ -171,10 +192,12 @@ async def run(
         if trace:
             tracemalloc.start(trace)
         paints: list[float] = []
+        paints_cpu: list[float] = []  # the app thread's CPU time at each frame
         display = app._display
 
         def spy(screen: object, renderable: object) -> None:
             paints.append(time.perf_counter())
+            paints_cpu.append(time.thread_time())
             display(screen, renderable)  # type: ignore[arg-type]
 
         app._display = spy  # type: ignore[method-assign]
@@ -187,7 +210,7 @@ async def run(
                 if trace:
                     snaps.append((mark, tracemalloc.take_snapshot()))
             if not bench.live.running and not any(w.name == "bench" and w.is_running for w in app.workers):
-                app.start_bench(BenchParams(refs=refs, prompt_set="seed3", repeats=2, max_new_tokens=128))
+                app.start_bench(BenchRequest(refs=refs, prompt_set="seed3", repeats=2, max_new_tokens=128))
                 bench_runs += 1
                 await pilot.press("3")  # back to the fleet tab: the busiest one
                 await pilot.pause(0.2)
@@ -200,11 +223,16 @@ async def run(
             key = "down" if table.cursor_row == 0 else "up"  # type: ignore[attr-defined]
             i += 1
             n = len(paints)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             app.post_message(events.Key(key, None))
             while len(paints) == n and time.perf_counter() - start < 5:
                 await asyncio.sleep(0.0005)
             latencies.append(((paints[n] if len(paints) > n else time.perf_counter()) - start) * 1000)
+            # the work the app's thread did between the key and its frame: what the wait would be on an idle
+            # core (the key's handling, any repaint that came first, the frame), free of the machine's load
+            latencies_cpu.append(
+                ((paints_cpu[n] if len(paints) > n else time.thread_time()) - start_cpu) * 1000
+            )
             await asyncio.sleep(0.1)
         rss = psutil.Process().memory_info().rss / 1024 / 1024
         if trace and snaps:
@@ -212,6 +240,7 @@ async def run(
             mark, first = next(((m, s) for m, s in snaps if m >= 1), snaps[0])
             _trace_diff(first, end, f"from minute {mark:g} to the end")
             tracemalloc.stop()
+        await pilot.pause()  # the last key handled before the app goes (a key after it: no screen to take it)
         await app.action_quit()
     await fleet.stop()
     os.chdir(home)
@@ -224,11 +253,13 @@ async def run(
         ("key -> repaint p50", f"{statistics.median(latencies):.1f} ms", ""),
         ("key -> repaint p95", f"{pct(latencies, 95):.1f} ms", "< 30 ms (16 hosts), < 50 ms (64 x 8)"),
         ("key -> repaint max", f"{max(latencies):.1f} ms", ""),
-        ("repaint (flush) p50", f"{statistics.median(flush_ms):.1f} ms", ""),
-        ("repaint (flush) p95", f"{pct(flush_ms, 95):.1f} ms", ""),
+        ("key -> repaint CPU p50", f"{statistics.median(latencies_cpu):.1f} ms", ""),
+        ("key -> repaint CPU p95", f"{pct(latencies_cpu, 95):.1f} ms", "(the wall p95 on an idle core)"),
+        ("repaint CPU p50", f"{statistics.median(flush_ms):.1f} ms", ""),
+        ("repaint CPU p95", f"{pct(flush_ms, 95):.1f} ms", ""),
         ("time to first paint", f"{first_paint * 1000:.0f} ms", "< 1000 ms"),
         *[
-            (f"pane {n} paint p50 / p95 (n)", f"{statistics.median(v):.1f}/{pct(v, 95):.1f} ({len(v)})", "")
+            (f"pane {n} paint CPU p50/p95 (n)", f"{statistics.median(v):.1f}/{pct(v, 95):.1f} ({len(v)})", "")
             for n, v in sorted(pane_ms.items())
         ],
         *[(f"RSS at {m:g} min", f"{r:.0f} MB", "") for m, r in rss_at],
@@ -251,7 +282,7 @@ def _number(value: str) -> float | None:
         return None
 
 
-def compare(rev: str, argv: list[str]) -> None:
+def compare(rev: str, argv: list[str], parallel: bool = False) -> None:
     """REV's package, then this tree's, each in a child process with the same arguments; one table."""
     results: list[list[list[str]]] = []
     with tempfile.TemporaryDirectory(prefix="ddtree-ui-compare-") as tmp:
@@ -261,19 +292,22 @@ def compare(rev: str, argv: list[str]) -> None:
             ["git", "-C", str(REPO), "archive", rev, "ddtree_tui", "themes"], check=True, capture_output=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        for code in (base, REPO):
-            out = Path(tmp) / "rows.json"
-            cmd = [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                *argv,
-                "--code",
-                str(code),
-                "--json",
-                str(out),
-            ]
-            subprocess.run(cmd, check=True)
-            results.append(json.loads(out.read_text(encoding="utf-8")))
+        outs = [Path(tmp) / "base.json", Path(tmp) / "tree.json"]
+        cmds = [
+            [sys.executable, str(Path(__file__).resolve()), *argv, "--code", str(code), "--json", str(out)]
+            for code, out in zip((base, REPO), outs, strict=True)
+        ]
+        if (
+            parallel
+        ):  # both at once: on a shared machine they see the same load, which one-after-the-other do not
+            procs = [subprocess.Popen(cmd) for cmd in cmds]
+            codes = [p.wait() for p in procs]
+            if any(codes):
+                raise SystemExit(f"a benchmark child failed: exit statuses {codes}")
+        else:
+            for cmd in cmds:
+                subprocess.run(cmd, check=True)
+        results = [json.loads(out.read_text(encoding="utf-8")) for out in outs]
     before = {r[0]: r[1] for r in results[0]}
     w = max(len(r[0]) for r in results[1])
     print(f"{'metric':<{w}}  {rev:>14}  {'this tree':>14}  {'ratio':>6}  target")
@@ -298,12 +332,17 @@ def main() -> None:
         help="trace allocations (FRAMES deep) and print the top growth from minute 1 to the end (slow)",
     )
     ap.add_argument("--compare", metavar="REV", help="run REV's package first, then this tree's; print both")
+    ap.add_argument(
+        "--parallel",
+        action="store_true",
+        help="with --compare: run REV's and this tree's at the same time (a shared, busy machine)",
+    )
     ap.add_argument("--code", help=argparse.SUPPRESS)  # read before the imports (see the top)
     ap.add_argument("--json", help=argparse.SUPPRESS)  # where a --compare child writes its rows
     ns = ap.parse_args()
     if ns.compare:
-        argv = [a for a in sys.argv[1:] if a not in ("--compare", ns.compare)]
-        compare(ns.compare, argv)
+        argv = [a for a in sys.argv[1:] if a not in ("--compare", ns.compare, "--parallel")]
+        compare(ns.compare, argv, ns.parallel)
         return
     rows = asyncio.run(run(ns.minutes, ns.hosts, ns.tracemalloc, ns.gpus, ns.all_services))
     if ns.json:

@@ -184,8 +184,11 @@ class BenchProgress:
         if isinstance(ev, RunFinished):
             self.run = ev.run
             self.running = False
-            mark = "⚠ INTERRUPTED" if ev.run.status == "interrupted" else ev.run.status
-            self.status = f"finished ({mark}) · " + self.counted().split(" · ", 1)[1]
+            counted = self.counted().split(" · ", 1)[1]
+            if ev.run.status == "interrupted":  # stopped (x, Esc, Ctrl-C): it did not finish (issue 28)
+                self.status = f"⚠ stopped · {counted} measured, saved to the history as interrupted"
+            else:
+                self.status = f"finished ({ev.run.status}) · {counted}"
             self.current = None
             if ev.run.client_bound:  # the client limited the numbers: say so
                 why = ev.run.client.reason if ev.run.client is not None else None

@@ -10,8 +10,8 @@ from typing import Any
 from ddtree_tui.config import HostProfile
 from ddtree_tui.doctor.gpu import collect, gpu_findings
 from ddtree_tui.doctor.host import host_findings
-from ddtree_tui.doctor.model import DoctorReport, Finding, run_quiet, tail
-from ddtree_tui.doctor.packages import PACKAGES, cuda_findings, pkg_findings
+from ddtree_tui.doctor.model import DoctorReport, Finding, needs_gpu, run_quiet, tail
+from ddtree_tui.doctor.packages import PACKAGES, UNNEEDED, cuda_findings, pkg_findings
 from ddtree_tui.doctor.services import service_findings
 from ddtree_tui.doctor.sglang import launch_line_findings
 from ddtree_tui.remote import source
@@ -125,6 +125,33 @@ async def run_doctor(transport: Transport, profile: HostProfile) -> DoctorReport
                 fix="install python3 on the host",
             )
         )
+    if simulated(profile):
+        findings = simulated_findings(findings)
     report.findings = findings
     report.facts = {"probe": probe, "nvidia_smi": smi}
     return report
+
+
+def simulated(profile: HostProfile) -> bool:
+    """A profile that runs no SGLang server and simulates or replays what it shows (the demo): no GPU driver
+    and no SGLang package is needed on it."""
+    sim = any(s.launcher == "sim" for s in profile.service) or profile.telemetry.source == "replay"
+    return sim and not needs_gpu(profile)
+
+
+def simulated_findings(findings: list[Finding]) -> list[Finding]:
+    """A simulated profile's findings: said to be simulated first, without the warnings that only matter to
+    a real SGLang host (nvidia-smi missing, packages no service needs), which were noise in the demo."""
+    note = Finding(
+        check="simulated",
+        status="ok",
+        evidence="simulated: the services are SIMULATED (launcher sim) and the GPU telemetry a REPLAY; "
+        "no GPU driver or SGLang package is needed here",
+    )
+    kept = [
+        f
+        for f in findings
+        if not (f.check == "nvidia-smi" and f.status != "ok")
+        and not (f.status == "warn" and f.evidence.endswith(UNNEEDED))
+    ]
+    return [note, *kept]

@@ -260,6 +260,7 @@ class Hosts:
         if h.telemetry is not None and h.services is not None:
             with contextlib.suppress(Exception):
                 h.telemetry.set_service_pids(h.services.service_pids())
+                h.telemetry.note_service(st)  # the demo's replay shows load only while requests run
         if prev is None or prev != st:
             self._publish(ServiceStateChanged(host=host, status=st))
 

@@ -98,6 +98,15 @@ class ServiceDesk:
         held = self._foreign_hold(r, "move")
         if held is not None:
             return held
+        if r.host == to_host:  # not a launch on the same host (it answered "already running", issue 28)
+            same = ActionResult(
+                ok=False,
+                status=src.services.status(svc),
+                message=f"{r} is already on {to_host}: nothing moved",
+                suggestion="pick another host to move it to",
+            )
+            self.notice(f"move {r} -> {to_host}", same)
+            return same
         dst = self.hosts.host(to_host)
         dst.adopt(src.spec(svc))
         self._planned(r, "move")

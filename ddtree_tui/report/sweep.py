@@ -17,6 +17,7 @@ there is one heat map per combination of the other dimensions' values (and per l
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -163,6 +164,15 @@ def manifest(ls: LoadedSweep) -> str:
     return "\n".join(out)
 
 
+def sweep_dir(ls: LoadedSweep) -> str:
+    """The sweep's --out directory (its results.json's), shell-quoted for the `apply` line; a placeholder when
+    the results came from elsewhere (the hint printed a literal `DIR`, issue 28)."""
+    path = Path(ls.path)
+    if path.name != "results.json":
+        return "<the sweep's --out directory>"
+    return shlex.quote(str(path.parent))
+
+
 def best(ls: LoadedSweep) -> str:
     res = ls.results
     out = ["<h2>Best point</h2>"]
@@ -176,7 +186,7 @@ def best(ls: LoadedSweep) -> str:
     if res.best_command:
         out.append(f'<p>Command line (as the host profile builds it):</p><div class="argv"><code>'
                    f"{e(res.best_command)}</code></div>")  # fmt: skip
-    out.append(f"<p>Apply it: <code>ddtree-tui sweep apply DIR --point {b.index}</code></p>")
+    out.append(f"<p>Apply it: <code>ddtree-tui sweep apply {e(sweep_dir(ls))} --point {b.index}</code></p>")
     return "\n".join(out)
 
 

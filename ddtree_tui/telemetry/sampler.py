@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 import ddtree_tui.telemetry.sources  # noqa: F401  (registers the built-in sources)
 from ddtree_tui.config import HostProfile
 from ddtree_tui.lib.jsontypes import JsonValue
-from ddtree_tui.model.snapshot import GpuSample, HostSample, TelemetryStatus
+from ddtree_tui.model.snapshot import GpuSample, HostSample, ServiceStatus, TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.history import GpuHistory
 from ddtree_tui.telemetry.hostsource import SAMPLER_PROGRAM, is_local
@@ -26,6 +26,10 @@ from ddtree_tui.transport.base import Transport, TransportError
 log = logging.getLogger(__name__)
 
 __all__ = ["SAMPLER_PROGRAM", "HostTelemetry", "OnUpdate", "Update", "snapshot_once"]
+
+# a service counts as serving for this long after it was last seen with requests running (an SGLang server
+# logs a decode line every 40 passes, about once a second while it decodes)
+SERVING_FRESH_S = 5.0
 
 OnUpdate = Callable[[HostSample | None, list[GpuSample], TelemetryStatus], None]
 
@@ -59,6 +63,7 @@ class HostTelemetry:
         self._history = GpuHistory(history_len)
         self._builder = FrameBuilder()
         self._service_pids: dict[int, str] = {}
+        self._serving: dict[str, float] = {}  # service -> when it was last seen running requests (unix time)
         self.restarts = 0  # how many times the sampler was (re)started after a fault; for tests and the UI
         self.mode_used: str | None = None  # "nvml-local", "program", "shell", "replay", "host-only", ...
         self.last: Update | None = None
@@ -77,6 +82,18 @@ class HostTelemetry:
     @property
     def service_pids(self) -> dict[int, str]:
         return self._service_pids
+
+    def note_service(self, st: ServiceStatus) -> None:
+        """A service's latest status: when it was last seen running or queueing requests (the demo's replay
+        shows load only while requests run, `serving`)."""
+        if (st.running_reqs or 0) + (st.queue_reqs or 0) > 0 and st.state in ("ready", "unhealthy"):
+            seen = st.observed_at.get("running_reqs") or time.time()
+            self._serving[st.name] = max(self._serving.get(st.name, 0.0), seen)
+
+    def serving(self, within: float = SERVING_FRESH_S) -> bool:
+        """Whether a service of this host was seen running requests in the last `within` seconds."""
+        now = time.time()
+        return any(now - t <= within for t in self._serving.values())
 
     def set_service_pids(self, pids: dict[int, str]) -> None:
         """pid → our service name; a GPU process whose pid (or an ancestor's) is here is marked with it."""

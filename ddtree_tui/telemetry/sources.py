@@ -11,6 +11,7 @@ from typing import Any
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.lib import http
+from ddtree_tui.lib.jsontypes import JsonObject, JsonValue
 from ddtree_tui.model.snapshot import TelemetryStatus
 from ddtree_tui.telemetry.frames import FrameBuilder
 from ddtree_tui.telemetry.host import LocalHostStats
@@ -42,9 +43,12 @@ class ReplaySource:
         follow = (sink.profile.telemetry.replay or "h200-under-load") in BUILTIN
         idle = [f for f in frames if not _busy(f)] if follow else []
         busy = [f for f in frames if _busy(f)] if follow else []
+        held = _loaded_idle(idle, busy) if idle and busy else []
         i = 0
         async for _ in sink.ticks():
-            part = (busy if sink.service_pids else idle) if idle and busy else frames
+            part = frames
+            if idle and busy:  # load frames only while requests run; a started, idle server holds memory only
+                part = busy if _serving(sink) else (held if sink.service_pids else idle)
             frame = dict(part[i % len(part)])
             i += 1
             if follow and sink.local and (running := await sim_running(sink.profile)) is not None:
@@ -92,6 +96,35 @@ class PrometheusSource:
                 profile, client, DcgmFrames(profile.telemetry.host_value or profile.name), timeout
             )
         return None, gpus, status
+
+
+def _serving(sink: TelemetrySink) -> bool:
+    """Whether one of the host's services runs requests now (HostTelemetry.serving, from the services'
+    running/queued request counts); a sink without it: whether one runs at all."""
+    serving = getattr(sink, "serving", None)
+    return bool(serving()) if callable(serving) else bool(sink.service_pids)
+
+
+def _loaded_idle(idle: list[JsonObject], busy: list[JsonObject]) -> list[JsonObject]:
+    """The idle frames with the model held: each GPU's memory and processes of the fully loaded frame, its
+    utilisation, power, temperature and clocks of the idle one (a server that is up and serves nothing; the
+    demo's GPU read 100 % / 691 W from the moment a service was starting, issue 28)."""
+    gpus = busy[-1].get("gpus")
+    loaded = {g.get("index"): g for g in gpus if isinstance(g, dict)} if isinstance(gpus, list) else {}
+    out: list[JsonObject] = []
+    for f in idle:
+        frame_gpus = f.get("gpus")
+        if not isinstance(frame_gpus, list):
+            out.append(f)
+            continue
+        new: list[JsonValue] = []
+        for g in frame_gpus:
+            held = loaded.get(g.get("index")) if isinstance(g, dict) else None
+            if isinstance(g, dict) and held is not None:
+                g = {**g, "mem_used_mb": held.get("mem_used_mb"), "processes": held.get("processes") or []}
+            new.append(g)
+        out.append({**f, "gpus": new})
+    return out
 
 
 def _busy(frame: dict[str, Any]) -> bool:

@@ -3,37 +3,37 @@ the fleet's events, marks panes dirty and builds each pane's typed view (ui/view
 most `refresh_hz` times a second and only the panes that are visible, so a burst of events never freezes keys.
 Keys, buttons and the palette post intents that the controller carries out in workers. What the user does to
 a service, a todo or a bench run is in ui/service_actions.py, todo_actions.py and bench_actions.py; the layout
-rules and CSS in ui/layout.py."""
+rules and CSS in ui/layout.py; the `/` filter bar in ui/filter_bar.py, the message line and its history in ui/notices.py, the skins in ui/theming.py,
+crash handling in ui/crash.py (mixins of AppHost, so this module stays about the view)."""
 
 from __future__ import annotations
 
-import contextlib
-import sys
+import asyncio
+import gc
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual import events
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.notifications import SeverityLevel
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Input, Static, Tab, Tabs
 
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.lib import paths
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui import navigation
-from ddtree_tui.ui.apphost import AppHost
 from ddtree_tui.ui.backend import FleetLike, FrozenFleet, ReadOnlyFleet
 from ddtree_tui.ui.bench_actions import BenchActions
 from ddtree_tui.ui.command import CommandScreen, run_command
 from ddtree_tui.ui.controller import Controller
-from ddtree_tui.ui.crash import save_traceback
+from ddtree_tui.ui.crash import CrashReporter, exit_code
 from ddtree_tui.ui.details import DetailView
+from ddtree_tui.ui.filter_bar import FilterBar
 from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, NAV_KEYS, RUN_KEYS, to_bindings
 from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
@@ -46,15 +46,17 @@ from ddtree_tui.ui.messages import (
     ShapeIntent,
     TodoIntent,
 )
+from ddtree_tui.ui.notices import MessageLine
 from ddtree_tui.ui.palette import FleetCommands
 from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import HelpScreen, help_groups
-from ddtree_tui.ui.screens.messages import MessageRecord, MessagesScreen, bar_line
+from ddtree_tui.ui.screens.messages import MessageRecord
 from ddtree_tui.ui.service_actions import ServiceActions
 from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
 from ddtree_tui.ui.sweep_screen import open_sweep
+from ddtree_tui.ui.theming import ThemeSwitch
 from ddtree_tui.ui.todo_actions import TodoActions
 from ddtree_tui.ui.views import HistoryRun
 from ddtree_tui.ui.widgets.base import Pane, set_static
@@ -67,7 +69,7 @@ from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
 
 
-class DDTreeApp(AppHost):
+class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
     """ddtree-tui, the view: layout, keys, dialogs and messages; `self.ctl` (ui/controller.py) reads the fleet
     and builds what the panes paint. `fleet` is the core (or a frozen one); `live=False` starts nothing."""
 
@@ -185,6 +187,12 @@ class DDTreeApp(AppHost):
 
     # --- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # the skin's and the layout's classes before any pane mounts: set in on_mount, each change restyled
+        # every widget already there (three whole-screen restyles before the first frame, issue 28)
+        self.add_class(f"-skin-{self.theme_name}", update=False)
+        wide = self.is_wide()
+        self.set_class(wide, "-wide", update=False)
+        self.set_class(not wide, "-narrow", update=False)
         yield Static("", id="topbar")
         yield Tabs(
             Tab("Fleet 1-3", id="tab-fleet"),
@@ -264,9 +272,11 @@ class DDTreeApp(AppHost):
         self.flush(force=True)
         self.pane(3).focus_main()
         if self.live:
+            self.set_timer(FREEZE_AFTER_S, freeze_heap, name="freeze-heap")  # well after the first frame
+        if self.live:
             self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
             self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
-            self.set_interval(1.0 / self.refresh_hz, self.flush, name="repaint")
+            self.set_interval(1.0 / self.refresh_hz, self._repaint_tick, name="repaint")
             self.set_interval(2.0, self._poll_history, name="history-watch")
 
     # --- the fleet (through the controller) ------------------------------------------------------------
@@ -284,12 +294,35 @@ class DDTreeApp(AppHost):
 
     def flush(self, force: bool = False) -> None:
         """Repaint the visible panes whose data changed; once a second the clocks (uptime, retry in Ns)."""
+        want = self._repaint_plan(force)
+        if want is None:
+            return
+        with self.batch_update():
+            for n in want:
+                self._paint(n)
+        self._paint_bars()
+
+    async def _repaint_tick(self) -> None:
+        """The timer's repaint: flush's work a pane at a time, the event loop let in between, so a key
+        pressed while 512 GPU rows are painted moves its cursor before the next pane, not after all of them
+        (issue 28: key -> frame at 64 hosts)."""
+        want = self._repaint_plan(False)
+        if want is None:
+            return
+        for n in want:
+            with self.batch_update():
+                self._paint(n)
+            await asyncio.sleep(0)
+        self._paint_bars()
+
+    def _repaint_plan(self, force: bool) -> list[int] | None:
+        """The visible panes to paint now (None: nothing changed); hidden ones wait in `stale`."""
         now = time.monotonic()
         if now - self._last_clock_paint >= 1.0:
             self._last_clock_paint = now
             self._dirty.add("fleet")
         if not force and not self.ctl.dirty and not self.ctl.stale:
-            return
+            return None
         fleet_changed = force or "fleet" in self.ctl.dirty
         want = self.ctl.take_dirty(force)
         if fleet_changed:
@@ -298,13 +331,16 @@ class DDTreeApp(AppHost):
                 self.sub_title = banner
                 self._short_banner(banner)
         visible = self._visible()
-        with self.batch_update():
-            for n in sorted(want):
-                if n not in visible and not force:
-                    self.ctl.stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
-                    continue
-                self.ctl.stale.discard(n)
-                self._paint(n)
+        out: list[int] = []
+        for n in sorted(want):
+            if n not in visible and not force:
+                self.ctl.stale.add(n)  # painted when its tab shows (hidden panes cost nothing)
+                continue
+            self.ctl.stale.discard(n)
+            out.append(n)
+        return out
+
+    def _paint_bars(self) -> None:
         self._paint_topbar()
         self._paint_message_bar()
         self.paint_count += 1
@@ -492,86 +528,11 @@ class DDTreeApp(AppHost):
             return
         self.todos.on_intent(msg)
 
-    # --- filter ------------------------------------------------------------------------------------------
-    def action_filter(self) -> None:
-        focused_pane = next(
-            (a for a in (self.focused.ancestors if self.focused else []) if isinstance(a, Pane)), None
-        )
-        tab = self.active_tab
-        if focused_pane is not None and focused_pane.display and focused_pane.pane_number in self._visible():
-            n = focused_pane.pane_number  # (a key right after `6` may come before the focus moved)
-        else:
-            n = {"tab-todos": 4, "tab-bench": 5, "tab-logs": 6}.get(tab, 3)
-        self.ctl.filter_pane = n
-        inp = self.query_one("#filter", Input)
-        inp.placeholder = (
-            f"{'search' if n == 6 else 'filter'} {PANE_CLASSES[n].pane_title} (Enter keeps, Esc clears)"
-        )
-        inp.value = self.filter_text
-        inp.add_class("-shown")
-        inp.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter":
-            self.ctl.filter_text = event.value
-            self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
-            self.flush()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            event.input.remove_class("-shown")
-            self.pane(self.filter_pane).focus_main()
-
-    def action_clear_filter(self) -> None:
-        inp = self.query_one("#filter", Input)
-        if not self.filter_text and not inp.has_class("-shown"):
-            return
-        self.ctl.filter_text = ""
-        inp.value = ""
-        inp.remove_class("-shown")
-        self.ctl.dirty |= {"fleet", "todos", "logs", "bench"}
-        self.flush()
-        if self.filter_pane:
-            self.pane(self.filter_pane).focus_main()
-
-    # --- themes and help ---------------------------------------------------------------------------------
-    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """Textual's own commands minus its "Theme" picker: it set a Textual theme while our skins (themes/,
-        `T`, `theme NAME` in this palette) stayed, so it only half-applied. One theme system."""
-        for cmd in super().get_system_commands(screen):
-            if cmd.title not in ("Theme", "Keys"):
-                yield cmd
-        yield SystemCommand("Keys", "every key binding (?)", self.action_help)
-
-    def theme_names(self) -> list[str]:
-        return list(self._themes)
-
-    def _apply_theme(self, name: str) -> None:
-        for old in self._themes:
-            self.remove_class(f"-skin-{old}")
-        self.add_class(f"-skin-{name}")
-        base = self._themes[name][1]
-        with contextlib.suppress(Exception):
-            self.theme = base
-        self.theme_name = name
-
-    def set_theme_name(self, name: str) -> None:
-        if name not in self._themes:
-            self.notify(f"unknown theme {name!r}", severity="error")
-            return
-        self._apply_theme(name)
-        self.call_after_refresh(self.flush, True)  # badge colours are read at paint time
-        self.notify(f"theme: {name}", timeout=2)
-
+    # --- profiles, keys: movement, command mode, help (K1, issue 28); themes are ui/theming.py -----------
     def action_reload_profiles(self) -> None:
         self.notify("reloading host profiles …", timeout=3)
         self.run_worker(self.ctl.reload_profiles(), group="reload", exclusive=True, name="reload profiles")
 
-    def action_cycle_theme(self) -> None:
-        names = self.theme_names()
-        self.set_theme_name(names[(names.index(self.theme_name) + 1) % len(names)])
-
-    # --- keys: movement, command mode, help (K1, issue 28) ---------------------------------------------------
     def action_nav(self, key: str) -> None:
         """j/k/g/G/Home/End on whatever is focused (ui/navigation.py); passed on where they mean nothing."""
         navigation.move(self, key)
@@ -589,61 +550,9 @@ class DDTreeApp(AppHost):
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.help_groups()))
 
-    # --- messages: one line above the footer (toasts covered the services table) and a history -------------
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None:
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
-        text = f"{title}: {message}" if title else str(message)
-        self.messages.append(MessageRecord(time.time(), str(severity), text))
-        del self.messages[:-500]
-        hold = timeout if timeout is not None else 6.0
-        self._message_until = time.monotonic() + (max(hold, 30.0) if severity == "error" else hold)
-        self._paint_message_bar()
-
-    def _paint_message_bar(self) -> None:
-        try:
-            bar = self.query_one("#message-bar", Static)
-        except Exception:  # not composed yet
-            return
-        text, severity = bar_line(self.messages, self._message_until, time.monotonic())
-        bar.set_class(severity == "error", "-error")
-        bar.set_class(severity == "warning", "-warning")
-        set_static(bar, text, one_line=True)
-
-    def action_messages(self) -> None:
-        self.push_screen(MessagesScreen(self.messages))
-
     async def action_help_quit(self) -> None:  # type: ignore[override]  # Textual awaits async actions
         """ctrl+c leaves like `q` (Textual's default only says 'press ctrl+q')."""
         await self.action_quit()
-
-    # --- crashes -----------------------------------------------------------------------------------------
-    def _handle_exception(self, error: Exception) -> None:
-        """An unhandled error in any handler: save the traceback to a file, exit non-zero (Textual sets the
-        return code to 1), and leave a one-line pointer instead of a screenful of traceback."""
-        if self.crash_file is None:
-            self.crash_summary = f"{type(error).__name__}: {error}".splitlines()[0][:200]
-            self.crash_file = save_traceback(error, self.crash_dir)
-        super()._handle_exception(error)
-
-    def _fatal_error(self) -> None:
-        """Textual's fatal path minus the full-screen traceback (it is in `crash_file`)."""
-        self.bell()
-        self._close_messages_no_wait()
-
-    def crash_line(self) -> str | None:
-        """The one line printed after a crash: what broke and where the traceback is."""
-        if self.crash_summary is None:
-            return None
-        where = f"traceback saved to {self.crash_file}" if self.crash_file else "traceback could not be saved"
-        return f"ddtree-tui: crashed ({self.crash_summary}); {where}"
 
     # --- quitting ----------------------------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -654,10 +563,16 @@ class DDTreeApp(AppHost):
         await self.ctl.shutdown(running=running)
 
 
-def exit_code(app: DDTreeApp, rc: int | None) -> int:
-    """The process exit status after the app has left: a crash prints its one-line pointer and gives 1."""
-    line = app.crash_line()
-    if line is not None:
-        print(line, file=sys.stderr)
-        return int(app.return_code or 1)
-    return int(rc or app.return_code or 0)
+FREEZE_AFTER_S = 3.0  # the app, its fleet and their first samples are up by then
+
+
+def freeze_heap() -> None:
+    """What the app holds once it is up (modules, styles, widgets: ~280,000 objects) leaves the garbage
+    collector's generations (gc.freeze): each collection walked all of it, and the collections a 512-row
+    GPU view sets off were most of its build time (benchmarks/ui.py, issue 28). Collected once first, so no
+    garbage is kept; what the app makes later is collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
+__all__ = ["DDTreeApp", "exit_code"]  # exit_code lives in ui/crash.py; cli/tui.py imports it from here

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ddtree_tui.bench.results import AnyRun
 from ddtree_tui.config import display_mode
@@ -29,16 +29,18 @@ BADGES: tuple[Badge, ...] = ("ok", "warn", "bad", "dim", "sim", "replay", "accen
 WIDE_MIN = 118
 
 
-@dataclass(frozen=True)
-class Seg:
+# Seg, Cell and Row are named tuples, not dataclasses: a view holds one a cell of every row (512 GPU rows at
+# 64 hosts x 8 GPUs, rebuilt each second), and tuples of strings leave the garbage collector's lists once
+# seen, so the collections they set off do not walk them again and again (most of the GPU view's time was
+# the collector's, issue 28). Immutable and compared by value as before.
+class Seg(NamedTuple):
     """A run of text in one badge's style (None: the cell's own style)."""
 
     text: str
     badge: Badge | None = None
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):
     """Styled text in a table cell: a base badge over the whole cell, segments with their own badges, and
     whether a cell too narrow for it ends in an ellipsis (`clip`)."""
 
@@ -77,8 +79,7 @@ def aged(text: str, observed: float | None, now: float, *, show_age: bool = True
     return Cell(segs, base="dim")
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     key: str
     cells: tuple[CellValue, ...]
 
@@ -562,9 +563,10 @@ def _gpus_view(snap: FleetSnapshot, inp: PaneInputs, narrow: bool) -> GpusView:
             if g.health == "fault" or g.fault:
                 fault(key, g.fault or "fault")
             procs = process_rows(g, h.name)
-            proc_text = [t for p in procs for t in (p.name, p.proc, p.mem, p.service)]
-            if not matches(inp.filter, key, g.name, g.service, g.fault, *proc_text):
-                continue
+            if inp.filter:  # (no filter: every row, without joining its processes' text)
+                proc_text = [t for p in procs for t in (p.name, p.proc, p.mem, p.service)]
+                if not matches(inp.filter, key, g.name, g.service, g.fault, *proc_text):
+                    continue
             spark = inp.history.get((h.name, g.index), ())
             cells = gpu_cells(g, h.name, tel.source == "replay", spark, inp, narrow)
             rows.append(Row(key, pick(cells, cols)))

@@ -12,7 +12,7 @@ from ddtree_tui.ui.widgets.base import KeyedTable
 from ddtree_tui.ui.widgets.gpus import GpusPane
 from ddtree_tui.ui.widgets.hosts import HostsPane
 from ddtree_tui.ui.widgets.services import ServicesPane
-from ddtree_tui.ui.widgets.table import TablePane
+from ddtree_tui.ui.widgets.table import VIRTUAL_MIN_ROWS, TablePane
 from tests.app.snapdata import static_fleet
 
 
@@ -85,3 +85,30 @@ async def test_one_changed_cell_renders_its_row_alone() -> None:
         lines = [strip.text for strip in (table.render_line(y) for y in range(1, 21))]
         assert lines[5].split() == ["g5", "55%"]  # the new value is what the screen shows
         assert lines[6].split() == ["g6", "60%"]
+
+
+async def test_a_long_table_paints_the_rows_near_its_viewport_and_the_rest_when_scrolled_to() -> None:
+    """512 GPU rows at 64 hosts x 8 GPUs, each changing every second: a long table builds and updates only
+    the changed rows near what is on screen; a row far below is painted when a scroll brings it near, so
+    what is on screen is always the latest view."""
+    app = Host()
+    async with app.run_test(size=(60, 30)) as pilot:
+        pane = app.query_one(Pane)
+        table = pane.query_one(KeyedTable)
+        n = VIRTUAL_MIN_ROWS + 300
+        pane.show_table(view([1] * n))
+        await pilot.pause()
+        util = list(table.columns)[1]
+        pane.show_table(view([2] * n))  # every row changed
+        assert str(table.get_cell("g0", util)) == "2%"  # on screen: painted
+        assert str(table.get_cell(f"g{n - 1}", util)) == "1%"  # far below: left for later
+        assert f"g{n - 1}" in pane._deferred
+        table.move_cursor(row=n - 1, animate=False)  # the cursor (and the scroll) goes there
+        await pilot.pause()
+        await pilot.pause()
+        assert str(table.get_cell(f"g{n - 1}", util)) == "2%"
+        assert str(table.get_cell("g0", util)) == "2%"  # nothing painted is lost
+        pane.sort_by("Util")  # a sorted table needs every value: painted whole
+        pane.show_table(view([3] * n))
+        util = list(table.columns)[1]  # the columns were set again (the header marks the sort)
+        assert str(table.get_cell("g0", util)) == "3%" and str(table.get_cell(f"g{n - 1}", util)) == "3%"

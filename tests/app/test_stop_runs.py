@@ -66,7 +66,7 @@ async def test_x_stops_a_soak_and_esc_stops_a_plain_run_saving_what_was_measured
         bench.query_one("#bench-live").focus()
         await pilot.press("escape")
         await until(pilot, lambda: not app.bench.running, 20, "the plain run to stop")
-        await until(pilot, lambda: "INTERRUPTED" in screen_text(app), 5, "the stopped run marked")
+        await until(pilot, lambda: "⚠ stopped" in screen_text(app), 5, "the stopped run marked")
         runs = history.load_tail(tmp_path / "history.jsonl")
         assert len(runs) == 1 and runs[0].status == "interrupted"
         assert 2 <= len(runs[0].results) < 200 * len(refs)

@@ -146,6 +146,13 @@ class KeyedTable(DataTable[Any]):
         self.row_renders += 1  # a row's cells formatted again: a cache miss
         return super()._compute_row_renderables(row_index)
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        pane = self.parent
+        paint = getattr(pane, "paint_deferred", None)  # a TablePane: rows it left unpainted off-screen
+        if callable(paint) and int(old_value) != int(new_value):
+            paint()
+
 
 def sync_table(
     table: DataTable[CellText],
@@ -175,7 +182,7 @@ def sync_table(
         for key, cells in rows:
             for ck, value in zip(col_keys, cells, strict=False):
                 old = table.get_cell(key, ck)
-                if _differs(old, value):
+                if differs(old, value):
                     table.update_cell(key, ck, value, update_width=not isinstance(table, KeyedTable))
                     changed = True
         if changed and not isinstance(table, KeyedTable):  # a KeyedTable keeps what is still current
@@ -195,7 +202,7 @@ def set_static(widget: Static, content: CellText, *, one_line: bool = False) -> 
     """`Static.update` only when the content changed: every update asks for a layout pass of the screen,
     unless `one_line` (a bar of fixed height: the top bar, a detail line), where its size cannot change."""
     old = getattr(widget, "_ddtree_shown", None)
-    if old is not None and not _differs(old, content):
+    if old is not None and not differs(old, content):
         return
     widget._ddtree_shown = content  # type: ignore[attr-defined]
     widget.update(content, layout=not one_line)
@@ -232,7 +239,8 @@ def sort_key(cell: object) -> tuple[int, float, str]:
         return (1, 0.0, text.lower())
 
 
-def _differs(a: object, b: object) -> bool:
+def differs(a: object, b: object) -> bool:
+    """Whether two cells show something different (text, style or spans); the same object never does."""
     if a is b:  # a row whose view did not change keeps its painted cells (TablePane.show_table)
         return False
     if isinstance(a, Text) and isinstance(b, Text):

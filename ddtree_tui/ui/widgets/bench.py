@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, DataTable, ProgressBar, Sparkline, Static
 
 from ddtree_tui.bench.models import (
@@ -32,7 +32,7 @@ from ddtree_tui.ui import fmt
 from ddtree_tui.ui.filtering import filter_label, matches
 from ddtree_tui.ui.messages import ShapeIntent
 from ddtree_tui.ui.views import BenchView, HistoryRun
-from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, set_static, sync_table
+from ddtree_tui.ui.widgets.base import CellText, KeyedTable, PaintedRow, Pane, set_static, sync_table
 
 
 def _mode(s: ServiceSummary) -> str:
@@ -67,6 +67,16 @@ def results_title(run: BenchRun | None, running: bool, from_session: bool) -> tu
     if from_session:
         return (f"results of this run ({what}){mark}", "bad" if mark else "ok")
     return (f"last run from history ({what}){mark}", "bad" if mark else "dim")
+
+
+def load_title(run: LoadRun | None, running: bool, phase: str) -> str:
+    """The line over the load charts: which load, soak or agentic run they are of (the plain run's title is
+    over the plain run's tables, further down)."""
+    if run is not None and not running:
+        return f"load run {run.load_text} · {run_when(run)} · {run.status}"
+    if running:
+        return f"{phase or 'load'} · in progress"
+    return f"last load run: {phase}" if phase else "last load run"
 
 
 def delta_cell(
@@ -104,7 +114,10 @@ class BenchPane(Pane):
     load_text = "concurrency:1,2,4,8,16,32"
     soak_s, soak_window_s = 60.0, 5.0  # what O runs (settable: a test shortens it); the dialog sets any
     DEFAULT_CSS = """
-    BenchPane #bench-load { height: 3; }
+    BenchPane #bench-load { height: 4; }
+    BenchPane #bench-load .bench-chart { width: 1fr; height: 4; }
+    BenchPane #bench-load .bench-chart:first-of-type { margin: 0 2 0 0; }
+    BenchPane #bench-load .bench-chart-label { height: 1; color: $text-muted; }
     BenchPane #bench-load Sparkline { width: 1fr; height: 3; }
     BenchPane #bench-load-labels { height: 1; }
     BenchPane #bench-levels { height: auto; max-height: 8; }
@@ -131,27 +144,33 @@ class BenchPane(Pane):
             yield stop
             yield Static(self.live.status, id="bench-status")
             yield ProgressBar(total=None, show_eta=False, id="bench-progress")
-        live: DataTable[Any] = DataTable(id="bench-live", cursor_type="row")
+        live: DataTable[Any] = KeyedTable(id="bench-live", cursor_type="row")
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
-        yield Static("", id="bench-results-title")
+        # the load run's own title, then each sparkline under its own label (metric and service): the plain
+        # run's title sat above them and the two charts ran together unlabelled (issue 28)
         yield Static("", id="bench-load-labels")
         with Horizontal(id="bench-load"):
-            yield Sparkline([], id="bench-spark-thr")
-            yield Sparkline([], id="bench-spark-ttft")
-        levels: DataTable[Any] = DataTable(id="bench-levels", cursor_type="row")
+            with Vertical(classes="bench-chart"):
+                yield Static("", id="bench-spark-thr-label", classes="bench-chart-label")
+                yield Sparkline([], id="bench-spark-thr")
+            with Vertical(classes="bench-chart"):
+                yield Static("", id="bench-spark-ttft-label", classes="bench-chart-label")
+                yield Sparkline([], id="bench-spark-ttft")
+        levels: DataTable[Any] = KeyedTable(id="bench-levels", cursor_type="row")
         levels.add_columns(
             "Level", "Service", "ok", "err", "out tok/s", "req/s", "TTFT p50/p99", "TPOT", "goodput", ""
         )
         yield levels
         yield Static("", id="bench-verdicts")
-        res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
+        yield Static("", id="bench-results-title")  # right above the plain run's tables it names
+        res: DataTable[Any] = KeyedTable(id="bench-results", cursor_type="row")
         res.add_columns(*RES_WIDE)
         yield res
-        per: DataTable[Any] = DataTable(id="bench-prompts", cursor_type="row")
+        per: DataTable[Any] = KeyedTable(id="bench-prompts", cursor_type="row")
         per.add_columns(*PER_WIDE)
         yield per
-        hist: DataTable[Any] = DataTable(id="bench-history", cursor_type="row")
+        hist: DataTable[Any] = KeyedTable(id="bench-history", cursor_type="row")
         # one meaning a column: per-request tok/s and aggregate output tok/s apart (tables.HISTORY_RATES)
         hist.add_columns("When", "Status", "Prompts", "Services", *HISTORY_RATES, "Baseline")
         yield hist
@@ -170,11 +189,11 @@ class BenchPane(Pane):
         )
         if self.border_title != title:
             self.border_title = title
-        set_static(self.query_one("#bench-status", Static), live.status)
+        set_static(self.query_one("#bench-status", Static), live.status, one_line=True)  # a height-1 row
         bar = self.query_one(ProgressBar)
         if live.total:
             bar.update(total=live.total, progress=live.done)
-        bar.display = bool(live.total) or live.running  # no pulsing bar when nothing runs
+        bar.display = live.running  # only while it runs: after, the status line says the counts in full
         self.query_one("#bench-stop", Button).display = self._run_in_flight()
         rows: list[PaintedRow] = []
         for key, r in live.rows.items():
@@ -208,7 +227,7 @@ class BenchPane(Pane):
         if run is None:  # the last plain run (load, soak and agentic runs are in the history list only)
             run = next((r for r in reversed(history) if isinstance(r, BenchRun)), None)
         title, badge = results_title(run, live.running, from_session)
-        set_static(self.query_one("#bench-results-title", Static), self.t(title, badge))
+        set_static(self.query_one("#bench-results-title", Static), self.t(title, badge), one_line=True)
         self._render_results(run)
         self._render_prompts(run)
         self._render_history(history)
@@ -221,14 +240,23 @@ class BenchPane(Pane):
         self.query_one("#bench-load", Horizontal).display = bool(live.series_thr)
         self.query_one("#bench-levels", DataTable).display = bool(live.levels)
         if live.series_thr:
-            what = "cached tokens" if live.phase.startswith("agentic") else "out tok/s"
-            labels = (
-                f"{what} (last {live.series_thr[-1]:.0f})  ·  TTFT p50 ms (last {live.series_ttft[-1]:.0f})"
-                + (f"  ·  {live.phase}" if live.phase else "")
+            agentic = live.phase.startswith("agentic")
+            what = "cached tokens" if agentic else "out tok/s"
+            of = f" · {live.levels[0]['ref']}" if live.levels and not agentic else ""  # the series' service
+            set_static(
+                self.query_one("#bench-spark-thr-label", Static),
+                self.t(f"{what}{of} (last {live.series_thr[-1]:.0f})"),
+                one_line=True,
             )
+            set_static(
+                self.query_one("#bench-spark-ttft-label", Static),
+                self.t(f"TTFT p50 ms{of} (last {live.series_ttft[-1]:.0f})"),
+                one_line=True,
+            )
+            labels = load_title(live.load_run, live.running, live.phase)
         else:
             labels = "C load ladder · O soak · A agentic sessions (on the ready services)"
-        set_static(self.query_one("#bench-load-labels", Static), labels)
+        set_static(self.query_one("#bench-load-labels", Static), labels, one_line=True)
         rows: list[PaintedRow] = []
         for i, r in enumerate(live.levels[-40:]):
             rows.append(

@@ -22,7 +22,8 @@ from textual.widgets import DataTable, Label
 
 from ddtree_tui.ui.messages import DrillDown
 from ddtree_tui.ui.views import Cell, CellValue, Row, Seg, TableView
-from ddtree_tui.ui.widgets.base import CellText, PaintedRow, Pane, sort_key, sync_table
+from ddtree_tui.ui.widgets.base import CellText, KeyedTable, PaintedRow, Pane, sort_key, sync_table
+from ddtree_tui.ui.widgets.base import differs as _cell_differs
 
 
 def sort_letters(columns: Sequence[str]) -> dict[str, str]:
@@ -35,6 +36,10 @@ def sort_letters(columns: Sequence[str]) -> dict[str, str]:
                 out[ch] = col
                 break
     return out
+
+
+# a table with at least this many rows paints only the changed rows near its viewport (TablePane._paint_window)
+VIRTUAL_MIN_ROWS = 200
 
 
 class SortScreen(ModalScreen[str | None]):
@@ -91,6 +96,7 @@ class TablePane(Pane):
         self.sort_reverse = False
         self._painted: tuple[object, ...] | None = None
         self._rows_painted: dict[str, tuple[Row, Sequence[CellText]]] = {}
+        self._deferred: dict[str, tuple[int, Row]] = {}  # changed rows not painted yet: key -> (index, row)
         self.table_paints = 0  # views actually synced into the table: tests count work with it
 
     # --- painting ------------------------------------------------------------------------------------------
@@ -117,7 +123,9 @@ class TablePane(Pane):
 
     def show_table(self, tv: TableView) -> None:
         """Paint the view; the same view in the same order and theme as last time does nothing at all (the
-        1 Hz clock repaint and telemetry of other hosts cost no rendering here, issue 28)."""
+        1 Hz clock repaint and telemetry of other hosts cost no rendering here, issue 28). A long unsorted
+        table whose rows are the same keys as shown paints only the changed rows near its viewport (`_window`);
+        the others wait in `_deferred` until a scroll brings them near (`paint_deferred`)."""
         painted = (tv, self.sort_col, self.sort_reverse, self.app.theme, tuple(sorted(self.app.classes)))
         if painted == self._painted:
             return
@@ -125,6 +133,11 @@ class TablePane(Pane):
             self._rows_painted = {}
         self._painted = painted
         self.table_view = tv
+        table = self.query_one(DataTable)
+        if self._paint_window(table, tv):
+            self._title(tv)
+            return
+        self._deferred = {}
         last = self._rows_painted
         rows: list[PaintedRow] = []
         for r in tv.rows:
@@ -133,12 +146,65 @@ class TablePane(Pane):
             cells = hit[1] if hit is not None and hit[0] == r else [self.cell(c) for c in r.cells]
             rows.append((r.key, cells))
         self._rows_painted = {r.key: (r, cells) for r, (_, cells) in zip(tv.rows, rows, strict=True)}
-        table = self.query_one(DataTable)
         sync_table(table, self.sorted_rows(rows, tv.columns), columns=self.headers(tv.columns))
         self.table_paints += 1
+        self._title(tv)
+
+    def _title(self, tv: TableView) -> None:
         title = tv.title + self.sort_label(tv.columns)
         if self.border_title != title:
             self.border_title = title
+
+    # --- long tables: paint what is near the viewport (512 GPU rows at 64 hosts x 8 GPUs, issue 28) -------
+    def _window(self, table: DataTable[Any]) -> tuple[int, int]:
+        """Row indices [lo, hi) worth painting now: the rows on screen and a screenful either side."""
+        height = max(1, table.scrollable_content_region.height or table.size.height or 24)
+        top = int(table.scroll_y)
+        return max(0, top - height), top + 2 * height
+
+    def _paint_window(self, table: DataTable[Any], tv: TableView) -> bool:
+        """Update in place only the changed rows near the viewport, when the table is long, unsorted, and
+        shows the same keys under the same columns; False (paint it whole) otherwise."""
+        if len(tv.rows) < VIRTUAL_MIN_ROWS or (self.sortable and self.sort_col in tv.columns):
+            return False
+        if [str(c.label) for c in table.columns.values()] != list(self.headers(tv.columns)):
+            return False
+        if len(table.rows) != len(tv.rows) or any(
+            str(rk.value) != r.key for rk, r in zip(table.rows, tv.rows, strict=True)
+        ):
+            return False
+        lo, hi = self._window(table)
+        for i, r in enumerate(tv.rows):
+            hit = self._rows_painted.get(r.key)
+            if hit is not None and hit[0] is r:
+                continue
+            if hit is None or lo <= i < hi:
+                self._update_row(table, r, hit)
+            else:  # not even compared: painted (if it changed) when a scroll brings it near
+                self._deferred[r.key] = (i, r)
+        self.table_paints += 1
+        return True
+
+    def _update_row(self, table: DataTable[Any], r: Row, hit: tuple[Row, Sequence[CellText]] | None) -> None:
+        self._deferred.pop(r.key, None)
+        if hit is not None and hit[0] == r:
+            return
+        cells = [self.cell(c) for c in r.cells]
+        old = hit[1] if hit is not None else ()
+        for j, (ck, value) in enumerate(zip(table.columns, cells, strict=False)):
+            if j >= len(old) or _cell_differs(old[j], value):
+                table.update_cell(r.key, ck, value, update_width=not isinstance(table, KeyedTable))
+        self._rows_painted[r.key] = (r, cells)
+
+    def paint_deferred(self) -> None:
+        """The rows a scroll brought near the viewport, painted now (KeyedTable calls it on scroll)."""
+        if not self._deferred:
+            return
+        table = self.query_one(DataTable)
+        lo, hi = self._window(table)
+        for key, (i, r) in list(self._deferred.items()):
+            if lo <= i < hi and key in table.rows:
+                self._update_row(table, r, self._rows_painted.get(key))
 
     def sort_label(self, columns: Sequence[str]) -> str:
         """` · sort Port ▼` in the pane title while sorted (the header marks the column too)."""
