@@ -190,6 +190,7 @@ class SimArgs(CliArgs):
     decode_log_interval: int = 40
     fault: list[str] = []
     block_size: int | None = None
+    draft_window: int | None = None
     budget: int | None = None
     hybrid: bool = False
     allow_hybrid_unsafe: bool = False
