@@ -66,7 +66,7 @@ class SweepSettings(BaseModel):
     request_timeout: float = 300.0
     # the optimizer (sweep/study.py, sweep/workers.py): strategy tpe/nsga2, or grid over several workers
     seed: int = 0
-    trials: int | None = Field(default=None, ge=1)  # relaunch budget (None: until every point is judged)
+    trials: int | None = Field(default=None, ge=1)  # configs to judge (None: until every point is judged)
     storage: str | None = None  # the study's database URL (None: SQLite in the sweep's directory)
     workers: list[str] = Field(default_factory=list)  # more HOST/SVC with the same model, measured in parallel
     prune: bool = True  # stop a point early when its windows trail the median of earlier points

@@ -102,8 +102,9 @@ async def run_workers(
     stop: asyncio.Event | None = None,
     on_trial: Callable[[str, int, dict[str, str], Outcome], None] | None = None,
 ) -> StudyRun:
-    """One task per worker, each asking the study for the next point until the budget of relaunches is
-    spent, every point is judged, or `stop` is set. Enqueued retries run even past the budget."""
+    """One task per worker, each asking the study for the next point until `budget` points are judged
+    (measured, pruned, refused or being measured: a point cut off by a lost host or a stop is not, and is
+    measured again), every point is judged, or `stop` is set. Enqueued retries run even past the budget."""
     stop = stop or asyncio.Event()
     multi = len(objectives) > 1
     stats = {w: WorkerStats(worker=w) for w in workers}
@@ -117,7 +118,7 @@ async def run_workers(
         while not stop.is_set():
             with contextlib.suppress(Exception):
                 sy.fail_stale(study)
-            if budget is not None and opt.relaunches(study) >= budget and not _waiting(study):
+            if budget is not None and len(opt.judged_keys(study, space)) >= budget and not _waiting(study):
                 return
             trial = opt.ask(study, space, worker)
             if trial is None:
@@ -382,6 +383,8 @@ async def run_fleet_study(runner: SweepRunner) -> st.SweepState:
     objectives = study_objectives(s)
     space = opt.Space(dims={d.key: list(d.values) for d in s.dims})
     url = s.storage or sy.default_storage(runner.out)
+    if s.storage is None:
+        runner.out.mkdir(parents=True, exist_ok=True)
     study = sy.open_study(
         runner.state.id, url, s.strategy, space.grid(), opt.directions(objectives), s.seed, s.prune
     )
