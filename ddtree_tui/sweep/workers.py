@@ -231,8 +231,8 @@ class FleetEvaluator:
     def _lost(self, worker: str) -> str | None:
         host = worker.split("/", 1)[0]
         view = self.runner.fleet.snapshot().host(host)
-        if view is not None and view.state == "disconnected":
-            return f"host {host} lost: {view.error or 'disconnected'}"
+        if view is not None and view.state != "connected":
+            return f"host {host} lost: {view.error or view.state}"
         return None
 
     async def evaluate(self, worker: str, trial: int, overrides: dict[str, str], report: Report) -> Outcome:

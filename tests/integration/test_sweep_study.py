@@ -92,12 +92,14 @@ async def test_tpe_two_workers_one_study_stop_and_resume(tmp_path: Path) -> None
 @pytest.mark.slow
 @pytest.mark.sshd
 def test_two_hosts_one_study_through_real_sshd(tmp_path: Path, ssh_env, sshd) -> None:
-    """Two hosts (two profiles over the real sshd) share one study: each measures points, none twice."""
+    """Two hosts (two real sshd servers, `sshd` and one more) share one study: each measures points, none
+    twice."""
+    ssh_env.add_server("hostb")
     profiles = []
-    for name in ("hosta", "hostb"):
+    for alias, name in (("testhost", "hosta"), ("hostb", "hostb")):
         extra = f"python = {json.dumps(sys.executable)}\nconnect_timeout = 5\n\n{_svc('dd', free_port())}"
         p = tmp_path / f"{name}.toml"
-        p.write_text(ssh_env.profile_toml(name, extra=extra))
+        p.write_text(ssh_env.profile_toml(alias, name=name, extra=extra))
         profiles += ["--profile", str(p)]
     out = tmp_path / "out"
     try:
@@ -116,5 +118,5 @@ def test_two_hosts_one_study_through_real_sshd(tmp_path: Path, ssh_env, sshd) ->
             assert q["server_info"]["speculative_ddtree_budget"] == int(q["overrides"]["budget"])
         assert state["study"]["relaunches"] == 4 and state["study"]["storage"].startswith("sqlite:///")
     finally:
-        for name in ("hosta", "hostb"):
-            cleanup_workdir(ssh_env.root / f"work-{name}")
+        for alias in ("testhost", "hostb"):
+            cleanup_workdir(ssh_env.root / f"work-{alias}")
