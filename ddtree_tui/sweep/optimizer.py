@@ -16,6 +16,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial, TrialState
 from pydantic import BaseModel
 
+from ddtree_tui.sweep.study import quiet
+
 # user attributes of a trial
 DUPLICATE_OF = "duplicate_of"  # answered from that trial's result: no relaunch
 RETRY_OF = "retry_of"  # enqueued again after its worker's host was lost
@@ -139,7 +141,8 @@ def ask(study: optuna.Study, space: Space, worker: str) -> optuna.Trial | None:
         judged = judged_keys(study, space)
         if len(judged) >= space.size:
             return None
-        trial = study.ask(dist)
+        with quiet():
+            trial = study.ask(dist)
         k = key_of(space.values(trial.params))
         orig = judged.get(k)
         if orig is None:

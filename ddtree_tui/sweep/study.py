@@ -6,9 +6,10 @@ machines share one study. Heartbeats mark a trial whose worker died FAIL and enq
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -25,10 +26,19 @@ GRACE_S = 60
 MAX_RETRY = 2
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweep prints its own lines
-# multivariate TPE, constant liar and heartbeats are marked experimental; the sweep relies on them knowingly
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-# ask/tell with heartbeats is what sweep/workers.py does on purpose (it beats while a point is measured)
-warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Optuna's warnings that the sweep knowingly goes past: multivariate TPE, constant liar and heartbeats
+    are marked experimental, and ask/tell with heartbeats (what sweep/workers.py does on purpose: it beats
+    while a point is measured) is warned about."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+        yield
+
+
 MEMORY = ":memory:"  # the lab's storage: nothing written (not resumable)
 
 
@@ -45,13 +55,27 @@ def redact_url(url: str) -> str:
     return _PASSWORD.sub(r"\1***@", url)
 
 
+class _Grid(optuna.samplers.GridSampler):
+    """GridSampler without its end-of-grid `study.stop()` (which only works inside Study.optimize): the
+    workers' loop ends by itself once every point is judged (optimizer.ask)."""
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: optuna.trial.FrozenTrial,
+        state: optuna.trial.TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        return None
+
+
 def sampler_for(
     strategy: str, grid: dict[str, list[object]], seed: int, n_objectives: int
 ) -> optuna.samplers.BaseSampler:
     """grid: Optuna's GridSampler over the dimensions; tpe: TPE (multivariate, constant liar so parallel
     workers do not pile onto one point); nsga2: NSGA-II for a Pareto front. Seeded."""
     if strategy == "grid":
-        return optuna.samplers.GridSampler(grid, seed=seed)  # type: ignore[arg-type]
+        return _Grid(grid, seed=seed)  # type: ignore[arg-type]
     if strategy == "tpe":
         size = 1
         for v in grid.values():
@@ -101,15 +125,15 @@ def open_study(
     heartbeat: bool = True,
 ) -> optuna.Study:
     """Create the study, or open it again when it exists (resume, or another worker joining)."""
-    storage = storage_for(url, heartbeat)
-    return optuna.create_study(
-        storage=storage,
-        study_name=name,
-        sampler=sampler_for(strategy, grid, seed, len(directions)),
-        pruner=pruner_for(len(directions), prune),
-        directions=list(directions),
-        load_if_exists=True,
-    )
+    with quiet():
+        return optuna.create_study(
+            storage=storage_for(url, heartbeat),
+            study_name=name,
+            sampler=sampler_for(strategy, grid, seed, len(directions)),
+            pruner=pruner_for(len(directions), prune),
+            directions=list(directions),
+            load_if_exists=True,
+        )
 
 
 def record_heartbeat(study: optuna.Study, trial: optuna.Trial) -> None:
@@ -121,4 +145,5 @@ def record_heartbeat(study: optuna.Study, trial: optuna.Trial) -> None:
 
 def fail_stale(study: optuna.Study) -> None:
     """Mark RUNNING trials whose worker stopped beating FAIL (and enqueue their retry)."""
-    optuna.storages.fail_stale_trials(study)
+    with quiet():
+        optuna.storages.fail_stale_trials(study)
