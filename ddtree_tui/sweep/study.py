@@ -80,9 +80,12 @@ def sampler_for(
         size = 1
         for v in grid.values():
             size *= len(v)
+        # 10 random points first on the lab's 72-point grid (fewer on small grids), 64 candidates per pick:
+        # the best of four settings tried on benchmarks/lab.py's landscape (issue-27-lab.md)
         return optuna.samplers.TPESampler(
             seed=seed,
-            n_startup_trials=max(4, min(10, size // 10)),
+            n_startup_trials=max(4, min(10, size // 7)),
+            n_ei_candidates=64,
             multivariate=True,
             group=True,
             constant_liar=True,
