@@ -84,7 +84,7 @@ class ModelledEvaluator:
                     raise ConnectionError(f"{worker}: connection lost (modelled)")
                 for o in self.objectives:  # one window's mean, with its noise
                     seen[o].append(_value(e, o) * (1 + rng.gauss(0.0, self.noise)))
-                if report(step, statistics.fmean(seen[self.objectives[0]])):
+                if await report(step, statistics.fmean(seen[self.objectives[0]])):
                     return Outcome(
                         kind="pruned",
                         reason=f"pruned by the median rule after window {step + 1} (modelled)",

@@ -18,7 +18,8 @@ import copy
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Literal, Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, Protocol, TypeVar
 
 import optuna
 from optuna.trial import TrialState
@@ -33,8 +34,9 @@ from ddtree_tui.sweep import study as sy
 from ddtree_tui.sweep.runner import SweepRunner
 from ddtree_tui.sweep.spec import SweepError, apply_overrides
 
-# report(step, value) -> prune this point now?
-Report = Callable[[int, float], bool]
+T = TypeVar("T")
+# await report(step, value) -> prune this point now? (the study is asked on the study thread)
+Report = Callable[[int, float], Awaitable[bool]]
 
 
 class Outcome(BaseModel):
@@ -107,6 +109,29 @@ async def run_workers(
     measured again), every point is judged, or `stop` is set. Enqueued retries run even past the budget."""
     stop = stop or asyncio.Event()
     multi = len(objectives) > 1
+    # every study call runs on one thread of its own, one at a time: a database round trip (hundreds of ms
+    # for SQLite on a busy disk) never blocks the event loop, where the other workers' requests are timed
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="study")
+    loop = asyncio.get_running_loop()
+
+    async def call(fn: Callable[[], T]) -> T:
+        return await loop.run_in_executor(pool, fn)
+
+    def budget_spent() -> bool:
+        if budget is None:
+            return False
+        return len(opt.judged_keys(study, space)) >= budget and not _waiting(study)
+
+    last_stale = [float("-inf")]
+
+    def stale() -> None:
+        """Fail (and enqueue again) the trials of workers that stopped beating: once a heartbeat period."""
+        if time.monotonic() - last_stale[0] < sy.HEARTBEAT_S:
+            return
+        last_stale[0] = time.monotonic()
+        with contextlib.suppress(Exception):
+            sy.fail_stale(study)
+
     stats = {w: WorkerStats(worker=w) for w in workers}
     dup0 = _count(study, opt.DUPLICATE_OF)
     retry0 = _count(study, opt.RETRY_OF)
@@ -116,20 +141,22 @@ async def run_workers(
     async def work(worker: str) -> None:
         ws = stats[worker]
         while not stop.is_set():
-            with contextlib.suppress(Exception):
-                sy.fail_stale(study)
-            if budget is not None and len(opt.judged_keys(study, space)) >= budget and not _waiting(study):
+            await call(stale)
+            if await call(budget_spent):
                 return
-            trial = opt.ask(study, space, worker)
+            trial = await call(lambda: opt.ask(study, space, worker))
             if trial is None:
                 return
             params = space.values(trial.params)
 
-            def report(step: int, value: float, trial: optuna.Trial = trial) -> bool:
-                if multi:
-                    return False  # Optuna prunes single-objective studies only
+            def judge(step: int, value: float, trial: optuna.Trial = trial) -> bool:
                 trial.report(value, step)
                 return trial.should_prune()
+
+            async def report(step: int, value: float, judge: Callable[[int, float], bool] = judge) -> bool:
+                if multi:
+                    return False  # Optuna prunes single-objective studies only
+                return await call(lambda: judge(step, value))
 
             beat = asyncio.ensure_future(_beat(study, trial))
             t1 = time.monotonic()
@@ -140,21 +167,7 @@ async def run_workers(
             finally:
                 beat.cancel()
                 ws.busy_s += time.monotonic() - t1
-            vals = _pick(out.values, objectives) if out.kind == "done" else None
-            if out.kind == "done" and vals is not None:
-                opt.complete(study, trial, vals)
-                ws.measured += 1
-            elif out.kind == "done":
-                opt.fail(study, trial, out.reason or "no value for an objective", refused=True, retry=False)
-                ws.refused += 1
-            elif out.kind == "pruned":
-                opt.prune(study, trial, out.reason)
-                ws.pruned += 1
-            elif out.kind == "refused":
-                opt.fail(study, trial, out.reason, refused=True, retry=False)
-                ws.refused += 1
-            else:  # lost or stopped: measured again, by another worker or on resume
-                opt.fail(study, trial, out.reason, refused=False, retry=True)
+            await call(lambda: _tell(study, trial, out, objectives, ws))
             if on_trial is not None:
                 with contextlib.suppress(Exception):
                     on_trial(worker, trial.number, params, out)
@@ -164,7 +177,10 @@ async def run_workers(
             if out.kind == "stopped":
                 return
 
-    await asyncio.gather(*(work(w) for w in workers))
+    try:
+        await asyncio.gather(*(work(w) for w in workers))
+    finally:
+        pool.shutdown(wait=True)
     return StudyRun(
         workers=list(stats.values()),
         relaunches=opt.relaunches(study) - rel0,
@@ -172,6 +188,26 @@ async def run_workers(
         retries=_count(study, opt.RETRY_OF) - retry0,
         wall_s=time.monotonic() - t0,
     )
+
+
+def _tell(
+    study: optuna.Study, trial: optuna.Trial, out: Outcome, objectives: Sequence[str], ws: WorkerStats
+) -> None:
+    vals = _pick(out.values, objectives) if out.kind == "done" else None
+    if out.kind == "done" and vals is not None:
+        opt.complete(study, trial, vals)
+        ws.measured += 1
+    elif out.kind == "done":
+        opt.fail(study, trial, out.reason or "no value for an objective", refused=True, retry=False)
+        ws.refused += 1
+    elif out.kind == "pruned":
+        opt.prune(study, trial, out.reason)
+        ws.pruned += 1
+    elif out.kind == "refused":
+        opt.fail(study, trial, out.reason, refused=True, retry=False)
+        ws.refused += 1
+    else:  # lost or stopped: measured again, by another worker or on resume
+        opt.fail(study, trial, out.reason, refused=False, retry=True)
 
 
 def _count(study: optuna.Study, attr: str) -> int:
@@ -299,6 +335,7 @@ class FleetEvaluator:
         halt = asyncio.Event()
         toks: list[float] = []
         own = [0]  # this service's counted requests finished (a --baseline service's are not windows)
+        judging: list[asyncio.Future[None]] = []
         windows_per_level = max(1, v.s.repeats)
         why: list[str] = []
 
@@ -311,8 +348,10 @@ class FleetEvaluator:
             if own[0] % self.window or not toks or self.objectives[0] != "tok_s":
                 return
             step = level * windows_per_level + own[0] // self.window - 1
-            value = statistics.fmean(toks)
-            if report(step, value):
+            judging.append(asyncio.ensure_future(judge(step, statistics.fmean(toks))))
+
+        async def judge(step: int, value: float) -> None:
+            if await report(step, value) and not pruned.is_set():
                 why.append(
                     f"pruned by the median rule after window {step + 1}: {value:.1f} tok/s per request, "
                     "below the median of earlier points at that window"
@@ -337,6 +376,8 @@ class FleetEvaluator:
             return Outcome(kind="refused", reason=rec.error)
         finally:
             watcher.cancel()
+            if judging:  # each window reported (a decision that comes after the last request is moot)
+                await asyncio.gather(*judging, return_exceptions=True)
         rec.measure_s = time.monotonic() - t0
         rec.measurement = v._measurement(run, v.s.ref, rec.concurrency, spec)
         rec.finished_at = time.time()
