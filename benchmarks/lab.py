@@ -96,7 +96,7 @@ def search_rows(seeds: int) -> list[str]:
 async def parallel_once(workers: list[str], relaunch_s: float, tmp: Path) -> tuple[float, int, int, int]:
     """(wall s, relaunches, distinct points, points relaunched twice) with `workers` sharing one study."""
     space = opt.Space(dims=L.DEMO_DIMS)
-    url = f"sqlite:///{tmp / ('study-%d.db' % len(workers))}"
+    url = f"sqlite:///{tmp / f'study-{len(workers)}.db'}"
     study = sy.open_study("lab-parallel", url, "tpe", space.grid(), ["maximize"], 0, prune=False)
     ev = ModelledEvaluator(L.DEMO_BASE, [1], noise=NOISE, windows=WINDOWS, relaunch_s=relaunch_s)
     t0 = time.monotonic()
@@ -131,7 +131,9 @@ def demo_profile(tmp: Path) -> Path:
 
     text = (ROOT / "hostprofiles" / "local-demo.toml").read_text()
     text = text.replace('workdir = ".ddtree/demo"', f"workdir = {json.dumps(str(tmp / 'wd'))}")
-    text = text.replace("port = 31010", f"port = {free_port()}").replace("port = 31011", f"port = {free_port()}")
+    text = text.replace("port = 31010", f"port = {free_port()}").replace(
+        "port = 31011", f"port = {free_port()}"
+    )
     text = text.replace("decode_rate = 40.5", "decode_rate = 400.0")  # load_time 2 s kept: a relaunch costs
     second = text[text.index('[[service]]\nname = "ddtree-shadow"') : text.index("# A ready-made")]
     second = second.replace('name = "ddtree-shadow"', 'name = "ddtree-b"')
@@ -181,7 +183,9 @@ def real_rows(trials: int) -> list[str]:
             out = tmp / f"out-{len(workers) + 1}"
             r = real_sweep(profile, out, workers, trials)
             if r["rc"] != 0:
-                rows.append(f"| {len(workers) + 1} | failed (exit {r['rc']}) | | | | | | |\n\n```\n{r['stderr']}\n```")
+                rows.append(
+                    f"| {len(workers) + 1} | failed (exit {r['rc']}) | | | | | | |\n\n```\n{r['stderr']}\n```"
+                )
                 continue
             done = r["done"]
             assert isinstance(done, list)
@@ -193,7 +197,9 @@ def real_rows(trials: int) -> list[str]:
                 full = {"mode": "tree", **best}
                 val = L.value(L.expected(L.config_for(base, full), 1), "tok_s")
                 rank = 1 + sum(1 for v, _o in scored if v > val + 1e-9)
-                found = f"b={best['budget']} k={best['env.SGLANG_DDTREE_MAX_TOPK']} block={best['block_size']}"
+                found = (
+                    f"b={best['budget']} k={best['env.SGLANG_DDTREE_MAX_TOPK']} block={best['block_size']}"
+                )
                 ratio = f"{val / truth:.3f}"
             else:
                 found, ratio, rank = "-", "-", 0
@@ -202,7 +208,9 @@ def real_rows(trials: int) -> list[str]:
             rows.append(f"| {len(workers) + 1} | {r['wall']:.1f} | {len(done)} | {r['twice']} | {shown} | {found} "
                         f"| {ratio} | {rank} |")  # fmt: skip
     if len(walls) == 2:
-        rows.append(f"\nTwo workers / one worker wall time (measured, real relaunches): {walls[1] / walls[0]:.2f}")
+        rows.append(
+            f"\nTwo workers / one worker wall time (measured, real relaunches): {walls[1] / walls[0]:.2f}"
+        )
     top = scored[0][1]
     rows.append(f"True best of this grid at c=1 (landscape): b={top['budget']} k={top['env.SGLANG_DDTREE_MAX_TOPK']} "
                 f"block={top['block_size']}")  # fmt: skip

@@ -341,7 +341,7 @@ class SimConfig(BaseModel):
 
 def ddtree_accept_length(linear: float, budget: int, topk: int, depth_bonus: float = 0.0) -> float:
     """The mean tokens a tree-verify pass emits (see the DDTREE_* constants)."""
-    gain = (1 + DDTREE_TOPK_GAIN * (1 - 2.0 ** -(topk - 1))) ** (1 / (1 + depth_bonus))
+    gain = math.pow(1 + DDTREE_TOPK_GAIN * (1 - 2.0 ** -(topk - 1)), 1 / (1 + depth_bonus))
     scale = DDTREE_BUDGET_SCALE * topk / (1 + depth_bonus)
     return 1 + (linear - 1) * gain * (1 - math.exp(-budget / scale))
 

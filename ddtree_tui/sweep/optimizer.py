@@ -77,14 +77,16 @@ class Space(BaseModel):
 
     def grid(self) -> dict[str, list[object]]:
         """GridSampler's search space, in the study's own encoding."""
-        return {k: (list(range(len(v))) if self.ordered(k) is not None else list(v)) for k, v in self.dims.items()}
+        return {
+            k: (list(range(len(v))) if self.ordered(k) is not None else list(v)) for k, v in self.dims.items()
+        }
 
     def values(self, params: Mapping[str, object]) -> dict[str, str]:
         """A trial's parameters as the point's --set values."""
         out: dict[str, str] = {}
         for k, p in params.items():
             order = self.ordered(k) if k in self.dims else None
-            out[k] = order[int(p)] if order is not None and isinstance(p, int) else str(p)  # type: ignore[call-overload]
+            out[k] = order[p] if order is not None and isinstance(p, int) else str(p)
         return out
 
     def params(self, values: Mapping[str, str]) -> dict[str, object]:

@@ -68,9 +68,9 @@ class SweepSettings(BaseModel):
     seed: int = 0
     trials: int | None = Field(default=None, ge=1)  # configs to judge (None: until every point is judged)
     storage: str | None = None  # the study's database URL (None: SQLite in the sweep's directory)
-    workers: list[str] = Field(default_factory=list)  # more HOST/SVC with the same model, measured in parallel
+    workers: list[str] = Field(default_factory=list)  # more HOST/SVC, same model, measured in parallel
     prune: bool = True  # stop a point early when its windows trail the median of earlier points
-    pareto: list[str] = Field(default_factory=list)  # nsga2's objectives (default tok_s, throughput, ttft_p90)
+    pareto: list[str] = Field(default_factory=list)  # nsga2's objectives (default: optimizer.PARETO_DEFAULT)
 
 
 def uses_study(s: SweepSettings) -> bool:

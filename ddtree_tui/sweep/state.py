@@ -17,7 +17,8 @@ from ddtree_tui.sweep.spec import Dimension
 
 SWEEP_SCHEMA = 1
 PointStatus = Literal["pending", "starting", "measuring", "done", "failed", "rejected", "skipped", "pruned"]
-FINISHED = ("done", "failed", "rejected", "pruned")  # pruned: stopped early by the optimizer (reason in error)
+# pruned: stopped early by the optimizer, its reason in the point's error
+FINISHED = ("done", "failed", "rejected", "pruned")
 
 
 class Sample(BaseModel):

@@ -11,7 +11,7 @@ import re
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import optuna
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -134,7 +134,7 @@ def open_study(
             study_name=name,
             sampler=sampler_for(strategy, grid, seed, len(directions)),
             pruner=pruner_for(len(directions), prune),
-            directions=list(directions),
+            directions=cast("list[Literal['minimize', 'maximize']]", list(directions)),
             load_if_exists=True,
         )
 

@@ -15,28 +15,83 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 import optuna
 from optuna.trial import TrialState
 from pydantic import BaseModel, Field
 
-from ddtree_tui.bench.models import PromptFinished
-from ddtree_tui.config import ServiceSpec
+from ddtree_tui.bench.models import BenchRun, BenchTarget, PromptFinished
+from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.fleet.protocol import SweepFleet
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.sweep import optimizer as opt
 from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep import study as sy
-from ddtree_tui.sweep.runner import SweepRunner
-from ddtree_tui.sweep.spec import SweepError, apply_overrides
+from ddtree_tui.sweep.spec import Dimension, SweepError, apply_overrides
 
 T = TypeVar("T")
 # await report(step, value) -> prune this point now? (the study is asked on the study thread)
 Report = Callable[[int, float], Awaitable[bool]]
+
+
+class StudySettings(Protocol):
+    """What the workers read of a sweep's settings (sweep/runner.py SweepSettings)."""
+
+    ref: str
+    dims: list[Dimension]
+    strategy: str
+    prompts: str
+    repeats: int
+    objective: str
+    baseline_ref: str | None
+    seed: int
+    trials: int | None
+    storage: str | None
+    workers: list[str]
+    prune: bool
+    pareto: list[str]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+class PointRunner(Protocol):
+    """The sweep runner's steps the workers use (sweep/runner.py PointRunner, structurally: this module
+    stays below the runner, which hands a study-driven sweep to `run_fleet_study`)."""
+
+    fleet: SweepFleet
+    out: Path
+    owner: str
+    stop: asyncio.Event
+    state: st.SweepState
+    profile: HostProfile
+    base_spec: ServiceSpec
+    specs: dict[str, ServiceSpec]
+
+    @property
+    def s(self) -> StudySettings: ...
+
+    def _save(self) -> None: ...
+    def _set(self, rec: st.PointRecord, status: st.PointStatus, text: str = "") -> None: ...
+    def _gpus(self, spec: ServiceSpec) -> list[st.GpuInfo]: ...
+    async def _start(self, spec: ServiceSpec) -> tuple[bool, str | None, list[str], float]: ...
+    async def _measure(
+        self,
+        concurrency: int,
+        on_event: Callable[[object], None] | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> tuple[BenchRun, list[BenchTarget]]: ...
+    def _measurement(
+        self, run: BenchRun, ref: str, concurrency: int, spec: ServiceSpec
+    ) -> st.Measurement: ...
+    async def _baseline(self, after: int) -> None: ...
+    async def _restore(self) -> None: ...
 
 
 class Outcome(BaseModel):
@@ -50,7 +105,9 @@ class Outcome(BaseModel):
 class Evaluator(Protocol):
     """Relaunches `worker` with `overrides` and measures it (the Fleet's, or the landscape's in the lab)."""
 
-    async def evaluate(self, worker: str, trial: int, overrides: dict[str, str], report: Report) -> Outcome: ...
+    async def evaluate(
+        self, worker: str, trial: int, overrides: dict[str, str], report: Report
+    ) -> Outcome: ...
 
 
 class WorkerStats(BaseModel):
@@ -167,7 +224,7 @@ async def run_workers(
             finally:
                 beat.cancel()
                 ws.busy_s += time.monotonic() - t1
-            await call(lambda: _tell(study, trial, out, objectives, ws))
+            await call(functools.partial(_tell, study, trial, out, objectives, ws))
             if on_trial is not None:
                 with contextlib.suppress(Exception):
                     on_trial(worker, trial.number, params, out)
@@ -233,10 +290,10 @@ class FleetEvaluator:
     """Measures a point on one worker service through the sweep runner's own steps (restart with the
     overrides, wait ready, smoke, bench every load level), into the sweep's shared state."""
 
-    def __init__(self, runner: SweepRunner, objectives: Sequence[str]) -> None:
+    def __init__(self, runner: PointRunner, objectives: Sequence[str]) -> None:
         self.runner = runner
         self.objectives = list(objectives)
-        self.views: dict[str, SweepRunner] = {}
+        self.views: dict[str, PointRunner] = {}
         self.window = max(1, self._n_prompts())
 
     def _n_prompts(self) -> int:
@@ -247,18 +304,20 @@ class FleetEvaluator:
         except Exception:
             return 5
 
-    def view(self, worker: str) -> SweepRunner:
+    def view(self, worker: str) -> PointRunner:
         """The runner as seen from one worker service: same state and settings, that service's spec."""
         v = self.views.get(worker)
         if v is None:
             v = copy.copy(self.runner)
-            v.s = self.runner.s.model_copy(update={"ref": worker})
+            vars(v)["s"] = self.runner.s.model_copy(
+                update={"ref": worker}
+            )  # `s` is read-only in the protocol
             v.profile, v.base_spec = self.runner.fleet.spec_of(worker)
             v.specs = {}
             self.views[worker] = v
         return v
 
-    def spec(self, v: SweepRunner, overrides: dict[str, str]) -> ServiceSpec:
+    def spec(self, v: PointRunner, overrides: dict[str, str]) -> ServiceSpec:
         key = opt.key_of(overrides)
         if key not in v.specs:
             v.specs[key] = apply_overrides(v.base_spec, overrides)
@@ -327,7 +386,7 @@ class FleetEvaluator:
         return Outcome(kind="done", values=values, reason="" if values else "every request failed")
 
     async def _measure_level(
-        self, v: SweepRunner, rec: st.PointRecord, spec: ServiceSpec, level: int, report: Report
+        self, v: PointRunner, rec: st.PointRecord, spec: ServiceSpec, level: int, report: Report
     ) -> Outcome | None:
         """Measure one load level in windows of one pass over the prompts; None when it was measured."""
         v._set(rec, "measuring", f"on {v.s.ref}")
@@ -414,8 +473,8 @@ def study_objectives(s: object) -> list[str]:
     return [objective if objective in opt.OBJECTIVES else "tok_s"]
 
 
-async def run_fleet_study(runner: SweepRunner) -> st.SweepState:
-    """SweepRunner.run for a study-driven sweep: hold every worker service, measure each one's baseline
+async def run_fleet_study(runner: PointRunner) -> st.SweepState:
+    """PointRunner.run for a study-driven sweep: hold every worker service, measure each one's baseline
     (the profile as written), run the workers, put every service back, and record the study in the state."""
     s = runner.s
     workers = [s.ref, *[w for w in s.workers if w != s.ref]]
@@ -451,9 +510,7 @@ async def run_fleet_study(runner: SweepRunner) -> st.SweepState:
         runner._save()
         if s.baseline_ref is None and not runner.state.baselines:
             await asyncio.gather(*(_baseline(evaluator.view(w)) for w in workers))
-        await run_workers(
-            study, space, objectives, evaluator, workers, budget=s.trials, stop=runner.stop
-        )
+        await run_workers(study, space, objectives, evaluator, workers, budget=s.trials, stop=runner.stop)
         _record(runner.state, study, space)
         for rec in runner.state.points:
             if rec.status == "pending" and not runner.stop.is_set():
@@ -468,7 +525,7 @@ async def run_fleet_study(runner: SweepRunner) -> st.SweepState:
             runner.fleet.release(w, runner.owner)
 
 
-async def _baseline(v: SweepRunner) -> None:
+async def _baseline(v: PointRunner) -> None:
     n = len(v.state.baselines)
     await v._baseline(-1)
     for b in v.state.baselines[n:]:
@@ -501,7 +558,7 @@ def _link(state: st.SweepState) -> None:
         ]
 
 
-async def _restore_all(views: Sequence[SweepRunner], runner: SweepRunner) -> None:
+async def _restore_all(views: Sequence[PointRunner], runner: PointRunner) -> None:
     """Every worker service back as its profile has it; `restored` only when all of them are."""
     results: list[bool | None] = []
     for v in views:

@@ -47,7 +47,8 @@ def test_seeded_no_duplicates_and_resume(tmp_path: Path) -> None:
 
 def test_grid_covers_every_point_once_with_two_workers(tmp_path: Path) -> None:
     space = opt.Space(dims=SMALL)
-    ev = ModelledEvaluator(L.DEMO_BASE, [1], relaunch_s=0.01)  # a relaunch takes time: both workers get points
+    # a relaunch takes time: both workers get points
+    ev = ModelledEvaluator(L.DEMO_BASE, [1], relaunch_s=0.01)
     study = _study(tmp_path, "grid")
     run = asyncio.run(run_workers(study, space, ["tok_s"], ev, ["a", "b"]))
     keys = [k for _w, k in ev.calls]
