@@ -34,6 +34,7 @@ from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.sweep import optimizer as opt
 from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep import study as sy
+from ddtree_tui.sweep.results import NOT_CHOSEN
 from ddtree_tui.sweep.spec import Dimension, SweepError, apply_overrides
 
 T = TypeVar("T")
@@ -514,7 +515,7 @@ async def run_fleet_study(runner: PointRunner) -> st.SweepState:
         _record(runner.state, study, space)
         for rec in runner.state.points:
             if rec.status == "pending" and not runner.stop.is_set():
-                rec.status, rec.error = "skipped", f"not chosen by the optimizer ({s.strategy})"
+                rec.status, rec.error = "skipped", f"{NOT_CHOSEN} ({s.strategy})"
         _link(runner.state)
         runner.state.finished = not runner.stop.is_set()
         runner._save()
