@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from ddtree_tui.sim import landscape as L
@@ -20,12 +21,14 @@ from ddtree_tui.sweep.workers import run_workers
 SMALL = {"budget": ["4", "8", "16", "32"], "env.SGLANG_DDTREE_MAX_TOPK": ["1", "2", "4"]}
 
 
-def _study(tmp: Path, strategy: str = "tpe", seed: int = 0, prune: bool = False) -> optuna.Study:
+def _study(tmp: Path | None, strategy: str = "tpe", seed: int = 0, prune: bool = False) -> optuna.Study:
+    """The study in SQLite under `tmp` (a real database: resume), or in memory (None: fast)."""
     space = opt.Space(dims=SMALL)
-    return sy.open_study("t", f"sqlite:///{tmp / 'study.db'}", strategy, space.grid(),
-                         ["maximize"], seed, prune)  # fmt: skip
+    url = f"sqlite:///{tmp / 'study.db'}" if tmp is not None else sy.MEMORY
+    return sy.open_study("t", url, strategy, space.grid(), ["maximize"], seed, prune)
 
 
+@pytest.mark.slow
 def test_seeded_no_duplicates_and_resume(tmp_path: Path) -> None:
     space = opt.Space(dims=SMALL)
     ev = ModelledEvaluator(L.DEMO_BASE, [1], seed=1)
@@ -40,8 +43,7 @@ def test_seeded_no_duplicates_and_resume(tmp_path: Path) -> None:
     assert len(opt.measured(study)) == 8
     # the same seed chooses the same first points
     ev2 = ModelledEvaluator(L.DEMO_BASE, [1], seed=1)
-    (tmp_path / "b").mkdir()
-    asyncio.run(run_workers(_study(tmp_path / "b", seed=0), space, ["tok_s"], ev2, ["a"], budget=5))
+    asyncio.run(run_workers(_study(None, seed=0), space, ["tok_s"], ev2, ["a"], budget=5))
     assert ev2.calls == ev.calls
 
 
@@ -49,7 +51,7 @@ def test_grid_covers_every_point_once_with_two_workers(tmp_path: Path) -> None:
     space = opt.Space(dims=SMALL)
     # a relaunch takes time: both workers get points
     ev = ModelledEvaluator(L.DEMO_BASE, [1], relaunch_s=0.01)
-    study = _study(tmp_path, "grid")
+    study = _study(None, "grid")
     run = asyncio.run(run_workers(study, space, ["tok_s"], ev, ["a", "b"]))
     keys = [k for _w, k in ev.calls]
     assert len(keys) == len(set(keys)) == space.size == 12
@@ -60,7 +62,7 @@ def test_grid_covers_every_point_once_with_two_workers(tmp_path: Path) -> None:
 def test_lost_host_fails_the_trial_and_another_worker_measures_it(tmp_path: Path) -> None:
     space = opt.Space(dims=SMALL)
     ev = ModelledEvaluator(L.DEMO_BASE, [1], lose={"b": 1}, relaunch_s=0.01)
-    study = _study(tmp_path)
+    study = _study(None)
     run = asyncio.run(run_workers(study, space, ["tok_s"], ev, ["a", "b"], budget=6))
     lost_key = next(k for w, k in ev.calls if w == "b")
     assert [w for w, k in ev.calls if k == lost_key] == ["b", "a"]  # retried elsewhere
@@ -74,7 +76,7 @@ def test_lost_host_fails_the_trial_and_another_worker_measures_it(tmp_path: Path
 def test_pruning_is_recorded_with_its_reason(tmp_path: Path) -> None:
     space = opt.Space(dims=SMALL)
     ev = ModelledEvaluator(L.DEMO_BASE, [1], windows=4)
-    study = _study(tmp_path, "grid", prune=True)
+    study = _study(None, "grid", prune=True)
     asyncio.run(run_workers(study, space, ["tok_s"], ev, ["a"]))
     pruned = study.get_trials(states=(TrialState.PRUNED,))
     assert pruned and all("median rule" in t.user_attrs[opt.REASON] for t in pruned)
@@ -87,7 +89,7 @@ def test_nsga2_pareto_front(tmp_path: Path) -> None:
     space = opt.Space(dims=SMALL)
     objs = ["tok_s", "throughput", "ttft_p90"]
     ev = ModelledEvaluator(L.DEMO_BASE, [1, 8], objs)
-    study = sy.open_study("p", f"sqlite:///{tmp_path / 's.db'}", "nsga2", space.grid(),
+    study = sy.open_study("p", sy.MEMORY, "nsga2", space.grid(),
                           opt.directions(objs), 0)  # fmt: skip
     asyncio.run(run_workers(study, space, objs, ev, ["a"], budget=8))
     front = opt.pareto_params(study, space)
