@@ -92,7 +92,6 @@ class PointRunner(Protocol):
         self, run: BenchRun, ref: str, concurrency: int, spec: ServiceSpec
     ) -> st.Measurement: ...
     async def _baseline(self, after: int) -> None: ...
-    async def _restore(self) -> None: ...
 
 
 class Outcome(BaseModel):
@@ -144,13 +143,6 @@ def _waiting(study: optuna.Study) -> bool:
     return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
-async def _beat(study: optuna.Study, trial: optuna.Trial) -> None:
-    while True:
-        with contextlib.suppress(Exception):
-            sy.record_heartbeat(study, trial)
-        await asyncio.sleep(sy.HEARTBEAT_S)
-
-
 async def run_workers(
     study: optuna.Study,
     space: opt.Space,
@@ -190,6 +182,19 @@ async def run_workers(
         with contextlib.suppress(Exception):
             sy.fail_stale(study)
 
+    def next_trial(worker: str) -> optuna.Trial | None:
+        """The budget check and the ask in one study call, so two workers cannot both take the last one."""
+        stale()
+        if budget_spent():
+            return None
+        return opt.ask(study, space, worker)
+
+    async def beat(trial: optuna.Trial) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await call(lambda: sy.record_heartbeat(study, trial))
+            await asyncio.sleep(sy.HEARTBEAT_S)
+
     stats = {w: WorkerStats(worker=w) for w in workers}
     dup0 = _count(study, opt.DUPLICATE_OF)
     retry0 = _count(study, opt.RETRY_OF)
@@ -199,10 +204,7 @@ async def run_workers(
     async def work(worker: str) -> None:
         ws = stats[worker]
         while not stop.is_set():
-            await call(stale)
-            if await call(budget_spent):
-                return
-            trial = await call(lambda: opt.ask(study, space, worker))
+            trial = await call(functools.partial(next_trial, worker))
             if trial is None:
                 return
             params = space.values(trial.params)
@@ -216,14 +218,14 @@ async def run_workers(
                     return False  # Optuna prunes single-objective studies only
                 return await call(lambda: judge(step, value))
 
-            beat = asyncio.ensure_future(_beat(study, trial))
+            beating = asyncio.ensure_future(beat(trial))
             t1 = time.monotonic()
             try:
                 out = await evaluator.evaluate(worker, trial.number, params, report)
             except Exception as e:  # a transport error mid-point: the host is lost to this worker
                 out = Outcome(kind="lost", reason=f"{type(e).__name__}: {e}")
             finally:
-                beat.cancel()
+                beating.cancel()
                 ws.busy_s += time.monotonic() - t1
             await call(functools.partial(_tell, study, trial, out, objectives, ws))
             if on_trial is not None:
@@ -560,17 +562,19 @@ def _link(state: st.SweepState) -> None:
 
 
 async def _restore_all(views: Sequence[PointRunner], runner: PointRunner) -> None:
-    """Every worker service back as its profile has it; `restored` only when all of them are."""
-    results: list[bool | None] = []
-    for v in views:
-        v.state.restored = None
-        await _quietly(v._restore())
-        results.append(v.state.restored)
-    runner.state.restored = all(r is True for r in results)
+    """Every worker service back as its profile has it, all at once; `restored` only when all of them are
+    (a failure is a caveat naming the service)."""
+
+    async def one(v: PointRunner) -> bool:
+        try:
+            ok, err, _tail, _dt = await v._start(v.base_spec)
+        except Exception as e:  # a lost host: reported, the others are still put back
+            ok, err = False, f"{type(e).__name__}: {e}"
+        if not ok:
+            runner.state.caveats.append(f"could not put {v.s.ref} back as the profile has it: {err}")
+        return ok
+
+    results = await asyncio.gather(*(one(v) for v in views))
+    runner.state.restored = bool(results) and all(results)
     with contextlib.suppress(Exception):
         runner._save()
-
-
-async def _quietly(aw: Awaitable[None]) -> None:
-    with contextlib.suppress(Exception):
-        await aw
