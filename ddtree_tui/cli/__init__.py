@@ -438,9 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--decode-log-interval", type=int, default=40, help="a Decode batch log line every N passes"
     )
     sp.add_argument("--fault", action="append", default=[], metavar="KIND[=ARG]", help="inject a fault")
-    sp.add_argument("--block-size", type=int, default=None, help="max tokens one verify pass emits (16)")
-    d = sp.add_argument_group("DDTree model (env SGLANG_DDTREE_MAX_TOPK sets the top-k)")
-    d.add_argument("--budget", type=int, default=None, help="tree node budget: accept length and step time")
+    sp.add_argument("--block-size", "--speculative-dflash-block-size", "--speculative-num-draft-tokens",
+                    dest="block_size", type=int, default=None,
+                    help="DFlash block: max tokens one verify pass emits (16); sets the accept length")  # fmt: skip
+    sp.add_argument("--draft-window", "--speculative-dflash-draft-window-size", dest="draft_window", type=int,
+                    default=None, help="DFlash drafter's context window in tokens (unset: all)")  # fmt: skip
+    d = sp.add_argument_group("DDTree model (env SGLANG_DDTREE_MAX_TOPK, SGLANG_DDTREE_DEPTH_BONUS)")
+    d.add_argument("--budget", "--speculative-ddtree-budget", dest="budget", type=int, default=None,
+                   help="tree node budget: accept length and step time")  # fmt: skip
     d.add_argument("--hybrid", action="store_true", help="the target is a hybrid GDN/Mamba model")
     d.add_argument("--allow-hybrid-unsafe", action="store_true", help="allow tree verify on a hybrid model")
     r = sp.add_argument_group("behave like the real server (constants and sources: ddtree_tui/sim/config.py)")

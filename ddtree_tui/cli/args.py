@@ -156,7 +156,12 @@ class SweepArgs(CliArgs):
     sw_repeats: int | None = None
     sw_warmup: int = 1
     sw_max_new: int | None = None
-    sw_strategy: Literal["grid", "one-at-a-time"] | None = None
+    sw_strategy: Literal["grid", "one-at-a-time", "tpe", "nsga2"] | None = None
+    sw_trials: int | None = None
+    sw_seed: int = 0
+    sw_storage: str | None = None
+    sw_worker: list[str] = []
+    sw_no_prune: bool = False
     sw_out: str | None = None
     sw_resume: bool = False
     sw_redo: list[int] = []
@@ -197,6 +202,7 @@ class SimArgs(CliArgs):
     decode_log_interval: int = 40
     fault: list[str] = []
     block_size: int | None = None
+    draft_window: int | None = None
     budget: int | None = None
     hybrid: bool = False
     allow_hybrid_unsafe: bool = False

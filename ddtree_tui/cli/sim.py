@@ -54,6 +54,8 @@ def config_from_args(a: SimArgs) -> SimConfig:
         exit_process=True,
         budget=a.budget,
         max_topk=_env_topk(),
+        depth_bonus=_env_depth_bonus(),
+        draft_window=a.draft_window,
         time_scale=env_time_scale(os.environ),  # tests fast-forward the simulators they start
         enable_metrics=not a.no_metrics,
     )
@@ -79,6 +81,20 @@ def _env_topk() -> int | None:
         raise ValueError(f"SGLANG_DDTREE_MAX_TOPK must be an integer, got {raw!r}") from None
     if not 1 <= v <= 64:
         raise ValueError(f"SGLANG_DDTREE_MAX_TOPK must be 1..64, got {v}")
+    return v
+
+
+def _env_depth_bonus() -> float | None:
+    """SGLANG_DDTREE_DEPTH_BONUS from the environment (the DDTree PR's env; a number >= 0); ValueError if bad."""
+    raw = os.environ.get("SGLANG_DDTREE_DEPTH_BONUS")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        v = float(raw)
+    except ValueError:
+        raise ValueError(f"SGLANG_DDTREE_DEPTH_BONUS must be a number, got {raw!r}") from None
+    if not 0 <= v <= 16:
+        raise ValueError(f"SGLANG_DDTREE_DEPTH_BONUS must be 0..16, got {raw}")
     return v
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Literal
@@ -100,6 +101,22 @@ def write_html(ns: SweepArgs, out: Path, state: st.SweepState, res: rs.SweepResu
         return False
     _err(f"wrote {ns.sw_html} ({size / 1024:.0f} KiB)")
     return True
+
+
+STORAGE_ENV = "DDTREE_TUI_SWEEP_STORAGE"  # the study's database URL, kept off argv (it may hold a password)
+
+
+def _workers(ns: SweepArgs, ref: str) -> list[str]:
+    """--worker HOST/SVC: more services measuring points of the same study (the swept one is always first)."""
+    out: list[str] = []
+    for w in ns.sw_worker:
+        if "/" not in w:
+            raise SweepError(f"--worker {w!r}: expected HOST/SVC")
+        if w != ref and w not in out:
+            out.append(w)
+    if out and ns.sw_strategy not in ("grid", "tpe", "nsga2", None):
+        raise SweepError("--worker: several workers share an Optuna study (--strategy grid, tpe or nsga2)")
+    return out
 
 
 def _dims(ns: SweepArgs, preset: SweepPreset | None) -> list[Dimension]:
@@ -404,6 +421,11 @@ def cli_main(ns: SweepArgs) -> int:
                 settle_s=ns.sw_settle,
             ),
             max_time=ns.sw_max_time,
+            seed=ns.sw_seed,
+            trials=ns.sw_trials,
+            storage=ns.sw_storage or os.environ.get(STORAGE_ENV) or None,
+            workers=_workers(ns, f"{host.name}/{spec.name}"),
+            prune=not ns.sw_no_prune,
         )
         for c in settings.constraints:
             parse_constraint(c)

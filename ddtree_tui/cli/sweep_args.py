@@ -33,10 +33,21 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--strategy",
         dest="sw_strategy",
-        choices=["grid", "one-at-a-time"],
+        choices=["grid", "one-at-a-time", "tpe", "nsga2"],
         default=None,
-        help="all combinations, or one dimension at a time (default grid)",
+        help="all combinations, one dimension at a time, or chosen by Optuna: TPE (one objective) or "
+        "NSGA-II (Pareto front of tok/s, throughput, TTFT p90) (default grid)",
     )
+    sp.add_argument("--trials", dest="sw_trials", type=int, default=None, metavar="N",
+                    help="tpe/nsga2: measure at most N configs (default: until every config is judged)")  # fmt: skip
+    sp.add_argument("--seed", dest="sw_seed", type=int, default=0, help="the optimizer's seed (default 0)")
+    sp.add_argument("--storage", dest="sw_storage", metavar="URL", default=None,
+                    help="the study's database URL (default SQLite in --out; env DDTREE_TUI_SWEEP_STORAGE "
+                    "keeps a password off the command line)")  # fmt: skip
+    sp.add_argument("--worker", dest="sw_worker", action="append", default=[], metavar="HOST/SVC",
+                    help="another service with the same model that measures points in parallel (repeatable)")  # fmt: skip
+    sp.add_argument("--no-prune", dest="sw_no_prune", action="store_true",
+                    help="measure every chosen point to the end (no median pruning)")  # fmt: skip
     sp.add_argument("--out", dest="sw_out", metavar="DIR", help="where the sweep's state and results go")
     sp.add_argument("--resume", dest="sw_resume", action="store_true", help="continue the sweep in --out")
     sp.add_argument("--redo", dest="sw_redo", type=int, action="append", default=[], metavar="N",

@@ -71,6 +71,30 @@ DDTREE_TOPK_COST = 0.1  # the drafter's top-k extraction and heap, per extra bra
 DDTREE_SHADOW_NODE_COST = (
     0.002  # shadow-linear builds the tree but verifies the chain: drafter-side only (choice)
 )
+# SGLANG_DDTREE_DEPTH_BONUS (the open PR's env): a bias of the best-first expansion toward deeper nodes. With
+# bonus d the budget reaches depth sooner (the saturation scale shrinks by 1 + d) but the width gain of top-k
+# is taken to the power 1 / (1 + d): deeper, narrower trees (modelled; 0, the default, is the model above).
+DDTREE_DEPTH_BONUS_DEFAULT = 0.0
+# --- DFlash block size and draft window (modelled, each marked) ------------------------------------------
+# `--speculative-num-draft-tokens` / `--speculative-dflash-block-size`: the drafter proposes a block of this
+# many tokens in one pass and the target verifies them all. DFlash's released drafters are trained with block
+# 16 (z-lab DFlash model cards), so the configured accept length is the one at block 16 and other sizes are
+# scaled from it. accept(block) = 1 + (a16 - 1) * f(block) / f(16), f(x) = 1 - exp(-(x - 1) / SCALE): longer
+# blocks accept more with diminishing returns (modelled; SCALE a choice).
+DFLASH_BLOCK_REF = 16
+DFLASH_BLOCK_SCALE = 6.0
+# Verify cost of a block: each verified token costs TOKEN_COST of a step at batch 1, and TOKEN_BATCH_COST
+# more per extra running request (the verify of batch x block tokens turns compute-bound: the reason the best
+# block shrinks as concurrency grows). Relative to block 16, so the default block costs what it always did.
+DFLASH_TOKEN_COST = 0.02  # (choice)
+DFLASH_TOKEN_BATCH_COST = 0.08  # (choice)
+# `--speculative-dflash-draft-window-size`: the drafter attends to the last W context tokens only (unset: the
+# whole context). A window cuts the drafter's share of the step (DRAFT_SHARE, a choice) in proportion to
+# W / WINDOW_FULL and costs acceptance: accept x (1 - WINDOW_LOSS * exp(-W / WINDOW_SCALE)) (modelled).
+DFLASH_DRAFT_SHARE = 0.2
+DFLASH_WINDOW_FULL = 4096
+DFLASH_WINDOW_SCALE = 512.0
+DFLASH_WINDOW_LOSS = 0.3
 DDTREE_DEFAULT_TOPK = 4  # when SGLANG_DDTREE_MAX_TOPK is unset (a modelling choice; the PR's default varies)
 HYBRID_TREE_REFUSAL = (
     "DDTree tree verify on a hybrid (GDN/Mamba) model is unsafe: the recurrent state cannot be forked per "
@@ -211,6 +235,10 @@ class SimConfig(BaseModel):
     # DDTree: with a budget the accept length and step time follow the DDTREE_* model above
     budget: int | None = Field(default=None, ge=1, le=4096, description="--speculative-ddtree-budget")
     max_topk: int | None = Field(default=None, ge=1, le=64, description="SGLANG_DDTREE_MAX_TOPK")
+    depth_bonus: float | None = Field(default=None, ge=0, le=16, description="SGLANG_DDTREE_DEPTH_BONUS")
+    draft_window: int | None = Field(
+        default=None, ge=1, le=1_048_576, description="--speculative-dflash-draft-window-size"
+    )
     hybrid: bool = False  # the simulated target is a hybrid GDN/Mamba model (Qwen3.5/3.6, Qwen3-Next)
     allow_hybrid_unsafe: bool = False
 
@@ -242,12 +270,19 @@ class SimConfig(BaseModel):
         return self.max_topk or DDTREE_DEFAULT_TOPK
 
     @property
+    def chain_accept_length(self) -> float:
+        """The linear chain's accept length at this block size and draft window (DFLASH_* model)."""
+        return dflash_accept_length(self.linear_accept_length, self.block_size, self.draft_window)
+
+    @property
     def effective_accept_length(self) -> float:
         if self.algorithm == "baseline":
             return 1.0
         if self.ddtree_modelled and self.display_mode == "tree":
-            return ddtree_accept_length(self.linear_accept_length, int(self.budget or 1), self.topk)
-        return self.linear_accept_length
+            return ddtree_accept_length(
+                self.chain_accept_length, int(self.budget or 1), self.topk, self.depth_bonus or 0.0
+            )
+        return self.chain_accept_length
 
     def startup_error(self) -> str | None:
         """Why this server refuses to start (as the patched build does), or None."""
@@ -293,10 +328,18 @@ class SimConfig(BaseModel):
     def step_seconds(self, running: int) -> float:
         """One decode (verify) step with `running` requests in the batch, in real seconds (time_scale)."""
         base = 1.0 / (self.decode_rate * self.time_scale)
+        spec = self.dflash_cost(running)
         if not self.batch_slowdown or running <= 1:
-            return base * self.ddtree_cost(running)
+            return base * self.ddtree_cost(running) * spec
         g = BATCH_GROWTH_BASELINE if self.algorithm == "baseline" else BATCH_GROWTH_SPEC
-        return base * (1 + g * (running - 1)) * self.ddtree_cost(running)
+        return base * (1 + g * (running - 1)) * self.ddtree_cost(running) * spec
+
+    def dflash_cost(self, running: int) -> float:
+        """How much longer one step takes for this block size and draft window (1.0 at block 16, no window,
+        and for the baseline)."""
+        if self.algorithm == "baseline":
+            return 1.0
+        return dflash_step_factor(self.block_size, self.draft_window, max(1, running))
 
     def ddtree_cost(self, running: int) -> float:
         """How much longer one step takes for the DDTree tree (1.0 without the DDTree model)."""
@@ -307,10 +350,34 @@ class SimConfig(BaseModel):
         )
 
 
-def ddtree_accept_length(linear: float, budget: int, topk: int) -> float:
+def ddtree_accept_length(linear: float, budget: int, topk: int, depth_bonus: float = 0.0) -> float:
     """The mean tokens a tree-verify pass emits (see the DDTREE_* constants)."""
-    gain = 1 + DDTREE_TOPK_GAIN * (1 - 2.0 ** -(topk - 1))
-    return 1 + (linear - 1) * gain * (1 - math.exp(-budget / (DDTREE_BUDGET_SCALE * topk)))
+    gain = math.pow(1 + DDTREE_TOPK_GAIN * (1 - 2.0 ** -(topk - 1)), 1 / (1 + depth_bonus))
+    scale = DDTREE_BUDGET_SCALE * topk / (1 + depth_bonus)
+    return 1 + (linear - 1) * gain * (1 - math.exp(-budget / scale))
+
+
+def _block_reach(block: int) -> float:
+    return 1 - math.exp(-(max(1, block) - 1) / DFLASH_BLOCK_SCALE)
+
+
+def dflash_accept_length(a16: float, block: int = DFLASH_BLOCK_REF, window: int | None = None) -> float:
+    """The chain's accept length at `block` and draft `window` (DFLASH_* model); `a16` at block 16, no
+    window. Never more than the block."""
+    acc = 1 + (a16 - 1) * _block_reach(block) / _block_reach(DFLASH_BLOCK_REF)
+    if window is not None:
+        acc = 1 + (acc - 1) * (1 - DFLASH_WINDOW_LOSS * math.exp(-window / DFLASH_WINDOW_SCALE))
+    return min(float(block), acc)
+
+
+def dflash_step_factor(block: int = DFLASH_BLOCK_REF, window: int | None = None, running: int = 1) -> float:
+    """Step time of a DFlash pass at `block` and `window` relative to block 16 with no window (same batch)."""
+    per_req = 1 + DFLASH_TOKEN_BATCH_COST * (max(1, running) - 1)
+    verify = (1 + DFLASH_TOKEN_COST * block * per_req) / (1 + DFLASH_TOKEN_COST * DFLASH_BLOCK_REF * per_req)
+    draft = 1.0
+    if window is not None:
+        draft = 1 - DFLASH_DRAFT_SHARE + DFLASH_DRAFT_SHARE * min(1.0, window / DFLASH_WINDOW_FULL)
+    return verify * draft
 
 
 def ddtree_step_factor(budget: int, topk: int, running: int = 1, tree: bool = True) -> float:

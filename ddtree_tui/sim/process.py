@@ -122,6 +122,8 @@ def sim_argv(
         a += ["--block-size", str(cfg.block_size)]
     if cfg.budget is not None:
         a += ["--budget", str(cfg.budget)]
+    if cfg.draft_window is not None:
+        a += ["--draft-window", str(cfg.draft_window)]
     a += [
         flag
         for flag, on in (("--hybrid", cfg.hybrid), ("--allow-hybrid-unsafe", cfg.allow_hybrid_unsafe))

@@ -24,6 +24,7 @@ from ddtree_tui.sweep.spec import Constraint, parse_constraint
 from ddtree_tui.sweep.state import Measurement, PointRecord, Sample, SweepState
 
 RESULTS_SCHEMA = 1
+NOT_CHOSEN = "not chosen by the optimizer"  # sweep/workers.py: a point the study never asked for
 LOWER_IS_BETTER = {"ttft"}
 
 
@@ -372,11 +373,14 @@ def table(res: SweepResults, out: str | None = None) -> str:
     if broke:
         lines.append("✗ outside the constraints:")
         lines += [f"  #{p.index} {p.label}: ✗ {', '.join(p.violated)}" for p in broke]
-    bad = [p for p in res.points if p.status != "done"]
+    unchosen = [p for p in res.points if p.status == "skipped" and (p.error or "").startswith(NOT_CHOSEN)]
+    bad = [p for p in res.points if p.status != "done" and p not in unchosen]
     if bad:
         lines.append("not measured:")
         for p in bad:
             lines.append(f"  #{p.index} {p.label}: {p.status}" + (f": {p.error}" if p.error else ""))
+    if unchosen:
+        lines.append(f"{len(unchosen)} point(s) {unchosen[0].error}: never relaunched")
     lines.append(
         "grp: points in one group cannot be told apart (95 % CI of the difference holds 0, or too little data for an interval); P: Pareto front, L = tok/s vs TTFT p90, A = accept length vs step time"
     )

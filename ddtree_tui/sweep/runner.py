@@ -66,6 +66,18 @@ class SweepSettings(BaseModel):
     max_time: float | None = None
     smoke_timeout: float = 60.0
     request_timeout: float = 300.0
+    # the optimizer (sweep/study.py, sweep/workers.py): strategy tpe/nsga2, or grid over several workers
+    seed: int = 0
+    trials: int | None = Field(default=None, ge=1)  # configs to judge (None: until every point is judged)
+    storage: str | None = None  # the study's database URL (None: SQLite in the sweep's directory)
+    workers: list[str] = Field(default_factory=list)  # more HOST/SVC, same model, measured in parallel
+    prune: bool = True  # stop a point early when its windows trail the median of earlier points
+    pareto: list[str] = Field(default_factory=list)  # nsga2's objectives (default: optimizer.PARETO_DEFAULT)
+
+
+def uses_study(s: SweepSettings) -> bool:
+    """The points are chosen by an Optuna study: an optimizer strategy, or a grid shared by several workers."""
+    return s.strategy in ("tpe", "nsga2") or (s.strategy == "grid" and bool(s.workers))
 
 
 class SweepEvent(BaseModel):
@@ -332,7 +344,12 @@ class SweepRunner:
             return False, f"smoke failed: {smoke.error}", [], dt
         return True, None, [], dt
 
-    async def _measure(self, concurrency: int) -> tuple[BenchRun, list[BenchTarget]]:
+    async def _measure(
+        self,
+        concurrency: int,
+        on_event: Callable[[object], None] | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> tuple[BenchRun, list[BenchTarget]]:
         refs = [self.s.ref] + ([self.s.baseline_ref] if self.s.baseline_ref else [])
         targets = await self.fleet.bench_targets(refs)
         req = BenchRequest(
@@ -345,7 +362,7 @@ class SweepRunner:
             timeout=self.s.request_timeout,
             baseline=self.s.baseline_ref or self.s.ref,
         )
-        return await run_bench(req, targets, stop=self.stop), targets
+        return await run_bench(req, targets, on_event, stop=stop or self.stop), targets
 
     def _measurement(self, run: BenchRun, ref: str, concurrency: int, spec: ServiceSpec) -> st.Measurement:
         gpus = self._gpus(spec)
@@ -414,6 +431,10 @@ class SweepRunner:
         return out
 
     async def run(self) -> st.SweepState:
+        if uses_study(self.s):
+            from ddtree_tui.sweep.workers import run_fleet_study  # the optimizer's loop (imports optuna)
+
+            return await run_fleet_study(self)
         ref = self.s.ref
         self.fleet.hold(ref, self.owner)
         try:

@@ -24,7 +24,7 @@ from ddtree_tui.config import SECRET_KEY_RE, ServiceSpec
 from ddtree_tui.lib.jsontypes import JsonObject
 
 Objective = Literal["tok_s", "goodput", "ttft"]
-Strategy = Literal["grid", "one-at-a-time"]
+Strategy = Literal["grid", "one-at-a-time", "tpe", "nsga2"]  # tpe, nsga2: sweep/study.py chooses
 FIXED_KEYS = {"name", "port", "launcher", "bind"}  # changing these would be a different service
 
 
@@ -264,7 +264,7 @@ def current_value(spec: ServiceSpec, key: str) -> str | None:
 def plan_points(dims: Sequence[Dimension], loads: Sequence[int], strategy: Strategy = "grid") -> list[Point]:
     """The points, grouped so that points sharing a launch config are consecutive (one restart each)."""
     combos: list[dict[str, str]] = []
-    if strategy == "grid" or not dims:
+    if strategy != "one-at-a-time" or not dims:  # tpe/nsga2 choose among the grid's points
         for values in itertools.product(*(d.values for d in dims)):
             combos.append({d.key: v for d, v in zip(dims, values, strict=True)})
     else:  # one-at-a-time: vary one key, the others as the profile has them

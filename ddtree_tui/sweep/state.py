@@ -16,8 +16,9 @@ from ddtree_tui.atomicio import is_special, write_file
 from ddtree_tui.sweep.spec import Dimension
 
 SWEEP_SCHEMA = 1
-PointStatus = Literal["pending", "starting", "measuring", "done", "failed", "rejected", "skipped"]
-FINISHED = ("done", "failed", "rejected")
+PointStatus = Literal["pending", "starting", "measuring", "done", "failed", "rejected", "skipped", "pruned"]
+# pruned: stopped early by the optimizer, its reason in the point's error
+FINISHED = ("done", "failed", "rejected", "pruned")
 
 
 class Sample(BaseModel):
@@ -121,6 +122,8 @@ class PointRecord(BaseModel):
     measure_s: float | None = None
     finished_at: float | None = None
     attempts: int = 0
+    trial: int | None = None  # the study's trial number (--strategy tpe/nsga2, or several workers)
+    worker: str | None = None  # the service (HOST/SVC) that measured it, when the sweep had several
 
     def label(self) -> str:
         words = [f"{k}={v}" for k, v in self.overrides.items()] or ["(profile)"]
@@ -135,6 +138,26 @@ class BaselineRecord(BaseModel):
     fairness: FairnessRecord | None = None
     ok: bool = True
     error: str | None = None
+    worker: str | None = None  # the service it was measured on, when the sweep had several workers
+
+
+class StudyState(BaseModel):
+    """The study a sweep's points were chosen by (sweep/study.py); the storage URL without a password."""
+
+    name: str
+    storage: str
+    strategy: str
+    seed: int
+    objectives: list[str]
+    directions: list[str]
+    trials: int | None = None  # the relaunch budget (None: until every point is judged)
+    pruner: str | None = None
+    workers: list[str] = Field(default_factory=list)
+    relaunches: int = 0
+    duplicates: int = 0  # suggestions answered from an earlier trial without a relaunch
+    retries: int = 0  # trials enqueued again after their host was lost or the sweep stopped mid-point
+    best: dict[str, str] | None = None  # single objective: the best measured point's settings
+    pareto: list[dict[str, str]] = Field(default_factory=list)  # several objectives: the front's settings
 
 
 class SweepState(BaseModel):
@@ -164,6 +187,7 @@ class SweepState(BaseModel):
     service_before: Literal["running", "stopped"] | None = None  # how it was before: what "put back" means
     stopped_by: str | None = None  # the signal that stopped the sweep (SIGTERM, SIGHUP, SIGINT), if one did
     caveats: list[str] = Field(default_factory=list)
+    study: StudyState | None = None  # the Optuna study behind the point selection (None: the plain grid)
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -31,7 +31,7 @@ from ddtree_tui.ui.screens.confirm import ConfirmScreen
 if TYPE_CHECKING:
     from ddtree_tui.ui.apphost import AppHost
 
-STATUS_MARK = {"pending": "·", "starting": "◌", "measuring": "◐", "done": "●", "failed": "✗", "rejected": "⊘", "skipped": "-"}  # fmt: skip
+STATUS_MARK = {"pending": "·", "starting": "◌", "measuring": "◐", "done": "●", "failed": "✗", "rejected": "⊘", "skipped": "-", "pruned": "✂"}  # fmt: skip
 
 
 def preset_dims(fleet: object, ref: str) -> str:
@@ -254,7 +254,7 @@ class SweepScreen(Screen[None]):
             )
         except Exception:
             return
-        if ev.status in ("done", "failed", "rejected"):
+        if ev.status in ("done", "failed", "rejected", "pruned"):
             self._refresh_results()
 
     def _refresh_results(self) -> None:
