@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -109,6 +110,7 @@ class BenchPane(Pane):
     BenchPane #bench-load-labels { height: 1; }
     BenchPane #bench-levels { height: auto; max-height: 8; }
     BenchPane #bench-verdicts { height: auto; max-height: 4; }
+    BenchPane #bench-extras { height: auto; max-height: 6; }
     BenchPane #bench-top { height: 1; }
     BenchPane #bench-status { width: 1fr; }
     BenchPane ProgressBar { width: 30; }
@@ -145,6 +147,8 @@ class BenchPane(Pane):
         )
         yield levels
         yield Static("", id="bench-verdicts")
+        # issue 26: J/token, accept length, server vs client TTFT, cache flushes, the saturation test
+        yield Static("", id="bench-extras")
         res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
         res.add_columns(*RES_WIDE)
         yield res
@@ -202,6 +206,10 @@ class BenchPane(Pane):
             except Exception:
                 pass
         self._render_load()
+        extras = self.query_one("#bench-extras", Static)
+        set_static(extras, Text("\n".join(live.extras)))  # Text: a figure's words are never markup
+        if extras.display != bool(live.extras):
+            extras.display = bool(live.extras)
         history = view.history
         run = live.run if not live.running else None
         from_session = run is not None
