@@ -250,8 +250,10 @@ def energy_line(en: RunEnergy | None) -> str | None:
     """J/token per service and where the power came from: the figures of energy_text (and the JSON)."""
     if en is None:
         return None
-    if not en.services:
-        return f"energy: {en.note or 'no figure'}"
+    if not any(s.j_per_token is not None for s in en.services):  # no figure: why (the note), first
+        return f"energy: no J/token ({en.samples} GPU samples from {en.source or 'no telemetry'}): " + (
+            en.note or "; ".join(s.note for s in en.services if s.note) or "no figure"
+        )
     per = _by_service((s.service, _f(s.j_per_token, "{:.3f}")) for s in en.services)
     src = f"{en.samples} GPU samples from {en.source or 'no telemetry'}"
     return f"J/token: {per} ({src})" + (f"; {en.note}" if en.note else "")

@@ -62,7 +62,7 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
     BenchSetupScreen #buttons { height: auto; align-horizontal: right; }
     BenchSetupScreen Button { margin-left: 2; }
     BenchSetupScreen .checks { height: auto; margin-top: 1; }
-    BenchSetupScreen .checks > Checkbox { width: 1fr; }
+    BenchSetupScreen .checks > Checkbox { width: auto; margin-right: 2; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+r", "run", "Run")]
 

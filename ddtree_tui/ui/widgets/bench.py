@@ -110,7 +110,7 @@ class BenchPane(Pane):
     BenchPane #bench-load-labels { height: 1; }
     BenchPane #bench-levels { height: auto; max-height: 8; }
     BenchPane #bench-verdicts { height: auto; max-height: 4; }
-    BenchPane #bench-extras { height: auto; max-height: 6; }
+    BenchPane #bench-extras { height: auto; max-height: 6; text-wrap: nowrap; text-overflow: ellipsis; }
     BenchPane #bench-top { height: 1; }
     BenchPane #bench-status { width: 1fr; }
     BenchPane ProgressBar { width: 30; }
@@ -133,6 +133,9 @@ class BenchPane(Pane):
             yield stop
             yield Static(self.live.status, id="bench-status")
             yield ProgressBar(total=None, show_eta=False, id="bench-progress")
+        # issue 26: the finished run's J/token, accept length, server vs client TTFT, cache flushes and
+        # saturation test, one line each (shown once it has finished, above the live list it replaces in view)
+        yield Static("", id="bench-extras")
         live: DataTable[Any] = DataTable(id="bench-live", cursor_type="row")
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
@@ -147,8 +150,6 @@ class BenchPane(Pane):
         )
         yield levels
         yield Static("", id="bench-verdicts")
-        # issue 26: J/token, accept length, server vs client TTFT, cache flushes, the saturation test
-        yield Static("", id="bench-extras")
         res: DataTable[Any] = DataTable(id="bench-results", cursor_type="row")
         res.add_columns(*RES_WIDE)
         yield res
@@ -207,7 +208,8 @@ class BenchPane(Pane):
                 pass
         self._render_load()
         extras = self.query_one("#bench-extras", Static)
-        set_static(extras, Text("\n".join(live.extras)))  # Text: a figure's words are never markup
+        # Text: a figure's words are never markup; one row a line (the whole of it is in the JSON and HTML)
+        set_static(extras, Text("\n".join(live.extras)))
         if extras.display != bool(live.extras):
             extras.display = bool(live.extras)
         history = view.history
