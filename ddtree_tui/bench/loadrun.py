@@ -51,7 +51,14 @@ from ddtree_tui.bench.levels import (
     with_reach,
 )
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, BenchUsageError, RequestResult, TargetInfo
+from ddtree_tui.bench.models import (
+    BenchRequest,
+    BenchTarget,
+    BenchUsageError,
+    PromptCancelled,
+    RequestResult,
+    TargetInfo,
+)
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.results import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.runner import RunHooks, until_stopped
@@ -539,10 +546,11 @@ class LoadRunner:
 
     def _offered(self, t: BenchTarget, label: str, ls: LevelService) -> LevelService:
         """A ramp's or a trace's offered rate is what its schedule planned (its mean), not one level; so is a
-        gamma level's (a bursty schedule of a few dozen draws can be far from its nominal rate, and "reached"
-        must judge the client's sending, not the draw). The nominal rate stays in the workload record."""
+        gamma or poisson level's (a random schedule of a few dozen draws can be far from its nominal rate, and
+        "reached" must judge the client's sending, not the draw). The nominal rate stays in the workload
+        record (`schedules[].offered_rate`)."""
         log = self._sched.get((t.ref, label))
-        if self.load.kind in ("ramp", "trace", "gamma") and log is not None:
+        if self.load.kind in ("ramp", "trace", "gamma", "poisson") and log is not None:
             return ls.model_copy(update={"offered_rate": arrivals.planned_rate(log.planned)})
         return ls
 
@@ -577,6 +585,13 @@ class LoadRunner:
         upd = {"picked": cs.picked + 1}
         if cancelled:
             upd["cancelled"] = cs.cancelled + 1
+            # its own event: a live list's "started" row says cancelled (not failed, not counted)
+            self.runner._emit(
+                PromptCancelled(
+                    run_id=self.runner.run_id, service=t.ref, prompt_id=p.id, repeat=rnd, seq=seq,
+                    delay_s=self._cancel.delay_s,
+                )
+            )  # fmt: skip
             self._cancelled.append(
                 CancelledRequest(
                     service=t.ref, prompt_id=p.id, seq=seq, level=self._cur_level, started_at=sent,

@@ -470,6 +470,14 @@ class TokensReceived(_RequestEvent):
     tok_s: float | None  # tokens so far / elapsed since the request was sent
 
 
+class PromptCancelled(_RequestEvent):
+    """A request the client closed on purpose (`--cancel`, issue 26): neither finished nor failed, and not
+    counted; its row in a live list says so (the run records it in `workload.cancelled`)."""
+
+    kind: Literal["prompt_cancelled"] = "prompt_cancelled"
+    delay_s: float  # how long after its send it was closed
+
+
 class PromptFinished(BaseModel):
     kind: Literal["prompt_finished"] = "prompt_finished"
     run_id: str
@@ -484,7 +492,8 @@ class RunFinished(BaseModel):
 
 
 BenchEvent = Annotated[
-    RunStarted | PromptStarted | TokensReceived | PromptFinished | RunFinished, Field(discriminator="kind")
+    RunStarted | PromptStarted | TokensReceived | PromptFinished | RunFinished | PromptCancelled,
+    Field(discriminator="kind"),
 ]
 
 

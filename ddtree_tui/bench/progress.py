@@ -10,6 +10,7 @@ from typing import TypedDict
 
 from ddtree_tui.bench.models import (
     BenchRun,
+    PromptCancelled,
     PromptFinished,
     PromptStarted,
     RequestResult,
@@ -26,7 +27,7 @@ from ddtree_tui.bench.results import (
     SoakWindow,
     TurnResult,
 )
-from ddtree_tui.bench.tables import reached_cell
+from ddtree_tui.bench.tables import extras_lines, reached_cell
 
 
 class LiveRow(TypedDict, total=False):
@@ -79,12 +80,16 @@ class BenchProgress:
         self.levels: list[LevelRow] = []  # one row a level × service (or soak window × service)
         self.verdicts: list[str] = []
         self.load_run: LoadRun | None = None
+        # issue 26: energy, acceptance, server vs client TTFT, cache flushes, the saturation test of the
+        # finished run (tables.extras_lines), one line each
+        self.extras: list[str] = []
 
     def reset(self, total: int, status: str) -> None:
         self.rows.clear()
         self.shaped = False
         self.total, self.done, self.status, self.run, self.running = total, 0, status, None, True
         self.current = None
+        self.extras = []
 
     def reset_load(self, status: str) -> None:
         self.reset(0, status)
@@ -140,6 +145,7 @@ class BenchProgress:
             self._point(f"w{ev.index}", ev.metrics, first)
         elif isinstance(ev, LoadFinished):
             self.load_run = ev.run
+            self.extras = extras_lines(ev.run)
             self.running = False
             run = ev.run
             knee = ", ".join(f"{k}: {v}" for k, v in run.knee_lines().items())
@@ -183,6 +189,7 @@ class BenchProgress:
             return
         if isinstance(ev, RunFinished):
             self.run = ev.run
+            self.extras = extras_lines(ev.run)
             self.running = False
             counted = self.counted().split(" · ", 1)[1]
             if ev.run.status == "interrupted":  # stopped (x, Esc, Ctrl-C): it did not finish (issue 28)
@@ -195,8 +202,8 @@ class BenchProgress:
                 self.status += " · CLIENT-BOUND" + (f": {why}" if why else "")
             return
         if isinstance(ev, PromptFinished):
-            src: PromptStarted | TokensReceived | RequestResult = ev.result
-        elif isinstance(ev, PromptStarted | TokensReceived):
+            src: PromptStarted | TokensReceived | PromptCancelled | RequestResult = ev.result
+        elif isinstance(ev, PromptStarted | TokensReceived | PromptCancelled):
             src = ev
         else:
             return
@@ -216,6 +223,8 @@ class BenchProgress:
                 row["ttft"] = ev.elapsed_s * 1000.0
             row["state"] = "streaming"
             self.current = key
+        elif isinstance(ev, PromptCancelled):  # closed by the client on purpose: not failed, not counted
+            row["state"] = f"cancelled after {ev.delay_s:g} s"
         else:
             r = ev.result
             row["tokens"] = r.output_tokens if r.output_tokens is not None else row["tokens"]

@@ -7,9 +7,12 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ddtree_tui.bench.acceptance import AcceptanceSummary
 from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.models import RequestResult
 from ddtree_tui.bench.results import AgenticRun, BenchRun, LevelService, LoadRun, ShapeRun, SoakRun
+from ddtree_tui.bench.slices import joined
+from ddtree_tui.bench.windows import CacheFlush
 from ddtree_tui.bench.workloads.record import describe
 
 
@@ -236,3 +239,89 @@ def energy_text(en: RunEnergy | None) -> list[str]:
     if en.note:
         out.append(f"  note: {en.note}")
     return out
+
+
+# --- issue 26 (w-tail): one compact line each for what a run carries besides its table (the TUI's bench pane) ---
+def _by_service(pairs: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"{svc} {v}" for svc, v in pairs)
+
+
+def energy_line(en: RunEnergy | None) -> str | None:
+    """J/token per service and where the power came from: the figures of energy_text (and the JSON)."""
+    if en is None:
+        return None
+    if not any(s.j_per_token is not None for s in en.services):  # no figure: why (the note), first
+        return f"energy: no J/token ({en.samples} GPU samples from {en.source or 'no telemetry'}): " + (
+            en.note or "; ".join(s.note for s in en.services if s.note) or "no figure"
+        )
+    per = _by_service((s.service, _f(s.j_per_token, "{:.3f}")) for s in en.services)
+    src = f"{en.samples} GPU samples from {en.source or 'no telemetry'}"
+    return f"J/token: {per} ({src})" + (f"; {en.note}" if en.note else "")
+
+
+def accept_line(acceptance: Sequence[AcceptanceSummary]) -> str | None:
+    """The per-request accept length's median per service (AcceptanceSummary.median, --spec-details or
+    /generate's meta_info); None when no service returned one."""
+    got = [a for a in acceptance if a.n]
+    if not got:
+        return None
+    return "accept length median: " + _by_service((a.service, _f(a.median, "{:.2f}")) for a in got)
+
+
+def server_ttft_line(run: BenchRun | LoadRun | SoakRun | AgenticRun, most: int = 3) -> str | None:
+    """Server vs client TTFT p50 (ms) per service and window (the slices' rows beside the server's windows,
+    slices.joined, the same pairs as the slices table), with the server figures' source; at most `most`
+    windows a service, the last ones."""
+    if not run.server_metrics:
+        return None
+    cells: dict[str, list[str]] = {}
+    for r, s in joined(run):
+        cells.setdefault(r.service, []).append(
+            f"w{r.index} {_f(s.ttft_ms_p50 if s else None, '{:.0f}')}/{_f(r.ttft_ms_p50, '{:.0f}')}"
+        )
+    parts = []
+    for sm in run.server_metrics:
+        got = cells.get(sm.service, [])
+        more = f" (+{len(got) - most} earlier)" if len(got) > most else ""
+        parts.append(f"{sm.service} {' '.join(got[-most:]) or '-'}{more} ({sm.source})")
+    return "TTFT p50 ms server/client: " + "; ".join(parts)
+
+
+def flushes_line(flushes: Sequence[CacheFlush]) -> str | None:
+    """The cache resets done (--flush-cache): how many answered ok, before what."""
+    if not flushes:
+        return None
+    ok = sum(1 for f in flushes if f.ok)
+    where = ", ".join(dict.fromkeys(f.before for f in flushes))
+    failed = [f"{f.service} before {f.before}: {f.message or f.status}" for f in flushes if not f.ok]
+    return f"cache flushes: {ok}/{len(flushes)} ok (before {where})" + (
+        f"; FAILED {failed[0]}" + (f" (+{len(failed) - 1})" if len(failed) > 1 else "") if failed else ""
+    )
+
+
+def saturation_line(run: LoadRun) -> str | None:
+    """The statistical over-saturation test's verdict on a ladder: the first level × service it tripped on,
+    else how many it cleared (each verdict is SaturationTest.verdict, as in the JSON and the HTML)."""
+    tests = run.saturation_tests
+    if not tests:
+        return None
+    tripped = [t for t in tests if t.tripped]
+    if tripped:
+        t = tripped[0]
+        return f"saturation test: {t.level} {t.service}: {t.verdict}"
+    last = tests[-1]
+    return f"saturation test: not over-saturated in {len(tests)} test(s); last {last.level} {last.service}: {last.verdict}"
+
+
+def extras_lines(run: BenchRun | LoadRun) -> list[str]:
+    """What issue 26 attaches to a plain run or a load ladder, one compact line each (energy, acceptance,
+    server vs client TTFT, cache flushes, the saturation test): what the TUI's bench pane shows under its
+    tables, the same figures as the JSON."""
+    lines = [
+        energy_line(run.energy),
+        accept_line(run.acceptance),
+        server_ttft_line(run),
+        flushes_line(run.cache_flushes),
+        saturation_line(run) if isinstance(run, LoadRun) else None,
+    ]
+    return [ln for ln in lines if ln]

@@ -39,6 +39,7 @@ from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchUsageError, Sha
 from ddtree_tui.bench.progress import BenchProgress
 from ddtree_tui.bench.prompts import PromptError, load_conversations, load_prompts
 from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, TurnResult
+from ddtree_tui.bench.runoptions import RunKind, run_options, soak_window
 from ddtree_tui.bench.tables import shape_table
 from ddtree_tui.bench.urls import url_list, url_ref
 from ddtree_tui.bench.workloads.base import WorkloadError
@@ -123,31 +124,33 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         "max_new_tokens": ns.max_new_tokens, "temperature": ns.temperature,
         "ignore_eos": ns.ignore_eos, "api": ns.api, "model": ns.model,
         "baseline": ns.baseline, "force": ns.force,
-        "energy": ns.energy, "spec_details": ns.spec_details,  # issue 26 (W-GPU)
     }  # fmt: skip
     if ns.trace:  # issue 26: a trace brings its own prompts
         fields["prompts"] = f"trace:{ns.trace}"
-    if ns.bench_seed is not None:
-        fields["seed"] = ns.bench_seed
     if ns.timeout is not None:
         fields["timeout"] = ns.timeout
-    fields.update(_server_fields(ns))  # issue 26 (w-server)
+    shape = None if ns.sessions is not None else _shape_fields(ns)
+    kind: RunKind = "agentic" if ns.sessions is not None else "plain" if shape is None else "load"
+    if shape is not None and shape["soak"]:
+        kind = "soak"
+    # issue 26: energy, spec details, slices, server metrics, cache flush, saturation test, seed (the dialog's
+    # rules too: bench/runoptions.py)
+    fields.update(
+        run_options(
+            kind, api=ns.api, energy=ns.energy, spec_details=ns.spec_details, slice_text=ns.slice,
+            server_metrics=ns.server_metrics, server_metrics_every=ns.server_metrics_every,
+            flush_cache=ns.flush_cache, saturation_test=ns.saturation_test,
+            saturation_alpha=ns.saturation_alpha, saturation_window=ns.saturation_window, seed=ns.bench_seed,
+        )
+    )  # fmt: skip
     if ns.sessions is not None:
         return ShapeRequest(
             **fields, sessions=ns.sessions, turns=ns.turns or 6, think_time_s=ns.think_time or 0.0
         )
-    shape = _shape_fields(ns)
-    if shape is None and (ns.saturation_test or ns.saturation_alpha or ns.saturation_window):
-        raise LoadError(
-            "--saturation-test, --saturation-alpha and --saturation-window are for --load ladders"
-        )
     if shape is not None:
-        shape.update(_saturation_fields(ns))
-        if shape["soak"] and ns.slice is not None:  # a soak's slices are its windows: one option, one width
-            width = parse_duration(ns.slice, "--slice")
-            if ns.window is not None and parse_duration(ns.window, "--window") != width:
-                raise LoadError("--slice on a soak is its --window: give one of them (or the same)")
-            shape["window_s"] = width
+        if shape["soak"] and "slice_s" in fields:  # a soak's slices are its windows: one option, one width
+            given = parse_duration(ns.window, "--window") if ns.window is not None else None
+            shape["window_s"] = soak_window(fields["slice_s"], given)
     return ShapeRequest(**fields, **shape) if shape is not None else BenchRequest(**fields)
 
 
@@ -189,28 +192,7 @@ def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
     return out
 
 
-# --- issue 26 (w-server): time slices, server metrics, cache reset, over-saturation test -------------------------
-def _server_fields(ns: BenchArgs) -> dict[str, Any]:
-    """BenchRequest's issue-26 fields from the options (durations parsed here; LoadError names a bad one)."""
-    out: dict[str, Any] = {"server_metrics": ns.server_metrics, "flush_cache": ns.flush_cache}
-    if ns.slice is not None:
-        out["slice_s"] = parse_duration(ns.slice, "--slice")
-    if ns.server_metrics_every is not None:
-        out["server_metrics_every_s"] = parse_duration(ns.server_metrics_every, "--server-metrics-every")
-    return out
-
-
-def _saturation_fields(ns: BenchArgs) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if ns.saturation_test is not None:
-        out["saturation_test"] = ns.saturation_test
-    if ns.saturation_alpha is not None:
-        out["saturation_alpha"] = ns.saturation_alpha
-    if ns.saturation_window is not None:
-        out["saturation_window"] = ns.saturation_window
-    return out
-
-
+# --- issue 26 (w-server): time slices (their options' rules are bench/runoptions.py, shared with the dialog) ------
 def save_slices(run: BenchRun | ShapeRun, ns: BenchArgs) -> list[str]:
     """`--slices-csv FILE` (any run kind); the problems, never raised."""
     if not ns.slices_csv:
@@ -386,7 +368,7 @@ def _emit_plain(ns: BenchArgs, run: BenchRun) -> int:
 
 
 def _emit_shape(ns: BenchArgs, run: ShapeRun) -> int:
-    """A load, soak or agentic run's table on stdout, its --json file and (load, soak) its --html page; a
+    """A load, soak or agentic run's table on stdout, its --json file and its --html page; a
     soak that drifted fails like a ladder with failed requests, and so does an output not written."""
     _stdout(shape_table(run))
     _stdout(slices_text(run))
@@ -397,7 +379,7 @@ def _emit_shape(ns: BenchArgs, run: ShapeRun) -> int:
         except OSError as e:
             problems.append(f"cannot write {ns.json_out}: {e.strerror or e}")
     html = ns.html_out
-    if html and isinstance(run, LoadRun | SoakRun):
+    if html:  # agentic sessions too: their turns, slices and server figures (issue 26)
         from ddtree_tui.report.loadhtml import write_load_html
 
         try:
@@ -596,9 +578,6 @@ def cli_main(ns: BenchArgs) -> int:
         ns = ns.model_copy(update={"baseline": names[0]})
     if agentic and (ns.load or ns.soak):
         _err("--sessions runs closed-loop conversations: leave out --load and --soak")
-        return EXIT_USAGE
-    if ns.energy and (agentic or ns.soak or ns.window is not None):  # issue 26 (W-GPU)
-        _err("--energy is for plain runs and --load ladders (a soak probes its GPUs every window already)")
         return EXIT_USAGE
     try:
         req = build_request(ns, refs, urls)

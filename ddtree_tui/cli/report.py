@@ -11,7 +11,6 @@ import json
 import sys
 from collections.abc import Callable
 
-from ddtree_tui.bench.results import AgenticRun
 from ddtree_tui.cli.args import ReportArgs
 from ddtree_tui.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err, handler
 from ddtree_tui.report.loadhtml import shape_runs_in, shape_text, write_load_html
@@ -76,8 +75,8 @@ def _shapes_main(args: ReportArgs) -> int | None:
     if not args.html_out:
         return EXIT_OK
     last = runs[-1]
-    if len(runs) > 1 or isinstance(last, AgenticRun):
-        _err(f"{args.runs[0]}: --html takes one load or soak run's JSON (--run-bench --load … --json FILE)")
+    if len(runs) > 1:
+        _err(f"{args.runs[0]}: --html takes one load, soak or agentic run's JSON (--run-bench … --json FILE)")
         return EXIT_USAGE
     return _html(args.html_out, lambda path: write_load_html(last, path))
 

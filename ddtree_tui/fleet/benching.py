@@ -29,8 +29,8 @@ from ddtree_tui.bench.acceptance import summarize
 from ddtree_tui.bench.agentic import run_agentic
 from ddtree_tui.bench.load import LoadSpec, Slo, parse_load, parse_slo
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
-from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
-from ddtree_tui.bench.results import AnyRun, LoadRun, ShapeRun
+from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, RunFinished, ShapeRequest
+from ddtree_tui.bench.results import AnyRun, LoadFinished, LoadRun, ShapeRun
 from ddtree_tui.bench.runextras import RunExtras
 from ddtree_tui.bench.runner import Gate, RunHooks, run_bench, with_model
 from ddtree_tui.bench.servermetrics import LogLines
@@ -50,6 +50,28 @@ NOT_RUNNING = frozenset({"stopped", "crashed"})  # no server of ours behind the 
 
 class BenchRefused(RuntimeError):
     """Nothing to measure (every service left out), or a service that cannot be reached; the words say why."""
+
+
+class _HeldFinish:
+    """The engine's events, published as they come, except the finished-run event (RunFinished,
+    LoadFinished), held until the desk has attached what it adds after the engine (acceptance, energy,
+    slices, server figures, cache flushes): a face that shows the finished run sees them (issue 26).
+    `release` publishes what was held, also when the run ends by an exception (a stop, a cancel)."""
+
+    def __init__(self, publish: Callable[[object], None]) -> None:
+        self.publish = publish
+        self.held: list[object] = []
+
+    def __call__(self, ev: object) -> None:
+        if isinstance(ev, RunFinished | LoadFinished):
+            self.held.append(ev)
+        else:
+            self.publish(ev)
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for ev in held:
+            self.publish(ev)
 
 
 class BenchDesk:
@@ -188,10 +210,13 @@ class BenchDesk:
 
         return gate
 
-    def _hooks(self, stop: asyncio.Event | None) -> RunHooks:
+    def _hooks(
+        self, stop: asyncio.Event | None, on_event: Callable[[object], None] | None = None
+    ) -> RunHooks:
         return RunHooks(
-            on_event=self._publish, gates=self.gates, where=self.where, stop=stop, recheck=self._recheck
-        )
+            on_event=on_event or self._publish, gates=self.gates, where=self.where, stop=stop,
+            recheck=self._recheck,
+        )  # fmt: skip
 
     async def _recheck(self) -> str | None:
         """Before each load level after the first: is every launched target still the service checked at
@@ -211,6 +236,7 @@ class BenchDesk:
         the history."""
         async with self._lock:
             self.running = True
+            held = _HeldFinish(self._publish)  # RunFinished goes out once the run carries its extras
             try:
                 targets = await self.targets(req)
                 req = self._with_baseline(req, targets)
@@ -219,7 +245,7 @@ class BenchDesk:
                 await extras.flush("run")
                 async with extras.scraping():
                     run = await run_bench(
-                        req, targets, on_event=self._publish, stop=stop, gates=self.gates, where=self.where
+                        req, targets, on_event=held, stop=stop, gates=self.gates, where=self.where
                     )
                 await self._joined(req, run, rec)
                 self._attach(extras, run)
@@ -227,6 +253,7 @@ class BenchDesk:
                 self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
             finally:
+                held.release()
                 self.running = False
 
     async def run_shape(self, req: ShapeRequest, stop: asyncio.Event | None = None) -> ShapeRun:
@@ -236,6 +263,7 @@ class BenchDesk:
         slo = parse_slo(req.slo) if req.slo else None
         async with self._lock:
             self.running = True
+            held = _HeldFinish(self._publish)  # LoadFinished goes out once the run carries its extras
             try:
                 targets = await self.targets(req)
                 req = self._with_baseline(req, targets)
@@ -246,7 +274,7 @@ class BenchDesk:
                 # and agentic sessions by the faces)
                 rec = None if (req.sessions or req.soak) else self._recorder(req, targets)
                 async with extras.scraping():
-                    run = await self._shape(req, targets, spec, slo, extras, stop)
+                    run = await self._shape(req, targets, spec, slo, extras, stop, held)
                 if isinstance(run, LoadRun):
                     run.acceptance = summarize(run.results, [t.ref for t in run.targets])
                     if rec is not None:
@@ -258,6 +286,7 @@ class BenchDesk:
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
             finally:
+                held.release()
                 self.running = False
 
     # --- issue 26 (W-GPU): GPU telemetry and energy, per-request acceptance ---------------------------------
@@ -279,7 +308,7 @@ class BenchDesk:
 
     async def _shape(
         self, req: ShapeRequest, targets: list[BenchTarget], spec: LoadSpec, slo: Slo | None,
-        extras: RunExtras, stop: asyncio.Event | None,
+        extras: RunExtras, stop: asyncio.Event | None, held: _HeldFinish | None = None,
     ) -> ShapeRun:  # fmt: skip
         """The engine of a shape request (agentic sessions, a soak or a load ladder)."""
         if req.sessions:
@@ -297,13 +326,13 @@ class BenchDesk:
                 gpu_probe=await self.gpu_probe(targets),
                 history_path=self.fleet.history_path,  # the start line and windows as they come
             )  # fmt: skip
-            return await run_soak(req, targets, spec, soak, extras.hooks(self._hooks(stop)))
+            return await run_soak(req, targets, spec, soak, extras.hooks(self._hooks(stop, held)))
         settings = LoadSettings(
             requests=req.requests, duration_s=req.duration_s, slo=slo,
             stop_on_saturation=req.stop_on_saturation, saturation_test=req.saturation_test,
             saturation_alpha=req.saturation_alpha, saturation_window=req.saturation_window,
         )  # fmt: skip
-        return await run_load(req, targets, spec, settings, extras.hooks(self._hooks(stop), spec))
+        return await run_load(req, targets, spec, settings, extras.hooks(self._hooks(stop, held), spec))
 
     # --- issue 26 (w-server): cache reset, server metrics, time slices around every run -----------------------
     def _extras(self, req: BenchRequest, targets: Sequence[BenchTarget], slo: Slo | None = None) -> RunExtras:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history
-from ddtree_tui.bench.results import LoadRun, ShapeRun, SoakRun, SoakWindow
-from ddtree_tui.bench.tables import reached_cell, shape_table
+from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun, SoakWindow
+from ddtree_tui.bench.tables import agentic_table, reached_cell, shape_table
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.gpuaccept import load_sections
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
@@ -223,9 +223,28 @@ def render_soak(run: SoakRun) -> str:
     return _page(f"ddtree-tui soak {run.id}", body)
 
 
-def write_load_html(run: LoadRun | SoakRun, path: Path | str) -> int:
+# --- issue 26 (w-tail): agentic sessions get a page too: their per-turn table and the slices / server figures ---
+def render_agentic(run: AgenticRun) -> str:
+    """An agentic run's page: the per-turn table headless mode prints (tables.agentic_table, the same
+    figures), then the time slices, the server's figures and the cache flushes (serverhtml.sections)."""
+    svcs = sorted({t.service for t in run.turns_results})
+    body = [
+        f"<h1>Agentic sessions {e(run.id)}</h1>",
+        f'<p class="sub">{e(run.source)} · {run.sessions} session(s) × up to {run.turns} turns · think '
+        f"{run.think_time_s:g} s · {e(', '.join(svcs))}</p>",
+        "<h2>Turns</h2>",
+        f"<pre>{e(agentic_table(run))}</pre>",
+        *sections(run),  # slices, server metrics, flushes
+    ]
+    return _page(f"ddtree-tui agentic {run.id}", body)
+
+
+def write_load_html(run: LoadRun | SoakRun | AgenticRun, path: Path | str) -> int:
     """Write the page (atomically; a special file is written, never replaced); its size in bytes."""
-    text = render_soak(run) if isinstance(run, SoakRun) else render_load(run)
+    if isinstance(run, AgenticRun):
+        text = render_agentic(run)
+    else:
+        text = render_soak(run) if isinstance(run, SoakRun) else render_load(run)
     p = Path(path)
     if not p.parent.exists():
         p.parent.mkdir(parents=True, exist_ok=True)

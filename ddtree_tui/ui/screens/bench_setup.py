@@ -3,7 +3,12 @@ shape (sync | concurrency:1,2,4 | rate:R | poisson:R[,seed] | sweep) with reques
 SLOs, a soak, or agentic sessions. The load fields go through the CLI's parser (bench/load.py `shape_params`),
 and a bad one is shown in the dialog, which stays open with everything typed. The fields scroll (the focused
 one is scrolled into view) while the title, the error line and Cancel/Run stay on screen, so the dialog works
-at 80×24."""
+at 80×24.
+
+Issue 26's run options (GPU energy, per-request spec details with the API that returns them, time slices,
+server metrics and how often, the cache reset, the over-saturation test for ladders, the seed) go through
+the CLI's own rules (bench/runoptions.py `run_options`), so a combination `--run-bench` refuses is refused
+here with the same words."""
 
 from __future__ import annotations
 
@@ -17,11 +22,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, Select, SelectionList
+from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList
 from textual.widgets.selection_list import Selection
 
 from ddtree_tui.bench.load import LoadError, shape_params
-from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, BenchRequest
+from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, BenchRequest, ShapeRequest
+from ddtree_tui.bench.runoptions import SATURATION_TESTS, RunKind, run_options, soak_window
 from ddtree_tui.fleet.benching import NOT_RUNNING
 from ddtree_tui.ui.screens.form import form_buttons, steady_inputs
 
@@ -55,6 +61,8 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
     BenchSetupScreen #load-error.-empty { display: none; }
     BenchSetupScreen #buttons { height: auto; align-horizontal: right; }
     BenchSetupScreen Button { margin-left: 2; }
+    BenchSetupScreen .checks { height: auto; margin-top: 1; }
+    BenchSetupScreen .checks > Checkbox { width: auto; margin-right: 2; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+r", "run", "Run")]
 
@@ -136,6 +144,30 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             ("max in flight", Input("", placeholder="open loop cap", id="wl-max-concurrency")),
             ("cancel", Input("", placeholder="0.1,0.5s", id="wl-cancel")),
         )
+        yield from self._option_widgets()
+
+    def _option_widgets(self) -> ComposeResult:
+        """Issue 26's run options (README: the options of --run-bench), checked by bench/runoptions.py."""
+        with Horizontal(classes="checks"):
+            yield Checkbox(
+                "energy", id="opt-energy", compact=True, tooltip="--energy: J/token from GPU telemetry"
+            )
+            yield Checkbox("spec details", id="opt-spec-details", compact=True, tooltip="--spec-details")
+            yield Checkbox(
+                "server metrics", id="opt-server-metrics", compact=True, tooltip="--server-metrics"
+            )
+            yield Checkbox("flush cache", id="opt-flush-cache", compact=True, tooltip="--flush-cache")
+        apis = [("generate", "generate"), ("chat (OpenAI)", "chat"), ("completions (OpenAI)", "completions")]
+        tests = [(t, t) for t in SATURATION_TESTS]
+        yield from _fields(
+            ("API", Select(apis, value="generate", allow_blank=False, id="opt-api")),
+            ("slice", Input("", placeholder="e.g. 5s", id="opt-slice")),
+            ("scrape every", Input("", placeholder="2s", id="opt-metrics-every")),
+        )
+        yield from _fields(
+            ("saturation test (ladders)", Select(tests, prompt="fixed", id="opt-saturation")),
+            ("seed", Input("", placeholder="0", id="opt-seed", type="integer")),
+        )
 
     def on_mount(self) -> None:
         steady_inputs(self)
@@ -197,19 +229,22 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
                 max_new_tokens=max_tokens,
                 baseline=base,
             )
+            options = self._options(shape)
         except LoadError as e:
             self._error(str(e))
             return
-        if shape is not None:
-            self.dismiss({"refs": refs, "shape": shape})
-            return
         try:
+            if shape is not None:
+                shape = ShapeRequest.model_validate(shape.model_dump() | options)
+                self.dismiss({"refs": refs, "shape": shape})
+                return
             params = BenchRequest(
                 refs=refs,
                 prompts=str(self.query_one("#prompts", Select).value),
                 repeats=repeats,
                 max_new_tokens=max_tokens,
                 baseline=base,
+                **options,  # type: ignore[arg-type]  # run_options: the request's own field names
             )
         except ValidationError as e:
             err = e.errors()[0]
@@ -217,6 +252,33 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
             self._error(msg)
             return
         self.dismiss({"refs": refs, "params": params})
+
+    def _options(self, shape: ShapeRequest | None) -> dict[str, object]:
+        """Issue 26's run options as request fields, by the CLI's rules for this kind of run (LoadError)."""
+        kind: RunKind = (
+            "plain" if shape is None else "agentic" if shape.sessions else "soak" if shape.soak else "load"
+        )
+        sat = self.query_one("#opt-saturation", Select).value
+        api = str(self.query_one("#opt-api", Select).value)
+        out = run_options(
+            kind,
+            api=api,
+            energy=self.query_one("#opt-energy", Checkbox).value,
+            spec_details=self.query_one("#opt-spec-details", Checkbox).value,
+            slice_text=self.query_one("#opt-slice", Input).value,
+            server_metrics=self.query_one("#opt-server-metrics", Checkbox).value,
+            server_metrics_every=self.query_one("#opt-metrics-every", Input).value,
+            flush_cache=self.query_one("#opt-flush-cache", Checkbox).value,
+            saturation_test=sat if isinstance(sat, str) else None,
+            seed=self.query_one("#opt-seed", Input).value,
+        )
+        out["api"] = api
+        if shape is not None and shape.soak and "slice_s" in out:  # a soak's slices are its windows
+            out["window_s"] = soak_window(out["slice_s"], shape.window_s if self._window_given() else None)
+        return out
+
+    def _window_given(self) -> bool:
+        return bool(self.query_one("#window", Input).value.strip())
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

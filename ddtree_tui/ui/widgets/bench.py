@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -122,6 +123,7 @@ class BenchPane(Pane):
     BenchPane #bench-load-labels { height: 1; }
     BenchPane #bench-levels { height: auto; max-height: 8; }
     BenchPane #bench-verdicts { height: auto; max-height: 4; }
+    BenchPane #bench-extras { height: auto; max-height: 6; text-wrap: nowrap; text-overflow: ellipsis; }
     BenchPane #bench-top { height: 1; }
     BenchPane #bench-status { width: 1fr; }
     BenchPane ProgressBar { width: 30; }
@@ -144,6 +146,9 @@ class BenchPane(Pane):
             yield stop
             yield Static(self.live.status, id="bench-status")
             yield ProgressBar(total=None, show_eta=False, id="bench-progress")
+        # issue 26: the finished run's J/token, accept length, server vs client TTFT, cache flushes and
+        # saturation test, one line each (shown once it has finished, above the live list it replaces in view)
+        yield Static("", id="bench-extras")
         live: DataTable[Any] = KeyedTable(id="bench-live", cursor_type="row")
         live.add_columns("Service", "Prompt", "Tokens", "tok/s", "TTFT", "State")
         yield live
@@ -221,6 +226,11 @@ class BenchPane(Pane):
             except Exception:
                 pass
         self._render_load()
+        extras = self.query_one("#bench-extras", Static)
+        # Text: a figure's words are never markup; one row a line (the whole of it is in the JSON and HTML)
+        set_static(extras, Text("\n".join(live.extras)))
+        if extras.display != bool(live.extras):
+            extras.display = bool(live.extras)
         history = view.history
         run = live.run if not live.running else None
         from_session = run is not None
