@@ -67,13 +67,8 @@ _PROBE = (
     "the doctor probe's JSON reply read by key: a pydantic model of remote/probe.py's reply would type it"
 )
 OPEN = {
-    "collector/recording.py:RecordingFleet.__init__": "a transparent proxy of any fleet kind (see __getattr__)",
     "collector/recording.py:RecordingFleet.__getattr__": "a transparent proxy: its attributes are the wrapped "
     "fleet's; a typed wrapper per fleet protocol would replace it",
-    "collector/recording.py:session_fleet": "returns the live fleet, a ReplayFleet or the recording proxy",
-    "collector/recording.py:read_records": "recording lines read by key: a record model would type it",
-    "bench/history.py:load_shapes_from": "history lines read by key before validation",
-    "bench/metrics.py:timeline_metrics": "splatted into RequestResult: a TypedDict would type it",
     "doctor/gpu.py:parse_smi_apps": _PROBE,
     "doctor/gpu.py:collect": _PROBE,
     "doctor/gpu.py:gpu_findings": _PROBE,
@@ -82,8 +77,6 @@ OPEN = {
     "doctor/packages.py:cuda_findings": _PROBE,
     "doctor/services.py:is_hybrid": _PROBE,
     "doctor/services.py:service_findings": _PROBE,
-    "telemetry/frames.py:FrameBuilder.build": "the sampler's JSON line read by key: a line model would type it",
-    "telemetry/prometheus.py:DcgmFrames.build": "Prometheus vector results read by key",
 }
 
 

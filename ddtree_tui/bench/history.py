@@ -16,6 +16,7 @@ import json
 import os
 import threading
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def load_shapes(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUNS) -> 
         text = Path(path).read_bytes()
     except FileNotFoundError:
         return []
-    objs: list[Any] = []
+    objs: list[object] = []
     for line in text.splitlines():
         if b'"kind"' not in line:
             continue  # a plain run (or a torn line)
@@ -91,14 +92,17 @@ def load_shapes(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUNS) -> 
     return load_shapes_from(objs, keep)
 
 
-def load_shapes_from(objs: list[Any], keep: int = RECENT_RUNS) -> list[ShapeRun]:
-    """`load_shapes` on parsed lines: unreadable ones are skipped."""
+def load_shapes_from(objs: Sequence[object], keep: int = RECENT_RUNS) -> list[ShapeRun]:
+    """`load_shapes` on parsed lines (any JSON value): unreadable ones, and lines that are no object, are
+    skipped."""
     runs: list[tuple[int, ShapeRun]] = []
     started: dict[str, tuple[int, dict[str, Any]]] = {}
     windows: dict[str, list[SoakWindow]] = {}
     for i, obj in enumerate(objs):
+        if not isinstance(obj, dict):
+            continue
         try:
-            kind = obj.get("kind") if isinstance(obj, dict) else None
+            kind = obj.get("kind")
             if kind == "soak_started":
                 started[str(obj.get("run_id"))] = (i, obj)
             elif kind == "soak_window":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from ddtree_tui.bench import stats
 from ddtree_tui.bench.models import BenchTarget, PromptRow, RequestResult, ServiceCounts, ServiceSummary
@@ -49,7 +49,26 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
+class TimelineMetrics(TypedDict):
+    """What `timeline_metrics` measured of one request: RequestResult's fields of the same names."""
+
+    ttft_s: float | None
+    e2e_s: float | None
+    tok_s: float | None
+    decode_tok_s: float | None
+    itl_mean_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    tokens_per_chunk: float | None
+    chunks: int
+    reads: int
+    coalesced_reads: int
+    itl_quantiles_ms: NotRequired[list[float]]
+    chunk_tokens_hist: NotRequired[dict[int, int]]
+
+
+def timeline_metrics(tl: Timeline, total_tokens: int | None) -> TimelineMetrics:
     """TTFT, e2e, tok/s, decode tok/s, ITL spread and tokens per chunk of one request.
 
     - TTFT: send → first chunk with non-empty text; reasoning (thinking) text counts, it is generated output.
@@ -69,7 +88,7 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
     Chunks whose token count is unknown share the known total evenly.
     """
     chunks = [c for c in tl.chunks if c.has_text or (c.new_tokens or 0) > 0]
-    out: dict[str, Any] = {
+    out: TimelineMetrics = {
         "ttft_s": None,
         "e2e_s": None,
         "tok_s": None,
@@ -94,7 +113,9 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> dict[str, Any]:
         out["ttft_s"] = chunks[first].t - tl.t_send
     if not chunks or not total_tokens:
         return out
-    out.update(_distributions(tl))
+    hist = _chunk_tokens_hist(tl)
+    if hist:
+        out["chunk_tokens_hist"] = hist
     known = [c.new_tokens for c in chunks if c.new_tokens is not None]
     unknown = sum(1 for c in chunks if c.new_tokens is None)
     rest = max(0.0, total_tokens - sum(known))
@@ -142,19 +163,16 @@ def _reads(chunks: Sequence[Chunk]) -> list[tuple[int, int]]:
     return out
 
 
-def _distributions(tl: Timeline) -> dict[str, Any]:
-    """What the HTML report draws as distributions: the ITL quantiles and the tokens-per-chunk histogram
-    (chunks with a known token count only)."""
-    out: dict[str, Any] = {}
+def _chunk_tokens_hist(tl: Timeline) -> dict[int, int]:
+    """What the HTML report draws as the tokens-per-chunk distribution (chunks with a known token count
+    only); empty when none is known."""
     chunks = [c for c in tl.chunks if c.has_text or (c.new_tokens or 0) > 0]
     hist: dict[int, int] = {}
     for c in chunks:
         if c.new_tokens is not None and c.new_tokens > 0:
             k = round(c.new_tokens)
             hist[k] = hist.get(k, 0) + 1
-    if hist:
-        out["chunk_tokens_hist"] = dict(sorted(hist.items()))
-    return out
+    return dict(sorted(hist.items()))
 
 
 def _med(xs: Sequence[float | None]) -> float | None:

@@ -5,6 +5,7 @@ the measured client (client.py) so each stays small."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ def short(s: str, n: int = 120) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def err_message(obj: dict[str, Any]) -> str:
+def err_message(obj: Mapping[str, object]) -> str:
     """The message of an error body: OpenAI/SGLang `{"error": {...}}` or `{"error": "..."}`, FastAPI
     `{"detail": "..."}` or a validation `{"detail": [{"loc": ..., "msg": ...}]}`, else the body itself."""
     e = obj.get("error")
@@ -71,7 +72,7 @@ def err_message(obj: dict[str, Any]) -> str:
     return json.dumps(obj)[:300]
 
 
-def err_code(obj: dict[str, Any]) -> int | None:
+def err_code(obj: Mapping[str, object]) -> int | None:
     e = obj.get("error")
     code = e.get("code") if isinstance(e, dict) else obj.get("code")
     return code if isinstance(code, int) and 100 <= code <= 599 else None

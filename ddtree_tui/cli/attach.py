@@ -10,7 +10,7 @@ from ddtree_tui.cli.args import TuiArgs
 from ddtree_tui.cli.common import UsageError, err, handler, profiles_of
 from ddtree_tui.cli.tui import run_and_stop, theme_of, todos_of
 from ddtree_tui.collector.attach import AttachedFleet, read_token
-from ddtree_tui.collector.recording import RecordingError, session_fleet
+from ddtree_tui.collector.recording import RecordingError, replay_fleet, session_fleet
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.ui.app import DDTreeApp
 
@@ -45,7 +45,7 @@ def cli_main(ns: TuiArgs) -> int:
 def replay_main(ns: TuiArgs) -> int:
     """`ddtree-tui --replay FILE [--speed X]`: a recorded session played back, labelled REPLAY."""
     try:
-        fleet = session_fleet(ns.session(), lambda: None)
+        fleet = replay_fleet(ns.session())
     except (RecordingError, ValueError) as e:
         err(str(e))
         return 2

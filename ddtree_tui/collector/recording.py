@@ -26,7 +26,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -117,15 +117,28 @@ class Recorder:
         self._raw.close()
 
 
-class RecordingFleet:
+class Recordable(Protocol):
+    """What RecordingFleet uses of the fleet it wraps (Fleet, a follower, the TUI's fleets all have it)."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def snapshot(self) -> FleetSnapshot: ...
+    def subscribe(self) -> asyncio.Queue[FleetEvent]: ...
+    def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None: ...
+
+
+F = TypeVar("F", bound=Recordable)
+
+
+class RecordingFleet(Generic[F]):
     """Any fleet, recorded: everything it publishes (and a snapshot now and then) goes to a Recorder.
     Every other attribute is the wrapped fleet's."""
 
-    def __init__(self, inner: Any, recorder: Recorder) -> None:
+    def __init__(self, inner: F, recorder: Recorder) -> None:
         self._inner = inner
         self.recorder = recorder
         self._task: asyncio.Task[None] | None = None
-        self._q: asyncio.Queue[Any] | None = None
+        self._q: asyncio.Queue[FleetEvent] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -168,13 +181,27 @@ def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):g} MiB"
 
 
+class Record(TypedDict, total=False):
+    """One line of a recording, as the module docstring lists them (`type` says which keys it has). Read
+    back as JSON: the header is checked here, a snapshot and an event by their models when played."""
+
+    type: Literal["header", "snapshot", "event", "end"]
+    version: int
+    started: float
+    max_bytes: int
+    t: float
+    snap: dict[str, object]
+    ev: dict[str, object]
+    reason: str
+
+
 def read_records(
     path: Path,
     *,
     max_line: int = MAX_LINE_BYTES,
     max_total: int = MAX_RECORDING_BYTES,
     max_records: int = MAX_RECORDS,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[Record]:
     """The records of a recording, up to its last whole line (a file cut short by a crash still plays).
     A line over `max_line` bytes, more than `max_total` unpacked bytes or `max_records` lines is a
     RecordingError."""
@@ -311,19 +338,28 @@ class SessionOptions(BaseModel):
         return cls.model_validate(vars(ns))
 
 
-def session_fleet(ns: SessionOptions | argparse.Namespace, live: Callable[[], Any]) -> Any:
+def session_fleet(
+    ns: SessionOptions | argparse.Namespace, live: Callable[[], F]
+) -> F | ReplayFleet | RecordingFleet[F]:
     """The fleet a mode runs on, from `--replay FILE [--speed X]` and `--record FILE [--record-max-mb N]`:
     a ReplayFleet, or `live()`; recorded when asked. Raises RecordingError / ValueError for bad input."""
     opts = ns if isinstance(ns, SessionOptions) else SessionOptions.of(ns)
-    replay, record = opts.replay, opts.record
-    if replay and record:
-        raise ValueError("--record and --replay do not go together")
-    if replay:
-        return ReplayFleet(Path(replay), speed=opts.speed or 1.0)
+    if opts.replay:
+        return replay_fleet(opts)
     fleet = live()
-    if record:
+    if opts.record:
         mb = opts.record_max_mb or 200.0
         if mb <= 0:
             raise ValueError("--record-max-mb must be positive")
-        fleet = RecordingFleet(fleet, Recorder(Path(record), max_bytes=int(mb * 1024 * 1024)))
+        return RecordingFleet(fleet, Recorder(Path(opts.record), max_bytes=int(mb * 1024 * 1024)))
     return fleet
+
+
+def replay_fleet(opts: SessionOptions) -> ReplayFleet:
+    """The ReplayFleet of `--replay FILE [--speed X]` (a mode with no live fleet). Raises RecordingError /
+    ValueError for bad input."""
+    if opts.replay and opts.record:
+        raise ValueError("--record and --replay do not go together")
+    if not opts.replay:
+        raise ValueError("--replay FILE: no file given")
+    return ReplayFleet(Path(opts.replay), speed=opts.speed or 1.0)

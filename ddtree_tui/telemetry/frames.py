@@ -72,7 +72,7 @@ class FrameBuilder:
 
     # --- building ------------------------------------------------------------------------------------------
 
-    def _host_from(self, d: Mapping[str, Any] | None, ts: float) -> HostSample | None:
+    def _host_from(self, d: object, ts: float) -> HostSample | None:
         if not isinstance(d, Mapping):
             return None
         return HostSample.model_validate({k: d.get(k) for k in _HOST_KEYS if k != "ts"} | {"ts": ts})
@@ -171,9 +171,10 @@ class FrameBuilder:
         }
 
     def build(
-        self, line: Mapping[str, Any], now: float | None = None
+        self, line: Mapping[str, object], now: float | None = None
     ) -> tuple[HostSample | None, list[GpuSample], TelemetryStatus]:
-        """The models for one sampler line; a line that carries no GPU part keeps the last GPUs."""
+        """The models for one sampler line (its JSON object, every value checked before use); a line that
+        carries no GPU part keeps the last GPUs."""
         now = time.time() if now is None else now
         ts = now
         raw_procs = line.get("procs")
@@ -186,13 +187,15 @@ class FrameBuilder:
         src = self.source_override or line.get("src")
         source = _SOURCES.get(src) if isinstance(src, str) else None
         fault: str | None = str(line["err"]) if line.get("err") else None
-        driver = line.get("driver") if isinstance(line.get("driver"), str) else self.status.driver_version
-        cuda = line.get("cuda") if isinstance(line.get("cuda"), str) else self.status.cuda_version
+        raw_driver, raw_cuda = line.get("driver"), line.get("cuda")
+        driver = raw_driver if isinstance(raw_driver, str) else self.status.driver_version
+        cuda = raw_cuda if isinstance(raw_cuda, str) else self.status.cuda_version
         gpus = self.gpus
-        if isinstance(line.get("gpus"), list):
-            gpus = self._gpus_from_nvml(line["gpus"], anc, ts)
-        elif isinstance(line.get("smi"), Mapping):
-            gpus, smi_fault, smi_driver = self._gpus_from_smi(line["smi"], anc, ts)
+        raw_gpus, raw_smi = line.get("gpus"), line.get("smi")
+        if isinstance(raw_gpus, list):
+            gpus = self._gpus_from_nvml(raw_gpus, anc, ts)
+        elif isinstance(raw_smi, Mapping):
+            gpus, smi_fault, smi_driver = self._gpus_from_smi(raw_smi, anc, ts)
             fault = smi_fault or fault
             driver = smi_driver or driver
         if fault and not gpus and self.gpus:

@@ -21,8 +21,8 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 import aiohttp
 
@@ -66,9 +66,17 @@ def query_for(profile: HostProfile) -> str:
     return host_query(t.host_label, t.host_value or profile.name)
 
 
+class VectorSample(TypedDict, total=False):
+    """One instant-vector result as Prometheus's HTTP API documents it (`{"metric": {label: value},
+    "value": [unix time, "value"]}`); read as JSON, so DcgmFrames.build still checks every part it uses."""
+
+    metric: dict[str, str]
+    value: list[float | str]
+
+
 async def _instant_query(
     client: aiohttp.ClientSession, base_url: str, promql: str, timeout: float, cap: int = http.BODY_CAP
-) -> list[Any]:
+) -> list[VectorSample]:
     """`/api/v1/query`; the result vector, or PrometheusError saying why not (an answer over `cap` bytes too)."""
     url = base_url.rstrip("/") + "/api/v1/query"
     try:
@@ -106,7 +114,7 @@ class DcgmFrames:
 
     def build(
         self,
-        series: list[Mapping[str, Any]],
+        series: Sequence[VectorSample],
         now: float | None = None,
         info: Mapping[str, Mapping[str, str]] | None = None,
     ) -> tuple[list[GpuSample], TelemetryStatus]:

@@ -75,6 +75,7 @@ async def fleet(tmp_path: Path, ports: list[int], foreign: socket.socket) -> Asy
         cleanup_workdir(tmp_path / "w")
 
 
+@pytest.mark.slow
 async def test_dialog_never_ticks_a_stopped_service_and_shapes_leave_it_out_in_words(
     fleet: Fleet, tmp_path: Path
 ) -> None:

@@ -48,6 +48,7 @@ async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.slow
 async def test_a_soak_in_the_pane_counts_requests_and_never_passes_100_percent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import DataTable, Static
 
 from ddtree_tui.bench import history
@@ -64,6 +65,7 @@ def _named(table: DataTable[Any], key: str) -> dict[str, str]:
     return dict(zip(labels, _cells(table, key), strict=True))
 
 
+@pytest.mark.slow
 async def test_tok_s_and_delta_use_one_statistic_and_prompts_table_is_shown() -> None:
     fleet = StaticFleet(snapshot(), bench_runs=[bench_run()])
     app = DDTreeApp(fleet, live=False)
@@ -88,6 +90,7 @@ async def test_tok_s_and_delta_use_one_statistic_and_prompts_table_is_shown() ->
         assert ddtree["tok/s"] == "133.5" and ddtree["Δ vs base"] == "-11.0%"
 
 
+@pytest.mark.slow
 async def test_interrupted_run_is_marked() -> None:
     fleet = StaticFleet(snapshot(), bench_runs=[bench_run(status="interrupted")])
     app = DDTreeApp(fleet, live=False)
@@ -99,6 +102,7 @@ async def test_interrupted_run_is_marked() -> None:
         assert "⚠ interrupted" in text  # in the history table too
 
 
+@pytest.mark.slow
 async def test_during_a_new_run_the_old_results_are_labelled_previous() -> None:
     fleet = StaticFleet(snapshot(), bench_runs=[bench_run()])
     app = DDTreeApp(fleet, live=False)
@@ -128,6 +132,7 @@ async def test_during_a_new_run_the_old_results_are_labelled_previous() -> None:
         assert row[4] == "250ms" and row[5] == "streaming"  # TTFT while streaming
 
 
+@pytest.mark.slow
 async def test_a_headless_run_appears_while_the_tui_is_open(tmp_path: Path) -> None:
     path = tmp_path / "bench-history.jsonl"
 
@@ -150,6 +155,7 @@ async def test_a_headless_run_appears_while_the_tui_is_open(tmp_path: Path) -> N
         await app.action_quit()
 
 
+@pytest.mark.slow
 async def test_history_keeps_per_request_and_aggregate_tok_s_in_their_own_labelled_columns() -> None:
     """Issue 29: the history's one `Best tok/s` column held per-request tok/s for plain runs and aggregate
     output throughput for load runs. Each is a column of its own now, for every kind of run."""

@@ -97,6 +97,7 @@ async def test_dialog_runs_a_ladder_and_a_poisson_rate_then_o_soaks(
         assert kinds == ["load", "load", "soak"]
 
 
+@pytest.mark.slow
 async def test_dialog_names_bad_load_text_and_stays_open() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(110, 44)) as pilot:

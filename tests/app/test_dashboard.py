@@ -27,6 +27,7 @@ def _rows(table: DataTable[Any]) -> list[str]:
     return [str(k.value) for k in table.rows]
 
 
+@pytest.mark.slow
 async def test_log_search_highlights_matches_instead_of_blanking() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -69,6 +70,7 @@ def _check_saved_traceback(app: DDTreeApp, where: Path) -> None:
 
 
 @pytest.mark.parametrize("size", [(80, 24), (60, 20), (200, 60)])
+@pytest.mark.slow
 async def test_help_and_quit_always_in_the_footer(size: tuple[int, int]) -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=size) as pilot:
@@ -95,6 +97,7 @@ async def test_wide_screen_shows_every_pane_at_once() -> None:
         assert not app.query_one("#tabs").display
 
 
+@pytest.mark.slow
 async def test_narrow_screen_uses_tabs_and_switches_panes() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -144,6 +147,7 @@ async def test_sort_by_key_and_by_header_click() -> None:
         assert pane.sort_col == "Service"
 
 
+@pytest.mark.slow
 async def test_service_buttons_post_intents_for_the_selected_service() -> None:
     fleet = RecordingFleet(static_fleet())
     app = DDTreeApp(fleet)
@@ -169,6 +173,7 @@ async def test_messages_go_to_a_bar_and_a_history() -> None:
         assert "first thing" in text and "second thing" in text and "error" in text
 
 
+@pytest.mark.slow
 async def test_ctrl_c_quits_like_q() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -200,6 +205,7 @@ def test_topbar_counts_and_fits() -> None:
         ("1", "Host local", ["GPUs (1)", "Services (2)", "ddtree-shadow"]),
     ],
 )
+@pytest.mark.slow
 async def test_enter_drills_down_and_escape_goes_back(pane: str, title: str, want: list[str]) -> None:
     from ddtree_tui.ui.screens.detail import DetailScreen
 
@@ -232,6 +238,7 @@ async def test_move_does_not_offer_a_disconnected_host() -> None:
         assert fleet.calls == []
 
 
+@pytest.mark.slow
 async def test_bench_dialog_fields_are_labelled() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -242,6 +249,7 @@ async def test_bench_dialog_fields_are_labelled() -> None:
             assert label in text, label
 
 
+@pytest.mark.slow
 async def test_log_wrap_times_and_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     app = DDTreeApp(static_fleet(), demo=True)
@@ -269,6 +277,7 @@ def _read(p: Path) -> list[str]:
     return p.read_text().splitlines()
 
 
+@pytest.mark.slow
 async def test_help_has_sections_navigation_and_terms() -> None:
     from ddtree_tui.ui.screens.help import HelpScreen
 
@@ -291,6 +300,7 @@ async def test_help_has_sections_navigation_and_terms() -> None:
             assert term in rendered, term
 
 
+@pytest.mark.slow
 async def test_todos_j_and_k_move_the_cursor_not_kill() -> None:
     from ddtree_tui.ui.screens.confirm import ConfirmScreen
 
@@ -307,6 +317,7 @@ async def test_todos_j_and_k_move_the_cursor_not_kill() -> None:
         assert table.cursor_row == 1 and not isinstance(app.screen, ConfirmScreen)
 
 
+@pytest.mark.slow
 async def test_one_theme_system_in_the_palette() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(100, 30)) as pilot:

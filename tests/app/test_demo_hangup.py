@@ -27,6 +27,7 @@ def sim_pid(workdir: Path, svc: str) -> int:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_closing_the_demos_terminal_stops_its_simulated_server(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
     tui = 0
     try:
@@ -56,6 +57,7 @@ def test_closing_the_demos_terminal_stops_its_simulated_server(tmux: Tmux, tmp_p
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_demo_whose_port_is_taken_moves_to_a_free_one_and_says_so(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
     """Another demo holds the dflash port (here: our own listening socket on the profile's port)."""
     from ddtree_tui.config import load_profiles

@@ -28,6 +28,7 @@ def fully_shown(app: DDTreeApp, w: Widget) -> bool:
     return bool(region.area) and clip.intersection(region) == region
 
 
+@pytest.mark.slow
 async def test_bench_dialog_at_80x24_scrolls_to_each_field_and_reaches_run() -> None:
     app = DDTreeApp(static_fleet(), live=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -68,6 +69,7 @@ async def test_bench_dialog_at_80x24_scrolls_to_each_field_and_reaches_run() -> 
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 async def test_a_bad_evidence_check_keeps_what_was_typed(tmp_path: Path) -> None:
     todos = tmp_path / "todos.json"
     fleet = Fleet([], todos_path=todos, history_path=tmp_path / "h.jsonl", telemetry=False)

@@ -24,6 +24,7 @@ from tests.app.snapdata import static_fleet
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_doctor_key_runs_the_real_checks_on_a_local_host(tmp_path: Path) -> None:
     prof = parse_profile(
         f"""
@@ -76,6 +77,7 @@ class DownFleet(StaticFleet):
         raise TransportError(f"{host}: ssh exited 255: Connection refused")
 
 
+@pytest.mark.slow
 async def test_doctor_error_is_shown_in_the_screen() -> None:
     fleet = DownFleet(static_fleet())
     app = DDTreeApp(fleet)
@@ -95,6 +97,7 @@ async def test_doctor_error_is_shown_in_the_screen() -> None:
         assert not isinstance(app.screen, DoctorScreen)
 
 
+@pytest.mark.slow
 async def test_doctor_given_report_palette_and_help() -> None:
     base = static_fleet()
     host = base.snapshot().hosts[-1].name

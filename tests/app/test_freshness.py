@@ -50,6 +50,7 @@ def _dimmed_with_age(app: DDTreeApp, ref: str, column: str) -> bool:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_an_idle_servers_last_numbers_are_dimmed_with_their_age(tmp_path: Path) -> None:
     prof, work, port = tmp_path / "here.toml", tmp_path / "w", free_port()
     _profile(prof, work, port)
@@ -108,6 +109,7 @@ async def test_an_idle_servers_last_numbers_are_dimmed_with_their_age(tmp_path: 
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_status_json_says_when_each_live_value_was_observed(tmp_path: Path) -> None:
     """`status --json` of a running server: each service value has its time in `observed_at` (schema 1)."""
     prof, work, port = tmp_path / "here.toml", tmp_path / "w", free_port()

@@ -38,6 +38,7 @@ def _rows(table: DataTable[Any]) -> list[str]:
 
 # --- navigation ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", SIZES)
+@pytest.mark.slow
 async def test_j_k_g_G_home_end_move_the_cursor_in_every_table(size: tuple[int, int]) -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=size) as pilot:
@@ -57,6 +58,7 @@ async def test_j_k_g_G_home_end_move_the_cursor_in_every_table(size: tuple[int, 
             assert not isinstance(app.screen, ConfirmScreen)  # `k` never kills
 
 
+@pytest.mark.slow
 async def test_ctrl_k_kills_after_a_confirm_and_k_does_not() -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -70,6 +72,7 @@ async def test_ctrl_k_kills_after_a_confirm_and_k_does_not() -> None:
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.slow
 async def test_every_bench_table_is_reachable_and_shown_when_focused(size: tuple[int, int]) -> None:
     fleet = StaticFleet(snapshot(), bench_runs=[bench_run(), bench_run("r2")])
     app = DDTreeApp(fleet, live=False)
@@ -97,6 +100,7 @@ async def test_every_bench_table_is_reachable_and_shown_when_focused(size: tuple
         assert seen == ["bench-live", "bench-results", "bench-prompts", "bench-history"]
 
 
+@pytest.mark.slow
 async def test_the_log_keeps_its_own_G_and_f_while_j_k_scroll() -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -117,6 +121,7 @@ async def test_the_log_keeps_its_own_G_and_f_while_j_k_scroll() -> None:
         assert logs.following and view.scroll_y == view.max_scroll_y
 
 
+@pytest.mark.slow
 async def test_drill_down_scrolls_to_the_log_tail_with_end_and_j() -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -184,6 +189,7 @@ def test_command_completion() -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
+@pytest.mark.slow
 async def test_command_mode_jumps_completes_and_remembers(size: tuple[int, int]) -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=size) as pilot:
@@ -244,6 +250,7 @@ def test_filter_grammar() -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
+@pytest.mark.slow
 async def test_filter_regex_invert_title_and_escape(size: tuple[int, int]) -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=size) as pilot:
@@ -279,6 +286,7 @@ def test_sort_letters_are_unique_and_skip_o() -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
+@pytest.mark.slow
 async def test_sort_by_a_letter_reverse_and_back(size: tuple[int, int]) -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=size) as pilot:
@@ -323,6 +331,7 @@ def _enabled_keys(app: DDTreeApp) -> set[str]:
 
 
 @pytest.mark.parametrize("pane", ["1", "2", "3", "4", "5", "6"])
+@pytest.mark.slow
 async def test_help_lists_every_key_that_works_on_the_main_screen(pane: str) -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -336,6 +345,7 @@ async def test_help_lists_every_key_that_works_on_the_main_screen(pane: str) -> 
         assert {"w", "colon", "ctrl+k", "o", "O", "ctrl+r", "ctrl+a"} <= app.screen.keys  # w, the sweep keys
 
 
+@pytest.mark.slow
 async def test_help_on_a_detail_screen_lists_its_keys_and_only_those_that_work() -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -361,6 +371,7 @@ def test_readme_key_table_is_the_bindings() -> None:
     assert "`ctrl+k`" in block and "| `k` |" in block  # kill and movement, as bound
 
 
+@pytest.mark.slow
 async def test_the_log_search_takes_the_same_grammar() -> None:
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -376,6 +387,7 @@ async def test_the_log_search_takes_the_same_grammar() -> None:
         assert logs.border_title is not None and "/!debug" in str(logs.border_title)
 
 
+@pytest.mark.slow
 async def test_the_bench_tables_take_the_filter_too() -> None:
     fleet = StaticFleet(snapshot(), bench_runs=[bench_run()])
     app = DDTreeApp(fleet, live=False)

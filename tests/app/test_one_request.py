@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Input
 
 from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, BenchRequest, ShapeRequest
@@ -55,6 +56,7 @@ def _from_cli(tmp_path: Path, *args: str) -> BenchRequest:
     return build_request(BenchArgs.of(ns), ["local/dflash"])
 
 
+@pytest.mark.slow
 async def test_the_dialog_and_run_bench_build_the_same_plain_request(tmp_path: Path) -> None:
     tui = await _from_dialog({})
     cli = _from_cli(tmp_path, "--prompts", "seed3")
@@ -63,6 +65,7 @@ async def test_the_dialog_and_run_bench_build_the_same_plain_request(tmp_path: P
     assert tui.max_new_tokens == DEFAULT_MAX_NEW_TOKENS == 256 and tui.refs == ["local/dflash"]
 
 
+@pytest.mark.slow
 async def test_the_dialog_and_run_bench_build_the_same_load_request(tmp_path: Path) -> None:
     tui = await _from_dialog({"load": "concurrency:1,2", "requests": "4"})
     cli = _from_cli(tmp_path, "--load", "concurrency:1,2", "--requests", "4")

@@ -34,6 +34,7 @@ port = {port}
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_reload_key_shows_the_edited_port_and_reports_a_bad_edit(tmp_path: Path) -> None:
     prof = tmp_path / "here.toml"
     _write(prof, tmp_path / "w", 39871)

@@ -3,6 +3,7 @@ cell of every table on each tick). Counted, never timed: views synced into a tab
 
 from __future__ import annotations
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
@@ -45,6 +46,7 @@ def view(utils: list[int]) -> TableView:
     return TableView(("GPU", "Util"), rows, "9 Test")
 
 
+@pytest.mark.slow
 async def test_an_unchanged_dashboard_repaints_no_table() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(160, 48)) as pilot:

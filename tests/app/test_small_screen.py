@@ -13,6 +13,7 @@ KEYS = ("l Launch", "k Kill", "r Restart", "m Move", "b Bench", "L Logs", "t New
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=["80x24", "200x60"])
+@pytest.mark.slow
 async def test_top_bar_footer_and_messages_fit(size: tuple[int, int]) -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=size) as pilot:
@@ -36,6 +37,7 @@ async def test_top_bar_footer_and_messages_fit(size: tuple[int, int]) -> None:
         assert app.messages[-2].line().split()[1] == "error"
 
 
+@pytest.mark.slow
 async def test_gpu_table_shows_its_last_column_whole_at_120() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(120, 40)) as pilot:

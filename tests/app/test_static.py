@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.widgets import Button, DataTable
 
 from ddtree_tui.model.intents import AnyIntent, Kill, Launch, Move, Outcome
@@ -39,6 +40,7 @@ def _rows(table: DataTable[Any]) -> list[str]:
     return [str(k.value) for k in table.rows]
 
 
+@pytest.mark.slow
 async def test_main_screen_shows_every_state_and_label() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -70,6 +72,7 @@ async def test_compact_layout_at_80x24_keeps_state_and_faults() -> None:
         assert "Gen tok/s" not in text  # the compact column set is in use
 
 
+@pytest.mark.slow
 async def test_kill_dialog_defaults_to_cancel_and_enter_cancels() -> None:
     fleet = RecordingFleet(static_fleet())
     app = DDTreeApp(fleet)
@@ -93,6 +96,7 @@ async def test_kill_dialog_defaults_to_cancel_and_enter_cancels() -> None:
         assert fleet.calls == [("kill", "local/dflash")]
 
 
+@pytest.mark.slow
 async def test_launch_needs_no_confirmation_and_follows_cursor() -> None:
     fleet = RecordingFleet(static_fleet())
     app = DDTreeApp(fleet)
@@ -103,6 +107,7 @@ async def test_launch_needs_no_confirmation_and_follows_cursor() -> None:
         assert app.selected_service == "local/ddtree-shadow"
 
 
+@pytest.mark.slow
 async def test_move_picks_a_host_then_confirms() -> None:
     fleet = RecordingFleet(static_fleet())
     hosts = fleet._snap.hosts  # a move needs a connected destination (issue 19): connect ct200 here
@@ -121,6 +126,7 @@ async def test_move_picks_a_host_then_confirms() -> None:
         assert fleet.calls == [("move", "local/dflash", "ct200")]
 
 
+@pytest.mark.slow
 async def test_help_lists_every_binding() -> None:
     app = DDTreeApp(static_fleet())
     async with app.run_test(size=(100, 40)) as pilot:
@@ -174,6 +180,7 @@ async def test_palette_has_every_action_for_every_service() -> None:
         assert {"theme dark", "theme light", "theme high-contrast"} <= titles
 
 
+@pytest.mark.slow
 async def test_filter_narrows_the_focused_pane() -> None:
     app = DDTreeApp(static_fleet())
     async with app.run_test(size=(100, 30)) as pilot:
@@ -187,6 +194,7 @@ async def test_filter_narrows_the_focused_pane() -> None:
         assert len(_rows(table)) == 3
 
 
+@pytest.mark.slow
 async def test_theme_switch_changes_badge_colours() -> None:
     app = DDTreeApp(static_fleet(), theme_name="dark")
     async with app.run_test(size=(100, 30)) as pilot:
@@ -201,6 +209,7 @@ async def test_theme_switch_changes_badge_colours() -> None:
         assert app.theme_name != "high-contrast"
 
 
+@pytest.mark.slow
 async def test_number_keys_switch_tabs_and_focus() -> None:
     app = DDTreeApp(static_fleet())
     async with app.run_test(size=(100, 30)) as pilot:

@@ -36,6 +36,7 @@ async def small_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.slow
 async def test_x_stops_a_soak_and_esc_stops_a_plain_run_saving_what_was_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,7 @@ from tests.util import free_port
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.slow
 async def test_sweep_screen_at_80x24_fills_its_grid_stops_and_writes_the_headless_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,7 @@ def _cached(table: DataTable[Any]) -> int:
     return len(table._cell_render_cache) + len(table._row_render_cache) + len(table._line_cache)
 
 
+@pytest.mark.slow
 async def test_in_place_updates_do_not_accumulate_renders() -> None:
     app = _TableApp()
     async with app.run_test(size=(80, 20)) as pilot:

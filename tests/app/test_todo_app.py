@@ -41,6 +41,7 @@ async def _add(pilot: Any, app: DDTreeApp, content: str, check: str = "") -> Non
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_add_toggle_delete_through_the_ui_and_a_concurrent_auto_complete(tmp_path: Path) -> None:
     todos, hist = tmp_path / "todos.json", tmp_path / "h.jsonl"
     fleet = Fleet([], todos_path=todos, history_path=hist, telemetry=False, auto_complete_todos=True)

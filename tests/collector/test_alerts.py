@@ -248,6 +248,7 @@ async def test_xid_alert_reaches_metrics_and_events(
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 async def test_a_fleet_raises_no_alert_for_restarts_asked_for_and_one_for_a_crash_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

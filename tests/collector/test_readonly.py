@@ -41,6 +41,7 @@ async def test_readonly_flag_refuses_every_intent_at_once_and_the_palette_offers
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_attach_without_a_token_is_read_only_and_a_lost_collector_shows_lost(
     tmp_path: Path, serve_demo: Callable[..., ServeProc]
 ) -> None:

@@ -121,6 +121,7 @@ async def _ws_status(url: str, origin: str) -> int:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_web_refuses_a_cross_origin_websocket_and_starts_nothing(tmp_path: Path) -> None:
     port = free_port()
     web, log = await asyncio.to_thread(
@@ -156,6 +157,7 @@ async def test_web_refuses_a_cross_origin_websocket_and_starts_nothing(tmp_path:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_serve_refuses_a_rebinding_host_and_a_foreign_origin(
     tmp_path: Path, serve_demo: Callable[..., ServeProc]
 ) -> None:
@@ -189,6 +191,7 @@ def test_serve_refuses_a_rebinding_host_and_a_foreign_origin(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_serve_drops_half_sent_requests_and_caps_connections(serve_demo: Callable[..., ServeProc]) -> None:
     srv = serve_demo("--max-connections", "20", "--header-timeout", "2")
     socks = []
@@ -224,6 +227,7 @@ def test_serve_drops_half_sent_requests_and_caps_connections(serve_demo: Callabl
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_a_deep_or_huge_intent_body_is_a_clear_4xx(
     tmp_path: Path, serve_demo: Callable[..., ServeProc]
 ) -> None:
@@ -254,6 +258,7 @@ def _recording(path: Path, *lines: bytes) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_recording_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 20 MiB of one line in a few KiB of gzip: refused at 16 MiB, never read whole
     bomb = _recording(
@@ -275,6 +280,7 @@ def test_a_gzip_bomb_recording_is_refused(tmp_path: Path, capsys: pytest.Capture
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_serve_stops_cleanly_on_sighup(serve_demo: Callable[..., ServeProc]) -> None:
     srv = serve_demo()
     kids = _descendants(srv.proc.pid)

@@ -27,6 +27,7 @@ def _sim() -> SimProcess:
     return SimProcess(SimConfig(algorithm="dflash", port=free_port(), accept_length=3.0, decode_rate=400.0))
 
 
+@pytest.mark.slow
 def test_agentic_sessions_carry_the_real_reply_and_hit_the_prefix_cache() -> None:
     with _sim() as sim:
         t = BenchTarget(ref="h/spec", base_url=sim.base_url, algorithm="dflash", mode="linear")
@@ -52,6 +53,7 @@ def test_agentic_sessions_carry_the_real_reply_and_hit_the_prefix_cache() -> Non
     assert run.cached_by_turn()[-1] > run.cached_by_turn()[1]
 
 
+@pytest.mark.slow
 def test_dataset_replayed_turn_by_turn_on_chat(tmp_path: Path) -> None:
     data = tmp_path / "conv.jsonl"
     sharegpt = {"id": "a", "conversations": [
@@ -78,6 +80,7 @@ def test_dataset_replayed_turn_by_turn_on_chat(tmp_path: Path) -> None:
     assert all((x.cached_tokens or 0) > 0 for x in second)  # usage.prompt_tokens_details.cached_tokens
 
 
+@pytest.mark.slow
 def test_bad_dataset_line_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}]}) + "\n{not json\n")

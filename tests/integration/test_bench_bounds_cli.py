@@ -28,6 +28,7 @@ def _prompts(path: Path, lines: list[dict[str, object]]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_prompt_file_past_the_bound_is_refused_naming_the_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -76,6 +77,7 @@ def test_counts_past_their_bounds_are_usage_errors(
     assert words in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_unwritable_json_exits_1_and_says_so(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory\n")
@@ -89,6 +91,7 @@ def test_an_unwritable_json_exits_1_and_says_so(tmp_path: Path) -> None:
     assert len(history.load(tmp_path / "h.jsonl")) == 1  # what could be saved still was
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_sigint_leaves_a_partial_json_that_report_reads(tmp_path: Path) -> None:
     f = tmp_path / "p.jsonl"
     with f.open("w") as w:
@@ -129,6 +132,7 @@ def test_a_run_stopped_by_sigint_leaves_a_partial_json_that_report_reads(tmp_pat
     assert run.id in rep.stdout or "interrupted" in rep.stdout
 
 
+@pytest.mark.slow
 def test_a_dollar_in_a_prompt_id_is_drawn_as_it_is_in_the_html(tmp_path: Path) -> None:
     ids = ["$_$", "p$\\frac$", "$$"]  # each one made matplotlib's mathtext parser raise
     f = _prompts(tmp_path / "p.jsonl", [{"id": i, "prompt": f"say {n}"} for n, i in enumerate(ids)])

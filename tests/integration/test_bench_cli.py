@@ -77,6 +77,7 @@ def test_bad_profile_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "bad.toml" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_failed_requests_exit_1_and_the_rest_is_saved(tmp_path: Path) -> None:
     with (
         SimProcess(SimConfig(decode_rate=2000, load_time=0)) as good,

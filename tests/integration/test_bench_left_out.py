@@ -81,6 +81,7 @@ async def test_a_stopped_service_is_left_out_with_a_word_in_plain_and_load_runs(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 async def test_run_bench_says_which_service_it_left_out(tmp_path: Path) -> None:
     """The same rule at the level a user sees it: `--run-bench` (plain and --load) names the stopped service
     on stderr, measures the other, and measures nothing when only the stopped one is named."""

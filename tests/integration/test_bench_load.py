@@ -132,6 +132,7 @@ def test_rate_run_headless_two_services_interleaved_with_verdicts(tmp_path: Path
         assert f"load {doc['id']}" in r.stdout and "4 req/s local/b tok/s per request:" in r.stdout
 
 
+@pytest.mark.slow
 def test_bad_load_text_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:
     p = _cli(tmp_path, "--load", "concurrency:1,two")
     assert p.returncode == 2 and "--load 'concurrency:1,two'" in p.stderr and "'two'" in p.stderr
@@ -139,6 +140,7 @@ def test_bad_load_text_is_a_usage_error_naming_the_option(tmp_path: Path) -> Non
     assert p.returncode == 2 and "--duration or --requests" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_sweep_with_too_few_requests_says_which_levels_it_never_reached(tmp_path: Path) -> None:
     """`--load sweep --requests 4` (issue 29): two services interleaved in two rounds send 2 requests a
     segment, so no level beyond c=2 is ever reached: each level records what it reached, the tables say NOT

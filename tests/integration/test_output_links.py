@@ -112,6 +112,7 @@ def test_the_host_side_writer_refuses_it_too(tmp_path: Path, pub: Path) -> None:
     assert victim.read_text() == "precious"
 
 
+@pytest.mark.slow
 def test_run_bench_json_through_a_planted_link_is_refused_and_reported(tmp_path: Path, pub: Path) -> None:
     victim = tmp_path / "victim.json"
     victim.write_text("precious")

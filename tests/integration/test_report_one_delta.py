@@ -12,12 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddtree_tui.bench.stats import ci_text, stored_delta
 from tests.util import cli_argv
 
 CI = re.compile(r"95 % CI (\S+ … \S+ %)")
 
 
+@pytest.mark.slow
 def test_report_text_html_and_json_carry_the_one_stored_interval(tmp_path: Path) -> None:
     out = tmp_path / "a.json"
     argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--repeats", "3", "--json", str(out))

@@ -204,6 +204,7 @@ async def test_simulator_launcher_starting_ready_kill(workdir: Path) -> None:
         assert (await m.wait_state("sim", {"stopped"}, 5)).state == "stopped"
 
 
+@pytest.mark.slow
 async def test_move_from_a_crashed_host(tmp_path: Path) -> None:
     port = free_port()
     wa, wb = tmp_path / "a", tmp_path / "b"
@@ -249,6 +250,7 @@ async def test_a_move_timeout_is_for_that_move_only(tmp_path: Path) -> None:
         cleanup_workdir(wb)
 
 
+@pytest.mark.slow
 def test_cli_dry_run_launch_kill_and_usage(
     workdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

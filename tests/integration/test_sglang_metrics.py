@@ -60,6 +60,7 @@ def test_ranks_are_summed_or_averaged() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 async def test_gauges_from_a_running_server(tmp_path: Path) -> None:
     port = free_port()
     proc = await asyncio.to_thread(_start_sim, tmp_path, port)

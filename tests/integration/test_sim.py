@@ -139,6 +139,7 @@ async def test_faults_per_request() -> None:
             assert (await c.post("/generate", json=body, headers={"X-Sim-Fault": "bogus"})).status_code == 400
 
 
+@pytest.mark.slow
 def test_child_process_banner_sigterm_and_exit_fault() -> None:
     with SimProcess(SimConfig(load_time=0.0, decode_rate=500)) as p:
         assert "SIMULATED" in p.output()

@@ -65,6 +65,7 @@ def test_the_environment_variable_and_its_errors() -> None:
             env_time_scale({TIME_SCALE_ENV: bad})
 
 
+@pytest.mark.slow
 def test_a_child_process_takes_its_scale_from_the_environment() -> None:
     with SimProcess(SimConfig(load_time=0, time_scale=25)) as p:
         info = httpx.get(p.base_url + "/server_info", trust_env=False).json()

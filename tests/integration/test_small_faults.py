@@ -33,6 +33,7 @@ def _local_profile(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_status_into_a_closed_pipe_has_no_traceback(tmp_path: Path) -> None:
     """`status --json | head -c 10`: the reader is gone before we write; no BrokenPipeError traceback."""
     argv = cli_argv("status", "--json", "--profile", str(_local_profile(tmp_path)))

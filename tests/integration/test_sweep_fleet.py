@@ -159,6 +159,7 @@ sys.stdin.read()  # hold until the test closes our stdin
 """
 
 
+@pytest.mark.slow
 async def test_a_sweep_in_another_checkout_does_not_block_a_launch_here(tmp_path: Path) -> None:
     """Another ddtree-tui process holds `h/dd` of a profile with the same name but another workdir (another
     checkout): our launch of h/dd goes ahead. A holder of the same h/dd in the same workdir still refuses it."""

@@ -70,6 +70,7 @@ def signal_mid_point(
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.slow
 def test_signal_mid_point_puts_a_running_service_back_as_the_profile_has_it(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
@@ -95,6 +96,7 @@ def test_signal_mid_point_puts_a_running_service_back_as_the_profile_has_it(
         cleanup_workdir(tmp_path / "wd")
 
 
+@pytest.mark.slow
 def test_sigint_mid_point_leaves_a_stopped_service_stopped(tmp_path: Path) -> None:
     profile, port = demo_copy(tmp_path)
     try:
@@ -116,6 +118,7 @@ def test_sigint_mid_point_leaves_a_stopped_service_stopped(tmp_path: Path) -> No
         cleanup_workdir(tmp_path / "wd")
 
 
+@pytest.mark.slow
 def test_out_refuses_a_directory_of_the_users_files_and_keeps_them(tmp_path: Path) -> None:
     profile, _port = demo_copy(tmp_path)
     out = tmp_path / "mine"
@@ -153,6 +156,7 @@ def _a_finished_sweep_dir(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_apply_to_a_file_that_is_not_a_profile_names_it(tmp_path: Path) -> None:
     out = _a_finished_sweep_dir(tmp_path)
     cases = {

@@ -76,6 +76,7 @@ def _smoke(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 async def test_smoke_of_a_stopped_service_refuses_a_foreign_listener(
     tmp_path: Path, profile: Path, port: int
 ) -> None:
@@ -193,6 +194,7 @@ def _drain(q: asyncio.Queue[object]) -> list[object]:
     return out
 
 
+@pytest.mark.slow
 def test_status_json_and_its_todo_evidence_agree(tmp_path: Path, profile: Path) -> None:
     """Same family: `status --json` said a service was `stopped` while the todo evidence in the same document
     said "unknown" (judged before the first probe). Both now come from the same settled snapshot."""
@@ -224,6 +226,7 @@ async def _cli(cwd: Path, *args: str) -> tuple[int, str]:
     return int(proc.returncode or 0), err.decode()
 
 
+@pytest.mark.slow
 async def test_run_bench_refuses_or_forces_a_foreign_listener_and_shows_a_changed_url_server(
     tmp_path: Path, profile: Path, port: int
 ) -> None:

@@ -35,6 +35,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_writer_killed_mid_saves_never_leaves_an_unreadable_file(tmp_path: Path) -> None:
     p = tmp_path / "todos.json"
     rng = random.Random(7)

@@ -280,6 +280,7 @@ _service = st.dictionaries(_key, _value, max_size=8)
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_key, _value, max_size=10), st.lists(_service, max_size=3))
+@pytest.mark.slow
 def test_any_toml_document(doc: dict[str, Any], services: list[dict[str, Any]]) -> None:
     text = _toml(doc)
     if "service" not in doc:
