@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from ddtree_tui.config import parse_profile
-from ddtree_tui.model.snapshot import GpuSample, TelemetryStatus
+from ddtree_tui.model.snapshot import GpuSample, ServiceStatus, TelemetryStatus
 from ddtree_tui.remote.hoststats import (
     cpu_percent,
     nearest_existing,
@@ -262,7 +262,12 @@ async def test_local_replay(tmp_path: Path) -> None:
     assert gpus[0].uuid == "GPU-a3d17c95-2dae-bb06-e486-01c3ab05eacd"
     # issue 19: no service runs, so the demo's GPU stays in the recording's idle part
     assert max(tel.history.series(0, "util_gpu")) == 0.0 and max(g.mem_used_mb or 0 for g in gpus) < 1000
-    tel.set_service_pids({4242: "dflash"})  # a service starts: the under-load part plays
+    tel.set_service_pids({4242: "dflash"})  # a service starts: it holds the model's memory at idle (issue 28)
+    n = len(updates)
+    await collect(tel, updates, n + 15)
+    assert max(tel.history.series(0, "util_gpu")) == 0.0 and updates[-1][1][0].mem_used_mb == 21491
+    # it runs requests: the under-load part plays
+    tel.note_service(ServiceStatus(host="local", name="dflash", algorithm="dflash", port=30000, state="ready", running_reqs=2))
     n = len(updates)
     await collect(tel, updates, n + 15)
     assert max(tel.history.series(0, "util_gpu")) == 100.0 and updates[-1][1][0].mem_used_mb == 21491
