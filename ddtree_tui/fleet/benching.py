@@ -21,24 +21,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TypeVar
 
 from ddtree_tui.bench import history
-from ddtree_tui.bench.acceptance import summarize
-from ddtree_tui.bench.agentic import run_agentic
-from ddtree_tui.bench.load import LoadSpec, Slo, parse_load, parse_slo
-from ddtree_tui.bench.loadrun import LoadSettings, run_load
-from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, RunFinished, ShapeRequest
-from ddtree_tui.bench.results import AnyRun, LoadFinished, LoadRun, ShapeRun
+from ddtree_tui.bench.load import parse_load, parse_slo
+from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
+from ddtree_tui.bench.results import AnyRun, ShapeRun
 from ddtree_tui.bench.runextras import RunExtras
-from ddtree_tui.bench.runner import Gate, RunHooks, run_bench, with_model
-from ddtree_tui.bench.servermetrics import LogLines
-from ddtree_tui.bench.soak import GpuProbe, SoakSettings, run_soak
-from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.runner import Gate, RunHooks, run_bench
+from ddtree_tui.bench.soak import GpuProbe
 from ddtree_tui.bench.windows import CacheFlush
 from ddtree_tui.config import HostProfile
-from ddtree_tui.fleet.bench_energy import EnergyFleet, GpuRecorder, finish, finish_load, url_energy
+from ddtree_tui.fleet.bench_extras import HeldFinish, attach, extras_for, joined, recorder, run_shape_engine
 from ddtree_tui.fleet.bench_targets import BenchFleet, gpu_probe, manifest, url_targets
 from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, last_identities, served_identity, stamp
 from ddtree_tui.model.events import BenchEventWrap, Notice
@@ -50,28 +44,6 @@ NOT_RUNNING = frozenset({"stopped", "crashed"})  # no server of ours behind the 
 
 class BenchRefused(RuntimeError):
     """Nothing to measure (every service left out), or a service that cannot be reached; the words say why."""
-
-
-class _HeldFinish:
-    """The engine's events, published as they come, except the finished-run event (RunFinished,
-    LoadFinished), held until the desk has attached what it adds after the engine (acceptance, energy,
-    slices, server figures, cache flushes): a face that shows the finished run sees them (issue 26).
-    `release` publishes what was held, also when the run ends by an exception (a stop, a cancel)."""
-
-    def __init__(self, publish: Callable[[object], None]) -> None:
-        self.publish = publish
-        self.held: list[object] = []
-
-    def __call__(self, ev: object) -> None:
-        if isinstance(ev, RunFinished | LoadFinished):
-            self.held.append(ev)
-        else:
-            self.publish(ev)
-
-    def release(self) -> None:
-        held, self.held = self.held, []
-        for ev in held:
-            self.publish(ev)
 
 
 class BenchDesk:
@@ -236,19 +208,19 @@ class BenchDesk:
         the history."""
         async with self._lock:
             self.running = True
-            held = _HeldFinish(self._publish)  # RunFinished goes out once the run carries its extras
+            held = HeldFinish(self._publish)  # RunFinished goes out once the run carries its extras
             try:
                 targets = await self.targets(req)
                 req = self._with_baseline(req, targets)
-                rec = self._recorder(req, targets)  # issue 26 (W-GPU): the GPUs' samples through the run
-                extras = self._extras(req, targets)  # issue 26 (w-server): flush, scrape, slices
+                rec = recorder(self.fleet, req, targets)  # issue 26: the GPUs' samples through the run
+                extras = extras_for(self.fleet, req, targets)  # issue 26: flush, scrape, slices
                 await extras.flush("run")
                 async with extras.scraping():
                     run = await run_bench(
                         req, targets, on_event=held, stop=stop, gates=self.gates, where=self.where
                     )
-                await self._joined(req, run, rec)
-                self._attach(extras, run)
+                await joined(req, run, rec)
+                attach(extras, run, self._word)
                 self._stamped(run)
                 self._append(lambda: history.append(run, self.fleet.history_path))
                 return run
@@ -263,96 +235,28 @@ class BenchDesk:
         slo = parse_slo(req.slo) if req.slo else None
         async with self._lock:
             self.running = True
-            held = _HeldFinish(self._publish)  # LoadFinished goes out once the run carries its extras
+            held = HeldFinish(self._publish)  # LoadFinished goes out once the run carries its extras
             try:
                 targets = await self.targets(req)
                 req = self._with_baseline(req, targets)
-                extras = self._extras(req, targets, slo)  # issue 26: flush, scrape, slices
+                extras = extras_for(self.fleet, req, targets, slo)  # issue 26: flush, scrape, slices
                 await extras.flush("run")
                 run: ShapeRun
-                # issue 26 (W-GPU): the GPUs' samples through a load ladder (--energy is refused for soaks
-                # and agentic sessions by the faces)
-                rec = None if (req.sessions or req.soak) else self._recorder(req, targets)
+                # issue 26: the GPUs' samples through a load ladder (the faces refuse --energy for the others)
+                rec = None if (req.sessions or req.soak) else recorder(self.fleet, req, targets)
                 async with extras.scraping():
-                    run = await self._shape(req, targets, spec, slo, extras, stop, held)
-                if isinstance(run, LoadRun):
-                    run.acceptance = summarize(run.results, [t.ref for t in run.targets])
-                    if rec is not None:
-                        await finish_load(rec, run)
-                    elif req.energy:
-                        run.energy = url_energy(bool(req.urls))
-                self._attach(extras, run)
+                    run = await run_shape_engine(
+                        req, targets, spec, slo, extras, self._hooks(stop, held), self._publish,
+                        lambda: self.gpu_probe(targets), self.fleet.history_path,
+                    )  # fmt: skip
+                await joined(req, run, rec)
+                attach(extras, run, self._word)
                 self._stamped(run)
                 self._append(lambda: history.append_shape(run, self.fleet.history_path))
                 return run
             finally:
                 held.release()
                 self.running = False
-
-    # --- issue 26 (W-GPU): GPU telemetry and energy, per-request acceptance ---------------------------------
-    def _recorder(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> GpuRecorder | None:
-        """With `energy`, a recorder of the targets' GPUs from the fleet's telemetry, started now."""
-        if not req.energy or req.urls or not isinstance(self.fleet, EnergyFleet):
-            return None
-        rec = GpuRecorder(self.fleet, targets)
-        rec.start()
-        return rec
-
-    async def _joined(self, req: BenchRequest, run: BenchRun, rec: GpuRecorder | None) -> None:
-        """The run with its per-service acceptance and, with `energy`, its GPUs' numbers and energy."""
-        run.acceptance = summarize(run.results, [t.ref for t in run.targets])
-        if rec is not None:
-            await finish(rec, run)
-        elif req.energy:
-            run.energy = url_energy(bool(req.urls))
-
-    async def _shape(
-        self, req: ShapeRequest, targets: list[BenchTarget], spec: LoadSpec, slo: Slo | None,
-        extras: RunExtras, stop: asyncio.Event | None, held: _HeldFinish | None = None,
-    ) -> ShapeRun:  # fmt: skip
-        """The engine of a shape request (agentic sessions, a soak or a load ladder)."""
-        if req.sessions:
-            if req.api != "generate":
-                async with StreamClient() as client:
-                    targets = [await with_model(client, t, req.model) for t in targets]
-            return await run_agentic(
-                req, targets, sessions=req.sessions, turns=req.turns, think_time_s=req.think_time_s,
-                dataset=None if req.prompts == "agentic" else req.prompt_set, on_turn=self._publish,
-            )  # fmt: skip
-        if req.soak:
-            soak = SoakSettings(
-                duration_s=req.duration_s or 60.0, window_s=req.window_s, slo=slo,
-                log_path=Path(req.soak_log) if req.soak_log else None,
-                gpu_probe=await self.gpu_probe(targets),
-                history_path=self.fleet.history_path,  # the start line and windows as they come
-            )  # fmt: skip
-            return await run_soak(req, targets, spec, soak, extras.hooks(self._hooks(stop, held)))
-        settings = LoadSettings(
-            requests=req.requests, duration_s=req.duration_s, slo=slo,
-            stop_on_saturation=req.stop_on_saturation, saturation_test=req.saturation_test,
-            saturation_alpha=req.saturation_alpha, saturation_window=req.saturation_window,
-        )  # fmt: skip
-        return await run_load(req, targets, spec, settings, extras.hooks(self._hooks(stop, held), spec))
-
-    # --- issue 26 (w-server): cache reset, server metrics, time slices around every run -----------------------
-    def _extras(self, req: BenchRequest, targets: Sequence[BenchTarget], slo: Slo | None = None) -> RunExtras:
-        """The run's extras; a fleet service's log is followed for the metrics fallback (a --url server has
-        none we can follow)."""
-        urls = set(req.urls)
-
-        def logs(ref: str) -> LogLines | None:
-            if urls or ref not in req.refs:
-                return None
-            return lambda: self.fleet.follow_log(ref)
-
-        return RunExtras(req, targets, logs, slo)
-
-    def _attach(self, extras: RunExtras, run: AnyRun) -> None:
-        """The slices and the server's figures on the run; a bug there costs them, never the run's record."""
-        try:
-            extras.attach(run)
-        except Exception as e:
-            self._word(f"time slices / server metrics not recorded: {type(e).__name__}: {e}")
 
     async def flush_cache(self, refs: Sequence[str], before: str) -> list[CacheFlush]:
         """Reset the prefix cache of each service (SGLang /flush_cache, vLLM /reset_prefix_cache) through the

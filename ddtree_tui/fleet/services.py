@@ -99,12 +99,8 @@ class ServiceDesk:
         if held is not None:
             return held
         if r.host == to_host:  # not a launch on the same host (it answered "already running", issue 28)
-            same = ActionResult(
-                ok=False,
-                status=src.services.status(svc),
-                message=f"{r} is already on {to_host}: nothing moved",
-                suggestion="pick another host to move it to",
-            )
+            msg, hint = f"{r} is already on {to_host}: nothing moved", "pick another host to move it to"
+            same = ActionResult(ok=False, status=src.services.status(svc), message=msg, suggestion=hint)
             self.notice(f"move {r} -> {to_host}", same)
             return same
         dst = self.hosts.host(to_host)
@@ -280,16 +276,10 @@ class ServiceDesk:
                 res = failed(str(r), f"{refused} ({FORCE_HINT})")
             else:
                 res = await smoke_request(
-                    str(r),
-                    base,
-                    algorithm=spec.algorithm,
-                    mode=spec.display_mode,
-                    prompt=prompt,
-                    max_new_tokens=max_new_tokens,
-                    timeout=max(0.1, deadline - time.monotonic()),
-                    api=api,
+                    str(r), base, algorithm=spec.algorithm, mode=spec.display_mode, prompt=prompt,
+                    max_new_tokens=max_new_tokens, timeout=max(0.1, deadline - time.monotonic()), api=api,
                     model=model or spec.served_model_name,
-                )
+                )  # fmt: skip
         res = res.model_copy(update={"identity": ident})
         st = h.statuses.get(svc)
         left = min(5.0, deadline - time.monotonic())
