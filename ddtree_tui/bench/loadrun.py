@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -45,12 +46,12 @@ from ddtree_tui.bench.levels import (
     with_reach,
 )
 from ddtree_tui.bench.load import LoadSpec, Slo
-from ddtree_tui.bench.models import BenchRequest, BenchTarget, TargetInfo
+from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult, TargetInfo
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.results import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.bench.worker import Worker
+from ddtree_tui.bench.worker import AUTO, Worker, plan_workers, stream_chunk_rate
 
 MAX_IN_FLIGHT = 512
 
@@ -254,6 +255,29 @@ class LoadRunner:
         for i in range(0, len(coros), max(1, width)):
             await asyncio.gather(*coros[i : i + max(1, width)])
 
+    async def _auto_workers(
+        self, client: StreamClient, level: float, width: int, warm: list[RequestResult]
+    ) -> None:
+        """--workers auto: this level's planned chunk rate (streams in flight × a warm-up stream's chunks/s;
+        open loop: in flight = rate × a warm-up request's e2e) decides how many worker processes; more are
+        started (never fewer: a ladder climbs) and warmed with one more warm-up of their own."""
+        r = self.runner
+        in_flight = float(width)
+        if not self.load.closed_loop:
+            e2es = [x.e2e_s for x in warm if x.ok and x.e2e_s]
+            in_flight = min(MAX_IN_FLIGHT, level * statistics.median(e2es)) if e2es else 0.0
+        n, why = plan_workers(AUTO, in_flight, stream_chunk_rate(warm))
+        if n <= max(1, len(r.workers)):
+            if not r.workers:
+                r.workers_reason = why
+            return
+        r.workers_reason = why
+        new = [Worker(i) for i in range(len(r.workers), n)]
+        await asyncio.gather(*(w.start() for w in new))
+        r.workers.extend(new)
+        for t in r.targets:
+            await self._warmup(client, t, width)
+
     async def _level(self, client: StreamClient, idx: int, level: float) -> LevelResult:
         r = self.runner
         label = self.load.label(level)
@@ -264,8 +288,11 @@ class LoadRunner:
         started = datetime.now(UTC)
         t_level = time.monotonic()
         width = int(level) if self.load.closed_loop else max(1, int(level))
+        n_warm = len(r.warmup_results)
         for t in r.targets:
             await self._warmup(client, t, width)
+        if self.req.workers == AUTO:
+            await self._auto_workers(client, level, width, r.warmup_results[n_warm:])
         busy: dict[str, float] = {}
         self._flights = {t.ref: _Flight() for t in r.targets}
         seg_thr: dict[str, list[float]] = {}
@@ -358,6 +385,8 @@ class LoadRunner:
     async def run(self) -> LoadRun:
         r = self.runner
         try:
+            if self.req.workers >= 1:
+                r.workers_reason = plan_workers(self.req.workers, 0, None)[1]
             if self.req.workers > 1:
                 r.workers = [Worker(i) for i in range(self.req.workers)]
                 await asyncio.gather(*(w.start() for w in r.workers))
@@ -411,6 +440,8 @@ class LoadRunner:
             stopped=self.stopped,
             failed=sum(1 for x in r.results if not x.ok),
             results=sorted(r.results, key=lambda x: x.seq),
+            client_workers=max(1, len(r.workers)),
+            client_workers_reason=r.workers_reason,
         )
 
 

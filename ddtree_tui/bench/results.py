@@ -63,6 +63,9 @@ class LoadRun(ShapeRunHead):
     stopped: str | None = None  # why the ladder ended before its last level
     failed: int = 0
     results: list[RequestResult] = Field(default_factory=list)
+    # issue 26: the client processes that read the streams, and why that many (bench/worker.py plan_workers)
+    client_workers: int = 1
+    client_workers_reason: str | None = None
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was
