@@ -171,7 +171,11 @@ def _oai_chunks(
             "created": 0,
             "model": "exact",
             "choices": [],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": n,
+                "total_tokens": prompt_tokens + n,
+            },
         }
         last += _frame(json.dumps(u, separators=(",", ":")).encode())
     return tuple(out), last + _frame(b"[DONE]") + b"0\r\n\r\n"

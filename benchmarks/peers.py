@@ -65,7 +65,17 @@ PINS = {
     "aiperf": ["aiperf==0.13.0"],
     "guidellm": ["guidellm==0.8.0"],
     # bench_serving's own imports (serving.py), the benchmark source comes from the sglang wheel unzipped
-    "sglang": ["aiohttp", "orjson", "msgspec", "numpy", "requests", "tqdm", "transformers", "tokenizers", "pillow"],
+    "sglang": [
+        "aiohttp",
+        "orjson",
+        "msgspec",
+        "numpy",
+        "requests",
+        "tqdm",
+        "transformers",
+        "tokenizers",
+        "pillow",
+    ],
 }
 SGLANG_WHEEL = "sglang==0.5.23"
 TOOL_TIMEOUT = 900
@@ -181,9 +191,7 @@ def ensure_env(tool: str, cache: Path, wheels: Path | None, system_site: bool) -
                 import zipfile
 
                 with zipfile.ZipFile(next(Path(d).glob("sglang-*.whl"))) as z:
-                    z.extractall(
-                        src, [m for m in z.namelist() if m.startswith("sglang/benchmark/")]
-                    )
+                    z.extractall(src, [m for m in z.namelist() if m.startswith("sglang/benchmark/")])
     took = time.monotonic() - t0
     stamp.write_text(json.dumps({"setup_s": took}))
     return py, took
@@ -192,7 +200,10 @@ def ensure_env(tool: str, cache: Path, wheels: Path | None, system_site: bool) -
 def make_tokenizer(py: Path, out: Path) -> None:
     """A word-level tokenizer in which each streamed word `wN` is one token, built offline by
     sglang_client.py with a tool environment's `tokenizers`."""
-    subprocess.run([str(py), str(HERE / "sglang_client.py"), "--sglang-src", ".", "--make-tokenizer", str(out)], check=True)
+    subprocess.run(
+        [str(py), str(HERE / "sglang_client.py"), "--sglang-src", ".", "--make-tokenizer", str(out)],
+        check=True,
+    )
 
 
 # --- running a tool -------------------------------------------------------------------------------------
@@ -208,7 +219,9 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[in
     cpu0, t0 = _children_cpu(), time.monotonic()
     with log.open("wb") as f:
         try:
-            p = subprocess.run(argv, env=env, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=TOOL_TIMEOUT)
+            p = subprocess.run(
+                argv, env=env, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=TOOL_TIMEOUT
+            )
             rc = p.returncode
         except subprocess.TimeoutExpired:
             rc = -9
@@ -229,7 +242,10 @@ def run_ours(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
     argv += ["--load", f"poisson:{sc.poisson:g},1" if sc.poisson else f"concurrency:{sc.conc}"]
     if ctx.ours_workers:
         argv += ["--workers", ctx.ours_workers]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     rc, cpu, wall = _run(argv, env, work, work / "ours.log")
     res = Result("ours", cpu_tree_s=cpu, wall_s=wall)
     if not out.exists():
@@ -365,7 +381,12 @@ def run_guidellm(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
 
 def run_sglang(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
     out, cpu_file = work / "sglang.jsonl", work / "sglang-cpu.json"
-    argv = [str(ctx.py["sglang"]), str(HERE / "sglang_client.py"), "--sglang-src", str(ctx.cache / "sglang-src")]
+    argv = [
+        str(ctx.py["sglang"]),
+        str(HERE / "sglang_client.py"),
+        "--sglang-src",
+        str(ctx.cache / "sglang-src"),
+    ]
     argv += ["--", "--backend", "sglang-oai", "--base-url", base, "--model", "exact"]
     argv += ["--tokenizer", str(ctx.tok_dir), "--dataset-name", "random-ids", "--random-input-len", "8"]
     argv += ["--random-output-len", str(sc.tokens), "--random-range-ratio", "1.0", "--num-prompts", str(sc.n)]
@@ -374,7 +395,12 @@ def run_sglang(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
         argv += ["--request-rate", f"{sc.poisson:g}"]
     else:
         argv += ["--max-concurrency", str(sc.conc)]
-    env = {**os.environ, "SGLANG_CLIENT_CPU_FILE": str(cpu_file), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "SGLANG_CLIENT_CPU_FILE": str(cpu_file),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     rc, cpu, wall = _run(argv, env, work, work / "sglang.log")
     res = Result("sglang", cpu_tree_s=cpu, wall_s=wall)
     if not out.exists() or not cpu_file.exists():
@@ -501,7 +527,11 @@ def main() -> None:
     ap.add_argument("--scenarios", help=f"comma list ({','.join(s.name for s in SCENARIOS)})")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--many-core", action="store_true", help="include the many-core scenarios (c=256)")
-    ap.add_argument("--cache", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-peers")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-peers",
+    )
     ap.add_argument("--wheels", type=Path, help="install the tools from these wheels (no index)")
     ap.add_argument("--system-site", action="store_true", help="venvs see the system's packages")
     ap.add_argument("--setup-only", action="store_true")

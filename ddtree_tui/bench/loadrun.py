@@ -51,7 +51,7 @@ from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.results import LevelFinished, LevelStarted, LoadFinished, LoadRun
 from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.bench.worker import AUTO, Worker, plan_workers, stream_chunk_rate
+from ddtree_tui.bench.worker import AUTO, Worker, plan_workers, quiet_gc, stream_chunk_rate
 
 MAX_IN_FLIGHT = 512
 
@@ -390,18 +390,23 @@ class LoadRunner:
             if self.req.workers > 1:
                 r.workers = [Worker(i) for i in range(self.req.workers)]
                 await asyncio.gather(*(w.start() for w in r.workers))
-            async with StreamClient() as client:
-                await r.prepare(client)
-                for idx, level in enumerate(self.load.levels):
-                    if idx and self._recheck is not None and (why := await self._recheck()) is not None:
-                        self.stopped = why  # no figure of this level under a name it may not have
-                        break
-                    res = await self._level(client, idx, level)
-                    if res.saturated and self.settings.stop_on_saturation and idx < len(self.load.levels) - 1:
-                        self.stopped = f"saturated at {res.label}: " + "; ".join(
-                            f"{s.service}: {s.saturation}" for s in res.services
-                        )
-                        break
+            with quiet_gc():  # what exists before the ladder is frozen out of the collector (worker.py)
+                async with StreamClient() as client:
+                    await r.prepare(client)
+                    for idx, level in enumerate(self.load.levels):
+                        if idx and self._recheck is not None and (why := await self._recheck()) is not None:
+                            self.stopped = why  # no figure of this level under a name it may not have
+                            break
+                        res = await self._level(client, idx, level)
+                        if (
+                            res.saturated
+                            and self.settings.stop_on_saturation
+                            and idx < len(self.load.levels) - 1
+                        ):
+                            self.stopped = f"saturated at {res.label}: " + "; ".join(
+                                f"{s.service}: {s.saturation}" for s in res.services
+                            )
+                            break
         finally:
             await asyncio.gather(*(w.close() for w in r.workers), return_exceptions=True)
         return self.build("complete")

@@ -50,7 +50,14 @@ from ddtree_tui.bench.models import (
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.bench.worker import AUTO, Worker, WorkerError, plan_workers, stream_chunk_rate
+from ddtree_tui.bench.worker import (
+    AUTO,
+    Worker,
+    WorkerError,
+    plan_workers,
+    quiet_gc,
+    stream_chunk_rate,
+)
 
 R = TypeVar("R")
 
@@ -299,16 +306,15 @@ class BenchRunner:
                 if self.req.workers == AUTO:
                     # --workers auto: the warm-up's chunk rate × the streams in flight decides; new worker
                     # processes get one more warm-up round of their own (their pools start cold)
-                    n, self.workers_reason = plan_workers(
-                        AUTO, width, stream_chunk_rate(self.warmup_results)
-                    )
+                    n, self.workers_reason = plan_workers(AUTO, width, stream_chunk_rate(self.warmup_results))
                     if n > 1:
                         await self._start_workers(n)
                         await self._warm(client, width, 1)
-                await self._monitor_start()
-                for batch in self.batches:
-                    await self._batch(client, batch)
-                await self._monitor_stop()
+                with quiet_gc():
+                    await self._monitor_start()
+                    for batch in self.batches:
+                        await self._batch(client, batch)
+                    await self._monitor_stop()
         finally:
             await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
         return self.build("complete")

@@ -15,18 +15,24 @@ behind, and what it costs is per chunk, so the client plans the chunk rate it wi
 the chunks/s one stream brought in the warm-up) and gives every PER_WORKER_CHUNKS_S of it a process, never
 more than the cores it may run on (os.sched_getaffinity) or the streams in flight. `--workers N` overrides.
 The run records how many and why (ClientStats.workers_reason).
+
+Inside each process (`quiet_gc`, `new_loop`): the objects made before the run are frozen out of the garbage
+collector and its first generation is collected less often, so a full collection over a run's results
+does not stall the loop while chunks arrive; a worker runs on uvloop where it is installed. Each can be
+turned off for a side-by-side measurement (DDTREE_BENCH_GC=default, DDTREE_BENCH_LOOP=asyncio).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import math
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Unpack
 
 import orjson
@@ -43,6 +49,39 @@ STREAM_LIMIT = 16 * 1024 * 1024
 PER_WORKER_CHUNKS_S = 4000.0
 MAX_WORKERS = 64
 AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
+
+
+GC_GEN0 = 50_000  # allocations between young collections while measuring (Python's default: 2000)
+
+
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[None]:
+    """While measuring: what exists now is frozen out of the collector and young collections are rarer
+    (cycles are still collected); restored after."""
+    if os.environ.get("DDTREE_BENCH_GC") == "default":
+        yield
+        return
+    old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(max(old[0], GC_GEN0), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A worker's event loop: uvloop's where installed (cheaper per socket read), else asyncio's."""
+    if os.environ.get("DDTREE_BENCH_LOOP") != "asyncio":
+        try:
+            import uvloop  # type: ignore[import-not-found,unused-ignore]
+
+            return uvloop.new_event_loop()  # type: ignore[no-any-return,unused-ignore]
+        except ImportError:
+            pass
+    return asyncio.new_event_loop()
 
 
 def usable_cores() -> int:
@@ -301,8 +340,8 @@ async def _worker_main() -> None:
 
 
 def main() -> None:
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_worker_main())
+    with contextlib.suppress(KeyboardInterrupt), quiet_gc(), asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(_worker_main())
 
 
 if __name__ == "__main__":
