@@ -75,6 +75,7 @@ PINS = {
         "transformers",
         "tokenizers",
         "pillow",
+        "pybase64",
     ],
 }
 SGLANG_WHEEL = "sglang==0.5.23"
@@ -214,14 +215,14 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[int, float, float]:
+def _run(
+    argv: list[str], env: dict[str, str], cwd: Path, log: Path, timeout: float = TOOL_TIMEOUT
+) -> tuple[int, float, float]:
     """The tool's process tree to its end: (returncode, CPU seconds of the tree, wall seconds)."""
     cpu0, t0 = _children_cpu(), time.monotonic()
     with log.open("wb") as f:
         try:
-            p = subprocess.run(
-                argv, env=env, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=TOOL_TIMEOUT
-            )
+            p = subprocess.run(argv, env=env, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
             rc = p.returncode
         except subprocess.TimeoutExpired:
             rc = -9
@@ -246,7 +247,7 @@ def run_ours(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
-    rc, cpu, wall = _run(argv, env, work, work / "ours.log")
+    rc, cpu, wall = _run(argv, env, work, work / "ours.log", ctx.tool_timeout)
     res = Result("ours", cpu_tree_s=cpu, wall_s=wall)
     if not out.exists():
         res.note = f"failed ({rc}): {_tail(work / 'ours.log')}"
@@ -283,7 +284,7 @@ def run_aiperf(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
     else:
         argv += ["--concurrency", str(sc.conc), "--warmup-request-count", str(sc.conc)]
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    rc, cpu, wall = _run(argv, env, work, work / "aiperf.log")
+    rc, cpu, wall = _run(argv, env, work, work / "aiperf.log", ctx.tool_timeout)
     res = Result("aiperf", cpu_tree_s=cpu, wall_s=wall)
     exports = list(art.rglob("profile_export.jsonl"))
     if not exports:
@@ -321,60 +322,58 @@ def run_aiperf(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
 
 
 def run_guidellm(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
-    out = work / "guidellm"
-    out.mkdir(exist_ok=True)
-    data = f"prompt_tokens=8,output_tokens={sc.tokens}"
-    argv = [str(ctx.py["guidellm"]), "-m", "guidellm", "benchmark", "run", "--target", base]
-    argv += ["--model", "exact", "--processor", str(ctx.tok_dir), "--data", data]
-    argv += ["--max-requests", str(sc.n), "--output-dir", str(out), "--outputs", "json"]
-    argv += ["--backend-kwargs", json.dumps({"extras": {"body": {"ignore_eos": True}}})]
-    if sc.poisson:
-        argv += ["--profile", "poisson", "--rate", f"{sc.poisson:g}", "--random-seed", "1"]
-    else:
-        argv += ["--profile", "concurrent", "--rate", str(sc.conc)]
-    argv += ["--disable-console-interactive"]
+    out = work / "guidellm.json"
+    prompt = " ".join(f"w{j}" for j in range(8))  # its synthetic text is drawn from a corpus the word
+    # tokenizer cannot encode, so the prompts are given: 8 words, max_tokens = the scenario's tokens
+    rows = [{"prompt": prompt, "prompt_tokens_count": 8, "output_tokens_count": sc.tokens}] * sc.n
+    profile: dict[str, Any] = (
+        {"kind": "poisson", "rate": [sc.poisson], "random_seed": 1}
+        if sc.poisson
+        else {"kind": "concurrent", "streams": [sc.conc]}
+    )
+    spec = {
+        "backend": {
+            "kind": "openai_http",
+            "target": base,
+            "model": "exact",
+            "request_format": "/v1/completions",
+            "extras": {"body": {"ignore_eos": True}},
+        },
+        "profile": profile,
+        "data": [{"kind": "in_memory_dict_list", "data": rows}],
+        "tokenizer": {"kind": "hf_auto", "model": str(ctx.tok_dir)},
+        "constraints": [{"kind": "max_requests", "count": sc.n}],
+        "outputs": [{"kind": "json", "path": str(out)}],
+    }
+    cfg = work / "guidellm-scenario.json"
+    cfg.write_text(json.dumps({"spec": spec}))
+    argv = [str(ctx.py["guidellm"]), "-m", "guidellm", "run", "-c", str(cfg), "--disable-console-interactive"]
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env["GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL"] = "WARNING"
-    rc, cpu, wall = _run(argv, env, work, work / "guidellm.log")
+    rc, cpu, wall = _run(argv, env, work, work / "guidellm.log", ctx.tool_timeout)
     res = Result("guidellm", cpu_tree_s=cpu, wall_s=wall)
-    files = sorted(out.rglob("*.json"))
-    if not files:
+    if not out.exists():
         res.note = f"failed ({rc}): {_tail(work / 'guidellm.log')}"
         return res
-    report = json.loads(files[0].read_text())
-    bench = report["benchmarks"][-1]
-    reqs = bench.get("requests", {})
-    ok = reqs.get("successful", []) if isinstance(reqs, dict) else []
-    for r in ok:
-        t = r.get("info", {}).get("timings", r.get("timings", {})) or {}
-        start = t.get("request_start") or r.get("request_start_time") or r.get("start_time")
-        end = t.get("request_end") or r.get("request_end_time") or r.get("end_time")
-        first = t.get("first_token_iteration") or t.get("first_iteration") or r.get("first_token_time")
-        toks = r.get("output_tokens") or (r.get("output_metrics") or {}).get("text_tokens") or 0
-        ttft_ms = r.get("time_to_first_token_ms")
-        lat = r.get("request_latency")
-        if start is None or (end is None and lat is None):
+    bench = json.loads(out.read_text())["benchmarks"][-1]
+    for r in bench["requests"].get("successful") or []:
+        t = r["info"]["timings"]
+        start, first, end = t.get("request_start"), t.get("first_token_iteration"), t.get("request_end")
+        if start is None or first is None or end is None:
             continue
-        e2e = lat if lat is not None else end - start
-        ttft = ttft_ms / 1000 if ttft_ms is not None else (first - start if first else None)
-        if ttft is None:
-            continue
-        res.recs.append(Rec(start, ttft, e2e, int(toks)))
+        toks = (r.get("output_metrics") or {}).get("text_tokens") or 0
+        res.recs.append(Rec(start, first - start, end - start, int(toks)))
     m = bench.get("metrics", {})
 
-    def med(name: str) -> float | None:
+    def stat(name: str, key: str) -> float | None:
         x = (m.get(name) or {}).get("successful") or {}
-        return x.get("median")
+        v = x.get(key)
+        return float(v) if isinstance(v, int | float) else None
 
-    def mean(name: str) -> float | None:
-        x = (m.get(name) or {}).get("successful") or {}
-        return x.get("mean")
-
-    lat = med("request_latency")
+    lat = stat("request_latency", "median")
     res.headline = {
-        "ttft_ms": med("time_to_first_token_ms"),
+        "ttft_ms": stat("time_to_first_token_ms", "median"),
         "e2e_ms": lat * 1000 if lat is not None else None,
-        "agg": mean("output_tokens_per_second"),
+        "agg": stat("output_tokens_per_second", "mean"),
     }
     return res
 
@@ -385,7 +384,7 @@ def run_sglang(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
         str(ctx.py["sglang"]),
         str(HERE / "sglang_client.py"),
         "--sglang-src",
-        str(ctx.cache / "sglang-src"),
+        str(ctx.sglang_src),
     ]
     argv += ["--", "--backend", "sglang-oai", "--base-url", base, "--model", "exact"]
     argv += ["--tokenizer", str(ctx.tok_dir), "--dataset-name", "random-ids", "--random-input-len", "8"]
@@ -401,7 +400,7 @@ def run_sglang(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    rc, cpu, wall = _run(argv, env, work, work / "sglang.log")
+    rc, cpu, wall = _run(argv, env, work, work / "sglang.log", ctx.tool_timeout)
     res = Result("sglang", cpu_tree_s=cpu, wall_s=wall)
     if not out.exists() or not cpu_file.exists():
         res.note = f"failed ({rc}): {_tail(work / 'sglang.log')}"
@@ -435,6 +434,8 @@ class Ctx:
     py: dict[str, Path]
     ours_python: str = sys.executable
     ours_workers: str | None = None
+    sglang_src: Path = Path()
+    tool_timeout: float = TOOL_TIMEOUT
 
 
 # --- scoring and the table ------------------------------------------------------------------------------
@@ -486,7 +487,7 @@ def table(sc: Scenario, scores: dict[str, list[Score]], notes: dict[str, str]) -
         ss = scores.get(tool) or []
         if not ss:
             if tool in notes:
-                rows.append([tool, "0", *["-"] * 8, notes[tool][:60]])
+                rows.append([tool, "0", *["-"] * 9])
             continue
 
         def med(f: Callable[[Score], float | None], ss: list[Score] = ss) -> float | None:
@@ -534,6 +535,14 @@ def main() -> None:
     )
     ap.add_argument("--wheels", type=Path, help="install the tools from these wheels (no index)")
     ap.add_argument("--system-site", action="store_true", help="venvs see the system's packages")
+    ap.add_argument(
+        "--system-python",
+        action="store_true",
+        help="no environments: every tool runs on this python (its packages already on PYTHONPATH)",
+    )
+    ap.add_argument("--sglang-src", type=Path, help="bench_serving's source (default: under --cache)")
+    ap.add_argument("--tool-timeout", type=float, default=TOOL_TIMEOUT, help="seconds one tool run may take")
+    ap.add_argument("--deadline", type=float, help="start no tool run after this many seconds")
     ap.add_argument("--setup-only", action="store_true")
     ap.add_argument("--ours-workers", help="pass --workers to ours (default: its own choice)")
     ap.add_argument("--out", type=Path, help="also write the tables (markdown) here")
@@ -548,7 +557,7 @@ def main() -> None:
         for s in want:
             if s not in names:
                 raise SystemExit(f"--scenarios: unknown {s!r} (one of {', '.join(names)})")
-        scenarios = [s for s in SCENARIOS if s.name in want]
+        scenarios = [next(s for s in SCENARIOS if s.name == w) for w in want]  # in the order given
     else:
         scenarios = [s for s in SCENARIOS if a.many_core or not s.many_core]
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -556,6 +565,9 @@ def main() -> None:
     setup_lines = []
     for t in tools:
         if t == "ours":
+            continue
+        if a.system_python:
+            py[t] = Path(sys.executable)
             continue
         py[t], took = ensure_env(t, a.cache, a.wheels, a.system_site)
         stamp = json.loads((a.cache / t / ".peers-ok").read_text())
@@ -570,7 +582,15 @@ def main() -> None:
     tok_dir = a.cache / "tokenizer-words"
     if py and not (tok_dir / "tokenizer.json").exists():
         make_tokenizer(next(iter(py.values())), tok_dir)
-    ctx = Ctx(a.cache, tok_dir, py, ours_workers=a.ours_workers)
+    ctx = Ctx(
+        a.cache,
+        tok_dir,
+        py,
+        ours_workers=a.ours_workers,
+        sglang_src=a.sglang_src or a.cache / "sglang-src",
+        tool_timeout=a.tool_timeout,
+    )
+    t_start = time.monotonic()
     cores = len(os.sched_getaffinity(0))
     lines = [
         f"{cores} usable cores; load average at start {os.getloadavg()[0]:.1f}; {a.rounds} round(s); "
@@ -587,6 +607,9 @@ def main() -> None:
             for rnd in range(a.rounds):
                 order = tools if rnd % 2 == 0 else list(reversed(tools))
                 for tool in order:
+                    if a.deadline is not None and time.monotonic() - t_start > a.deadline:
+                        notes.setdefault(tool, f"not run: past --deadline {a.deadline:g} s")
+                        continue
                     work = Path(d) / f"{tool}-{rnd}"
                     work.mkdir()
                     srv.reset()
