@@ -327,7 +327,7 @@ def run_guidellm(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
     # tokenizer cannot encode, so the prompts are given: 8 words, max_tokens = the scenario's tokens
     rows = [{"prompt": prompt, "prompt_tokens_count": 8, "output_tokens_count": sc.tokens}] * sc.n
     profile: dict[str, Any] = (
-        {"kind": "poisson", "rate": [sc.poisson], "random_seed": 1}
+        {"kind": "poisson", "rate": [sc.poisson]}
         if sc.poisson
         else {"kind": "concurrent", "streams": [sc.conc]}
     )
@@ -587,7 +587,7 @@ def main() -> None:
         tok_dir,
         py,
         ours_workers=a.ours_workers,
-        sglang_src=a.sglang_src or a.cache / "sglang-src",
+        sglang_src=(a.sglang_src or a.cache / "sglang-src").resolve(),  # the tool runs in its own folder
         tool_timeout=a.tool_timeout,
     )
     t_start = time.monotonic()
