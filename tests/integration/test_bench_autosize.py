@@ -95,3 +95,18 @@ async def test_a_run_and_a_load_run_record_how_many_processes_and_why() -> None:
             "auto: 2 streams × "
         )
         assert all(r.ok for r in load.results)
+
+
+async def test_streams_are_counted_open_while_read_and_closed_after() -> None:
+    """The deferred scoring (client.FINALIZE_DEFER_S) waits only while other streams are open: the count
+    of open streams goes back to zero, failures included."""
+    from ddtree_tui.bench import client
+
+    cfg = SimConfig(algorithm="baseline", decode_rate=400)
+    prompts = [Prompt(id=f"p{i}", text=f"q {i}") for i in range(3)]
+    async with SimServer(cfg, log=lambda s: None) as sim:
+        req = BenchRequest(prompts=prompts, warmup=0, concurrency=3, max_new_tokens=12, workers=1)
+        run = await run_bench(req, [_target(sim.base_url)])
+    bad = await run_bench(req, [_target("http://127.0.0.1:9")])
+    assert all(r.ok for r in run.results) and not any(r.ok for r in bad.results)
+    assert client._streams.open == 0
