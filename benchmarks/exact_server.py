@@ -15,6 +15,12 @@ process of the machine, so a client on the same machine compares them with its o
 `--incremental` streams deltas. meta_info carries completion_tokens (running), finish_reason, e2e_latency
 (the true one) and, above 1 token a chunk, spec_verify_ct (= chunks), like a speculative-decoding server.
 
+`POST /v1/completions` with `"stream": true` (what AIPerf, GuideLLM, SGLang's bench_serving and ours all
+speak; benchmarks/peers.py) streams the same schedule as OpenAI text_completion chunks of incremental text
+(`max_tokens` words "w0 w1 …"), the last with finish_reason "length", then a usage chunk when
+`stream_options.include_usage` asks for it, and `data: [DONE]`, all in the last chunk's write. The truth is
+in GET /stats as for /generate (OpenAI chunks have no room for it).
+
 A raw asyncio protocol (no framework) and precomputed chunk bytes keep the server's cost per chunk small;
 it still shares the machine's cores with the client, which is why it reports its own lateness.
 
@@ -131,6 +137,50 @@ def _chunks(
     return tuple(out), last
 
 
+@lru_cache(maxsize=64)
+def _oai_chunks(
+    cfg_key: tuple[float, int, float, bool], n: int, prompt_tokens: int, usage: bool
+) -> tuple[tuple[bytes, ...], bytes]:
+    """/v1/completions: the framed chunks of a request of n tokens but the last, and the last write (the
+    last chunk, the usage chunk when asked for, [DONE] and the end of the chunked body)."""
+    cfg = Config(*cfg_key)
+    k = cfg.tokens_per_chunk
+    nch = cfg.chunks(n)
+    out = []
+    last = b""
+    for i in range(nch):
+        lo, hi = i * k, min(n, (i + 1) * k)
+        piece = "".join(f"w{j} " for j in range(lo, hi))
+        fin = "length" if i == nch - 1 else None
+        obj = {
+            "id": "cmpl-exact",
+            "object": "text_completion",
+            "created": 0,
+            "model": "exact",
+            "choices": [{"index": 0, "text": piece, "logprobs": None, "finish_reason": fin}],
+        }
+        b = _frame(json.dumps(obj, separators=(",", ":")).encode())
+        if i < nch - 1:
+            out.append(b)
+        else:
+            last = b
+    if usage:
+        u = {
+            "id": "cmpl-exact",
+            "object": "text_completion",
+            "created": 0,
+            "model": "exact",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": n,
+                "total_tokens": prompt_tokens + n,
+            },
+        }
+        last += _frame(json.dumps(u, separators=(",", ":")).encode())
+    return tuple(out), last + _frame(b"[DONE]") + b"0\r\n\r\n"
+
+
 _SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
     b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -231,6 +281,30 @@ class ExactProtocol(asyncio.Protocol):
             # one timer at a time per stream (each send arms the next): an arrival costs O(1), so a burst of
             # requests is stamped on arrival without waiting for thousands of timers to be armed
             loop.call_at(t0, self._send, chunks, 0, t0, c.interval, last, times)
+        elif path == "/v1/completions" and method == "POST":
+            try:
+                req = json.loads(body)
+                n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+                prompt = req.get("prompt") or ""
+                if isinstance(prompt, list):
+                    prompt = " ".join(str(x) for x in prompt)
+                usage = bool((req.get("stream_options") or {}).get("include_usage"))
+                if not req.get("stream"):
+                    raise ValueError("stream only")
+            except (ValueError, TypeError, AttributeError):
+                self.transport.write(
+                    _json_response({"error": {"message": "bad body (streaming only)"}}, "400 Bad Request")
+                )
+                return
+            self.stats.requests += 1
+            c = self.cfg
+            ochunks, olast = _oai_chunks(
+                (c.rate, c.tokens_per_chunk, c.ttft, c.incremental), n, len(str(prompt).split()), usage
+            )
+            self.transport.write(_SSE_HEAD)
+            t0 = t + c.ttft
+            otimes = {"t_arrival": t, "tokens": float(n)}
+            asyncio.get_running_loop().call_at(t0, self._send, ochunks, 0, t0, c.interval, olast, otimes)
         else:
             self.transport.write(_json_response({"error": {"message": "not found"}}, "404 Not Found"))
 
@@ -240,7 +314,7 @@ class ExactProtocol(asyncio.Protocol):
         i: int,
         t0: float,
         interval: float,
-        last: dict[str, Any],
+        last: dict[str, Any] | bytes,
         times: dict[str, float],
     ) -> None:
         if self.closed or self.transport is None:
@@ -257,13 +331,18 @@ class ExactProtocol(asyncio.Protocol):
             due + interval, self._send, chunks, i + 1, t0, interval, last, times
         )
 
-    def _send_last(self, obj: dict[str, Any], due: float, times: dict[str, float]) -> None:
+    def _send_last(self, obj: dict[str, Any] | bytes, due: float, times: dict[str, float]) -> None:
         """The last chunk, with the truth: monotonic times of arrival, first and last send (one clock for
-        every process of this machine), and e2e_latency = last send − arrival."""
+        every process of this machine), and e2e_latency = last send − arrival (an OpenAI stream's last
+        write is framed already: its truth is only in /stats)."""
         assert self.transport is not None
         now = time.monotonic()
         self.stats.add(max(0.0, now - due))
         t_first = times.setdefault("t_first", now)
+        if isinstance(obj, bytes):
+            self.stats.done.append((times["t_arrival"], t_first, now, int(times["tokens"])))
+            self.transport.write(obj)
+            return
         meta = dict(obj["meta_info"])
         self.stats.done.append((times["t_arrival"], t_first, now, int(meta["completion_tokens"])))
         meta.update(

@@ -11,8 +11,9 @@ The tokenizer is built here, offline, with the `tokenizers` package: a word-leve
 benchmarks/exact_server.py streams), saved as a PreTrainedTokenizerFast directory.
 
 It also measures the client's CPU time while it streams: from `benchmark()`'s start to `calculate_metrics()`'s
-(which re-tokenizes outputs afterwards: not streaming cost) and writes it, with the wall time, to the file
-named by the environment variable SGLANG_CLIENT_CPU_FILE.
+(which re-tokenizes outputs afterwards: not streaming cost) and writes it, with the wall time and each
+counted request's own record (start, TTFT, latency, output length: its per-request export, which the
+`--output-details` file lacks the start and latency of), to the file named by SGLANG_CLIENT_CPU_FILE.
 
 Usage (from benchmarks/bench_client.py):
   SG_PYTHON benchmarks/sglang_client.py --sglang-src DIR --make-tokenizer DIR
@@ -107,9 +108,24 @@ def run(src: Path, argv: list[str]) -> None:
         marks["cpu0"], marks["t0"] = time.process_time(), time.monotonic()
         return await orig_benchmark(*a, **kw)
 
+    per_request: list[dict[str, object]] = []
+
     def calculate_metrics(*a: object, **kw: object) -> object:
         marks.setdefault("cpu1", time.process_time())
         marks.setdefault("t1", time.monotonic())
+        outputs = kw.get("outputs", a[1] if len(a) > 1 else [])
+        if not per_request:  # the counted requests (the warm-up's never reach calculate_metrics)
+            for o in outputs:  # type: ignore[attr-defined]
+                per_request.append(
+                    {
+                        "ok": bool(o.success),
+                        "start": o.start_time,  # time.perf_counter() (one clock within the process)
+                        "ttft": o.ttft,
+                        "latency": o.latency,
+                        "output_len": o.output_len,
+                        "chunk_gaps": len(o.itl),
+                    }
+                )
         return orig_metrics(*a, **kw)
 
     serving.benchmark = benchmark
@@ -118,7 +134,13 @@ def run(src: Path, argv: list[str]) -> None:
     serving.cli_main()
     if cpu_file and "cpu1" in marks:
         Path(cpu_file).write_text(
-            json.dumps({"cpu_s": marks["cpu1"] - marks["cpu0"], "wall_s": marks["t1"] - marks["t0"]})
+            json.dumps(
+                {
+                    "cpu_s": marks["cpu1"] - marks["cpu0"],
+                    "wall_s": marks["t1"] - marks["t0"],
+                    "requests": per_request,
+                }
+            )
         )
 
 

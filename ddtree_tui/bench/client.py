@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -43,6 +44,20 @@ INFO_MAX_BYTES = 4 * 1024 * 1024  # a /server_info or /v1/models body (SGLang's 
 SPEC_SLACK = 64
 MAX_ACCEPT_LENGTH = 1024.0  # tokens per verify pass: no draft (chain or tree path) is this long
 MAX_PROMPT_TOKENS = 100_000_000  # prompt / cached tokens: above any model's context
+
+
+# a finished request is scored this much later while other streams of this process are open (measure_request);
+# DDTREE_BENCH_DEFER_MS=0 scores at once (for a side-by-side measurement)
+FINALIZE_DEFER_S = float(os.environ.get("DDTREE_BENCH_DEFER_MS", "5")) / 1000.0
+
+
+class _Streams:
+    """Streams of this process being read now (one event loop per process)."""
+
+    open = 0
+
+
+_streams = _Streams()
 
 
 class MeasureOpts(TypedDict):
@@ -357,6 +372,7 @@ async def measure_request(
     t_send = time.monotonic()
     acc = _Acc(t_send, sp.max_new_tokens)
     last_cb = 0.0
+    _streams.open += 1
     try:
         async with asyncio.timeout(timeout):
             async with await client.post(url, payload, target.headers or None) as resp:
@@ -401,6 +417,13 @@ async def measure_request(
         acc.errors.append(f"connection: {short(str(e))}")
     except OSError as e:
         acc.errors.append(f"connection: {e}")
+    finally:
+        _streams.open -= 1
+    if _streams.open > 0 and FINALIZE_DEFER_S > 0:
+        # every time is stamped already; scoring a request costs about a millisecond (ITL quantiles, the
+        # result), and streams that end together (a closed loop of equal lengths) would each have their
+        # last read stamped that much later per stream scored before them: the others' reads go first
+        await asyncio.sleep(FINALIZE_DEFER_S)
     end_of_stream(acc, sp.api, time.monotonic())
     if on_text is not None:
         on_text(acc.acc_text)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -65,7 +66,7 @@ from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.saturation import DEFAULT_ALPHA, DEFAULT_WINDOW, level_test
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.windows import SaturationTest
-from ddtree_tui.bench.worker import Worker
+from ddtree_tui.bench.worker import AUTO, Worker, plan_workers, quiet_gc, stream_chunk_rate
 from ddtree_tui.bench.workloads import arrivals, cancel
 from ddtree_tui.bench.workloads.base import WorkloadError
 from ddtree_tui.bench.workloads.record import (
@@ -304,6 +305,29 @@ class LoadRunner:
         for i in range(0, len(coros), max(1, width)):
             await asyncio.gather(*coros[i : i + max(1, width)])
 
+    async def _auto_workers(
+        self, client: StreamClient, level: float, width: int, warm: list[RequestResult]
+    ) -> None:
+        """--workers auto: this level's planned chunk rate (streams in flight × a warm-up stream's chunks/s;
+        open loop: in flight = rate × a warm-up request's e2e) decides how many worker processes; more are
+        started (never fewer: a ladder climbs) and warmed with one more warm-up of their own."""
+        r = self.runner
+        in_flight = float(width)
+        if not self.load.closed_loop:
+            e2es = [x.e2e_s for x in warm if x.ok and x.e2e_s]
+            in_flight = min(MAX_IN_FLIGHT, level * statistics.median(e2es)) if e2es else 0.0
+        n, why = plan_workers(AUTO, in_flight, stream_chunk_rate(warm))
+        if n <= max(1, len(r.workers)):
+            if not r.workers:
+                r.workers_reason = why
+            return
+        r.workers_reason = why
+        new = [Worker(i) for i in range(len(r.workers), n)]
+        await asyncio.gather(*(w.start() for w in new))
+        r.workers.extend(new)
+        for t in r.targets:
+            await self._warmup(client, t, width)
+
     async def _level(self, client: StreamClient, idx: int, level: float) -> LevelResult:
         r = self.runner
         label = self.load.label(level)
@@ -314,8 +338,11 @@ class LoadRunner:
         started = datetime.now(UTC)
         t_level = time.monotonic()
         width = int(level) if self.load.closed_loop else max(1, int(level))
+        n_warm = len(r.warmup_results)
         for t in r.targets:
             await self._warmup(client, t, width)
+        if self.req.workers == AUTO and self._cancel is None:  # a cancel closes requests on this loop only
+            await self._auto_workers(client, level, width, r.warmup_results[n_warm:])
         busy: dict[str, float] = {}
         self._flights = {t.ref: _Flight() for t in r.targets}
         seg_thr: dict[str, list[float]] = {}
@@ -431,21 +458,28 @@ class LoadRunner:
     async def run(self) -> LoadRun:
         r = self.runner
         try:
+            if self.req.workers >= 1:
+                r.workers_reason = plan_workers(self.req.workers, 0, None)[1]
             if self.req.workers > 1:
                 r.workers = [Worker(i) for i in range(self.req.workers)]
                 await asyncio.gather(*(w.start() for w in r.workers))
-            async with StreamClient() as client:
-                await r.prepare(client)
-                for idx, level in enumerate(self.load.levels):
-                    if idx and self._recheck is not None and (why := await self._recheck()) is not None:
-                        self.stopped = why  # no figure of this level under a name it may not have
-                        break
-                    res = await self._level(client, idx, level)
-                    if res.saturated and self.settings.stop_on_saturation and idx < len(self.load.levels) - 1:
-                        self.stopped = f"saturated at {res.label}: " + "; ".join(
-                            f"{s.service}: {s.saturation}" for s in res.services
-                        )
-                        break
+            with quiet_gc():  # what exists before the ladder is frozen out of the collector (worker.py)
+                async with StreamClient() as client:
+                    await r.prepare(client)
+                    for idx, level in enumerate(self.load.levels):
+                        if idx and self._recheck is not None and (why := await self._recheck()) is not None:
+                            self.stopped = why  # no figure of this level under a name it may not have
+                            break
+                        res = await self._level(client, idx, level)
+                        if (
+                            res.saturated
+                            and self.settings.stop_on_saturation
+                            and idx < len(self.load.levels) - 1
+                        ):
+                            self.stopped = f"saturated at {res.label}: " + "; ".join(
+                                f"{s.service}: {s.saturation}" for s in res.services
+                            )
+                            break
         finally:
             await asyncio.gather(*(w.close() for w in r.workers), return_exceptions=True)
         return self.build("complete")
@@ -486,6 +520,8 @@ class LoadRunner:
             results=sorted(r.results, key=lambda x: x.seq),
             workload=self._workload_record(),
             saturation_tests=list(self.saturation_tests),
+            client_workers=max(1, len(r.workers)),
+            client_workers_reason=r.workers_reason,
         )
 
     # --- workloads (issue 26): schedules, trace replay, max concurrency, cancellation ---------------------------

@@ -93,7 +93,11 @@ class BenchRequest(BaseModel):
     baseline: str | None = None
     tokens_event_interval: float = Field(default=0.1, ge=0, description="min seconds between token events")
     workers: int = Field(
-        default=1, ge=1, le=64, description="client processes; >1 spreads the requests over child processes"
+        default=0,
+        ge=0,
+        le=64,
+        description="client processes; >1 spreads the requests over child processes; 0 = auto: one per "
+        "few thousand chunks/s planned (bench/worker.py plan_workers)",
     )
     force: bool = Field(
         default=False,
@@ -342,6 +346,7 @@ class ClientStats(BaseModel):
     (a process's loop is what falls behind), cpu_s is their sum."""
 
     workers: int = 1
+    workers_reason: str | None = None  # why that many: "--workers N", or auto's sum (bench/worker.py)
     wall_s: float = 0.0  # the measured phase (warm-up excluded)
     cpu_s: float = 0.0  # client CPU time in that phase, all processes
     cpu_core_max: float = 0.0  # the busiest process: its CPU time / wall time (1.0 = a whole core)

@@ -78,6 +78,9 @@ class LoadRun(ShapeRunHead):
     server_metrics: list[ServerMetrics] = Field(default_factory=list)
     cache_flushes: list[CacheFlush] = Field(default_factory=list)
     saturation_tests: list[SaturationTest] = Field(default_factory=list)  # per level × service
+    # issue 26: the client processes that read the streams, and why that many (bench/worker.py plan_workers)
+    client_workers: int = 1
+    client_workers_reason: str | None = None
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was

@@ -50,7 +50,14 @@ from ddtree_tui.bench.models import (
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.bench.worker import Worker, WorkerError
+from ddtree_tui.bench.worker import (
+    AUTO,
+    Worker,
+    WorkerError,
+    plan_workers,
+    quiet_gc,
+    stream_chunk_rate,
+)
 
 R = TypeVar("R")
 
@@ -157,6 +164,8 @@ class BenchRunner:
         self.spans: dict[str, list[tuple[float, float]]] = {}  # per service: (send, end) of each request
         self.monitor = LoopMonitor()
         self.workers: list[Worker] = []
+        self.workers_reason: str | None = None  # how many client processes, and why (plan_workers)
+        self._warm_seq = -1  # warm-ups' dispatch slots count down
         self._rr = itertools.count()
         self.client_stats: ClientStats | None = None
 
@@ -279,35 +288,51 @@ class BenchRunner:
                 targets=self.targets,
                 prompts=[p.id for p in self.prompts],
                 concurrency=self.req.concurrency,
-                workers=self.req.workers,
+                workers=max(1, self.req.workers),
                 prompts_cycled=self.prompts_cycled,
             )
         )
         try:
+            if self.req.workers >= 1:
+                self.workers_reason = plan_workers(self.req.workers, 0, None)[1]
             if self.req.workers > 1:
-                self.workers = [Worker(i) for i in range(self.req.workers)]
-                await asyncio.gather(*(w.start() for w in self.workers))
+                await self._start_workers(self.req.workers)
             async with StreamClient() as client:
                 await self.prepare(client)
-                seq = -1
                 # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
                 # connection pools (one a worker) are as warm as they will be while measuring
                 width = self.per_batch if self.req.concurrency > 1 else 1
-                for t in self.targets:
-                    for i in range(self.req.warmup):
-                        warm = []
-                        for j in range(width):
-                            p = self.prompts[(i * width + j) % len(self.prompts)]
-                            warm.append(self._one(client, t, p, i, seq, True))
-                            seq -= 1
-                        await asyncio.gather(*warm)
-                await self._monitor_start()
-                for batch in self.batches:
-                    await self._batch(client, batch)
-                await self._monitor_stop()
+                await self._warm(client, width, self.req.warmup)
+                if self.req.workers == AUTO:
+                    # --workers auto: the warm-up's chunk rate × the streams in flight decides; new worker
+                    # processes get one more warm-up round of their own (their pools start cold)
+                    n, self.workers_reason = plan_workers(AUTO, width, stream_chunk_rate(self.warmup_results))
+                    if n > 1:
+                        await self._start_workers(n)
+                        await self._warm(client, width, 1)
+                with quiet_gc():
+                    await self._monitor_start()
+                    for batch in self.batches:
+                        await self._batch(client, batch)
+                    await self._monitor_stop()
         finally:
             await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
         return self.build("complete")
+
+    async def _start_workers(self, n: int) -> None:
+        self.workers = [Worker(i) for i in range(n)]
+        await asyncio.gather(*(w.start() for w in self.workers))
+
+    async def _warm(self, client: StreamClient, width: int, rounds: int) -> None:
+        """`rounds` uncounted batches of `width` requests on each target."""
+        for t in self.targets:
+            for i in range(rounds):
+                warm = []
+                for j in range(width):
+                    p = self.prompts[(i * width + j) % len(self.prompts)]
+                    warm.append(self._one(client, t, p, i, self._warm_seq, True))
+                    self._warm_seq -= 1
+                await asyncio.gather(*warm)
 
     async def prepare(self, client: StreamClient) -> None:
         """Before the first request: OpenAI model names and each service's /server_info."""
@@ -339,7 +364,8 @@ class BenchRunner:
         wall = time.monotonic() - getattr(self, "_t_measure", self._t0)
         if not self.client_stats and self.monitor.running:
             wall = self.monitor.wall_s or wall
-        return verdict(samples, tokens, wall, workers=max(1, len(self.workers)))
+        stats = verdict(samples, tokens, wall, workers=max(1, len(self.workers)))
+        return stats.model_copy(update={"workers_reason": self.workers_reason})
 
     def build(self, status: str) -> BenchRun:
         """The run as measured so far (the whole run when complete)."""

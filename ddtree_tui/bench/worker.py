@@ -9,15 +9,30 @@ crosses a process. What does cross is when a request was sent and ended (for the
 the service's busy time): those are `time.monotonic()`, which on Linux is CLOCK_MONOTONIC, one system-wide
 clock that every process of the machine reads alike, so the runner merges the workers' stamps with its own
 as they are, without an offset. (Unix times, `started_at`, are for people, never for arithmetic.)
+
+How many (`plan_workers`, `--workers auto`, the default): one process reads chunks until its loop falls
+behind, and what it costs is per chunk, so the client plans the chunk rate it will read (streams in flight ×
+the chunks/s one stream brought in the warm-up) and gives every PER_WORKER_CHUNKS_S of it a process, never
+more than the cores it may run on (os.sched_getaffinity) or the streams in flight. `--workers N` overrides.
+The run records how many and why (ClientStats.workers_reason).
+
+Inside each process (`quiet_gc`, `new_loop`): the objects made before the run are frozen out of the garbage
+collector and its first generation is collected less often, so a full collection over a run's results
+does not stall the loop while chunks arrive; a worker runs on uvloop where it is installed. Each can be
+turned off for a side-by-side measurement (DDTREE_BENCH_GC=default, DDTREE_BENCH_LOOP=asyncio).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import math
+import os
+import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Unpack
 
 import orjson
@@ -29,6 +44,86 @@ from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import StreamClient
 
 STREAM_LIMIT = 16 * 1024 * 1024
+# chunks/s one process reads before its readings drift: on a 16-core host one process was 3.4 % off at
+# 16k chunks/s (c=64 × 250 chunks/s) and 1.25 % with 4 processes of 4k each (benchmarks/peers.py, issue 26)
+PER_WORKER_CHUNKS_S = 4000.0
+MAX_WORKERS = 64
+AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
+
+
+GC_GEN0 = 50_000  # allocations between young collections while measuring (Python's default: 2000)
+
+
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[None]:
+    """While measuring: what exists now is frozen out of the collector and young collections are rarer
+    (cycles are still collected); restored after."""
+    if os.environ.get("DDTREE_BENCH_GC") == "default":
+        yield
+        return
+    old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(max(old[0], GC_GEN0), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A worker's event loop: uvloop's where installed (cheaper per socket read), else asyncio's."""
+    if os.environ.get("DDTREE_BENCH_LOOP") != "asyncio":
+        try:
+            import uvloop  # type: ignore[import-not-found,unused-ignore]
+
+            return uvloop.new_event_loop()  # type: ignore[no-any-return,unused-ignore]
+        except ImportError:
+            pass
+    return asyncio.new_event_loop()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, e.g. a container's cpuset), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def stream_chunk_rate(results: Iterable[RequestResult]) -> float | None:
+    """Chunks per second one stream brought (median over successful requests: chunks after the first /
+    time after the first chunk); None without a streamed request to tell."""
+    rates = [
+        (r.chunks - 1) / (r.e2e_s - r.ttft_s)
+        for r in results
+        if r.ok and r.chunks > 1 and r.e2e_s is not None and r.ttft_s is not None and r.e2e_s > r.ttft_s
+    ]
+    return statistics.median(rates) if rates else None
+
+
+def plan_workers(
+    requested: int, in_flight: float, chunk_rate: float | None, cores: int | None = None
+) -> tuple[int, str]:
+    """How many client processes, and why in words: `requested` when given (>= 1), else one per
+    PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate), at most the usable cores and
+    the streams in flight. 1 means this process alone (no worker processes)."""
+    if requested >= 1:
+        return requested, f"--workers {requested}"
+    cores = cores or usable_cores()
+    if chunk_rate is None or in_flight <= 0:
+        return 1, "auto: one process (no warm-up stream to measure the chunk rate by)"
+    planned = in_flight * chunk_rate
+    need = math.ceil(planned / PER_WORKER_CHUNKS_S)
+    n = max(1, min(need, cores, math.ceil(in_flight), MAX_WORKERS))
+    why = (
+        f"auto: {in_flight:g} streams × {chunk_rate:.0f} chunks/s = {planned:.0f} chunks/s planned, one "
+        f"process per {PER_WORKER_CHUNKS_S:.0f}"
+    )
+    if n < need:
+        why += f" (wanted {need}; {cores} usable cores)" if n == cores else f" (wanted {need})"
+    return n, why
 
 
 class WorkerError(RuntimeError):
@@ -245,8 +340,8 @@ async def _worker_main() -> None:
 
 
 def main() -> None:
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_worker_main())
+    with contextlib.suppress(KeyboardInterrupt), quiet_gc(), asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(_worker_main())
 
 
 if __name__ == "__main__":

@@ -145,6 +145,16 @@ def hoist_globals(argv: Sequence[str]) -> list[str]:
     return front + rest
 
 
+def _workers_arg(v: str) -> int | str:
+    """--workers: "auto" or a whole number (checked against its bound by the bench handler)."""
+    if v.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r}: a number of processes or auto") from None
+
+
 def _version() -> str:
     from ddtree_tui import __version__
 
@@ -221,7 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="windows appended as JSON lines (default: --json FILE.windows.jsonl)",
     )
     b.add_argument(
-        "--workers", type=int, default=1, metavar="N", help="client processes (when one loop cannot keep up)"
+        "--workers",
+        type=_workers_arg,
+        default="auto",
+        metavar="N|auto",
+        help="client processes (default auto: one per few thousand chunks/s the warm-up plans, up to the cores)",
     )
     b.add_argument(
         "--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, metavar="N", help="tokens per answer"

@@ -245,7 +245,7 @@ class BenchArgs(CliArgs):
     soak: bool = False
     window: str | None = None
     soak_log: str | None = None
-    workers: int = 1
+    workers: int | Literal["auto"] = "auto"  # issue 26: auto sizes the client's processes (bench/worker.py)
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0
     api: Api = "generate"

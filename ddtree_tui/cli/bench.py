@@ -120,7 +120,7 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
     LoadError for a bad value."""
     fields: dict[str, Any] = {
         "refs": list(refs), "urls": list(urls), "prompts": ns.prompts, "repeats": ns.repeats,
-        "warmup": ns.warmup, "concurrency": ns.concurrency, "workers": ns.workers,
+        "warmup": ns.warmup, "concurrency": ns.concurrency, "workers": 0 if ns.workers == "auto" else ns.workers,
         "max_new_tokens": ns.max_new_tokens, "temperature": ns.temperature,
         "ignore_eos": ns.ignore_eos, "api": ns.api, "model": ns.model,
         "baseline": ns.baseline, "force": ns.force,
@@ -185,7 +185,7 @@ def _workload_fields(ns: BenchArgs) -> dict[str, Any]:
             out["cancel"] = parse_cancel(ns.cancel).text
         except WorkloadError as e:
             raise LoadError(str(e)) from None
-        if ns.workers > 1:
+        if ns.workers != "auto" and ns.workers > 1:
             raise LoadError("--cancel closes requests on the client's own loop: leave out --workers")
         if ns.soak or ns.sessions is not None:
             raise LoadError("--cancel is for --load and --trace runs")
@@ -514,7 +514,7 @@ def cli_main(ns: BenchArgs) -> int:
         ("warmup", ns.warmup, 0),
         ("concurrency", ns.concurrency, 1),
         ("max_new_tokens", ns.max_new_tokens, 1),
-        ("workers", ns.workers, 1),
+        ("workers", 1 if ns.workers == "auto" else ns.workers, 1),
     ):
         if value < low:
             _err(f"--{name.replace('_', '-')} must be at least {low}")

@@ -1,0 +1,112 @@
+"""The client sizes its own worker processes (issue 26): `--workers auto` plans the chunk rate from the
+warm-up (streams in flight × one stream's chunks/s), one process per PER_WORKER_CHUNKS_S, at most the usable
+cores and the streams in flight; `--workers N` overrides; the run's JSON says how many and why."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+
+import pytest
+
+from ddtree_tui.bench import BenchRequest, BenchTarget
+from ddtree_tui.bench.load import LoadSpec
+from ddtree_tui.bench.loadrun import LoadSettings, run_load
+from ddtree_tui.bench.models import RequestResult
+from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.runner import run_bench
+from ddtree_tui.bench.worker import (
+    PER_WORKER_CHUNKS_S,
+    plan_workers,
+    quiet_gc,
+    stream_chunk_rate,
+    usable_cores,
+)
+from ddtree_tui.cli import _workers_arg
+from ddtree_tui.sim.config import SimConfig
+from ddtree_tui.sim.server import SimServer
+
+
+def test_the_plan_gives_a_process_to_each_share_of_the_chunk_rate_up_to_the_cores() -> None:
+    assert plan_workers(3, 64, 250.0, cores=16) == (3, "--workers 3")  # asked: taken as it is
+    per = PER_WORKER_CHUNKS_S
+    n, why = plan_workers(0, 64, 250.0, cores=16)
+    assert n == -(-64 * 250 // int(per)) and why.startswith(
+        "auto: 64 streams × 250 chunks/s = 16000 chunks/s"
+    )
+    n, why = plan_workers(0, 256, 250.0, cores=2)  # wants 16, has 2 cores
+    assert n == 2 and "wanted 16; 2 usable cores" in why
+    assert plan_workers(0, 1, 1e9, cores=16)[0] == 1  # never more processes than streams in flight
+    assert plan_workers(0, 4, 10.0, cores=16)[0] == 1  # a slow stream needs no second process
+    n, why = plan_workers(0, 64, None, cores=16)
+    assert n == 1 and "no warm-up stream" in why
+    assert usable_cores() >= 1
+
+
+def _res(chunks: int, ttft: float, e2e: float, ok: bool = True) -> RequestResult:
+    return RequestResult(
+        service="s", algorithm="a", mode=None, prompt_id="p", repeat=0, seq=0, started_at=0.0,
+        ok=ok, chunks=chunks, ttft_s=ttft, e2e_s=e2e,
+    )  # fmt: skip
+
+
+def test_the_chunk_rate_is_a_streams_chunks_after_the_first_over_its_time_after_the_first() -> None:
+    rs = [_res(251, 0.02, 1.02), _res(101, 0.5, 1.5), _res(300, 0.1, 0.2, ok=False), _res(1, 0.1, 0.1)]
+    assert stream_chunk_rate(rs) == pytest.approx(175.0)  # median of 250 and 100; failed and 1-chunk left out
+    assert stream_chunk_rate([]) is None
+
+
+def test_workers_is_auto_or_a_number() -> None:
+    assert _workers_arg("auto") == "auto" and _workers_arg("AUTO") == "auto" and _workers_arg("4") == 4
+    with pytest.raises(argparse.ArgumentTypeError, match="a number of processes or auto"):
+        _workers_arg("four")
+
+
+def test_quiet_gc_restores_the_collector() -> None:
+    before = gc.get_threshold()
+    with quiet_gc():
+        assert gc.get_threshold()[0] >= 50_000 and gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def _target(url: str) -> BenchTarget:
+    return BenchTarget(ref="h/sim", base_url=url, algorithm="baseline")
+
+
+@pytest.mark.slow
+async def test_a_run_and_a_load_run_record_how_many_processes_and_why() -> None:
+    cfg = SimConfig(algorithm="baseline", decode_rate=400)
+    prompts = [Prompt(id=f"p{i}", text=f"q {i}") for i in range(2)]
+    async with SimServer(cfg, log=lambda s: None) as sim:
+        req = BenchRequest(prompts=prompts, warmup=1, concurrency=2, max_new_tokens=40)  # workers: auto
+        run = await run_bench(req, [_target(sim.base_url)])
+        assert run.client is not None and run.client.workers == 1
+        assert (run.client.workers_reason or "").startswith("auto: 2 streams × ")  # 2 × ~400/s: one process
+        fixed = await run_bench(req.model_copy(update={"workers": 2}), [_target(sim.base_url)])
+        assert (
+            fixed.client is not None
+            and fixed.client.workers == 2
+            and fixed.client.workers_reason == "--workers 2"
+        )
+        load = await run_load(
+            req, [_target(sim.base_url)], LoadSpec(kind="concurrency", levels=[2]), LoadSettings(requests=2)
+        )
+        assert load.client_workers == 1 and (load.client_workers_reason or "").startswith(
+            "auto: 2 streams × "
+        )
+        assert all(r.ok for r in load.results)
+
+
+async def test_streams_are_counted_open_while_read_and_closed_after() -> None:
+    """The deferred scoring (client.FINALIZE_DEFER_S) waits only while other streams are open: the count
+    of open streams goes back to zero, failures included."""
+    from ddtree_tui.bench import client
+
+    cfg = SimConfig(algorithm="baseline", decode_rate=400)
+    prompts = [Prompt(id=f"p{i}", text=f"q {i}") for i in range(3)]
+    async with SimServer(cfg, log=lambda s: None) as sim:
+        req = BenchRequest(prompts=prompts, warmup=0, concurrency=3, max_new_tokens=12, workers=1)
+        run = await run_bench(req, [_target(sim.base_url)])
+    bad = await run_bench(req, [_target("http://127.0.0.1:9")])
+    assert all(r.ok for r in run.results) and not any(r.ok for r in bad.results)
+    assert client._streams.open == 0
