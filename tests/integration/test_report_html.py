@@ -35,6 +35,7 @@ ALL_CHARTS = {
     "chart-itl-cdf",
     "chart-accept",
     "chart-chunks",
+    "chart-accept-tok-s",  # issue 26: the demo's runs carry per-request accept lengths, drawn against tok/s
 }
 
 
