@@ -574,7 +574,12 @@ def test_probe_reply_model_is_exactly_what_the_probe_prints(fh: FakeHost) -> Non
     assert reply.packages["torch"].capabilities == [(9, 0), (9, 0)]
     held_port = next(p for p in reply.ports or [] if p.name == "held")
     assert not held_port.free and held_port.pidfile_alive and held_port.pidfile_pid == os.getpid()
-    assert reply.models[models[0]] is not None and "linear_attention" in reply.models[models[0]].layer_kinds  # type: ignore[union-attr]
+    hybrid = reply.models[models[0]]
+    assert (
+        hybrid is not None
+        and "linear_attention" in hybrid.layer_kinds
+        and reply.models[models[3]] is not None
+    )
     # a request without packages: neither packages nor loaded_libs in the reply, and none in the dump
     res = subprocess.run(
         [sys.executable, "-c", PROBE], input=json.dumps({**req, "packages": []}), capture_output=True,
