@@ -5,18 +5,18 @@ versions and import errors, CUDA runtime libraries reachable and loaded, model c
 workdir and disk. nvidia-smi gives GPUs, driver and the driver's CUDA version. Each finding says what is
 wrong and the fix. A missing python or nvidia-smi is a finding, never a crash.
 
-One module per family of checks (packages, gpu, services, host, sglang), `run.py` runs them, `render.py`
-prints; the names below are the package's public face (the UI, the CLI, Fleet and the tests use them).
+One module per family of checks (packages, gpu, services, host, sglang) over the typed facts of `facts.py`
+(the probe's reply, nvidia-smi's answers), `run.py` runs them, `render.py` prints; the names below are the package's public face (the UI, the CLI, Fleet and the tests use them).
 """
 
 from __future__ import annotations
 
+from ddtree_tui.doctor.facts import ProbeReply, SmiFacts, SmiFailed, SmiGpu, parse_reply
 from ddtree_tui.doctor.gpu import (
     DEFAULT_MEM_FRACTION,
     SMI_FIELDS,
     SMI_FIELDS_OLD,
     SMI_TIMEOUT,
-    SmiGpu,
     gpu_findings,
     parse_driver_cuda,
     parse_smi_apps,
@@ -45,6 +45,9 @@ __all__ = [
     "DoctorReport",
     "Finding",
     "FindingStatus",
+    "ProbeReply",
+    "SmiFacts",
+    "SmiFailed",
     "SmiGpu",
     "collapse_unneeded",
     "cuda_findings",
@@ -53,6 +56,7 @@ __all__ = [
     "is_hybrid",
     "launch_line_findings",
     "parse_driver_cuda",
+    "parse_reply",
     "parse_smi_apps",
     "parse_smi_gpus",
     "pkg_findings",

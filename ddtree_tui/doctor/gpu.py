@@ -7,11 +7,9 @@ The CSV is read by the telemetry's nvidia-smi parser (`telemetry/nvsmi.py`), one
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-
-from pydantic import BaseModel
 
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.doctor.facts import ProbeReply, SmiApp, SmiFacts, SmiFailed, SmiGpu
 from ddtree_tui.doctor.model import Finding, FindingStatus, fail, major_minor, needs_gpu, run_quiet, tail
 from ddtree_tui.remote.smi import cuda_from_smi
 from ddtree_tui.telemetry.nvsmi import detect_fault, is_missing, query_rows
@@ -23,16 +21,6 @@ SMI_FIELDS = "index,uuid,name,compute_cap,driver_version,memory.total,memory.use
 SMI_FIELDS_OLD = "index,uuid,name,driver_version,memory.total,memory.used"  # drivers without compute_cap
 APPS_FIELDS = "pid,process_name,used_memory,gpu_uuid"
 LOST_CELLS = ("[GPU is lost]", "[Unknown Error]")  # a row of a GPU that fell off the bus
-
-
-class SmiGpu(BaseModel):
-    index: int
-    uuid: str | None = None
-    name: str | None = None
-    compute_cap: str | None = None
-    driver_version: str | None = None
-    mem_total_mb: int | None = None
-    mem_used_mb: int | None = None
 
 
 def _val(s: str | None) -> str | None:
@@ -64,15 +52,10 @@ def parse_smi_gpus(text: str, fields: str = SMI_FIELDS) -> list[SmiGpu]:
     ]
 
 
-def parse_smi_apps(text: str) -> list[dict[str, Any]]:
+def parse_smi_apps(text: str) -> list[SmiApp]:
     """Rows of `--query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits`."""
     return [
-        {
-            "pid": int(r["pid"]),
-            "name": r["process_name"],
-            "used_mb": _int(r["used_memory"]),
-            "gpu_uuid": r["uuid"],
-        }
+        SmiApp(pid=int(r["pid"]), name=r["process_name"], used_mb=_int(r["used_memory"]), gpu_uuid=r["uuid"])
         for r in query_rows(text, APPS_FIELDS.split(","))
     ]
 
@@ -87,8 +70,8 @@ def _query(fields: str) -> list[str]:
             "--format=csv,noheader,nounits"]  # fmt: skip
 
 
-async def collect(t: Transport, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """GPUs, their processes and the driver's CUDA version; {"error": ...} when nvidia-smi cannot answer."""
+async def collect(t: Transport, env: dict[str, str] | None = None) -> SmiFacts | SmiFailed:
+    """GPUs, their processes and the driver's CUDA version; SmiFailed when nvidia-smi cannot answer."""
     fields = SMI_FIELDS
     q = await run_quiet(t, _query(fields), timeout=SMI_TIMEOUT, env=env)
     if q.exit_status not in (0, 127) and "not a valid field" in (q.stdout + q.stderr):
@@ -107,50 +90,47 @@ async def collect(t: Transport, env: dict[str, str] | None = None) -> dict[str, 
     if not q.ok and not (parse_smi_gpus(q.stdout, fields) or lost or handle_errors):
         err = tail(q.stderr or q.stdout) or f"exit status {q.exit_status}"
         missing = q.exit_status == 127 or "not found" in err or "No such file" in err
-        return {"error": err, "missing": missing}
+        return SmiFailed(error=err, missing=missing)
     head, apps = await asyncio.gather(
         run_quiet(t, ["nvidia-smi"], timeout=SMI_TIMEOUT, env=env),
         run_quiet(t, _query(APPS_FIELDS), timeout=SMI_TIMEOUT, env=env),
     )
     gpus = [g for g in parse_smi_gpus(q.stdout, fields) if g.index not in lost]
-    return {
-        "gpus": [g.model_dump() for g in gpus],
-        "lost": {str(k): v for k, v in lost.items()},
-        "handle_errors": handle_errors,
-        "driver_cuda": parse_driver_cuda(head.stdout),
-        "apps": parse_smi_apps(apps.stdout) if apps.ok else [],
-        "raw_error": None if gpus else tail(q.stdout),
-    }
+    return SmiFacts(
+        gpus=gpus,
+        lost=lost,
+        handle_errors=handle_errors,
+        driver_cuda=parse_driver_cuda(head.stdout),
+        apps=parse_smi_apps(apps.stdout) if apps.ok else [],
+        raw_error=None if gpus else tail(q.stdout),
+    )
 
 
-def _service_gpus(svc: ServiceSpec, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _service_gpus(svc: ServiceSpec, gpus: list[SmiGpu]) -> list[SmiGpu]:
     idx = svc.gpus or ([0] if gpus else [])
-    return [g for g in gpus if g["index"] in idx]
+    return [g for g in gpus if g.index in idx]
 
 
-def _our_pids(probe: dict[str, Any]) -> dict[int, str]:
-    return {
-        p["pidfile_pid"]: p["name"]
-        for p in probe.get("ports") or []
-        if p.get("pidfile_pid") and p.get("pidfile_alive")
-    }
+def _our_pids(probe: ProbeReply | None) -> dict[int, str]:
+    ports = (probe.ports if probe else None) or []
+    return {p.pidfile_pid: p.name for p in ports if p.pidfile_pid and p.pidfile_alive}
 
 
-def _smi_failed(profile: HostProfile, smi: dict[str, Any]) -> Finding:
-    if smi.get("missing"):
+def _smi_failed(profile: HostProfile, smi: SmiFailed) -> Finding:
+    if smi.missing:
         ev, fix = (
             "nvidia-smi is not installed or not on the PATH",
             "install the NVIDIA driver (nvidia-smi comes with it)",
         )
     else:
         ev, fix = (
-            f"nvidia-smi failed: {smi['error']}",
+            f"nvidia-smi failed: {smi.error}",
             "check the driver: `nvidia-smi` on the host, dmesg for Xid",
         )
     return Finding(check="nvidia-smi", status="fail" if needs_gpu(profile) else "warn", evidence=ev, fix=fix)
 
 
-def _lost_findings(profile: HostProfile, smi: dict[str, Any]) -> list[Finding]:
+def _lost_findings(profile: HostProfile, smi: SmiFacts) -> list[Finding]:
     out = [
         Finding(
             check="gpu-lost",
@@ -158,10 +138,9 @@ def _lost_findings(profile: HostProfile, smi: dict[str, Any]) -> list[Finding]:
             evidence=f"nvidia-smi: {line}",
             fix="the GPU fell off the bus: check dmesg for Xid 79, reset it (nvidia-smi -r) or reboot",
         )
-        for line in smi.get("handle_errors") or []
+        for line in smi.handle_errors
     ]
-    lost = {int(k): v for k, v in (smi.get("lost") or {}).items()}
-    for idx, what in sorted(lost.items()):
+    for idx, what in sorted(smi.lost.items()):
         users = [s.name for s in profile.service if s.launcher == "sglang" and idx in s.gpus]
         out.append(
             Finding(
@@ -176,21 +155,19 @@ def _lost_findings(profile: HostProfile, smi: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def _memory_findings(
-    s: ServiceSpec, g: dict[str, Any], apps: list[dict[str, Any]], ours: dict[int, str]
-) -> list[Finding]:
+def _memory_findings(s: ServiceSpec, g: SmiGpu, apps: list[SmiApp], ours: dict[int, str]) -> list[Finding]:
     """Free memory of one of the service's GPUs against mem_fraction_static, and who else holds it."""
-    total, used = g.get("mem_total_mb"), g.get("mem_used_mb")
+    total, used = g.mem_total_mb, g.mem_used_mb
     if total is None or used is None:
         return []
     out: list[Finding] = []
     free = total - used
     frac = s.mem_fraction_static
     need = int(total * (frac if frac is not None else DEFAULT_MEM_FRACTION))
-    holders = [a for a in apps if a.get("gpu_uuid") and a["gpu_uuid"] == g.get("uuid")]
-    own = [a for a in holders if a["pid"] in ours and ours[a["pid"]] == s.name]
+    holders = [a for a in apps if a.gpu_uuid and a.gpu_uuid == g.uuid]
+    own = [a for a in holders if a.pid in ours and ours[a.pid] == s.name]
     ev = (
-        f"GPU {g['index']}: {free} MiB free of {total}; mem_fraction_static "
+        f"GPU {g.index}: {free} MiB free of {total}; mem_fraction_static "
         f"{frac if frac is not None else f'unset (~{DEFAULT_MEM_FRACTION})'} needs ~{need} MiB"
     )
     fits = free >= need or bool(own)
@@ -202,31 +179,32 @@ def _memory_findings(
             evidence=ev + (" (used by this service itself)" if own and free < need else ""),
             fix=None
             if fits
-            else f"free GPU {g['index']} (see gpu-processes), pick another GPU, or lower "
+            else f"free GPU {g.index} (see gpu-processes), pick another GPU, or lower "
             f"mem_fraction_static to ≤ {max(0.05, round(free / total - 0.02, 2)):.2f}",
         )
     )
-    others = [a for a in holders if a["pid"] not in ours]
+    others = [a for a in holders if a.pid not in ours]
     if others:
-        who = ", ".join(f"pid {a['pid']} {a['name']} ({a['used_mb']} MiB)" for a in others)
+        who = ", ".join(f"pid {a.pid} {a.name} ({a.used_mb} MiB)" for a in others)
         out.append(
             Finding(
                 check=f"gpu-processes:{s.name}",
                 status="warn",
-                evidence=f"GPU {g['index']} already runs: {who}",
+                evidence=f"GPU {g.index} already runs: {who}",
                 fix="stop them or choose another GPU for this service",
             )
         )
     return out
 
 
-def _sm120_findings(s: ServiceSpec, mine: list[dict[str, Any]], nvcc: dict[str, Any]) -> list[Finding]:
-    """Blackwell SM120 traps: trtllm_mha is SM100-only; flashinfer JIT needs nvcc ≥ 12.9."""
-    sm12 = [g["index"] for g in mine if (g.get("compute_cap") or "").startswith("12.")]
+def _sm120_findings(s: ServiceSpec, mine: list[SmiGpu], nvcc: str | None) -> list[Finding]:
+    """Blackwell SM120 traps: trtllm_mha is SM100-only; flashinfer JIT needs nvcc ≥ 12.9 (`nvcc`: its
+    version, None when none was found)."""
+    sm12 = [g.index for g in mine if (g.compute_cap or "").startswith("12.")]
     if not sm12:
         return []
     backends = {b for b in (s.attention_backend, s.draft_attention_backend) if b}
-    nvcc_v = major_minor(nvcc.get("version"))
+    nvcc_v = major_minor(nvcc)
     traps: list[tuple[bool, FindingStatus, str, str]] = [
         (
             "trtllm_mha" in backends,
@@ -237,8 +215,7 @@ def _sm120_findings(s: ServiceSpec, mine: list[dict[str, Any]], nvcc: dict[str, 
         (
             "flashinfer" in backends and (nvcc_v is None or nvcc_v < (12, 9)),
             "warn",
-            f"flashinfer on SM120 GPU(s) {sm12} JIT-compiles with nvcc ≥ 12.9; nvcc is "
-            f"{nvcc.get('version') or 'not found'}",
+            f"flashinfer on SM120 GPU(s) {sm12} JIT-compiles with nvcc ≥ 12.9; nvcc is {nvcc or 'not found'}",
             'set attention_backend = "triton" (--attention-backend triton), or install CUDA ≥ 12.9',
         ),
     ]
@@ -247,36 +224,38 @@ def _sm120_findings(s: ServiceSpec, mine: list[dict[str, Any]], nvcc: dict[str, 
     ]
 
 
-def gpu_findings(profile: HostProfile, probe: dict[str, Any], smi: dict[str, Any]) -> list[Finding]:
-    if "error" in smi:
+def gpu_findings(profile: HostProfile, probe: ProbeReply | None, smi: SmiFacts | SmiFailed) -> list[Finding]:
+    """nvidia-smi's GPUs, and each SGLang service's GPUs against them (`probe`: the probe's reply, None
+    when no Python ran it: then no pid is known to be ours and no nvcc)."""
+    if isinstance(smi, SmiFailed):
         return [_smi_failed(profile, smi)]
-    gpus: list[dict[str, Any]] = smi.get("gpus") or []
+    gpus = smi.gpus
     out = _lost_findings(profile, smi)
-    if not gpus and (smi.get("lost") or smi.get("handle_errors")):
+    if not gpus and (smi.lost or smi.handle_errors):
         return out
     if not gpus:
         out.append(
             fail(
                 "gpus",
-                f"nvidia-smi reports no GPU ({smi.get('raw_error') or 'empty output'})",
+                f"nvidia-smi reports no GPU ({smi.raw_error or 'empty output'})",
                 "check the driver and that the GPUs are visible (No devices were found?)",
             )
         )
         return out
-    names = sorted({g.get("name") or "?" for g in gpus})
-    drivers = sorted({g.get("driver_version") or "?" for g in gpus})
-    caps = sorted({g.get("compute_cap") or "?" for g in gpus})
+    names = sorted({g.name or "?" for g in gpus})
+    drivers = sorted({g.driver_version or "?" for g in gpus})
+    caps = sorted({g.compute_cap or "?" for g in gpus})
     out.append(
         Finding(
             check="gpus",
             status="ok",
             evidence=f"{len(gpus)} GPU(s): {', '.join(names)}; compute capability {', '.join(caps)}; "
-            f"driver {', '.join(drivers)}, CUDA {smi.get('driver_cuda') or '?'}",
+            f"driver {', '.join(drivers)}, CUDA {smi.driver_cuda or '?'}",
         )
     )
-    by_index = {g["index"]: g for g in gpus}
+    by_index = {g.index: g for g in gpus}
     ours = _our_pids(probe)
-    apps = smi.get("apps") or []
+    nvcc = probe.nvcc.version if probe and probe.nvcc else None
     for s in profile.service:
         if s.launcher != "sglang":
             continue
@@ -291,6 +270,6 @@ def gpu_findings(profile: HostProfile, probe: dict[str, Any], smi: dict[str, Any
             )
         mine = _service_gpus(s, gpus)
         for g in mine:
-            out += _memory_findings(s, g, apps, ours)
-        out += _sm120_findings(s, mine, probe.get("nvcc") or {})
+            out += _memory_findings(s, g, smi.apps, ours)
+        out += _sm120_findings(s, mine, nvcc)
     return out

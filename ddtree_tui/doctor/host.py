@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ddtree_tui.doctor.facts import ProbeReply, Workdir
 from ddtree_tui.doctor.model import Finding, FindingStatus
 
 DISK_FAIL_MB = 1024
@@ -15,26 +14,26 @@ DISK_LEVELS: tuple[tuple[int, FindingStatus, str], ...] = (
 )
 
 
-def _workdir_finding(wd: dict[str, Any]) -> Finding:
-    if wd.get("trust"):
+def _workdir_finding(wd: Workdir) -> Finding:
+    if wd.trust:
         return Finding(
             check="workdir",
             status="fail",
-            evidence=str(wd["trust"]),
+            evidence=wd.trust,
             fix="launch, kill and status refuse this workdir until it is fixed",
         )
-    if wd.get("writable"):
-        note = "" if wd.get("exists") else f" (will be created under {wd.get('existing')})"
-        return Finding(check="workdir", status="ok", evidence=f"{wd['path']} is writable{note}")
+    if wd.writable:
+        note = "" if wd.exists else f" (will be created under {wd.existing})"
+        return Finding(check="workdir", status="ok", evidence=f"{wd.path} is writable{note}")
     return Finding(
         check="workdir",
         status="fail",
-        evidence=f"{wd['path']} is not writable{': ' + wd['error'] if wd.get('error') else ''}",
+        evidence=f"{wd.path} is not writable{': ' + wd.error if wd.error else ''}",
         fix="choose a writable workdir in the profile, or fix its permissions",
     )
 
 
-def _disk_finding(free: int, where: Any) -> Finding:
+def _disk_finding(free: int, where: str | None) -> Finding:
     ev = f"{free} MiB free on the filesystem of {where}"
     for limit, status, fix in DISK_LEVELS:
         if free < limit:
@@ -42,12 +41,11 @@ def _disk_finding(free: int, where: Any) -> Finding:
     return Finding(check="disk", status="ok", evidence=ev)
 
 
-def host_findings(probe: dict[str, Any]) -> list[Finding]:
-    wd = probe.get("workdir") or {}
-    if not wd:
+def host_findings(probe: ProbeReply) -> list[Finding]:
+    wd = probe.workdir
+    if wd is None:
         return []
     out = [_workdir_finding(wd)]
-    free = wd.get("free_mb")
-    if free is not None:
-        out.append(_disk_finding(free, wd.get("existing")))
+    if wd.free_mb is not None:
+        out.append(_disk_finding(wd.free_mb, wd.existing))
     return out

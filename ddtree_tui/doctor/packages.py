@@ -4,9 +4,9 @@ CUDA build against the driver, and which CUDA runtimes the imports load or LD_LI
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.doctor.facts import PackageInfo, ProbeReply, SmiFacts, SmiFailed
 from ddtree_tui.doctor.model import Finding, FindingStatus, major_minor, needs_gpu, tail
 
 PACKAGES = ("torch", "sglang", "sgl_kernel", "flashinfer", "triton", "transformers")
@@ -17,29 +17,30 @@ DISTRIBUTION = {"sgl_kernel": "sglang-kernel", "flashinfer": "flashinfer-python"
 UNNEEDED = " (no service of this profile needs it)"
 
 
-def _torch_evidence(info: dict[str, Any]) -> str:
-    ev = f"torch {info.get('version') or '?'} (CUDA build {info.get('cuda') or 'none: CPU-only build'})"
-    if info.get("cuda_error"):
-        return ev + f"; CUDA error: {tail(info['cuda_error'], 200)}"
-    if info.get("cuda_available"):
-        caps = ", ".join(f"{a}.{b}" for a, b in info.get("capabilities") or [])
-        return ev + f", CUDA available, {info.get('device_count')} device(s), capability {caps or '?'}"
+def _torch_evidence(info: PackageInfo) -> str:
+    ev = f"torch {info.version or '?'} (CUDA build {info.cuda or 'none: CPU-only build'})"
+    if info.cuda_error:
+        return ev + f"; CUDA error: {tail(info.cuda_error, 200)}"
+    if info.cuda_available:
+        caps = ", ".join(f"{a}.{b}" for a, b in info.capabilities)
+        return ev + f", CUDA available, {info.device_count} device(s), capability {caps or '?'}"
     return ev + ", CUDA not available"
 
 
-def _torch_fix(info: dict[str, Any], py: str) -> str | None:
+def _torch_fix(info: PackageInfo, py: str) -> str | None:
     """Why an importable torch still cannot serve (None: it can)."""
-    if not info.get("cuda"):
+    if not info.cuda:
         return f"install a CUDA build of torch into {py} (e.g. the cu128 or cu130 wheel index)"
-    if not info.get("cuda_available"):
+    if not info.cuda_available:
         return "torch cannot use the GPU: compare its CUDA build with the driver (see cuda-driver)"
     return None
 
 
-def _import_fix(name: str, err: str, py: str, pk: dict[str, Any]) -> str:
+def _import_fix(name: str, err: str, py: str, pk: dict[str, PackageInfo]) -> str:
     dist = DISTRIBUTION.get(name, name)
     if "undefined symbol" in err:
-        torch_v = (pk.get("torch") or {}).get("version") or "the installed torch"
+        torch = pk.get("torch")
+        torch_v = (torch.version if torch else None) or "the installed torch"
         return (
             f"{name} was built against another torch: install the {dist} build made for torch {torch_v} "
             f"(or rebuild it from source with MAX_JOBS=2), so {name} and torch match"
@@ -54,9 +55,9 @@ def _import_fix(name: str, err: str, py: str, pk: dict[str, Any]) -> str:
     return f"reinstall {dist} into {py}; run `{py} -c 'import {name}'` on the host to see the full error"
 
 
-def pkg_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Finding]:
+def pkg_findings(profile: HostProfile, probe: ProbeReply) -> list[Finding]:
     out: list[Finding] = []
-    pk: dict[str, Any] = probe.get("packages") or {}
+    pk = probe.packages
     py = profile.python
     uses_flashinfer = any(
         "flashinfer" in (s.attention_backend or "") + (s.draft_attention_backend or "")
@@ -67,16 +68,16 @@ def pkg_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Finding]:
         info = pk.get(name)
         if info is None:
             continue
-        if info.get("ok"):
+        if info.ok:
             if name != "torch":
-                out.append(Finding(check=name, status="ok", evidence=f"{name} {info.get('version') or '?'}"))
+                out.append(Finding(check=name, status="ok", evidence=f"{name} {info.version or '?'}"))
                 continue
             fix = _torch_fix(info, py)
             out.append(
                 Finding(check=name, status="fail" if fix else "ok", evidence=_torch_evidence(info), fix=fix)
             )
             continue
-        if info.get("missing"):
+        if info.missing:
             needed = (name in SGLANG_NEEDS and needs_gpu(profile)) or (
                 name == "flashinfer" and uses_flashinfer
             )
@@ -84,12 +85,12 @@ def pkg_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Finding]:
                 Finding(
                     check=name,
                     status="fail" if needed else "warn",
-                    evidence=f"{name} is not installed in {probe.get('executable') or py}{'' if needed else UNNEEDED}",
+                    evidence=f"{name} is not installed in {probe.executable or py}{'' if needed else UNNEEDED}",
                     fix=f"{py} -m pip install {DISTRIBUTION.get(name, name)}" if needed else None,
                 )
             )
             continue
-        err = str(info.get("error") or "import failed")
+        err = info.error or "import failed"
         out.append(
             Finding(
                 check=name,
@@ -101,18 +102,19 @@ def pkg_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def _driver_finding(torch: dict[str, Any], smi: dict[str, Any]) -> Finding | None:
-    torch_cuda = major_minor(torch.get("cuda"))
-    driver_cuda = major_minor(smi.get("driver_cuda"))
+def _driver_finding(torch_build: str | None, driver: str | None) -> Finding | None:
+    """torch's CUDA build (`torch_build`) against the driver's CUDA version (`driver`)."""
+    torch_cuda = major_minor(torch_build)
+    driver_cuda = major_minor(driver)
     if not (torch_cuda and driver_cuda):
         return None
-    ev = f"torch built for CUDA {torch['cuda']}; driver supports CUDA {smi['driver_cuda']}"
+    ev = f"torch built for CUDA {torch_build}; driver supports CUDA {driver}"
     if torch_cuda[0] > driver_cuda[0]:
         return Finding(
             check="cuda-driver",
             status="fail",
             evidence=ev,
-            fix=f"upgrade the NVIDIA driver to one for CUDA ≥ {torch['cuda']}, or install the torch build "
+            fix=f"upgrade the NVIDIA driver to one for CUDA ≥ {torch_build}, or install the torch build "
             f"for CUDA {driver_cuda[0]}.x (e.g. cu{driver_cuda[0]}{min(driver_cuda[1], 8)})",
         )
     if torch_cuda > driver_cuda:
@@ -132,18 +134,18 @@ FIX_TWO_RUNTIMES = (
 )
 
 
-def cuda_findings(probe: dict[str, Any], smi: dict[str, Any]) -> list[Finding]:
-    torch = (probe.get("packages") or {}).get("torch") or {}
-    driver = _driver_finding(torch, smi)
+def cuda_findings(probe: ProbeReply, smi: SmiFacts | SmiFailed) -> list[Finding]:
+    torch = probe.packages.get("torch")
+    torch_build = torch.cuda if torch else None
+    driver = _driver_finding(torch_build, smi.driver_cuda if isinstance(smi, SmiFacts) else None)
     out: list[Finding] = [driver] if driver else []
-    torch_cuda = major_minor(torch.get("cuda"))
+    torch_cuda = major_minor(torch_build)
     # CUDA runtimes: loaded in the probe process (strong), reachable through LD_LIBRARY_PATH (weak)
-    loaded = probe.get("loaded_libs") or []
+    loaded = probe.loaded_libs or []
     loaded_majors = sorted({int(m.group(1)) for p in loaded if (m := re.search(r"libcudart\.so\.(\d+)", p))})
-    libs = probe.get("libs") or {}
-    ld_entries = libs.get("ld_library_path") or []
-    ld_majors = sorted({m for e in ld_entries for m in e.get("cudart_majors") or []})
-    wheel_majors = sorted({w["major"] for w in libs.get("wheels") or [] if w.get("major")})
+    ld_entries = probe.libs.ld_library_path if probe.libs else []
+    ld_majors = sorted({m for e in ld_entries for m in e.cudart_majors})
+    wheel_majors = sorted({w.major for w in (probe.libs.wheels if probe.libs else []) if w.major})
     ev = (
         f"libcudart loaded after the imports: {', '.join(f'.so.{m}' for m in loaded_majors) or 'none'}; "
         f"in LD_LIBRARY_PATH: {', '.join(f'.so.{m}' for m in ld_majors) or 'none'}; "
@@ -165,7 +167,7 @@ def cuda_findings(probe: dict[str, Any], smi: dict[str, Any]) -> list[Finding]:
         if hit:
             out.append(Finding(check="cuda-runtimes", status=status, evidence=ev + more, fix=fix))
             break
-    missing_dirs = [e["dir"] for e in ld_entries if not e.get("exists")]
+    missing_dirs = [e.dir for e in ld_entries if not e.exists]
     if missing_dirs:
         out.append(
             Finding(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 from ddtree_tui.config import HostProfile
+from ddtree_tui.doctor.facts import ProbeReply, SmiFacts, SmiFailed, parse_reply
 from ddtree_tui.doctor.gpu import collect, gpu_findings
 from ddtree_tui.doctor.host import host_findings
 from ddtree_tui.doctor.model import DoctorReport, Finding, needs_gpu, run_quiet, tail
@@ -22,7 +22,7 @@ PROBE = source("probe")  # ddtree_tui/remote/probe.py: Python >= 3.6, standard l
 MARKER = "@@DDTREE-DOCTOR@@"
 
 
-def _probe_request(profile: HostProfile, packages: bool) -> dict[str, Any]:
+def _probe_request(profile: HostProfile, packages: bool) -> dict[str, object]:
     paths: list[str] = []
     models: list[str] = []
     for s in profile.service:
@@ -42,25 +42,29 @@ def _probe_request(profile: HostProfile, packages: bool) -> dict[str, Any]:
     }
 
 
-def _parse_probe(res: RunResult) -> dict[str, Any] | None:
+def _parse_probe(res: RunResult) -> ProbeReply | str | None:
+    """The reply on the probe's marked line, parsed once, here: a ProbeReply, or what is wrong with it in
+    words (not JSON, or the field that does not match remote/probe.py's shape); None when no line is marked."""
     for line in reversed(res.stdout.splitlines()):
         if line.startswith(MARKER):
             try:
                 data = json.loads(line[len(MARKER) :])
-            except json.JSONDecodeError:
-                return None
-            return data if isinstance(data, dict) else None
+            except json.JSONDecodeError as e:
+                return f"not JSON ({e})"
+            return parse_reply(data)
     return None
 
 
 async def _probe(
     t: Transport, profile: HostProfile, python: str, packages: bool
-) -> tuple[dict[str, Any] | None, str]:
+) -> tuple[ProbeReply | None, str]:
     req = json.dumps(_probe_request(profile, packages))
     res = await run_quiet(t, [python, "-c", PROBE], input=req, env=profile.env or None, timeout=PROBE_TIMEOUT)
-    data = _parse_probe(res)
-    if data is not None:
-        return data, ""
+    got = _parse_probe(res)
+    if isinstance(got, ProbeReply):
+        return got, ""
+    if got is not None:
+        return None, f"its reply does not match remote/probe.py's shape: {got}"
     if res.timed_out:
         return None, f"the probe did not finish in {PROBE_TIMEOUT:.0f} s"
     return None, tail(res.stderr or res.stdout) or f"exit status {res.exit_status}"
@@ -68,16 +72,14 @@ async def _probe(
 
 async def _python_probe(
     t: Transport, profile: HostProfile
-) -> tuple[dict[str, Any] | None, Finding, dict[str, Any]]:
+) -> tuple[ProbeReply | None, Finding, SmiFacts | SmiFailed]:
     """(the probe's facts or None, the python finding, nvidia-smi's facts); a profile python that cannot
     run the probe falls back to the system python3 for the host-side checks (paths, ports, workdir)."""
     (probe, perr), smi = await asyncio.gather(
         _probe(t, profile, profile.python, True), collect(t, profile.env or None)
     )
     if probe is not None:
-        ok = Finding(
-            check="python", status="ok", evidence=f"Python {probe.get('python')} at {probe.get('executable')}"
-        )
+        ok = Finding(check="python", status="ok", evidence=f"Python {probe.python} at {probe.executable}")
         return probe, ok, smi
     failed = Finding(
         check="python",
@@ -110,11 +112,11 @@ async def run_doctor(transport: Transport, profile: HostProfile) -> DoctorReport
     if probe is not None:
         findings += pkg_findings(profile, probe)
         findings += cuda_findings(probe, smi)
-    findings += gpu_findings(profile, probe or {}, smi)
+    findings += gpu_findings(profile, probe, smi)
     if probe is not None:
         findings += service_findings(profile, probe)
         findings += host_findings(probe)
-        if (probe.get("packages") or {}).get("sglang", {}).get("ok"):
+        if (sglang := probe.packages.get("sglang")) is not None and sglang.ok:
             findings += await launch_line_findings(transport, profile)
     else:
         findings.append(
@@ -128,7 +130,8 @@ async def run_doctor(transport: Transport, profile: HostProfile) -> DoctorReport
     if simulated(profile):
         findings = simulated_findings(findings)
     report.findings = findings
-    report.facts = {"probe": probe, "nvidia_smi": smi}
+    # the facts as the probe and nvidia-smi gave them, for --json
+    report.facts = {"probe": probe.as_json() if probe else None, "nvidia_smi": smi.model_dump(mode="json")}
     return report
 
 

@@ -3,55 +3,53 @@ paths, and hybrid (linear attention / Mamba) targets under speculative decoding.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.doctor.facts import ModelConfig, PortHolder, PortProbe, ProbeReply
 from ddtree_tui.doctor.model import Finding, fail
 
 
-def is_hybrid(cfg: dict[str, Any] | None) -> str | None:
+def is_hybrid(cfg: ModelConfig | None) -> str | None:
     """Why a model config is hybrid (linear attention / Mamba layers), or None."""
-    if not cfg:
+    if cfg is None:
         return None
-    kinds = [k.lower() for k in cfg.get("layer_kinds") or []]
+    kinds = [k.lower() for k in cfg.layer_kinds]
     hits = sorted({k for k in kinds if "linear" in k or "mamba" in k or k in ("hybrid_override_pattern",)})
     if hits:
         return f"layer types {', '.join(hits)}"
-    for mt in (cfg.get("model_type"), cfg.get("text_model_type")):
+    for mt in (cfg.model_type, cfg.text_model_type):
         mt = (mt or "").lower()
         if mt.startswith(("qwen3_next", "qwen3_5", "qwen3.5", "qwen3_6")) or "mamba" in mt or "jamba" in mt:
             return f"model_type {mt}"
     return None
 
 
-def _port_finding(s: ServiceSpec, p: dict[str, Any]) -> Finding:
+def _port_finding(s: ServiceSpec, p: PortProbe) -> Finding:
     check, where = f"port:{s.name}", f"{s.bind}:{s.port}"
     if s.launcher == "external":  # a server we did not start: its port must be in use, by it
-        free = p.get("free")
+        free = p.free
         state = "free: the external server is not running" if free else "in use (external)"
         return Finding(check=check, status="warn" if free else "ok", evidence=f"{where} is {state}")
-    if p.get("free"):
+    if p.free:
         return Finding(check=check, status="ok", evidence=f"{where} is free")
-    holder = p.get("holder") or {}
-    hp = holder.get("pid")
-    same_group = p.get("pidfile_pgid") is not None and holder.get("pgid") == p.get("pidfile_pgid")
-    if p.get("pidfile_alive") and (hp is None or hp == p.get("pidfile_pid") or same_group):
+    holder = p.holder or PortHolder()
+    hp = holder.pid
+    same_group = p.pidfile_pgid is not None and holder.pgid == p.pidfile_pgid
+    if p.pidfile_alive and (hp is None or hp == p.pidfile_pid or same_group):
         return Finding(
             check=check,
             status="ok",
-            evidence=f"{where} is held by our service {s.name} (pid {p['pidfile_pid']})",
+            evidence=f"{where} is held by our service {s.name} (pid {p.pidfile_pid})",
         )
-    who = f"pid {hp} ({holder.get('name')})" if hp else "another process"
+    who = f"pid {hp} ({holder.name})" if hp else "another process"
     return fail(
         check,
-        f"{where} is in use by {who}: {p.get('error') or 'bind failed'}",
+        f"{where} is in use by {who}: {p.error or 'bind failed'}",
         f"stop that process or give service {s.name} another port",
     )
 
 
-def _path_findings(profile: HostProfile, s: ServiceSpec, probe: dict[str, Any]) -> list[Finding]:
-    paths: dict[str, bool] = probe.get("paths") or {}
-    models: dict[str, Any] = probe.get("models") or {}
+def _path_findings(profile: HostProfile, s: ServiceSpec, probe: ProbeReply) -> list[Finding]:
+    paths, models = probe.paths, probe.models
     out: list[Finding] = []
     for what, path in (("model", s.model), ("draft_model", s.draft_model)):
         if not path:
@@ -65,8 +63,8 @@ def _path_findings(profile: HostProfile, s: ServiceSpec, probe: dict[str, Any]) 
                 )
             )
             continue
-        cfg = models.get(path) or {}
-        note = "" if what != "model" or cfg.get("has_config") else " (no config.json in it)"
+        cfg = models.get(path)
+        note = "" if what != "model" or (cfg and cfg.has_config) else " (no config.json in it)"
         out.append(
             Finding(
                 check=f"{what}:{s.name}",
@@ -78,8 +76,8 @@ def _path_findings(profile: HostProfile, s: ServiceSpec, probe: dict[str, Any]) 
     return out
 
 
-def _hybrid_findings(profile: HostProfile, s: ServiceSpec, probe: dict[str, Any]) -> list[Finding]:
-    why = is_hybrid((probe.get("models") or {}).get(s.model or ""))
+def _hybrid_findings(profile: HostProfile, s: ServiceSpec, probe: ProbeReply) -> list[Finding]:
+    why = is_hybrid(probe.models.get(s.model or ""))
     if not why or s.algorithm not in ("dflash", "ddtree"):
         return []
     strategy = s.mamba_radix_cache_strategy or s.mamba_scheduler_strategy
@@ -125,9 +123,9 @@ def _hybrid_findings(profile: HostProfile, s: ServiceSpec, probe: dict[str, Any]
     return out
 
 
-def service_findings(profile: HostProfile, probe: dict[str, Any]) -> list[Finding]:
+def service_findings(profile: HostProfile, probe: ProbeReply) -> list[Finding]:
     out: list[Finding] = []
-    ports = {p["name"]: p for p in probe.get("ports") or []}
+    ports = {p.name: p for p in probe.ports or []}
     for s in profile.service:
         if s.name in ports:
             out.append(_port_finding(s, ports[s.name]))

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -18,7 +19,17 @@ import pytest
 
 from ddtree_tui.cli import main
 from ddtree_tui.config import HostProfile
-from ddtree_tui.doctor import DoctorReport, Finding, render, run_doctor
+from ddtree_tui.doctor import (
+    MARKER,
+    PACKAGES,
+    PROBE,
+    DoctorReport,
+    Finding,
+    ProbeReply,
+    parse_reply,
+    render,
+    run_doctor,
+)
 from ddtree_tui.transport import make_transport
 from tests.util import free_port
 
@@ -516,6 +527,96 @@ async def test_paths_and_workdir(fh: FakeHost) -> None:
 async def test_model_without_config_warns(fh: FakeHost) -> None:
     r = await doctor(fh.profile([svc(fh, model=fh.model("empty", None))]))
     assert find(r, "model:dflash").status == "warn"
+
+
+# --- the probe's reply, typed ----------------------------------------------------------------------------
+
+
+def test_probe_reply_model_is_exactly_what_the_probe_prints(fh: FakeHost) -> None:
+    """The real probe, run here with a request that reaches every part of its reply (packages, a held port
+    with our pidfile, a hybrid, a plain, a config-less and a missing model, LD_LIBRARY_PATH, nvcc): the
+    reply parses as ProbeReply and dumps back to the very same JSON (no key missing, none added)."""
+    libs = fh.root / "libs"
+    libs.mkdir()
+    (libs / "libcudart.so.13").write_bytes(b"\0" * 4096)
+    models = [
+        fh.model("hybrid", hybrid_cfg()),
+        fh.model("plain", plain_cfg()),
+        fh.model("bare", None),
+        str(fh.root / "nope"),
+    ]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        (fh.workdir / "run").mkdir(parents=True)
+        (fh.workdir / "run" / "held.json").write_text(json.dumps({"pid": os.getpid(), "pgid": os.getpgrp()}))
+        req = {
+            "packages": list(PACKAGES),
+            "workdir": str(fh.workdir),
+            "paths": models,
+            "models": models,
+            "services": [
+                {"name": "held", "port": port, "bind": "127.0.0.1"},
+                {"name": "free", "port": free_port(), "bind": "127.0.0.1"},
+            ],
+        }
+        env = {**os.environ, **fh.env, "LD_LIBRARY_PATH": f"{libs}:{fh.root / 'gone'}"}
+        res = subprocess.run(
+            [sys.executable, "-c", PROBE], input=json.dumps(req), capture_output=True, text=True, env=env,
+            timeout=120, check=True,
+        )  # fmt: skip
+    line = next(ln for ln in reversed(res.stdout.splitlines()) if ln.startswith(MARKER))
+    raw = json.loads(line[len(MARKER) :])
+    reply = parse_reply(raw)
+    assert isinstance(reply, ProbeReply), reply
+    assert reply.as_json() == raw
+    assert reply.packages["torch"].capabilities == [(9, 0), (9, 0)]
+    held_port = next(p for p in reply.ports or [] if p.name == "held")
+    assert not held_port.free and held_port.pidfile_alive and held_port.pidfile_pid == os.getpid()
+    hybrid = reply.models[models[0]]
+    assert (
+        hybrid is not None
+        and "linear_attention" in hybrid.layer_kinds
+        and reply.models[models[3]] is not None
+    )
+    # a request without packages: neither packages nor loaded_libs in the reply, and none in the dump
+    res = subprocess.run(
+        [sys.executable, "-c", PROBE], input=json.dumps({**req, "packages": []}), capture_output=True,
+        text=True, env=env, timeout=120, check=True,
+    )  # fmt: skip
+    raw = json.loads(
+        next(ln for ln in reversed(res.stdout.splitlines()) if ln.startswith(MARKER))[len(MARKER) :]
+    )
+    reply = parse_reply(raw)
+    assert isinstance(reply, ProbeReply) and reply.as_json() == raw and "packages" not in raw
+
+
+def _fake_python(fh: FakeHost, reply_line: str) -> str:
+    """A 'python' on the host that answers the probe with `reply_line` (after the marker)."""
+    exe = fh.root / "odd-python"
+    exe.write_text(f"#!/bin/sh\ncat >/dev/null\necho 'noise'\necho '{MARKER}{reply_line}'\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+async def test_malformed_probe_reply_is_a_finding(fh: FakeHost) -> None:
+    """A reply that does not match the probe's shape, or is not JSON, is the python check's failure naming
+    the field; nothing raises, and the host-side checks still run with the system python3."""
+    bad = {"probe": 1, "python": "3.12.3", "executable": "/x", "packages": {"torch": {"ok": "perhaps"}}}
+    r = await doctor(fh.profile([svc(fh)], python=_fake_python(fh, json.dumps(bad))))
+    py = find(r, "python")
+    assert py.status == "fail" and "packages.torch.ok" in py.evidence, render(r)
+    assert "does not match remote/probe.py's shape" in py.evidence
+    assert find(r, "workdir").status == "ok" and find(r, "port:dflash").status == "ok"
+    assert not findings(r, "doctor")
+    r = await doctor(fh.profile([svc(fh)], python=_fake_python(fh, '{"probe": 1, "pyth')))
+    py = find(r, "python")
+    assert py.status == "fail" and "not JSON" in py.evidence, render(r)
+    r = await doctor(
+        fh.profile([svc(fh)], python=_fake_python(fh, json.dumps({**bad, "packages": {}, "new": 1})))
+    )
+    assert "new: Extra inputs are not permitted" in find(r, "python").evidence
 
 
 # --- CLI ------------------------------------------------------------------------------------------------

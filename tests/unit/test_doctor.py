@@ -9,6 +9,7 @@ from ddtree_tui.doctor import (
     DISK_WARN_MB,
     DoctorReport,
     Finding,
+    ProbeReply,
     host_findings,
     is_hybrid,
     parse_driver_cuda,
@@ -16,6 +17,7 @@ from ddtree_tui.doctor import (
     parse_smi_gpus,
     render,
 )
+from ddtree_tui.doctor.facts import ModelConfig
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -35,7 +37,7 @@ def test_parse_smi_gpus_skips_bad_rows_and_na() -> None:
 
 def test_parse_apps_and_driver_cuda() -> None:
     apps = parse_smi_apps((FIX / "doctor" / "query-apps.csv").read_text() + "\nnot, a, row\n")
-    assert apps == [
+    assert [a.model_dump() for a in apps] == [
         {
             "pid": 567,
             "name": "python3",
@@ -48,22 +50,35 @@ def test_parse_apps_and_driver_cuda() -> None:
 
 
 def test_is_hybrid() -> None:
+    def cfg(**kw: object) -> ModelConfig:  # one entry of the probe's "models", as it prints it
+        return ModelConfig.model_validate({"path": "/m", "exists": True, "has_config": True, **kw})
+
     assert (
-        is_hybrid({"layer_kinds": ["full_attention", "linear_attention"]}) == "layer types linear_attention"
+        is_hybrid(cfg(layer_kinds=["full_attention", "linear_attention"])) == "layer types linear_attention"
     )
-    assert is_hybrid({"layer_kinds": ["attention", "mamba"]}) == "layer types mamba"
-    assert is_hybrid({"model_type": "qwen3_next", "layer_kinds": []}) == "model_type qwen3_next"
-    assert (
-        is_hybrid({"model_type": "x", "text_model_type": "qwen3_5_moe_text"}) == "model_type qwen3_5_moe_text"
-    )
-    assert is_hybrid({"model_type": "llama", "layer_kinds": ["full_attention"]}) is None
+    assert is_hybrid(cfg(layer_kinds=["attention", "mamba"])) == "layer types mamba"
+    assert is_hybrid(cfg(model_type="qwen3_next", layer_kinds=[])) == "model_type qwen3_next"
+    assert is_hybrid(cfg(model_type="x", text_model_type="qwen3_5_moe_text")) == "model_type qwen3_5_moe_text"
+    assert is_hybrid(cfg(model_type="llama", layer_kinds=["full_attention"])) is None
     assert is_hybrid(None) is None
 
 
 def test_disk_thresholds() -> None:
     def disk(free: int) -> Finding:
         fs = host_findings(
-            {"workdir": {"path": "/w", "exists": True, "writable": True, "free_mb": free, "existing": "/w"}}
+            ProbeReply.model_validate(
+                {
+                    "probe": 1,
+                    "python": "3.12.3",
+                    "workdir": {
+                        "path": "/w",
+                        "exists": True,
+                        "writable": True,
+                        "free_mb": free,
+                        "existing": "/w",
+                    },
+                }
+            )
         )
         return next(f for f in fs if f.check == "disk")
 
