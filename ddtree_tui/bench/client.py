@@ -25,7 +25,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
 
 import orjson
@@ -96,7 +96,9 @@ class _Acc:
         self.first_answer_t: float | None = None
         self.reasoning_chars = 0
         self.malformed = 0
-        self.spec_ext: dict[str, Any] | None = None  # OpenAI: sglext.spec_tokens_details (its own chunk)
+        self.spec_ext: Mapping[str, object] | None = (
+            None  # OpenAI: sglext.spec_tokens_details (its own chunk)
+        )
 
     def count(self, name: str, v: object, hi: int | None = None) -> int | None:
         """A whole-number count the server reported (None when absent or not a whole number, as before); one

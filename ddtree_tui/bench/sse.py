@@ -96,7 +96,7 @@ def http_error_message(raw: str) -> str:
 # (managers/tokenizer_manager.py _calculate_spec_decoding_metrics) and, on the OpenAI APIs with
 # `"return_spec_tokens_details": true`, `sglext.spec_tokens_details` (entrypoints/openai/protocol.py
 # SpecTokensDetails), sent in a chunk of its own with `choices: []` after the finish chunk.
-def sglext_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+def sglext_spec(obj: Mapping[str, object]) -> Mapping[str, object] | None:
     """`sglext.spec_tokens_details` of an OpenAI chunk: one object (n = 1) or a list (n > 1: the first, the
     one choice the bench asks for); None when the chunk has none."""
     ext = obj.get("sglext")

@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import aiohttp
 
 from ddtree_tui.config import HostProfile
 from ddtree_tui.lib import http
+from ddtree_tui.lib.jsontypes import JsonObject, JsonValue
 
 # --- modelled constants (not measurements) ------------------------------------------------------------------
 POWER_IDLE_W = 75.0  # modelled: an idle H200 with weights resident
@@ -46,7 +46,7 @@ def power_w(running: int) -> float:
     return POWER_IDLE_W + (POWER_TDP_W - POWER_IDLE_W) * rise
 
 
-def modelled(running: int) -> dict[str, Any]:
+def modelled(running: int) -> dict[str, float]:
     """The modelled fields of one GPU with `running` requests: power, utilisation, SM clock, temperature."""
     p = power_w(running)
     util = 0.0 if running <= 0 else min(100.0, UTIL_ACTIVE_PCT + (100 - UTIL_ACTIVE_PCT) * (1 - 1 / running))
@@ -58,19 +58,21 @@ def modelled(running: int) -> dict[str, Any]:
     }
 
 
-def follow_load(frame: Mapping[str, Any], running: Mapping[int, int]) -> dict[str, Any]:
+def follow_load(frame: Mapping[str, JsonValue], running: Mapping[int, int]) -> JsonObject:
     """A sampler line whose GPUs named in `running` (index -> requests running) draw the modelled power
     and utilisation; the other GPUs and fields as they were."""
     out = dict(frame)
     gpus = frame.get("gpus")
     if isinstance(gpus, list):
-        out["gpus"] = [
-            {**g, **modelled(running[g["index"]])}
-            if isinstance(g, dict) and isinstance(g.get("index"), int) and g["index"] in running
-            else g
-            for g in gpus
-        ]
+        out["gpus"] = [_follow(g, running) for g in gpus]
     return out
+
+
+def _follow(g: JsonValue, running: Mapping[int, int]) -> JsonValue:
+    """One GPU of a sampler line with the modelled fields when `running` names its index."""
+    if isinstance(g, dict) and isinstance(idx := g.get("index"), int) and idx in running:
+        return {**g, **modelled(running[idx])}
+    return g
 
 
 async def sim_running(profile: HostProfile) -> dict[int, int] | None:
