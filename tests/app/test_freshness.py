@@ -72,7 +72,15 @@ async def test_an_idle_servers_last_numbers_are_dimmed_with_their_age(tmp_path: 
                 body = {"text": "tell me a story", "sampling_params": {"max_new_tokens": 400}}
                 res = await client.post(f"http://127.0.0.1:{port}/generate", json=body)
                 assert res.status_code == 200, res.text
-                gauges = parse_sglang_metrics((await client.get(f"http://127.0.0.1:{port}/metrics")).text)
+                # the server's last decode-batch update may land just after the response: read /metrics until
+                # two reads half a second apart agree (the figure it then keeps while idle)
+                gauges = None
+                for _ in range(20):
+                    prev = gauges
+                    gauges = parse_sglang_metrics((await client.get(f"http://127.0.0.1:{port}/metrics")).text)
+                    if prev is not None and gauges is not None and prev.gen_throughput == gauges.gen_throughput:
+                        break
+                    await asyncio.sleep(0.5)
             assert gauges is not None and gauges.gen_throughput
 
             def decoded() -> Any:
