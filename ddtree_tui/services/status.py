@@ -139,9 +139,17 @@ def observed_times(
     for key, value in new.items():
         if value is None:
             continue
-        same = key in _RATES and key in before and old.get(key) == value
+        same = key in _RATES and key in before and _same_figure(old.get(key), value)
         out[key] = before[key] if same else now
     return out
+
+
+def _same_figure(a: object, b: object) -> bool:
+    """The same kept figure read twice: /server_info prints it to 2 decimals and /metrics to 3 (SGLang's
+    and the simulator's), so equal up to that rounding is the same figure, not a new one."""
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return abs(a - b) <= 0.006 + 1e-9 * abs(b)
+    return a == b
 
 
 def info_figures(info: ServerInfo | None) -> dict[str, float | None]:
