@@ -101,6 +101,10 @@ def identify(rec: Dict[str, Any], accept: Set[str]) -> Tuple[str, Any]:
     if st is None or st["state"] == "Z":
         return "dead", None
     cmd = proc_cmdline(pid) or []
+    if not cmd:  # exiting between the two reads (a zombie's cmdline is empty): ours, gone, not another's
+        st2 = proc_stat(pid)
+        if st2 is None or st2["state"] == "Z" or st2["starttime"] == rec.get("starttime"):
+            return "dead", None
     if st["starttime"] != rec.get("starttime"):
         return "pid-reused", " ".join(cmd)[:200]
     if proc_uid(pid) != UID:
