@@ -305,6 +305,11 @@ def metric_values(ms: Sequence[st.Metrics | None], objectives: Sequence[str]) ->
     return out
 
 
+# what a done point's record keeps when a re-measure of it does not finish
+_KEPT = ("status", "error", "measurement", "finished_at", "log_tail", "argv", "trial", "worker", "startup_s",
+         "measure_s", "gpus", "server_info", "fairness")  # fmt: skip
+
+
 class FleetEvaluator:
     """Measures a point on one worker service through the sweep runner's own steps (restart with the
     overrides, wait ready, smoke, bench every load level), into the sweep's shared state."""
@@ -350,6 +355,24 @@ class FleetEvaluator:
         return None
 
     async def evaluate(self, worker: str, trial: int, overrides: dict[str, str], report: Report) -> Outcome:
+        """Measure the point; one measured before (a top candidate measured again, optimizer.py) shows its
+        latest measurement, or keeps its earlier one when the re-measure does not finish."""
+        v = self.view(worker)
+        key = opt.key_of(overrides)
+        kept = [
+            (r, r.model_copy())
+            for r in v.state.points
+            if opt.key_of(r.overrides) == key and r.status == "done"
+        ]
+        out = await self._evaluate(worker, trial, overrides, report)
+        if out.kind != "done" and kept:
+            for rec, old in kept:
+                for f in _KEPT:
+                    setattr(rec, f, getattr(old, f))
+            v._save()
+        return out
+
+    async def _evaluate(self, worker: str, trial: int, overrides: dict[str, str], report: Report) -> Outcome:
         v = self.view(worker)
         key = opt.key_of(overrides)
         group = [r for r in v.state.points if opt.key_of(r.overrides) == key]
