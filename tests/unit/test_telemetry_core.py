@@ -267,7 +267,11 @@ async def test_local_replay(tmp_path: Path) -> None:
     await collect(tel, updates, n + 15)
     assert max(tel.history.series(0, "util_gpu")) == 0.0 and updates[-1][1][0].mem_used_mb == 21491
     # it runs requests: the under-load part plays
-    tel.note_service(ServiceStatus(host="local", name="dflash", algorithm="dflash", port=30000, state="ready", running_reqs=2))
+    tel.note_service(
+        ServiceStatus(
+            host="local", name="dflash", algorithm="dflash", port=30000, state="ready", running_reqs=2
+        )
+    )
     n = len(updates)
     await collect(tel, updates, n + 15)
     assert max(tel.history.series(0, "util_gpu")) == 100.0 and updates[-1][1][0].mem_used_mb == 21491
