@@ -266,14 +266,20 @@ def pooled(study: optuna.Study, space: Space) -> list[Pooled]:
 
 
 def next_remeasure(study: optuna.Study, space: Space, k: int = TOP_K) -> Pooled | None:
-    """The candidate to measure again: of the best `k` by mean so far, the one measured least often (the
-    better one on a tie). None while nothing is measured, or while one is already waiting."""
+    """The candidate to measure again: of the best `k` by mean so far, the one measured least often, a
+    re-measure running on another worker counted (the better one on a tie). None while nothing is measured,
+    or while one is already waiting."""
     if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         return None
     top = pooled(study, space)[:k]
     if not top:
         return None
-    return min(top, key=lambda p: len(p.values))  # min is stable: the better mean wins a tie
+    running: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if REMEASURE_OF in t.user_attrs:
+            key = key_of(space.values(t.params))
+            running[key] = running.get(key, 0) + 1
+    return min(top, key=lambda p: len(p.values) + running.get(p.key, 0))  # stable: the better mean on a tie
 
 
 def enqueue_remeasure(study: optuna.Study, p: Pooled) -> None:

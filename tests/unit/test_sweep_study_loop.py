@@ -101,8 +101,9 @@ def test_nsga2_pareto_front(tmp_path: Path) -> None:
 class Scripted:
     """An Evaluator whose every measurement is given: the value of point x on its n-th relaunch."""
 
-    def __init__(self, script: dict[str, list[float]]) -> None:
+    def __init__(self, script: dict[str, list[float]], relaunch_s: float = 0.0) -> None:
         self.script = script
+        self.relaunch_s = relaunch_s
         self.calls: list[str] = []
 
     async def evaluate(self, worker: str, trial: int, overrides: dict[str, str], report: Report) -> Outcome:
@@ -110,6 +111,7 @@ class Scripted:
         n = sum(1 for c in self.calls if c == x)
         self.calls.append(x)
         v = self.script[x][n]
+        await asyncio.sleep(self.relaunch_s)
         await report(0, v)
         return Outcome(kind="done", values={"tok_s": v})
 
@@ -118,11 +120,13 @@ class Scripted:
 SCRIPT = {"1": [90.0], "2": [95.0, 94.0], "3": [100.0, 100.0], "4": [103.0, 95.0], "5": [80.0], "6": [85.0]}
 
 
-def _scripted(remeasure: int | None) -> tuple[Scripted, optuna.Study, opt.Space]:
+def _scripted(
+    remeasure: int | None, workers: tuple[str, ...] = ("a",)
+) -> tuple[Scripted, optuna.Study, opt.Space]:
     space = opt.Space(dims={"x": list(SCRIPT)})
     study = sy.open_study("s", sy.MEMORY, "grid", space.grid(), ["maximize"], 0, prune=False)
-    ev = Scripted(SCRIPT)
-    asyncio.run(run_workers(study, space, ["tok_s"], ev, ["a"], budget=16, remeasure=remeasure))
+    ev = Scripted(SCRIPT, relaunch_s=0.01 if len(workers) > 1 else 0.0)
+    asyncio.run(run_workers(study, space, ["tok_s"], ev, list(workers), budget=16, remeasure=remeasure))
     return ev, study, space
 
 
@@ -155,3 +159,10 @@ def test_re_measures_fit_in_the_budget_and_only_for_one_objective() -> None:
     assert len(opt.judged_keys(study, space)) == 21  # 21 points explored, 3 of them measured again
     pruned_again = study.get_trials(states=(TrialState.PRUNED,))
     assert not [t for t in pruned_again if opt.REMEASURE_OF in t.user_attrs]  # a re-measure runs to the end
+
+
+def test_two_workers_re_measure_different_candidates() -> None:
+    # a re-measure running on one worker counts for its point: the other worker takes the next candidate
+    ev, study, space = _scripted(None, ("a", "b"))
+    assert len(ev.calls) == 8 and sorted(ev.calls[6:]) == ["3", "4"]
+    assert opt.best_params(study, space) == {"x": "3"}
