@@ -211,8 +211,9 @@ def real_rows(trials: int) -> list[str]:
     scored = sorted(((L.value(L.expected(L.config_for(base, o), 1), "tok_s"), o) for o in L.grid(dims)),
                     key=lambda t: -t[0])  # fmt: skip
     truth = scored[0][0]
-    rows = [f"| workers | wall (s, measured) | configs measured (grid {grid}) | points run twice | per worker | "
-            "best found | its true value / true best | true rank |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [f"| workers | wall (s, measured) | relaunches | configs measured (grid {grid}) | points run twice | "
+            "per worker (latest) | best found | its true value / true best | true rank |",
+            "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     walls: list[float] = []
     notes: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory() as d:
@@ -223,7 +224,7 @@ def real_rows(trials: int) -> list[str]:
             r = real_sweep(profile, out, workers, trials)
             if r["rc"] != 0:
                 rows.append(
-                    f"| {len(workers) + 1} | failed (exit {r['rc']}) | | | | | | |\n\n```\n{r['stderr']}\n```"
+                    f"| {len(workers) + 1} | failed (exit {r['rc']}) | | | | | | | |\n\n```\n{r['stderr']}\n```"
                 )
                 continue
             done = r["done"]
@@ -245,7 +246,8 @@ def real_rows(trials: int) -> list[str]:
             walls.append(float(r["wall"]))  # type: ignore[arg-type]
             notes += [(len(workers) + 1, str(o)) for o in r["odd"]]  # type: ignore[attr-defined]
             shown = ", ".join(f"{w}: {n}" for w, n in sorted(per.items()))
-            rows.append(f"| {len(workers) + 1} | {r['wall']:.1f} | {len(done)} | {r['twice']} | {shown} | {found} "
+            rel = r["study"].get("relaunches", "-") if isinstance(r["study"], dict) else "-"
+            rows.append(f"| {len(workers) + 1} | {r['wall']:.1f} | {rel} | {len(done)} | {r['twice']} | {shown} | {found} "
                         f"| {ratio} | {rank} |")  # fmt: skip
     rows += [f"- {n} worker(s), not measured: {o}" for n, o in notes]
     if len(walls) == 2:
