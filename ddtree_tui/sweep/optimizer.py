@@ -3,6 +3,11 @@ parameters), the objectives and their directions, and the rule that no point is 
 suggestion equal to a point already measured, pruned, being measured or refused is answered from the study
 without a relaunch, and another is asked for). Counting relaunches is what the budget (`--trials`) limits.
 
+The final pick is robust to measurement noise: the last few relaunches of a single-objective budget
+(`remeasure_count`) re-measure the current top candidates (each a real relaunch, counted as one), and the
+best point is the one with the best mean over all of its measurements, not the single luckiest one (on a
+flat top, 2 % noise per window lets a point 2-3 % worse win one measurement; benchmarks/lab.py).
+
 Pure Optuna bookkeeping: no Fleet, no clock; sweep/workers.py runs the loop around it.
 """
 
@@ -25,6 +30,10 @@ RELAUNCHED = "relaunched"  # a service was relaunched for it (counts against the
 WORKER = "worker"  # the service (HOST/SVC) that measured it
 REASON = "reason"  # why it failed or was pruned
 REFUSED = "refused"  # the config itself failed (did not start, rejected): never asked for again
+REMEASURE_OF = "remeasure_of"  # a measured point relaunched and measured again (the first trial's number)
+REMEASURE_EVERY = 8  # one relaunch in 8 of a single-objective budget re-measures top candidates (3 of 24)
+REMEASURE_MIN_BUDGET = 8  # a smaller budget explores only
+TOP_K = 3  # the candidates re-measured: the best 3 by their mean so far
 MAX_DUPLICATES = 64  # suggestions in a row that were all duplicates: the sampler has converged, stop
 
 # objective name -> (direction, the Metrics field it reads)
@@ -141,11 +150,15 @@ def ask(study: optuna.Study, space: Space, worker: str) -> optuna.Trial | None:
     dist = space.distributions()
     for _ in range(MAX_DUPLICATES):
         judged = judged_keys(study, space)
-        if len(judged) >= space.size:
+        if len(judged) >= space.size and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return None
         with quiet():
             trial = study.ask(dist)
         k = key_of(space.values(trial.params))
+        if REMEASURE_OF in trial.user_attrs:  # enqueued on purpose (enqueue_remeasure): a relaunch
+            trial.set_user_attr(WORKER, worker)
+            trial.set_user_attr(RELAUNCHED, True)
+            return trial
         orig = judged.get(k)
         if orig is None:
             trial.set_user_attr(WORKER, worker)
@@ -212,14 +225,72 @@ def measured(study: optuna.Study) -> list[FrozenTrial]:
     ]
 
 
-def best_params(study: optuna.Study, space: Space) -> dict[str, str] | None:
-    """Single objective: the best measured trial's parameters (None: nothing measured)."""
-    done = measured(study)
-    if not done:
-        return None
+def remeasure_count(budget: int | None, n_objectives: int) -> int:
+    """How many of a budget's relaunches re-measure top candidates (single objective only: a Pareto front
+    has no one best to confirm)."""
+    if budget is None or n_objectives != 1 or budget < REMEASURE_MIN_BUDGET:
+        return 0
+    return budget // REMEASURE_EVERY
+
+
+def remeasures(study: optuna.Study) -> int:
+    """Re-measures spent: measured, pruned or being measured (one cut off by a lost host is not)."""
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+    return sum(1 for t in study.get_trials(deepcopy=False, states=states) if REMEASURE_OF in t.user_attrs)
+
+
+class Pooled(BaseModel):
+    """One point's measurements together: its mean decides the pick."""
+
+    key: str
+    params: dict[str, object]
+    values: list[float]
+    first: int  # the trial number that first measured it
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+
+def pooled(study: optuna.Study, space: Space) -> list[Pooled]:
+    """Every measured point with all of its measurements (first trial and re-measures), best mean first."""
+    by: dict[str, Pooled] = {}
+    for t in measured(study):
+        if t.value is None:
+            continue
+        k = key_of(space.values(t.params))
+        p = by.setdefault(k, Pooled(key=k, params=dict(t.params), values=[], first=t.number))
+        p.values.append(float(t.value))
     sign = 1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else -1.0
-    best = max(done, key=lambda t: sign * float(t.value if t.value is not None else float("-inf")))
-    return space.values(best.params)
+    return sorted(by.values(), key=lambda p: (-sign * p.mean, p.first))
+
+
+def next_remeasure(study: optuna.Study, space: Space, k: int = TOP_K) -> Pooled | None:
+    """The candidate to measure again: of the best `k` by mean so far, the one measured least often, a
+    re-measure running on another worker counted (the better one on a tie). None while nothing is measured,
+    or while one is already waiting."""
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        return None
+    top = pooled(study, space)[:k]
+    if not top:
+        return None
+    running: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if REMEASURE_OF in t.user_attrs:
+            key = key_of(space.values(t.params))
+            running[key] = running.get(key, 0) + 1
+    return min(top, key=lambda p: len(p.values) + running.get(p.key, 0))  # stable: the better mean on a tie
+
+
+def enqueue_remeasure(study: optuna.Study, p: Pooled) -> None:
+    study.enqueue_trial(p.params, user_attrs={REMEASURE_OF: p.first})
+
+
+def best_params(study: optuna.Study, space: Space) -> dict[str, str] | None:
+    """Single objective: the point with the best mean over all of its measurements (None: nothing
+    measured)."""
+    ranked = pooled(study, space)
+    return space.values(ranked[0].params) if ranked else None
 
 
 def pareto_params(study: optuna.Study, space: Space) -> list[dict[str, str]]:

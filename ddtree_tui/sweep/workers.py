@@ -153,10 +153,13 @@ async def run_workers(
     budget: int | None = None,
     stop: asyncio.Event | None = None,
     on_trial: Callable[[str, int, dict[str, str], Outcome], None] | None = None,
+    remeasure: int | None = None,
 ) -> StudyRun:
-    """One task per worker, each asking the study for the next point until `budget` points are judged
+    """One task per worker, each asking the study for the next point until `budget` relaunches are judged
     (measured, pruned, refused or being measured: a point cut off by a lost host or a stop is not, and is
-    measured again), every point is judged, or `stop` is set. Enqueued retries run even past the budget."""
+    measured again), every point is judged, or `stop` is set. Enqueued retries run even past the budget.
+    The last `remeasure` of the budget (default optimizer.remeasure_count) measure the top candidates
+    again, never pruned, so the pick (optimizer.best_params) is a mean, not one lucky measurement."""
     stop = stop or asyncio.Event()
     multi = len(objectives) > 1
     # every study call runs on one thread of its own, one at a time: a database round trip (hundreds of ms
@@ -167,10 +170,15 @@ async def run_workers(
     async def call(fn: Callable[[], T]) -> T:
         return await loop.run_in_executor(pool, fn)
 
-    def budget_spent() -> bool:
-        if budget is None:
+    # the last `remeasures` of the budget re-measure top candidates (optimizer.py): the robust final pick
+    remeasures = opt.remeasure_count(budget, len(objectives)) if remeasure is None else remeasure
+
+    def explored() -> bool:
+        """Every new point the budget allows is judged (or the whole grid is)."""
+        judged = len(opt.judged_keys(study, space))
+        if _waiting(study):
             return False
-        return len(opt.judged_keys(study, space)) >= budget and not _waiting(study)
+        return judged >= space.size or (budget is not None and judged >= budget - remeasures)
 
     last_stale = [float("-inf")]
 
@@ -185,8 +193,13 @@ async def run_workers(
     def next_trial(worker: str) -> optuna.Trial | None:
         """The budget check and the ask in one study call, so two workers cannot both take the last one."""
         stale()
-        if budget_spent():
-            return None
+        if explored():
+            if opt.remeasures(study) >= remeasures:
+                return None
+            p = opt.next_remeasure(study, space)
+            if p is None:
+                return None
+            opt.enqueue_remeasure(study, p)
         return opt.ask(study, space, worker)
 
     async def beat(trial: optuna.Trial) -> None:
@@ -208,13 +221,16 @@ async def run_workers(
             if trial is None:
                 return
             params = space.values(trial.params)
+            again = opt.REMEASURE_OF in trial.user_attrs  # a candidate confirmed: measured to the end
 
             def judge(step: int, value: float, trial: optuna.Trial = trial) -> bool:
                 trial.report(value, step)
                 return trial.should_prune()
 
-            async def report(step: int, value: float, judge: Callable[[int, float], bool] = judge) -> bool:
-                if multi:
+            async def report(
+                step: int, value: float, judge: Callable[[int, float], bool] = judge, again: bool = again
+            ) -> bool:
+                if multi or again:
                     return False  # Optuna prunes single-objective studies only
                 return await call(lambda: judge(step, value))
 
@@ -266,8 +282,8 @@ def _tell(
     elif out.kind == "refused":
         opt.fail(study, trial, out.reason, refused=True, retry=False)
         ws.refused += 1
-    else:  # lost or stopped: measured again, by another worker or on resume
-        opt.fail(study, trial, out.reason, refused=False, retry=True)
+    else:  # lost or stopped: measured again, by another worker or on resume (a re-measure: chosen afresh)
+        opt.fail(study, trial, out.reason, refused=False, retry=opt.REMEASURE_OF not in trial.user_attrs)
 
 
 def _count(study: optuna.Study, attr: str) -> int:
@@ -287,6 +303,11 @@ def metric_values(ms: Sequence[st.Metrics | None], objectives: Sequence[str]) ->
         if vals and all(v is not None for v in vals):
             out[o] = statistics.fmean(float(v) for v in vals if v is not None)
     return out
+
+
+# what a done point's record keeps when a re-measure of it does not finish
+_KEPT = ("status", "error", "measurement", "finished_at", "log_tail", "argv", "trial", "worker", "startup_s",
+         "measure_s", "gpus", "server_info", "fairness")  # fmt: skip
 
 
 class FleetEvaluator:
@@ -334,6 +355,24 @@ class FleetEvaluator:
         return None
 
     async def evaluate(self, worker: str, trial: int, overrides: dict[str, str], report: Report) -> Outcome:
+        """Measure the point; one measured before (a top candidate measured again, optimizer.py) shows its
+        latest measurement, or keeps its earlier one when the re-measure does not finish."""
+        v = self.view(worker)
+        key = opt.key_of(overrides)
+        kept = [
+            (r, r.model_copy())
+            for r in v.state.points
+            if opt.key_of(r.overrides) == key and r.status == "done"
+        ]
+        out = await self._evaluate(worker, trial, overrides, report)
+        if out.kind != "done" and kept:
+            for rec, old in kept:
+                for f in _KEPT:
+                    setattr(rec, f, getattr(old, f))
+            v._save()
+        return out
+
+    async def _evaluate(self, worker: str, trial: int, overrides: dict[str, str], report: Report) -> Outcome:
         v = self.view(worker)
         key = opt.key_of(overrides)
         group = [r for r in v.state.points if opt.key_of(r.overrides) == key]

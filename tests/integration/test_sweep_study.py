@@ -90,6 +90,38 @@ async def test_tpe_two_workers_one_study_stop_and_resume(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
+async def test_the_last_relaunch_re_measures_a_top_candidate_through_the_fleet(tmp_path: Path) -> None:
+    """--trials 8: 7 points explored, then the best so far relaunched and measured again (one relaunch of
+    the 8); its record shows the latest measurement, and the pick is the best mean (optimizer.best_params)."""
+    wd = tmp_path / "wd"
+    prof = parse_profile(f'name = "h"\naddress = "local"\nworkdir = "{wd}"\n{_svc("a", free_port())}')
+    fleet = Fleet([prof], todos_path=tmp_path / "t.json", history_path=tmp_path / "h.jsonl", telemetry=False,
+                  probe_interval=0.3)  # fmt: skip
+    out = tmp_path / "out"
+    settings = SweepSettings(
+        ref="h/a", dims=[parse_set("budget=4,8,16"), parse_set("env.SGLANG_DDTREE_MAX_TOPK=1,2,4")],
+        strategy="tpe", trials=8, repeats=1, warmup=0, max_new_tokens=16, prune=False,
+    )  # fmt: skip
+    try:
+        await fleet.start()
+        state = await SweepRunner(fleet, settings, out).run()
+        assert state.finished is True and state.restored is True
+        assert state.study is not None and state.study.relaunches == 8
+        done = [p for p in state.points if p.status == "done"]
+        assert len(done) == 7 and sorted(p.attempts for p in done) == [1] * 6 + [2]
+        study = optuna.load_study(study_name=state.id, storage=f"sqlite:///{out / 'study.db'}")
+        space = opt.Space(dims={d.key: d.values for d in settings.dims})
+        assert opt.remeasures(study) == 1
+        pooled = opt.pooled(study, space)
+        twice = [p.key for p in pooled if len(p.values) == 2]
+        assert twice == [opt.key_of(next(p for p in done if p.attempts == 2).overrides)]
+        assert state.study.best == space.values(pooled[0].params)  # the best mean
+    finally:
+        await fleet.stop()
+        cleanup_workdir(wd)
+
+
+@pytest.mark.slow
 @pytest.mark.sshd
 def test_two_hosts_one_study_through_real_sshd(tmp_path: Path, ssh_env, sshd) -> None:
     """Two hosts (two real sshd servers, `sshd` and one more) share one study: each measures points, none
