@@ -43,6 +43,9 @@ ALL = frozenset({"fleet", "todos", "bench", "logs"})
 # 5 Hz tick for the few that moved was most of the frame time, issue 28; nvitop repaints every 2 s)
 PANES_OF = {"fleet": {1, 2, 3}, "todos": {4}, "bench": {5}, "logs": {6}}
 TELEMETRY_PERIOD = 1.0
+OFF_LOOP_GPUS = (
+    64  # a GPU pane of this many GPUs (8 hosts x 8) builds its view in a thread (gpus_view_for_tick)
+)
 
 
 @runtime_checkable
@@ -113,6 +116,7 @@ class Controller:
         self._logs_shown: tuple[str | None, str] | None = None
         self._history_sig: tuple[int, int] | str | None = "unset"
         self._fleet_painted_at = -TELEMETRY_PERIOD
+        self.gpu_paints = 0  # GPU pane paints (the app counts): a view built in a thread meanwhile is dropped
 
     # --- events ------------------------------------------------------------------------------------------
     async def run_fleet(self) -> None:
@@ -201,15 +205,40 @@ class Controller:
         return hosts_view(self.snap, self.inputs(1, width))
 
     def gpus_view(self, width: int) -> GpusView:
+        return gpus_view(*self.gpus_view_inputs(width))
+
+    def gpus_view_inputs(self, width: int) -> tuple[FleetSnapshot, PaneInputs]:
+        """What the GPU view is built from, read now: the (frozen) snapshot and copies of the histories."""
         history = {
             (h, i): self.fleet.gpu_history(h, i, "util_gpu")
             for h, i in gpu_keys(self.snap, self.selected_host)
         }
         inp = self.inputs(2, width)
-        return gpus_view(
-            self.snap,
-            PaneInputs(inp.now, width, inp.filter, inp.selected_host, inp.selected_service, history),
+        return self.snap, PaneInputs(
+            inp.now, width, inp.filter, inp.selected_host, inp.selected_service, history
         )
+
+    def gpu_rows(self) -> int:
+        """How many GPUs the GPU pane shows (its process rows not counted)."""
+        return sum(
+            len(h.gpus) for h in self.snap.hosts if not self.selected_host or h.name == self.selected_host
+        )
+
+    async def gpus_view_for_tick(self, width: int) -> GpusView | None:
+        """The timer repaint's GPU view. A long one (OFF_LOOP_GPUS or more GPUs) is built in a thread while the
+        loop keeps taking keys (issue 28: 512 GPU rows took ~55 ms of the UI thread each second at 64 hosts x
+        8 GPUs, and a key pressed meanwhile waited for all of it); the pane then paints only its changed rows
+        near the viewport. Its inputs are read here, on the loop: the snapshot is frozen and the histories are
+        copies, so the thread shares nothing mutable. None: the pane was painted meanwhile (a key, a filter)
+        from newer data, so this one is dropped."""
+        if self.gpu_rows() < OFF_LOOP_GPUS:
+            return self.gpus_view(width)
+        painted = self.gpu_paints
+        try:
+            view = await asyncio.to_thread(gpus_view, *self.gpus_view_inputs(width))
+        except Exception:  # built again on the loop, where the app's paint logs what fails
+            return self.gpus_view(width)
+        return view if painted == self.gpu_paints else None
 
     def services_view(self, width: int) -> ServicesView:
         return services_view(self.snap, self.inputs(3, width))
