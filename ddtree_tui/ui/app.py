@@ -270,11 +270,6 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         self.ctl.refresh_snapshot()
         self.flush(force=True)
         self.pane(3).focus_main()
-        if self.live:  # the fleet (its processes, samplers, files) starts once the first frame is out (issue 28)
-            self.call_after_refresh(self._start_live)
-
-    def _start_live(self) -> None:
-        """The fleet, the history and the timers: after the first frame, which waits on no I/O."""
         if self.live:
             self.set_timer(FREEZE_AFTER_S, freeze_heap, name="freeze-heap")  # well after the first frame
             self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
