@@ -32,6 +32,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import psutil
 from textual import events
@@ -45,6 +46,7 @@ from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.sim.process import free_port
+from ddtree_tui.ui import controller as controller_mod
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
 
@@ -161,30 +163,53 @@ async def run(
     pane_ms: dict[int, list[float]] = {}
     orig_paint = app._paint
 
-    def timed_paint(n: int) -> None:
+    def timed_paint(n: int, *built: object) -> None:  # built: a view made off the loop (newer trees)
         s0 = time.thread_time()
-        orig_paint(n)
+        orig_paint(n, *built)
         ms = (time.thread_time() - s0) * 1000
         pane_ms.setdefault(n, []).append(ms)
         if in_tick:
             in_tick[-1] += ms
 
     app._paint = timed_paint  # type: ignore[method-assign]
-    first_paint = None
+    # the GPU view's build, timed in the CPU time of whichever thread builds it (newer trees build a long one
+    # in a thread, where the pane paint rows above no longer see it)
+    build_ms: list[float] = []
+    orig_build = controller_mod.gpus_view
+
+    def timed_build(*a: Any, **kw: Any) -> Any:
+        s0 = time.thread_time()
+        try:
+            return orig_build(*a, **kw)
+        finally:
+            build_ms.append((time.thread_time() - s0) * 1000)
+
+    controller_mod.gpus_view = timed_build  # type: ignore[assignment]
+    first_paint = first_frame = 0.0
     latencies: list[float] = []
     latencies_cpu: list[float] = []
     bench_runs = 0
+    # the first frame: the first time a frame reaches the display (as for keys, below)
+    frames: list[float] = []
+    first_display = app._display
+
+    def first_spy(screen: object, renderable: object) -> None:
+        frames.append(time.perf_counter())
+        first_display(screen, renderable)  # type: ignore[arg-type]
+
+    app._display = first_spy  # type: ignore[method-assign]
     async with app.run_test(size=(160, 48)) as pilot:
-        while app.paint_count < 1:
+        while app.paint_count < 1 or not frames:
             await asyncio.sleep(0.001)
+        first_frame = frames[0] - t0
         await pilot.pause()
-        first_paint = time.perf_counter() - t0
+        first_paint = time.perf_counter() - t0  # the older measure: the first paint and whatever came next
         await asyncio.sleep(2.0)
         for ref in ("h00/dflash", "h00/ddtree-shadow"):
             await fleet.launch(ref)
         refs = ["h00/dflash", "h00/ddtree-shadow"]
         bench = app.query_one(BenchPane)
-        load_start = time.monotonic()
+        load_start, cpu0 = time.monotonic(), time.process_time()
         deadline = load_start + minutes * 60
         rss_marks = [m for m in RSS_AT_MIN if m < minutes]
         rss_at: list[tuple[float, float]] = []
@@ -235,6 +260,7 @@ async def run(
             )
             await asyncio.sleep(0.1)
         rss = psutil.Process().memory_info().rss / 1024 / 1024
+        cpu_s, load_s = time.process_time() - cpu0, time.monotonic() - load_start
         if trace and snaps:
             end = tracemalloc.take_snapshot()
             mark, first = next(((m, s) for m, s in snaps if m >= 1), snaps[0])
@@ -257,11 +283,20 @@ async def run(
         ("key -> repaint CPU p95", f"{pct(latencies_cpu, 95):.1f} ms", "(the wall p95 on an idle core)"),
         ("repaint CPU p50", f"{statistics.median(flush_ms):.1f} ms", ""),
         ("repaint CPU p95", f"{pct(flush_ms, 95):.1f} ms", ""),
-        ("time to first paint", f"{first_paint * 1000:.0f} ms", "< 1000 ms"),
+        ("time to first frame", f"{first_frame * 1000:.0f} ms", "< 1000 ms (on the display)"),
+        ("first paint, loop settled", f"{first_paint * 1000:.0f} ms", "(the earlier row: + fleet start)"),
         *[
             (f"pane {n} paint CPU p50/p95 (n)", f"{statistics.median(v):.1f}/{pct(v, 95):.1f} ({len(v)})", "")
             for n, v in sorted(pane_ms.items())
         ],
+        (
+            "GPU view build CPU p50/p95 (n)",
+            f"{statistics.median(build_ms):.1f}/{pct(build_ms, 95):.1f} ({len(build_ms)})"
+            if build_ms
+            else "-",
+            "any thread",
+        ),
+        ("process CPU under load", f"{cpu_s / load_s * 100:.0f} % of a core", "all threads"),
         *[(f"RSS at {m:g} min", f"{r:.0f} MB", "") for m, r in rss_at],
         (f"RSS after {minutes:g} min", f"{rss:.0f} MB", "< 250 MB"),
     ]

@@ -47,7 +47,7 @@ from ddtree_tui.ui.messages import (
     TodoIntent,
 )
 from ddtree_tui.ui.notices import MessageLine
-from ddtree_tui.ui.palette import FleetCommands
+from ddtree_tui.ui.palette import FleetCommands, open_sweep
 from ddtree_tui.ui.screens.detail import DetailScreen
 from ddtree_tui.ui.screens.doctor import DoctorScreen
 from ddtree_tui.ui.screens.help import HelpScreen, help_groups
@@ -55,10 +55,9 @@ from ddtree_tui.ui.screens.messages import MessageRecord
 from ddtree_tui.ui.service_actions import ServiceActions
 from ddtree_tui.ui.skins import HIGH_CONTRAST, discover_themes
 from ddtree_tui.ui.summary import topbar
-from ddtree_tui.ui.sweep_screen import open_sweep
 from ddtree_tui.ui.theming import ThemeSwitch
 from ddtree_tui.ui.todo_actions import TodoActions
-from ddtree_tui.ui.views import HistoryRun
+from ddtree_tui.ui.views import GpusView, HistoryRun
 from ddtree_tui.ui.widgets.base import Pane, set_static
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.footer import LeanFooter
@@ -273,7 +272,6 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         self.pane(3).focus_main()
         if self.live:
             self.set_timer(FREEZE_AFTER_S, freeze_heap, name="freeze-heap")  # well after the first frame
-        if self.live:
             self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
             self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
             self.set_interval(1.0 / self.refresh_hz, self._repaint_tick, name="repaint")
@@ -310,8 +308,11 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         if want is None:
             return
         for n in want:
+            view = await self.ctl.gpus_view_for_tick(self.pane_width(2)) if n == 2 else None
+            if n == 2 and view is None:
+                continue  # painted meanwhile (a key, a filter) from newer data
             with self.batch_update():
-                self._paint(n)
+                self._paint(n, view)
             await asyncio.sleep(0)
         self._paint_bars()
 
@@ -353,8 +354,9 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         width = max(20, (self.size.width or 80) - 2)
         set_static(bar, topbar(self._snap, self.now(), self.sub_title, width, self.mode_short), one_line=True)
 
-    def _paint(self, n: int) -> None:
-        """One pane from its view; a bad sample must not take the app down."""
+    def _paint(self, n: int, built: GpusView | None = None) -> None:
+        """One pane from its view (`built`: the GPU view built off the loop); a bad sample must not take the
+        app down."""
         try:
             pane = self.pane(n)
         except NoMatches:  # torn down while the app exits (a repaint already queued), or not composed yet
@@ -364,7 +366,8 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             if isinstance(pane, HostsPane):
                 pane.show_view(self.ctl.hosts_view(pane.planned_width))
             elif isinstance(pane, GpusPane):
-                pane.show_view(self.ctl.gpus_view(pane.planned_width))
+                self.ctl.gpu_paints += 1
+                pane.show_view(built or self.ctl.gpus_view(pane.planned_width))
             elif isinstance(pane, ServicesPane):
                 pane.show_view(self.ctl.services_view(pane.planned_width))
             elif isinstance(pane, LogsPane):

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Input, Label
 
-from ddtree_tui.ui.sweep_screen import open_sweep
+from ddtree_tui.ui.palette import open_sweep
 
 if TYPE_CHECKING:
     from ddtree_tui.ui.apphost import AppHost

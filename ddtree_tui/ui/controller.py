@@ -9,6 +9,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -43,6 +44,9 @@ ALL = frozenset({"fleet", "todos", "bench", "logs"})
 # 5 Hz tick for the few that moved was most of the frame time, issue 28; nvitop repaints every 2 s)
 PANES_OF = {"fleet": {1, 2, 3}, "todos": {4}, "bench": {5}, "logs": {6}}
 TELEMETRY_PERIOD = 1.0
+OFF_LOOP_GPUS = (
+    64  # a GPU pane of this many GPUs (8 hosts x 8) builds its view in a thread (gpus_view_for_tick)
+)
 
 
 @runtime_checkable
@@ -113,6 +117,7 @@ class Controller:
         self._logs_shown: tuple[str | None, str] | None = None
         self._history_sig: tuple[int, int] | str | None = "unset"
         self._fleet_painted_at = -TELEMETRY_PERIOD
+        self.gpu_paints = 0  # GPU pane paints (the app counts): a view built in a thread meanwhile is dropped
 
     # --- events ------------------------------------------------------------------------------------------
     async def run_fleet(self) -> None:
@@ -201,15 +206,37 @@ class Controller:
         return hosts_view(self.snap, self.inputs(1, width))
 
     def gpus_view(self, width: int) -> GpusView:
+        return self._build_gpus_view(self.snap, self.inputs(2, width))
+
+    def _build_gpus_view(self, snap: FleetSnapshot, inp: PaneInputs) -> GpusView:
+        """The GPU view of `snap`, with each shown GPU's utilisation history read now."""
         history = {
-            (h, i): self.fleet.gpu_history(h, i, "util_gpu")
-            for h, i in gpu_keys(self.snap, self.selected_host)
+            (h, i): self.fleet.gpu_history(h, i, "util_gpu") for h, i in gpu_keys(snap, inp.selected_host)
         }
-        inp = self.inputs(2, width)
-        return gpus_view(
-            self.snap,
-            PaneInputs(inp.now, width, inp.filter, inp.selected_host, inp.selected_service, history),
+        return gpus_view(snap, replace(inp, history=history))
+
+    def gpu_rows(self) -> int:
+        """How many GPUs the GPU pane shows (its process rows not counted)."""
+        return sum(
+            len(h.gpus) for h in self.snap.hosts if not self.selected_host or h.name == self.selected_host
         )
+
+    async def gpus_view_for_tick(self, width: int) -> GpusView | None:
+        """The timer repaint's GPU view. A long one (OFF_LOOP_GPUS or more GPUs) is built in a thread while the
+        loop keeps taking keys (issue 28: 512 GPU rows took ~55 ms of the UI thread each second at 64 hosts x
+        8 GPUs, and a key pressed meanwhile waited for all of it); the pane then paints only its changed rows
+        near the viewport. The snapshot is frozen and the selection is read here, on the loop; the thread reads
+        the histories too (512 copies of up to 600 values: ~19 ms, issue 28), each a copy the history's array
+        makes in one C call (array.tolist), which the sampler's appends on the loop cannot interleave with.
+        None: the pane was painted meanwhile (a key, a filter) from newer data, so this one is dropped."""
+        if self.gpu_rows() < OFF_LOOP_GPUS:
+            return self.gpus_view(width)
+        painted = self.gpu_paints
+        try:
+            view = await asyncio.to_thread(self._build_gpus_view, self.snap, self.inputs(2, width))
+        except Exception:  # built again on the loop, where the app's paint logs what fails
+            return self.gpus_view(width)
+        return view if painted == self.gpu_paints else None
 
     def services_view(self, width: int) -> ServicesView:
         return services_view(self.snap, self.inputs(3, width))

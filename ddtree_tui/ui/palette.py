@@ -3,16 +3,23 @@ the profiles and the latest snapshot, so a service moved to another host shows u
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from ddtree_tui.ui.sweep_screen import SweepScreen, open_sweep
-
 if TYPE_CHECKING:
     from ddtree_tui.ui.apphost import AppHost
+
+
+def open_sweep(app: AppHost, ref: str | None = None) -> None:
+    """The Sweep screen; its module (and the sweep engine's) imported on first use, not before the first
+    frame (issue 28: first paint)."""
+    from ddtree_tui.ui.sweep_screen import open_sweep as _open
+
+    _open(app, ref)
 
 
 def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], object]]]:
@@ -68,7 +75,8 @@ def palette_commands(app: AppHost) -> list[tuple[str, str, Callable[[], object]]
         out.append(("stop the run in flight", "stop the bench / ladder / soak, saving what was measured (x)",
                     app.bench.stop))  # fmt: skip
     screen = app.screen
-    if isinstance(screen, SweepScreen) and screen.running:
+    sweeps = sys.modules.get("ddtree_tui.ui.sweep_screen")  # not imported yet: no Sweep screen was opened
+    if sweeps is not None and isinstance(screen, sweeps.SweepScreen) and screen.running:
         out.append(("stop the sweep", "stop after the current point; the service is put back (x)",
                     screen.action_stop))  # fmt: skip
     if not readonly:
