@@ -78,7 +78,11 @@ async def test_an_idle_servers_last_numbers_are_dimmed_with_their_age(tmp_path: 
                 for _ in range(20):
                     prev = gauges
                     gauges = parse_sglang_metrics((await client.get(f"http://127.0.0.1:{port}/metrics")).text)
-                    if prev is not None and gauges is not None and prev.gen_throughput == gauges.gen_throughput:
+                    if (
+                        prev is not None
+                        and gauges is not None
+                        and prev.gen_throughput == gauges.gen_throughput
+                    ):
                         break
                     await asyncio.sleep(0.5)
             assert gauges is not None and gauges.gen_throughput
