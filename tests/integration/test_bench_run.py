@@ -158,11 +158,17 @@ async def test_interleaving_order_concurrency_events_and_stop() -> None:
         slow = SimConfig(decode_rate=20)
         async with _quiet(slow) as c:
             stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            loop.call_later(0.4, stop.set)
+
+            def stop_after_first(ev: object) -> None:
+                # stopped once a request has finished (not at a fixed time: on a busy machine the first one
+                # may not have finished by then), while the rest are still to come
+                if getattr(ev, "kind", None) == "prompt_finished":
+                    stop.set()
+
             srun = await run_bench(
                 BenchRequest(prompts=seed3(), warmup=0, repeats=5, max_new_tokens=10),
                 [_target("h/slow", c.base_url, slow)],
                 stop=stop,
+                on_event=stop_after_first,
             )
         assert srun.status == "interrupted" and 0 < len(srun.results) < 15
