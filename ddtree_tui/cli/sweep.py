@@ -212,17 +212,25 @@ async def _sweep_until(
     return sig.exit_code or EXIT_OK
 
 
+def _load_dir(ns: SweepArgs, usage: str) -> st.SweepState | None:
+    """The sweep directory named on the command line and its state; None (said on stderr) when there is none
+    or it cannot be read."""
+    if not ns.dir:
+        _err(usage)
+        return None
+    out = Path(ns.dir)
+    try:
+        return st.load(out)
+    except ValueError as e:
+        _err(str(e))
+        return None
+
+
 def _apply(ns: SweepArgs) -> int:
     from ddtree_tui.sweep.apply import diff, edit_profile_text, write_profile
 
-    if not ns.dir:
-        _err("usage: ddtree-tui sweep apply DIR [--point N]")
-        return EXIT_USAGE
-    out = Path(ns.dir)
-    try:
-        state = st.load(out)
-    except ValueError as e:
-        _err(str(e))
+    state = _load_dir(ns, "usage: ddtree-tui sweep apply DIR [--point N]")
+    if state is None:
         return EXIT_USAGE
     res = rs.analyse(state, ns.sw_constraint, ns.sw_objective)
     idx = ns.sw_point if ns.sw_point is not None else res.best
@@ -282,14 +290,8 @@ def _apply_schedule(ns: SweepArgs) -> int:
     """`sweep apply DIR --schedule`: one profile service per band of the schedule, after the diff."""
     from ddtree_tui.sweep.apply import diff, edit_profile_schedule, write_profile
 
-    if not ns.dir:
-        _err("usage: ddtree-tui sweep apply DIR --schedule [--to FILE] [--yes]")
-        return EXIT_USAGE
-    out = Path(ns.dir)
-    try:
-        state = st.load(out)
-    except ValueError as e:
-        _err(str(e))
+    state = _load_dir(ns, "usage: ddtree-tui sweep apply DIR --schedule [--to FILE] [--yes]")
+    if state is None:
         return EXIT_USAGE
     sched = rs.analyse(state, ns.sw_constraint, ns.sw_objective).schedule
     if sched is None or not any(b.overrides for b in sched.bands):
