@@ -226,8 +226,38 @@ def _load_dir(ns: SweepArgs, usage: str) -> st.SweepState | None:
         return None
 
 
+def _write_confirmed(ns: SweepArgs, path: Path, old: str, new: str, what: str, question: str) -> int | None:
+    """Show the diff of a profile edit, then write it (atomically) once allowed: `--yes`, or a "y" at a
+    terminal; `--dry-run` writes nothing. The exit code when it stops here, None once written."""
+    from ddtree_tui.sweep.apply import diff, write_profile
+
+    d = diff(old, new, path)
+    if not d:
+        print(f"{path} already has {what}; nothing to write", flush=True)
+        return EXIT_OK
+    print(d, end="", flush=True)
+    if ns.sw_dry_run:
+        _err("dry run: nothing written")
+        return EXIT_OK
+    if not ns.sw_yes:
+        if not sys.stdin.isatty():
+            _err(
+                "not a terminal: pass --yes to apply without asking (or --dry-run for the diff only); nothing written"
+            )
+            return EXIT_FAIL
+        if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+            _err("nothing written")
+            return EXIT_FAIL
+    try:
+        write_profile(path, new)
+    except (OSError, SweepError) as e:
+        _err(f"ddtree-tui sweep apply: {e}; nothing written")
+        return EXIT_FAIL
+    return None
+
+
 def _apply(ns: SweepArgs) -> int:
-    from ddtree_tui.sweep.apply import diff, edit_profile_text, write_profile
+    from ddtree_tui.sweep.apply import edit_profile_text
 
     state = _load_dir(ns, "usage: ddtree-tui sweep apply DIR [--point N]")
     if state is None:
@@ -251,26 +281,11 @@ def _apply(ns: SweepArgs) -> int:
     except (OSError, ProfileError, SweepError) as e:
         _err(f"ddtree-tui sweep apply: {e}")
         return EXIT_USAGE
-    d = diff(old, new, path)
-    if not d:
-        print(f"{path} already has point {idx}'s settings ({rec.label()}); nothing to write", flush=True)
-        return EXIT_OK
-    print(d, end="", flush=True)
-    if ns.sw_dry_run:
-        _err("dry run: nothing written")
-        return EXIT_OK
-    if not ns.sw_yes:
-        if not sys.stdin.isatty():
-            _err("not a terminal: pass --yes to apply without asking; nothing written")
-            return EXIT_FAIL
-        if input(f"write point {idx} into {path}? [y/N] ").strip().lower() not in ("y", "yes"):
-            _err("nothing written")
-            return EXIT_FAIL
-    try:
-        write_profile(path, new)
-    except (OSError, SweepError) as e:
-        _err(f"ddtree-tui sweep apply: {e}; nothing written")
-        return EXIT_FAIL
+    done = _write_confirmed(
+        ns, path, old, new, f"point {idx}'s settings ({rec.label()})", f"write point {idx} into {path}?"
+    )
+    if done is not None:
+        return done
     print(f"wrote point {idx} ({rec.label()}) into {path}", flush=True)
     redeploy = f"ddtree-tui --profile {path} restart {state.ref}"
     if ns.sw_yes or not sys.stdin.isatty():
@@ -288,7 +303,7 @@ def _apply(ns: SweepArgs) -> int:
 
 def _apply_schedule(ns: SweepArgs) -> int:
     """`sweep apply DIR --schedule`: one profile service per band of the schedule, after the diff."""
-    from ddtree_tui.sweep.apply import diff, edit_profile_schedule, write_profile
+    from ddtree_tui.sweep.apply import edit_profile_schedule
 
     state = _load_dir(ns, "usage: ddtree-tui sweep apply DIR --schedule [--to FILE] [--yes]")
     if state is None:
@@ -313,30 +328,10 @@ def _apply_schedule(ns: SweepArgs) -> int:
         what = f"{b.service} ({'new' if b.created else 'updated'}, port {b.port})" if b.service else "-"
         _err(f"  band {b.band}: {what}" + (f" — {b.note}" if b.note else ""))
     _err(f"crossover: {sched.crossover_text}")
-    d = diff(old, new, path)
-    if not d:
-        print(f"{path} already has this schedule; nothing to write", flush=True)
-        return EXIT_OK
-    print(d, end="", flush=True)
-    if ns.sw_dry_run:
-        _err("dry run: nothing written")
-        return EXIT_OK
-    if not ns.sw_yes:
-        if not sys.stdin.isatty():
-            _err(
-                "not a terminal: pass --yes to apply without asking (or --dry-run for the diff only); nothing written"
-            )
-            return EXIT_FAIL
-        if input(
-            f"write {sum(1 for b in bands if b.service)} service(s) into {path}? [y/N] "
-        ).strip().lower() not in ("y", "yes"):
-            _err("nothing written")
-            return EXIT_FAIL
-    try:
-        write_profile(path, new)
-    except (OSError, SweepError) as e:
-        _err(f"ddtree-tui sweep apply: {e}; nothing written")
-        return EXIT_FAIL
+    question = f"write {sum(1 for b in bands if b.service)} service(s) into {path}?"
+    done = _write_confirmed(ns, path, old, new, "this schedule", question)
+    if done is not None:
+        return done
     names = [b.service for b in bands if b.service]
     print(f"wrote the schedule into {path}: {', '.join(names)}", flush=True)
     host = state.ref.split("/", 1)[0]
