@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import http.server
 import json
+import os
+import random
 import socket
 import sys
 import threading
@@ -48,25 +50,33 @@ def port_free(port: int) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out for outgoing connections and `bind(0)` (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(n: int, avoid: set[int] | None = None) -> list[int]:
-    """n distinct free high ports, each with its next neighbour free too (a refused port's suggestion)."""
+    """n distinct free high ports, each with its next neighbour free too (a refused port's suggestion).
+
+    Picked below the kernel's ephemeral range: a port a test binds later (a squatter holding a service's
+    port, a service launched on it) must not be taken meanwhile by some other test's outgoing connection,
+    which the kernel numbers from that range (seen once: "Address already in use" holding a picked port)."""
     out: list[int] = []
     avoid = set(avoid or ())
-    socks: list[socket.socket] = []
-    try:
-        while len(out) < n:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            p = s.getsockname()[1]
-            if p in avoid or p + 1 in avoid or p >= 65000 or not port_free(p + 1):
-                continue
-            out.append(p)
-            avoid.update((p, p + 1))
-    finally:
-        for s in socks:
-            s.close()
-    return out
+    top = min(_ephemeral_low(), 65000) - 2
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(10_000):
+        if len(out) >= n:
+            return out
+        p = rng.randrange(20000, top)
+        if p in avoid or p + 1 in avoid or not port_free(p) or not port_free(p + 1):
+            continue
+        out.append(p)
+        avoid.update((p, p + 1))
+    raise RuntimeError(f"no {n} free port pairs found between 20000 and {top}")
 
 
 async def until(
