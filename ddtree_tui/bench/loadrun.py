@@ -66,7 +66,7 @@ from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.saturation import DEFAULT_ALPHA, DEFAULT_WINDOW, level_test
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.windows import SaturationTest
-from ddtree_tui.bench.worker import AUTO, Worker, plan_workers, quiet_gc, stream_chunk_rate
+from ddtree_tui.bench.worker import AUTO, PRECONNECT, Worker, plan_workers, quiet_gc, stream_chunk_rate
 from ddtree_tui.bench.workloads import arrivals, cancel
 from ddtree_tui.bench.workloads.base import WorkloadError
 from ddtree_tui.bench.workloads.record import (
@@ -310,7 +310,8 @@ class LoadRunner:
     ) -> None:
         """--workers auto: this level's planned chunk rate (streams in flight × a warm-up stream's chunks/s;
         open loop: in flight = rate × a warm-up request's e2e) decides how many worker processes; more are
-        started (never fewer: a ladder climbs) and warmed with one more warm-up of their own."""
+        started (never fewer: a ladder climbs); their pools are filled before the level's clock starts (runner.py
+        preconnect), or with PRECONNECT off they get one more warm-up of their own."""
         r = self.runner
         in_flight = float(width)
         if not self.load.closed_loop:
@@ -325,6 +326,8 @@ class LoadRunner:
         new = [Worker(i) for i in range(len(r.workers), n)]
         await asyncio.gather(*(w.start() for w in new))
         r.workers.extend(new)
+        if PRECONNECT:  # their pools are filled before the clock starts (_level: runner.preconnect)
+            return
         for t in r.targets:
             await self._warmup(client, t, width)
 
@@ -343,6 +346,7 @@ class LoadRunner:
             await self._warmup(client, t, width)
         if self.req.workers == AUTO and self._cancel is None:  # a cancel closes requests on this loop only
             await self._auto_workers(client, level, width, r.warmup_results[n_warm:])
+        await r.preconnect(client, width)
         busy: dict[str, float] = {}
         self._flights = {t.ref: _Flight() for t in r.targets}
         seg_thr: dict[str, list[float]] = {}

@@ -18,8 +18,8 @@ The run records how many and why (ClientStats.workers_reason).
 
 Inside each process (`quiet_gc`, `new_loop`): the objects made before the run are frozen out of the garbage
 collector and its first generation is collected less often, so a full collection over a run's results
-does not stall the loop while chunks arrive; a worker runs on uvloop where it is installed. Each can be
-turned off for a side-by-side measurement (DDTREE_BENCH_GC=default, DDTREE_BENCH_LOOP=asyncio).
+does not stall the loop while chunks arrive; a worker runs on uvloop (bench/evloop.py), as the runner's own
+process does. Each can be turned off for a side-by-side measurement (DDTREE_BENCH_GC=default, DDTREE_BENCH_LOOP=asyncio).
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from typing import Any, Unpack
 import orjson
 
 from ddtree_tui.bench.client import MeasureOpts, TokensCallback, measure_request
+from ddtree_tui.bench.evloop import loop_name, new_loop
 from ddtree_tui.bench.loadmon import LoopMonitor
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
 
 STREAM_LIMIT = 16 * 1024 * 1024
 # chunks/s one process reads before its readings drift: on a 16-core host one process was 3.4 % off at
@@ -49,6 +50,11 @@ STREAM_LIMIT = 16 * 1024 * 1024
 PER_WORKER_CHUNKS_S = 4000.0
 MAX_WORKERS = 64
 AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
+# before a measured phase each sending process opens a connection per stream it will have in flight, this
+# much over its share (runner.py preconnect), instead of new workers streaming a whole warm-up round of their
+# own; DDTREE_BENCH_PRECONNECT=0 goes back to that round (for a side-by-side measurement)
+PRECONNECT = os.environ.get("DDTREE_BENCH_PRECONNECT", "1") != "0"
+PRECONNECT_SLACK = 1.25
 
 
 GC_GEN0 = 50_000  # allocations between young collections while measuring (Python's default: 2000)
@@ -70,18 +76,6 @@ def quiet_gc() -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
         gc.unfreeze()
-
-
-def new_loop() -> asyncio.AbstractEventLoop:
-    """A worker's event loop: uvloop's where installed (cheaper per socket read), else asyncio's."""
-    if os.environ.get("DDTREE_BENCH_LOOP") != "asyncio":
-        try:
-            import uvloop  # type: ignore[import-not-found,unused-ignore]
-
-            return uvloop.new_event_loop()  # type: ignore[no-any-return,unused-ignore]
-        except ImportError:
-            pass
-    return asyncio.new_event_loop()
 
 
 def usable_cores() -> int:
@@ -139,6 +133,7 @@ class Worker:
         self.pending: dict[int, asyncio.Future[tuple[RequestResult, float, float]]] = {}
         self.on_tokens: dict[int, TokensCallback] = {}
         self.monitor: asyncio.Future[dict[str, Any]] | None = None
+        self.connected: asyncio.Future[dict[str, Any]] | None = None
         self.err_tail = b""
         self._reader: asyncio.Task[None] | None = None
         self._err_reader: asyncio.Task[None] | None = None
@@ -191,6 +186,8 @@ class Worker:
                         cb(msg["n"], msg["elapsed"])
                 elif op == "monitor" and self.monitor is not None and not self.monitor.done():
                     self.monitor.set_result(msg["sample"])
+                elif op == "connected" and self.connected is not None and not self.connected.done():
+                    self.connected.set_result(msg)
         except (ValueError, KeyError) as e:
             self._fail(f"client worker {self.index} sent a bad line: {e}")
             return
@@ -209,8 +206,9 @@ class Worker:
             if not fut.done():
                 fut.set_exception(WorkerError(why))
         self.pending.clear()
-        if self.monitor is not None and not self.monitor.done():
-            self.monitor.set_exception(WorkerError(why))
+        for f in (self.monitor, self.connected):
+            if f is not None and not f.done():
+                f.set_exception(WorkerError(why))
 
     async def measure(
         self,
@@ -244,6 +242,16 @@ class Worker:
         finally:
             self.pending.pop(jid, None)
             self.on_tokens.pop(jid, None)
+
+    async def preconnect(self, url: str, n: int, timeout: float = 30.0) -> tuple[int, str]:
+        """Have this worker's pool hold `n` idle connections to `url` (StreamClient.preconnect): how many it
+        holds, and which event loop the worker runs on (bench/evloop.py loop_name). A failed connect is no
+        error here (the request that needs one connects, and fails, itself): the count says it."""
+        self.connected = asyncio.get_running_loop().create_future()
+        self._send({"op": "connect", "url": url, "n": n})
+        async with asyncio.timeout(timeout):
+            msg = await self.connected
+        return int(msg["n"]), str(msg["loop"])
 
     async def monitor_start(self) -> None:
         self._send({"op": "monitor_start"})
@@ -328,6 +336,13 @@ async def _worker_main() -> None:
                 t = asyncio.ensure_future(job(client, m))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
+            elif op == "connect":
+                held = 0
+                with contextlib.suppress(StreamError, OSError, TimeoutError):
+                    async with asyncio.timeout(CONNECT_TIMEOUT):
+                        await client.preconnect(m["url"], m["n"])
+                held = client.idle_count(m["url"])
+                send({"op": "connected", "n": held, "loop": loop_name(loop)})
             elif op == "monitor_start":
                 mon.start()
             elif op == "monitor_stop":
