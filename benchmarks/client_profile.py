@@ -47,11 +47,11 @@ async def _run(base: str, a: argparse.Namespace, prof: cProfile.Profile | None) 
             return await measure_request(client, target, prompt, sp, seq=i, timeout=120)
 
         await asyncio.gather(*(one(i) for i in range(a.conc)))  # warm-up: connections made
-        cpu0 = _cpu()
-        if prof is not None:
-            prof.enable()
         chunks = tokens = 0
-        with quiet_gc():
+        with quiet_gc():  # (its one full collection before the clock, as a run's)
+            cpu0 = _cpu()
+            if prof is not None:
+                prof.enable()
             for _ in range(a.rounds):
                 for r in await asyncio.gather(*(one(i) for i in range(a.conc))):
                     if not r.ok:

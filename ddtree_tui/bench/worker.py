@@ -47,7 +47,11 @@ from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
 STREAM_LIMIT = 16 * 1024 * 1024
 # chunks/s one process reads before its readings drift: on a 16-core host one process was 3.4 % off at
 # 16k chunks/s (c=64 × 250 chunks/s) and 1.25 % with 4 processes of 4k each (benchmarks/peers.py, issue 26)
-PER_WORKER_CHUNKS_S = 4000.0
+# (DDTREE_BENCH_CHUNKS_PER_WORKER sets another share, for a side-by-side measurement on a many-core host)
+PER_WORKER_CHUNKS_S = float(os.environ.get("DDTREE_BENCH_CHUNKS_PER_WORKER") or 4000.0)
+# a planned rate this little over a whole number of shares needs no process more: the warm-up's chunk rate is
+# measured (16 streams × 250.06 chunks/s = 4001 gave c=16 × 250 chunks/s a second process, issue 26)
+PLAN_SLACK = 0.05
 MAX_WORKERS = 64
 AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
 # before a measured phase each sending process opens a connection per stream it will have in flight, this
@@ -101,15 +105,15 @@ def plan_workers(
     requested: int, in_flight: float, chunk_rate: float | None, cores: int | None = None
 ) -> tuple[int, str]:
     """How many client processes, and why in words: `requested` when given (>= 1), else one per
-    PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate), at most the usable cores and
-    the streams in flight. 1 means this process alone (no worker processes)."""
+    PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate; PLAN_SLACK of a share over is
+    still that share), at most the usable cores and the streams in flight. 1 means this process alone (no worker processes)."""
     if requested >= 1:
         return requested, f"--workers {requested}"
     cores = cores or usable_cores()
     if chunk_rate is None or in_flight <= 0:
         return 1, "auto: one process (no warm-up stream to measure the chunk rate by)"
     planned = in_flight * chunk_rate
-    need = math.ceil(planned / PER_WORKER_CHUNKS_S)
+    need = max(1, math.ceil(planned / PER_WORKER_CHUNKS_S - PLAN_SLACK))
     n = max(1, min(need, cores, math.ceil(in_flight), MAX_WORKERS))
     why = (
         f"auto: {in_flight:g} streams × {chunk_rate:.0f} chunks/s = {planned:.0f} chunks/s planned, one "

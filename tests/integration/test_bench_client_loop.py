@@ -13,7 +13,7 @@ import pytest
 
 from ddtree_tui.bench.evloop import LOOP_ENV, loop_name, new_loop
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.bench.worker import Worker
+from ddtree_tui.bench.worker import PER_WORKER_CHUNKS_S, PLAN_SLACK, Worker, plan_workers
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
 SSE = (
@@ -75,7 +75,9 @@ def test_the_measuring_loop_is_uvloop_where_installed_unless_asked_for_asyncio(
         loop.close()
 
 
-async def test_preconnect_fills_the_pool_and_a_request_takes_a_connection_from_it(counting: _Counting) -> None:
+async def test_preconnect_fills_the_pool_and_a_request_takes_a_connection_from_it(
+    counting: _Counting,
+) -> None:
     async with StreamClient() as client:
         assert await client.preconnect(counting.url, 5) == 5
         for _ in range(50):  # the server counts an accept when its handler runs
@@ -117,3 +119,13 @@ async def test_a_worker_process_fills_its_pool_and_says_which_loop_it_runs(
     finally:
         await w.close()
     assert w.proc is not None and w.proc.returncode is not None
+
+
+def test_a_planned_rate_a_hair_over_a_share_gets_no_second_process() -> None:
+    """The warm-up's chunk rate is measured: 16 streams × 250.06 chunks/s must not start a second process
+    because 4001 > 4000 (it did: c=16 × 1000 tok/s × 4 tok/chunk in benchmarks/peers.py)."""
+    share = PER_WORKER_CHUNKS_S / 16
+    assert plan_workers(0, 16, share * 1.0002, cores=16)[0] == 1
+    assert plan_workers(0, 16, share * (1 + PLAN_SLACK / 2), cores=16)[0] == 1
+    assert plan_workers(0, 16, share * 1.2, cores=16)[0] == 2  # well over: a second process
+    assert plan_workers(0, 16, share * 3.0, cores=16)[0] == 3
