@@ -53,6 +53,7 @@ from ddtree_tui.bench.prompts import Prompt, load_prompts
 from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
 from ddtree_tui.bench.worker import (
     AUTO,
+    NEW_WORKER_WARM_TOKENS,
     PRECONNECT,
     PRECONNECT_SLACK,
     Worker,
@@ -317,8 +318,7 @@ class BenchRunner:
                     n, self.workers_reason = plan_workers(AUTO, width, stream_chunk_rate(self.warmup_results))
                     if n > 1:
                         await self._start_workers(n)
-                        if not PRECONNECT:
-                            await self._warm(client, width, 1)
+                        await self._warm(client, width, 1, None if not PRECONNECT else NEW_WORKER_WARM_TOKENS)
                 await self.preconnect(client, width)
                 with quiet_gc():
                     await self._monitor_start()
@@ -351,16 +351,27 @@ class BenchRunner:
         self.workers = [Worker(i) for i in range(n)]
         await asyncio.gather(*(w.start() for w in self.workers))
 
-    async def _warm(self, client: StreamClient, width: int, rounds: int) -> None:
-        """`rounds` uncounted batches of `width` requests on each target."""
+    async def _warm(
+        self, client: StreamClient, width: int, rounds: int, max_tokens: int | None = None
+    ) -> None:
+        """`rounds` uncounted batches of `width` requests on each target (cut to `max_tokens` new tokens when
+        given: short_prompt)."""
         for t in self.targets:
             for i in range(rounds):
                 warm = []
                 for j in range(width):
                     p = self.prompts[(i * width + j) % len(self.prompts)]
+                    if max_tokens is not None:
+                        p = self.short_prompt(p, max_tokens)
                     warm.append(self._one(client, t, p, i, self._warm_seq, True))
                     self._warm_seq -= 1
                 await asyncio.gather(*warm)
+
+    def short_prompt(self, p: Prompt, max_tokens: int) -> Prompt:
+        """`p` asking for at most `max_tokens` new tokens (a warm-up of new worker processes)."""
+        return p.model_copy(
+            update={"max_new_tokens": min(max_tokens, p.max_new_tokens or self.req.max_new_tokens)}
+        )
 
     async def prepare(self, client: StreamClient) -> None:
         """Before the first request: OpenAI model names and each service's /server_info."""

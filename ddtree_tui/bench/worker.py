@@ -55,10 +55,12 @@ PLAN_SLACK = 0.05
 MAX_WORKERS = 64
 AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
 # before a measured phase each sending process opens a connection per stream it will have in flight, this
-# much over its share (runner.py preconnect), instead of new workers streaming a whole warm-up round of their
-# own; DDTREE_BENCH_PRECONNECT=0 goes back to that round (for a side-by-side measurement)
+# much over its share (runner.py preconnect), and new workers warm up on a round of requests cut to
+# NEW_WORKER_WARM_TOKENS (their first requests exercise every path of a fresh process) instead of streaming
+# a whole warm-up round; DDTREE_BENCH_PRECONNECT=0 goes back to that round (for a side-by-side measurement)
 PRECONNECT = os.environ.get("DDTREE_BENCH_PRECONNECT", "1") != "0"
 PRECONNECT_SLACK = 1.25
+NEW_WORKER_WARM_TOKENS = 16
 
 
 GC_GEN0 = 50_000  # allocations between young collections while measuring (Python's default: 2000)
