@@ -69,7 +69,6 @@ from ddtree_tui.bench.windows import SaturationTest
 from ddtree_tui.bench.worker import (
     AUTO,
     NEW_WORKER_WARM_TOKENS,
-    PRECONNECT,
     Worker,
     plan_workers,
     quiet_gc,
@@ -322,9 +321,9 @@ class LoadRunner:
     ) -> None:
         """--workers auto: this level's planned chunk rate (streams in flight × a warm-up stream's chunks/s;
         open loop: in flight = rate × a warm-up request's e2e) decides how many worker processes; more are
-        started (never fewer: a ladder climbs) and warmed with one more warm-up of their own, its requests cut to
-        NEW_WORKER_WARM_TOKENS (whole with PRECONNECT off); their pools are filled before the level's clock
-        starts (runner.py preconnect)."""
+        started (never fewer: a ladder climbs) and warmed with one more warm-up of their own (its requests cut
+        to NEW_WORKER_WARM_TOKENS where set); their pools are filled before the level's clock starts (runner.py
+        preconnect)."""
         r = self.runner
         in_flight = float(width)
         if not self.load.closed_loop:
@@ -339,9 +338,8 @@ class LoadRunner:
         new = [Worker(i) for i in range(len(r.workers), n)]
         await asyncio.gather(*(w.start() for w in new))
         r.workers.extend(new)
-        cut = NEW_WORKER_WARM_TOKENS if PRECONNECT else None  # pools: _level's runner.preconnect
         for t in r.targets:
-            await self._warmup(client, t, width, cut)
+            await self._warmup(client, t, width, NEW_WORKER_WARM_TOKENS)
 
     async def _level(self, client: StreamClient, idx: int, level: float) -> LevelResult:
         r = self.runner

@@ -318,7 +318,7 @@ class BenchRunner:
                     n, self.workers_reason = plan_workers(AUTO, width, stream_chunk_rate(self.warmup_results))
                     if n > 1:
                         await self._start_workers(n)
-                        await self._warm(client, width, 1, None if not PRECONNECT else NEW_WORKER_WARM_TOKENS)
+                        await self._warm(client, width, 1, NEW_WORKER_WARM_TOKENS)
                 await self.preconnect(client, width)
                 with quiet_gc():
                     await self._monitor_start()

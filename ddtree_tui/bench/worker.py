@@ -55,12 +55,13 @@ PLAN_SLACK = 0.05
 MAX_WORKERS = 64
 AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
 # before a measured phase each sending process opens a connection per stream it will have in flight, this
-# much over its share (runner.py preconnect), and new workers warm up on a round of requests cut to
-# NEW_WORKER_WARM_TOKENS (their first requests exercise every path of a fresh process) instead of streaming
-# a whole warm-up round; DDTREE_BENCH_PRECONNECT=0 goes back to that round (for a side-by-side measurement)
+# much over its share (runner.py preconnect); DDTREE_BENCH_PRECONNECT=0 leaves it out (side by side)
 PRECONNECT = os.environ.get("DDTREE_BENCH_PRECONNECT", "1") != "0"
 PRECONNECT_SLACK = 1.25
-NEW_WORKER_WARM_TOKENS = 16
+# new worker processes warm up on one round of the level's width; DDTREE_BENCH_NEW_WORKER_WARM_TOKENS=N cuts
+# its requests to N new tokens (less CPU; on 2 cores here the first measured batch then read TTFT a few ms
+# later, so whole is the default until a many-core host says otherwise)
+NEW_WORKER_WARM_TOKENS = int(os.environ.get("DDTREE_BENCH_NEW_WORKER_WARM_TOKENS") or 0) or None
 
 
 GC_GEN0 = 50_000  # allocations between young collections while measuring (Python's default: 2000)
