@@ -127,6 +127,27 @@ def plan_workers(
     return n, why
 
 
+# How a worker process starts: pydantic builds a model's validator when the class is made, and importing the
+# bench (bench/models.py and what it imports) makes dozens a worker never uses (~0.13 s of a worker's
+# ~0.39 s start here, per process: 16 of them at c=256). So the worker defers every build (pydantic's own
+# `defer_build`, set before the first model exists) and builds the few it uses before its first job
+# (`_build_used_models`), never in the middle of a measurement. DDTREE_BENCH_WORKER_BOOT=plain: `-m` as before.
+WORKER_BOOT = (
+    "import os, pydantic\n"
+    "if os.environ.get('DDTREE_BENCH_WORKER_BOOT') != 'plain':\n"
+    "    pydantic.BaseModel.model_config = pydantic.ConfigDict(defer_build=True)\n"
+    "from ddtree_tui.bench.worker import main\n"
+    "main()\n"
+)
+
+
+def _build_used_models() -> None:
+    """The models a worker validates and dumps, built now (a no-op where they were built at import)."""
+    for m in (BenchTarget, Prompt, SamplingParams, RequestResult):
+        if not m.__pydantic_complete__:
+            m.model_rebuild(force=True)
+
+
 class WorkerError(RuntimeError):
     """A worker process died or broke the protocol."""
 
@@ -149,8 +170,8 @@ class Worker:
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "ddtree_tui.bench.worker",
+            "-c",
+            WORKER_BOOT,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -362,6 +383,7 @@ async def _worker_main() -> None:
 
 
 def main() -> None:
+    _build_used_models()
     with contextlib.suppress(KeyboardInterrupt), quiet_gc(), asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(_worker_main())
 
