@@ -33,8 +33,14 @@ Needs: pip (or --wheels), about 1 GiB of disk for the three environments. AIPerf
 word-level tokenizer (built here with `tokenizers`: each streamed word "wN" is one token); AIPerf will not read
 a local tokenizer folder while HF_HUB_OFFLINE=1, so that variable is removed from its environment.
 
+Variants of ours, side by side in the same run (`--ours-variant NAME:SETTING[,SETTING]`, repeatable): each
+is one more tool `ours:NAME` that takes its turn with the others round by round; a SETTING is `workers=N`
+(its `--workers`) or `VAR=VALUE` (an environment variable of its process tree: DDTREE_BENCH_LOOP=asyncio,
+DDTREE_BENCH_GC=default, DDTREE_BENCH_DEFER_MS=0). Compare variants as ratios within one run: a busy
+machine moves both alike.
+
 Run:  python benchmarks/peers.py [--only ours,aiperf] [--scenarios c1,c64x4] [--rounds 2] [--setup-only]
-      [--out FILE.md] [--cache DIR] [--wheels DIR] [--many-core]
+      [--out FILE.md] [--cache DIR] [--wheels DIR] [--many-core] [--ours-variant asyncio:DDTREE_BENCH_LOOP=asyncio]
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +144,24 @@ class Truth:
     tok_s: float
     agg: float
     late_p99: float | None
+
+
+def warm_server(base: str, conc: int, tokens: int = 32) -> None:
+    """A fresh exact server streams `conc` short requests at once (at most 64) before any tool is timed, so
+    the first tool of a scenario's first round does not meet a cold server process (its first streams ran
+    late, and ours, first in the order, read up to +5 % e2e there against under +1 % in the rounds after)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.request import Request, urlopen
+
+    body = json.dumps({"model": "exact", "prompt": "w0", "max_tokens": tokens, "stream": True}).encode()
+
+    def one(_: int) -> None:
+        req = Request(base + "/v1/completions", body, {"content-type": "application/json"})
+        with contextlib.suppress(OSError), urlopen(req, timeout=30) as r:
+            r.read()
+
+    with ThreadPoolExecutor(min(conc, 64)) as ex:
+        list(ex.map(one, range(min(conc, 64))))
 
 
 def truth_of(stats: dict[str, Any], k: int) -> Truth | None:
@@ -234,21 +258,48 @@ def _tail(log: Path) -> str:
     return lines[-1][:160] if lines else "?"
 
 
-def run_ours(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
+@dataclass
+class Variant:
+    """One setting of ours run beside the default (`--ours-variant NAME:SETTING,...`)."""
+
+    name: str
+    workers: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_variant(text: str) -> Variant:
+    name, _, rest = text.partition(":")
+    if not name or not rest:
+        raise SystemExit(f"--ours-variant {text!r}: NAME:SETTING[,SETTING] (workers=N or VAR=VALUE)")
+    v = Variant(name)
+    for item in rest.split(","):
+        k, eq, val = item.partition("=")
+        if not eq or not k:
+            raise SystemExit(f"--ours-variant {text!r}: {item!r} is not workers=N or VAR=VALUE")
+        if k == "workers":
+            v.workers = val
+        else:
+            v.env[k] = val
+    return v
+
+
+def run_ours(sc: Scenario, base: str, work: Path, ctx: Ctx, variant: Variant | None = None) -> Result:
     out = work / "ours.json"
     argv = [ctx.ours_python, "-c", "from ddtree_tui.cli import main; main()", "--run-bench", "--url", base]
     argv += ["--api", "completions", "--model", "exact", "--max-new-tokens", str(sc.tokens), "--ignore-eos"]
     argv += ["--requests", str(sc.n), "--warmup", "1", "--timeout", "300"]
     argv += ["--json", str(out), "--history", str(work / "history.jsonl"), "--no-saturation-stop"]
     argv += ["--load", f"poisson:{sc.poisson:g},1" if sc.poisson else f"concurrency:{sc.conc}"]
-    if ctx.ours_workers:
-        argv += ["--workers", ctx.ours_workers]
+    workers = variant.workers if variant is not None and variant.workers else ctx.ours_workers
+    if workers:
+        argv += ["--workers", workers]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        **(variant.env if variant is not None else {}),
     }
     rc, cpu, wall = _run(argv, env, work, work / "ours.log", ctx.tool_timeout)
-    res = Result("ours", cpu_tree_s=cpu, wall_s=wall)
+    res = Result("ours" if variant is None else f"ours:{variant.name}", cpu_tree_s=cpu, wall_s=wall)
     if not out.exists():
         res.note = f"failed ({rc}): {_tail(work / 'ours.log')}"
         return res
@@ -436,6 +487,13 @@ class Ctx:
     ours_workers: str | None = None
     sglang_src: Path = Path()
     tool_timeout: float = TOOL_TIMEOUT
+    variants: dict[str, Variant] = field(default_factory=dict)  # tool name ours:NAME -> its settings
+
+
+def run_tool(tool: str, sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
+    if tool in ctx.variants:
+        return run_ours(sc, base, work, ctx, ctx.variants[tool])
+    return RUNNERS[tool](sc, base, work, ctx)
 
 
 # --- scoring and the table ------------------------------------------------------------------------------
@@ -479,11 +537,13 @@ def _f(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def table(sc: Scenario, scores: dict[str, list[Score]], notes: dict[str, str]) -> list[str]:
+def table(
+    sc: Scenario, scores: dict[str, list[Score]], notes: dict[str, str], tools: Sequence[str] = TOOLS
+) -> list[str]:
     head = ["tool", "ok", "TTFT err ms", "e2e err", "tok/s err", "agg err", "CPU µs/tok", "run µs/tok",
             "headline TTFT/e2e ms/agg", "truth TTFT/e2e ms/agg", "late p99"]  # fmt: skip
     rows = []
-    for tool in TOOLS:
+    for tool in [*TOOLS, *(t for t in tools if t not in TOOLS)]:
         ss = scores.get(tool) or []
         if not ss:
             if tool in notes:
@@ -545,12 +605,20 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, help="start no tool run after this many seconds")
     ap.add_argument("--setup-only", action="store_true")
     ap.add_argument("--ours-workers", help="pass --workers to ours (default: its own choice)")
+    ap.add_argument(
+        "--ours-variant",
+        action="append",
+        metavar="NAME:SETTING[,SETTING]",
+        help="also run ours with these settings, as tool ours:NAME (workers=N or VAR=VALUE; repeatable)",
+    )
     ap.add_argument("--out", type=Path, help="also write the tables (markdown) here")
     a = ap.parse_args()
     tools = [t.strip() for t in a.only.split(",")] if a.only else list(TOOLS)
     for t in tools:
         if t not in TOOLS:
             raise SystemExit(f"--only: unknown tool {t!r} (one of {', '.join(TOOLS)})")
+    variants = {f"ours:{v.name}": v for v in map(parse_variant, a.ours_variant or [])}
+    tools += list(variants)
     names = {s.name for s in SCENARIOS}
     if a.scenarios:
         want = [s.strip() for s in a.scenarios.split(",")]
@@ -564,7 +632,7 @@ def main() -> None:
     py: dict[str, Path] = {}
     setup_lines = []
     for t in tools:
-        if t == "ours":
+        if t == "ours" or t in variants:
             continue
         if a.system_python:
             py[t] = Path(sys.executable)
@@ -589,6 +657,7 @@ def main() -> None:
         ours_workers=a.ours_workers,
         sglang_src=(a.sglang_src or a.cache / "sglang-src").resolve(),  # the tool runs in its own folder
         tool_timeout=a.tool_timeout,
+        variants=variants,
     )
     t_start = time.monotonic()
     cores = len(os.sched_getaffinity(0))
@@ -604,6 +673,7 @@ def main() -> None:
         notes: dict[str, str] = {}
         srv = ExactServer(Config(sc.rate, sc.tpc, 0.02, incremental=True))
         with srv as base, tempfile.TemporaryDirectory(prefix="peers-") as d:
+            warm_server(base, sc.conc)
             for rnd in range(a.rounds):
                 order = tools if rnd % 2 == 0 else list(reversed(tools))
                 for tool in order:
@@ -613,7 +683,7 @@ def main() -> None:
                     work = Path(d) / f"{tool}-{rnd}"
                     work.mkdir()
                     srv.reset()
-                    res = RUNNERS[tool](sc, base, work, ctx)
+                    res = run_tool(tool, sc, base, work, ctx)
                     t = truth_of(srv.get("/stats"), len(res.recs)) if res.recs else None
                     s = score(res, t) if t is not None else None
                     if s is None:
@@ -622,7 +692,7 @@ def main() -> None:
                         scores.setdefault(tool, []).append(s)
                     print(f"{sc.name} round {rnd + 1} {tool}: {s or res.note} ({res.wall_s:.0f} s)",
                           file=sys.stderr, flush=True)  # fmt: skip
-        block = table(sc, scores, notes)
+        block = table(sc, scores, notes, tools)
         print("\n".join(block), flush=True)
         lines += [*block, ""]
         if a.out:

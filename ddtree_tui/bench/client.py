@@ -30,7 +30,7 @@ from typing import Any, TypedDict
 
 import orjson
 
-from ddtree_tui.bench.metrics import Timeline, timeline_metrics
+from ddtree_tui.bench.metrics import Chunk, Timeline, timeline_metrics
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.sse import err_code, err_message, http_error_message, parse_sse_line, sglext_spec, short
@@ -84,7 +84,10 @@ class _Acc:
         self.prev_tokens = 0
         self.seen_tokens = 0  # best running estimate, for progress events
         self.text_mode: str | None = None
-        self.acc_text = ""  # output so far (answer text, reasoning not included)
+        self.acc_text = ""  # the output (answer text, reasoning not included): whole at the end of the stream
+        self.answer: list[
+            str
+        ] = []  # OpenAI: the answer's pieces, joined once at the end (not re-copied a chunk)
         self.raw_texts: list[tuple[int, str]] = []  # /generate: (timeline index, text as sent)
         self.ids_mode: str | None = None  # what output_ids lengths said: cumulative / incremental
         self.meta: dict[str, Any] = {}
@@ -159,8 +162,7 @@ class _Acc:
         self.raw_texts.append((len(self.tl.chunks), text))
         if self.text_mode == "incremental" or self.ids_mode == "incremental":
             self.text_mode = "incremental"
-            self.acc_text += text
-            return text
+            return text  # acc_text: joined once, by final_text
         if prev is None:
             self.acc_text = text
             return text
@@ -259,13 +261,14 @@ def _handle_openai(acc: _Acc, obj: dict[str, Any], now: float) -> None:
     content = content if isinstance(content, str) else ""
     reasoning = reasoning if isinstance(reasoning, str) else ""
     if content or reasoning:
-        acc.tl.add(now, None, True)
-        acc.tl.chunks[-1].chars = len(content) + len(reasoning)
+        acc.tl.chunks.append(Chunk(now, None, True, len(content) + len(reasoning)))
         acc.seen_tokens += 1
-        if content and acc.first_answer_t is None:
-            acc.first_answer_t = now
-        acc.reasoning_chars += len(reasoning)
-    acc.acc_text += content
+        if content:
+            acc.answer.append(content)
+            if acc.first_answer_t is None:
+                acc.first_answer_t = now
+        if reasoning:
+            acc.reasoning_chars += len(reasoning)
     if isinstance(usage, dict):
         acc.usage = usage
         ct = acc.count("usage.completion_tokens", usage.get("completion_tokens"))
@@ -290,6 +293,8 @@ def end_of_stream(acc: _Acc, api: str, now: float) -> None:
     - Anything else ended early.
     """
     acc.final_text()
+    if acc.answer:
+        acc.acc_text = "".join(acc.answer)
     if acc.tl.t_end is None:
         acc.tl.t_end = now
     if acc.abort is not None:

@@ -66,7 +66,14 @@ from ddtree_tui.bench.runner import RunHooks, until_stopped
 from ddtree_tui.bench.saturation import DEFAULT_ALPHA, DEFAULT_WINDOW, level_test
 from ddtree_tui.bench.stream import StreamClient
 from ddtree_tui.bench.windows import SaturationTest
-from ddtree_tui.bench.worker import AUTO, Worker, plan_workers, quiet_gc, stream_chunk_rate
+from ddtree_tui.bench.worker import (
+    AUTO,
+    NEW_WORKER_WARM_TOKENS,
+    Worker,
+    plan_workers,
+    quiet_gc,
+    stream_chunk_rate,
+)
 from ddtree_tui.bench.workloads import arrivals, cancel
 from ddtree_tui.bench.workloads.base import WorkloadError
 from ddtree_tui.bench.workloads.record import (
@@ -293,7 +300,9 @@ class LoadRunner:
                 r.results[i] = r.results[i].model_copy(update={"level": self._cur_level, "round": rnd})
                 break
 
-    async def _warmup(self, client: StreamClient, t: BenchTarget, width: int) -> None:
+    async def _warmup(
+        self, client: StreamClient, t: BenchTarget, width: int, max_tokens: int | None = None
+    ) -> None:
         # a trace's warm-up would fill the very prefix cache the replay measures
         if self.req.warmup <= 0 or self.load.kind == "trace":
             return
@@ -301,7 +310,9 @@ class LoadRunner:
         r = self.runner
         coros = []
         for i in range(n):
-            coros.append(r._one(client, t, self.prompts[i % len(self.prompts)], i, -1 - i, True))
+            p = self.prompts[i % len(self.prompts)]
+            p = r.short_prompt(p, max_tokens) if max_tokens is not None else p
+            coros.append(r._one(client, t, p, i, -1 - i, True))
         for i in range(0, len(coros), max(1, width)):
             await asyncio.gather(*coros[i : i + max(1, width)])
 
@@ -310,7 +321,9 @@ class LoadRunner:
     ) -> None:
         """--workers auto: this level's planned chunk rate (streams in flight × a warm-up stream's chunks/s;
         open loop: in flight = rate × a warm-up request's e2e) decides how many worker processes; more are
-        started (never fewer: a ladder climbs) and warmed with one more warm-up of their own."""
+        started (never fewer: a ladder climbs) and warmed with one more warm-up of their own (its requests cut
+        to NEW_WORKER_WARM_TOKENS where set); their pools are filled before the level's clock starts (runner.py
+        preconnect)."""
         r = self.runner
         in_flight = float(width)
         if not self.load.closed_loop:
@@ -326,7 +339,7 @@ class LoadRunner:
         await asyncio.gather(*(w.start() for w in new))
         r.workers.extend(new)
         for t in r.targets:
-            await self._warmup(client, t, width)
+            await self._warmup(client, t, width, NEW_WORKER_WARM_TOKENS)
 
     async def _level(self, client: StreamClient, idx: int, level: float) -> LevelResult:
         r = self.runner
@@ -343,6 +356,7 @@ class LoadRunner:
             await self._warmup(client, t, width)
         if self.req.workers == AUTO and self._cancel is None:  # a cancel closes requests on this loop only
             await self._auto_workers(client, level, width, r.warmup_results[n_warm:])
+        await r.preconnect(client, width)
         busy: dict[str, float] = {}
         self._flights = {t.ref: _Flight() for t in r.targets}
         seg_thr: dict[str, list[float]] = {}

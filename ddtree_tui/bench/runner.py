@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -49,9 +50,12 @@ from ddtree_tui.bench.models import (
     request_key,
 )
 from ddtree_tui.bench.prompts import Prompt, load_prompts
-from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
 from ddtree_tui.bench.worker import (
     AUTO,
+    NEW_WORKER_WARM_TOKENS,
+    PRECONNECT,
+    PRECONNECT_SLACK,
     Worker,
     WorkerError,
     plan_workers,
@@ -245,7 +249,11 @@ class BenchRunner:
             tokens_interval=self.req.tokens_event_interval,
         )  # fmt: skip
         if self.workers:
-            w = self.workers[next(self._rr) % len(self.workers)]
+            # the worker with the fewest requests in flight (round robin among equals), so a closed loop
+            # keeps every process at its share of the streams however they end
+            k = len(self.workers)
+            start = next(self._rr) % k
+            w = min((self.workers[(start + i) % k] for i in range(k)), key=lambda x: len(x.pending))
             try:
                 return await w.measure(t, p, sp, on_tokens=cb, **opts)
             except WorkerError as e:
@@ -305,11 +313,13 @@ class BenchRunner:
                 await self._warm(client, width, self.req.warmup)
                 if self.req.workers == AUTO:
                     # --workers auto: the warm-up's chunk rate × the streams in flight decides; new worker
-                    # processes get one more warm-up round of their own (their pools start cold)
+                    # processes start with their pools filled (preconnect below), or with PRECONNECT off
+                    # one more warm-up round of their own
                     n, self.workers_reason = plan_workers(AUTO, width, stream_chunk_rate(self.warmup_results))
                     if n > 1:
                         await self._start_workers(n)
-                        await self._warm(client, width, 1)
+                        await self._warm(client, width, 1, NEW_WORKER_WARM_TOKENS)
+                await self.preconnect(client, width)
                 with quiet_gc():
                     await self._monitor_start()
                     for batch in self.batches:
@@ -319,20 +329,49 @@ class BenchRunner:
             await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
         return self.build("complete")
 
+    async def preconnect(self, client: StreamClient, width: int) -> None:
+        """Before the clock starts: every process that will send holds a connection for each stream it will
+        have in flight (`width` over the processes, PRECONNECT_SLACK more), so no measured TTFT includes a
+        connect (a warm-up narrower than the level, or worker processes started after it, left too few).
+        A connect that fails here is no error: the request that needs it connects, and fails, itself."""
+        if not PRECONNECT:
+            return
+        for t in self.targets:
+            if self.workers:
+                per = math.ceil(width / len(self.workers) * PRECONNECT_SLACK)
+                await asyncio.gather(
+                    *(w.preconnect(t.base_url, per) for w in self.workers), return_exceptions=True
+                )
+            else:
+                with contextlib.suppress(StreamError, OSError, TimeoutError):
+                    async with asyncio.timeout(CONNECT_TIMEOUT):
+                        await client.preconnect(t.base_url, width)
+
     async def _start_workers(self, n: int) -> None:
         self.workers = [Worker(i) for i in range(n)]
         await asyncio.gather(*(w.start() for w in self.workers))
 
-    async def _warm(self, client: StreamClient, width: int, rounds: int) -> None:
-        """`rounds` uncounted batches of `width` requests on each target."""
+    async def _warm(
+        self, client: StreamClient, width: int, rounds: int, max_tokens: int | None = None
+    ) -> None:
+        """`rounds` uncounted batches of `width` requests on each target (cut to `max_tokens` new tokens when
+        given: short_prompt)."""
         for t in self.targets:
             for i in range(rounds):
                 warm = []
                 for j in range(width):
                     p = self.prompts[(i * width + j) % len(self.prompts)]
+                    if max_tokens is not None:
+                        p = self.short_prompt(p, max_tokens)
                     warm.append(self._one(client, t, p, i, self._warm_seq, True))
                     self._warm_seq -= 1
                 await asyncio.gather(*warm)
+
+    def short_prompt(self, p: Prompt, max_tokens: int) -> Prompt:
+        """`p` asking for at most `max_tokens` new tokens (a warm-up of new worker processes)."""
+        return p.model_copy(
+            update={"max_new_tokens": min(max_tokens, p.max_new_tokens or self.req.max_new_tokens)}
+        )
 
     async def prepare(self, client: StreamClient) -> None:
         """Before the first request: OpenAI model names and each service's /server_info."""

@@ -11,7 +11,8 @@ time of the socket read that completed it.
   batches, at most every COALESCE_S (50 ms) while a stream flows, so a slow JSON parse shifts when a line is
   scored, never the time recorded for it, and a chunk costs a socket read, not a task switch.
 - Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
-  connection) pays its connect once, not per request.
+  connection) pays its connect once, not per request; `preconnect` opens them before the clock starts, so
+  no measured request (its TTFT) pays for a connect when more streams start at once than a warm-up made.
 - A request is credited only with the response to that request (HTTP/1.1 has no request ids: on a kept-alive
   connection the order of bytes is all there is, so a connection that breaks the order is dropped, never
   reused): `1xx` interim responses are skipped and the final one read (RFC 9110 section 15.2); any byte
@@ -38,7 +39,7 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import httptools
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -48,6 +49,7 @@ Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line w
 CONNECT_TIMEOUT = 10.0
 MAX_INTERIM = 16  # 1xx interim responses before the final one (real servers send one 100 or 103)
 COALESCE_S = 0.050  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
+PRECONNECT_AT_ONCE = 64  # connects in flight at once while filling the pool before a measured phase
 MAX_BODY = 64 * 1024  # of an error response: what is kept of it (the rest is read and dropped)
 KIB, MIB, GIB = 1024, 1024 * 1024, 1024 * 1024 * 1024
 LIMITS_ENV = "DDTREE_STREAM_LIMITS"
@@ -99,6 +101,12 @@ def _size(n: int) -> str:
         if n >= k and n % k == 0:
             return f"{n // k} {unit}"
     return f"{n} bytes"
+
+
+def _key(u: SplitResult) -> tuple[str, str, int]:
+    """The pool's key of a URL: (scheme, host, port)."""
+    scheme = u.scheme or "http"
+    return scheme, u.hostname or "127.0.0.1", u.port or (443 if scheme == "https" else 80)
 
 
 class _Unsolicited(Exception):
@@ -507,6 +515,31 @@ class StreamClient:
         self._open.append(proto)
         return proto
 
+    async def preconnect(self, url: str, n: int) -> int:
+        """Make `n` connections to `url`'s host wait idle in the pool (those there count; at most the pool's
+        size), opened PRECONNECT_AT_ONCE at a time (a server's listen backlog is finite); how many are idle
+        now. A connect that fails raises StreamError; the connections opened before it stay pooled."""
+        key = _key(urlsplit(url))
+        pool = self._idle.setdefault(key, [])
+        pool[:] = [c for c in pool if not c.lost and c.transport is not None and not c.transport.is_closing()]
+        want = min(n, self.max_idle) - len(pool)
+        while want > 0:
+            k = min(want, PRECONNECT_AT_ONCE)
+            made = await asyncio.gather(*(self._connect(key) for _ in range(k)), return_exceptions=True)
+            for c in made:
+                if isinstance(c, _Conn):
+                    c.idle = True
+                    pool.append(c)
+            for c in made:
+                if isinstance(c, BaseException):
+                    raise c
+            want -= k
+        return len(pool)
+
+    def idle_count(self, url: str) -> int:
+        """Connections to `url`'s host idle in the pool now."""
+        return sum(1 for c in self._idle.get(_key(urlsplit(url)), []) if not c.lost)
+
     async def post(self, url: str, body: bytes, headers: dict[str, str] | None = None) -> Response:
         """Send a POST and wait for the response's status line and headers."""
         return await self.request("POST", url, body, headers)
@@ -529,10 +562,8 @@ class StreamClient:
         """Send a request and wait for the response's status line and headers. `stream`: the body is SSE,
         read it with `batches()`; otherwise `read()` it whole."""
         u = urlsplit(url)
-        scheme = u.scheme or "http"
-        host = u.hostname or "127.0.0.1"
-        port = u.port or (443 if scheme == "https" else 80)
-        key = (scheme, host, port)
+        key = _key(u)
+        _, host, port = key
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         hostport = host if u.port is None else f"{host}:{port}"
         head = f"{method} {path} HTTP/1.1\r\nhost: {hostport}\r\n"

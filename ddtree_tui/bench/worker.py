@@ -18,8 +18,8 @@ The run records how many and why (ClientStats.workers_reason).
 
 Inside each process (`quiet_gc`, `new_loop`): the objects made before the run are frozen out of the garbage
 collector and its first generation is collected less often, so a full collection over a run's results
-does not stall the loop while chunks arrive; a worker runs on uvloop where it is installed. Each can be
-turned off for a side-by-side measurement (DDTREE_BENCH_GC=default, DDTREE_BENCH_LOOP=asyncio).
+does not stall the loop while chunks arrive; a worker runs on uvloop (bench/evloop.py), as the runner's own
+process does. Each can be turned off for a side-by-side measurement (DDTREE_BENCH_GC=default, DDTREE_BENCH_LOOP=asyncio).
 """
 
 from __future__ import annotations
@@ -38,17 +38,30 @@ from typing import Any, Unpack
 import orjson
 
 from ddtree_tui.bench.client import MeasureOpts, TokensCallback, measure_request
+from ddtree_tui.bench.evloop import loop_name, new_loop
 from ddtree_tui.bench.loadmon import LoopMonitor
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.stream import StreamClient
+from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
 
 STREAM_LIMIT = 16 * 1024 * 1024
 # chunks/s one process reads before its readings drift: on a 16-core host one process was 3.4 % off at
 # 16k chunks/s (c=64 × 250 chunks/s) and 1.25 % with 4 processes of 4k each (benchmarks/peers.py, issue 26)
-PER_WORKER_CHUNKS_S = 4000.0
+# (DDTREE_BENCH_CHUNKS_PER_WORKER sets another share, for a side-by-side measurement on a many-core host)
+PER_WORKER_CHUNKS_S = float(os.environ.get("DDTREE_BENCH_CHUNKS_PER_WORKER") or 4000.0)
+# a planned rate this little over a whole number of shares needs no process more: the warm-up's chunk rate is
+# measured (16 streams × 250.06 chunks/s = 4001 gave c=16 × 250 chunks/s a second process, issue 26)
+PLAN_SLACK = 0.05
 MAX_WORKERS = 64
 AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
+# before a measured phase each sending process opens a connection per stream it will have in flight, this
+# much over its share (runner.py preconnect); DDTREE_BENCH_PRECONNECT=0 leaves it out (side by side)
+PRECONNECT = os.environ.get("DDTREE_BENCH_PRECONNECT", "1") != "0"
+PRECONNECT_SLACK = 1.25
+# new worker processes warm up on one round of the level's width; DDTREE_BENCH_NEW_WORKER_WARM_TOKENS=N cuts
+# its requests to N new tokens (less CPU; on 2 cores here the first measured batch then read TTFT a few ms
+# later, so whole is the default until a many-core host says otherwise)
+NEW_WORKER_WARM_TOKENS = int(os.environ.get("DDTREE_BENCH_NEW_WORKER_WARM_TOKENS") or 0) or None
 
 
 GC_GEN0 = 50_000  # allocations between young collections while measuring (Python's default: 2000)
@@ -70,18 +83,6 @@ def quiet_gc() -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
         gc.unfreeze()
-
-
-def new_loop() -> asyncio.AbstractEventLoop:
-    """A worker's event loop: uvloop's where installed (cheaper per socket read), else asyncio's."""
-    if os.environ.get("DDTREE_BENCH_LOOP") != "asyncio":
-        try:
-            import uvloop  # type: ignore[import-not-found,unused-ignore]
-
-            return uvloop.new_event_loop()  # type: ignore[no-any-return,unused-ignore]
-        except ImportError:
-            pass
-    return asyncio.new_event_loop()
 
 
 def usable_cores() -> int:
@@ -107,15 +108,15 @@ def plan_workers(
     requested: int, in_flight: float, chunk_rate: float | None, cores: int | None = None
 ) -> tuple[int, str]:
     """How many client processes, and why in words: `requested` when given (>= 1), else one per
-    PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate), at most the usable cores and
-    the streams in flight. 1 means this process alone (no worker processes)."""
+    PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate; PLAN_SLACK of a share over is
+    still that share), at most the usable cores and the streams in flight. 1 means this process alone (no worker processes)."""
     if requested >= 1:
         return requested, f"--workers {requested}"
     cores = cores or usable_cores()
     if chunk_rate is None or in_flight <= 0:
         return 1, "auto: one process (no warm-up stream to measure the chunk rate by)"
     planned = in_flight * chunk_rate
-    need = math.ceil(planned / PER_WORKER_CHUNKS_S)
+    need = max(1, math.ceil(planned / PER_WORKER_CHUNKS_S - PLAN_SLACK))
     n = max(1, min(need, cores, math.ceil(in_flight), MAX_WORKERS))
     why = (
         f"auto: {in_flight:g} streams × {chunk_rate:.0f} chunks/s = {planned:.0f} chunks/s planned, one "
@@ -124,6 +125,27 @@ def plan_workers(
     if n < need:
         why += f" (wanted {need}; {cores} usable cores)" if n == cores else f" (wanted {need})"
     return n, why
+
+
+# How a worker process starts: pydantic builds a model's validator when the class is made, and importing the
+# bench (bench/models.py and what it imports) makes dozens a worker never uses (~0.13 s of a worker's
+# ~0.39 s start here, per process: 16 of them at c=256). So the worker defers every build (pydantic's own
+# `defer_build`, set before the first model exists) and builds the few it uses before its first job
+# (`_build_used_models`), never in the middle of a measurement. DDTREE_BENCH_WORKER_BOOT=plain: `-m` as before.
+WORKER_BOOT = (
+    "import os, pydantic\n"
+    "if os.environ.get('DDTREE_BENCH_WORKER_BOOT') != 'plain':\n"
+    "    pydantic.BaseModel.model_config = pydantic.ConfigDict(defer_build=True)\n"
+    "from ddtree_tui.bench.worker import main\n"
+    "main()\n"
+)
+
+
+def _build_used_models() -> None:
+    """The models a worker validates and dumps, built now (a no-op where they were built at import)."""
+    for m in (BenchTarget, Prompt, SamplingParams, RequestResult):
+        if not m.__pydantic_complete__:
+            m.model_rebuild(force=True)
 
 
 class WorkerError(RuntimeError):
@@ -139,6 +161,7 @@ class Worker:
         self.pending: dict[int, asyncio.Future[tuple[RequestResult, float, float]]] = {}
         self.on_tokens: dict[int, TokensCallback] = {}
         self.monitor: asyncio.Future[dict[str, Any]] | None = None
+        self.connected: asyncio.Future[dict[str, Any]] | None = None
         self.err_tail = b""
         self._reader: asyncio.Task[None] | None = None
         self._err_reader: asyncio.Task[None] | None = None
@@ -147,8 +170,8 @@ class Worker:
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "ddtree_tui.bench.worker",
+            "-c",
+            WORKER_BOOT,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -191,6 +214,8 @@ class Worker:
                         cb(msg["n"], msg["elapsed"])
                 elif op == "monitor" and self.monitor is not None and not self.monitor.done():
                     self.monitor.set_result(msg["sample"])
+                elif op == "connected" and self.connected is not None and not self.connected.done():
+                    self.connected.set_result(msg)
         except (ValueError, KeyError) as e:
             self._fail(f"client worker {self.index} sent a bad line: {e}")
             return
@@ -209,8 +234,9 @@ class Worker:
             if not fut.done():
                 fut.set_exception(WorkerError(why))
         self.pending.clear()
-        if self.monitor is not None and not self.monitor.done():
-            self.monitor.set_exception(WorkerError(why))
+        for f in (self.monitor, self.connected):
+            if f is not None and not f.done():
+                f.set_exception(WorkerError(why))
 
     async def measure(
         self,
@@ -244,6 +270,16 @@ class Worker:
         finally:
             self.pending.pop(jid, None)
             self.on_tokens.pop(jid, None)
+
+    async def preconnect(self, url: str, n: int, timeout: float = 30.0) -> tuple[int, str]:
+        """Have this worker's pool hold `n` idle connections to `url` (StreamClient.preconnect): how many it
+        holds, and which event loop the worker runs on (bench/evloop.py loop_name). A failed connect is no
+        error here (the request that needs one connects, and fails, itself): the count says it."""
+        self.connected = asyncio.get_running_loop().create_future()
+        self._send({"op": "connect", "url": url, "n": n})
+        async with asyncio.timeout(timeout):
+            msg = await self.connected
+        return int(msg["n"]), str(msg["loop"])
 
     async def monitor_start(self) -> None:
         self._send({"op": "monitor_start"})
@@ -328,6 +364,13 @@ async def _worker_main() -> None:
                 t = asyncio.ensure_future(job(client, m))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
+            elif op == "connect":
+                held = 0
+                with contextlib.suppress(StreamError, OSError, TimeoutError):
+                    async with asyncio.timeout(CONNECT_TIMEOUT):
+                        await client.preconnect(m["url"], m["n"])
+                held = client.idle_count(m["url"])
+                send({"op": "connected", "n": held, "loop": loop_name(loop)})
             elif op == "monitor_start":
                 mon.start()
             elif op == "monitor_stop":
@@ -340,6 +383,7 @@ async def _worker_main() -> None:
 
 
 def main() -> None:
+    _build_used_models()
     with contextlib.suppress(KeyboardInterrupt), quiet_gc(), asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(_worker_main())
 

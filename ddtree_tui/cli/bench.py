@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from ddtree_tui import atomicio
 from ddtree_tui.bench import bounds, history, report
+from ddtree_tui.bench.evloop import new_loop
 from ddtree_tui.bench.load import MAX_TRACE_SPEED, LoadError, parse_duration, parse_load, parse_slo
 from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchUsageError, ShapeRequest
 from ddtree_tui.bench.progress import BenchProgress
@@ -597,10 +598,12 @@ def cli_main(ns: BenchArgs) -> int:
     hosts = {h.name for h, _ in chosen}
     profiles = [h for h in profiles_of(ns) if h.name in hosts] if chosen else []
     if not ns.demo:
-        return asyncio.run(_main(ns, req, profiles))
+        with asyncio.Runner(loop_factory=new_loop) as runner:  # the measuring loop: uvloop (bench/evloop.py)
+            return runner.run(_main(ns, req, profiles))
     paths.PROJECT_DIR.mkdir(exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="run-bench-demo-", dir=paths.PROJECT_DIR)
     try:
-        return asyncio.run(_main(ns, req, demo_profiles(profiles, str(Path(workdir).resolve()))))
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            return runner.run(_main(ns, req, demo_profiles(profiles, str(Path(workdir).resolve()))))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
