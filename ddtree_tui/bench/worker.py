@@ -54,9 +54,11 @@ PER_WORKER_CHUNKS_S = float(os.environ.get("DDTREE_BENCH_CHUNKS_PER_WORKER") or 
 PLAN_SLACK = 0.05
 MAX_WORKERS = 64
 AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
-# before a measured phase each sending process opens a connection per stream it will have in flight, this
-# much over its share (runner.py preconnect); DDTREE_BENCH_PRECONNECT=0 leaves it out (side by side)
-PRECONNECT = os.environ.get("DDTREE_BENCH_PRECONNECT", "1") != "0"
+# DDTREE_BENCH_PRECONNECT=1: before a measured phase each sending process opens a connection per stream it
+# will have in flight, this much over its share (runner.py preconnect). Off by default: on a 16-core host it
+# made TTFT worse, not better (benchmarks/peers.py side by side, c=256 × 4 tok/chunk, three runs: +1.33..+1.86
+# ms with it, +0.63..+0.79 ms without; c=64 × 1 tok/chunk: +0.25/+0.81 with, +0.14/+0.23 without; issue 26)
+PRECONNECT = os.environ.get("DDTREE_BENCH_PRECONNECT", "0") == "1"
 PRECONNECT_SLACK = 1.25
 # new worker processes warm up on one round of the level's width; DDTREE_BENCH_NEW_WORKER_WARM_TOKENS=N cuts
 # its requests to N new tokens (less CPU; on 2 cores here the first measured batch then read TTFT a few ms
