@@ -96,11 +96,17 @@ class KeyedTable(DataTable[Any]):
     version of its row instead; the row and cell caches see (table counter, row version), so unchanged rows
     hit their caches and only the changed rows render again. Anything structural (rows added or
     removed, sorting, a resize, a width that grows) still goes through the table-wide counter. Caches are
-    smaller than Textual's (a few screens' worth), so superseded versions cannot pile up (RSS)."""
+    smaller than Textual's (a few screens' worth), so superseded versions cannot pile up (RSS).
+
+    A cell keeps a version of its own too: a changed row renders again only its changed cells (a GPU's
+    utilisation and power, not its name, host or service), the others hit the cell cache. Rendering a cell
+    (Rich's padding, styling and cropping of its Text) is most of a table's frame: a 32-GPU table's
+    once-a-second update re-rendered ~400 cells, which a key landing on that frame waited for."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self._row_versions: dict[RowKey, int] = {}
+        self._cell_versions: dict[tuple[RowKey, ColumnKey], int] = {}
         self._cell_render_cache = LRUCache(2400)
         self._row_render_cache = LRUCache(400)
         self._row_renderable_cache = LRUCache(400)
@@ -128,6 +134,7 @@ class KeyedTable(DataTable[Any]):
             return
         self._data[rk][ck] = value
         self._row_versions[rk] = self._row_versions.get(rk, 0) + 1
+        self._cell_versions[rk, ck] = self._cell_versions.get((rk, ck), 0) + 1
         self._line_cache.clear()  # lines are keyed by y, not row: cheap to rebuild from the row cache
         self.refresh()  # not refresh_row: finding a row's region sums the heights above it (O(rows) a cell)
 
@@ -142,6 +149,45 @@ class KeyedTable(DataTable[Any]):
         finally:
             self._update_count = count
 
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> Any:
+        """Textual's, with the cell cache keyed by (table counter, the cell's version) for a body cell."""
+        count = self._update_count
+        if row_index < 0 or column_index < 0:  # the header, a row label: as Textual keys them
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        rk = self._row_locations.get_key(row_index)
+        ck = self._column_locations.get_key(column_index)
+        version = self._cell_versions.get((rk, ck), 0) if rk is not None and ck is not None else 0
+        self._update_count = _count_key(count, "cell", version)
+        try:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        finally:
+            self._update_count = count
+
+    def _get_row_renderables(self, row_index: int) -> Any:
+        """Textual's, keyed by (table counter, the row's version) also when a cell asks for them."""
+        count = self._update_count
+        if not (isinstance(count, tuple) and len(count) == 3):  # not from _render_cell
+            return super()._get_row_renderables(row_index)
+        rk = self._row_locations.get_key(row_index)
+        self._update_count = _count_key(count, "row", self._row_versions.get(rk, 0) if rk is not None else 0)
+        try:
+            return super()._get_row_renderables(row_index)
+        finally:
+            self._update_count = count
+
+    def _clear_caches(self) -> None:
+        super()._clear_caches()
+        self._row_versions.clear()  # the caches they key are empty: a version starts again at 0
+        self._cell_versions.clear()
+
     def _compute_row_renderables(self, row_index: int) -> Any:
         self.row_renders += 1  # a row's cells formatted again: a cache miss
         return super()._compute_row_renderables(row_index)
@@ -152,6 +198,13 @@ class KeyedTable(DataTable[Any]):
         paint = getattr(pane, "paint_deferred", None)  # a TablePane: rows it left unpainted off-screen
         if callable(paint) and int(old_value) != int(new_value):
             paint()
+
+
+def _count_key(count: object, kind: str, version: int) -> Any:
+    """What KeyedTable puts in DataTable's `_update_count` while a cell or a row's renderables are looked up:
+    (the table-wide counter, kind, version); `count` may already be (counter, row version)."""
+    table = count[0] if isinstance(count, tuple) else count
+    return (table, kind, version)
 
 
 def sync_table(
