@@ -1,0 +1,154 @@
+"""What a frame costs where a key lands (issue 28, key -> paint): a log that grows asks for no layout pass of
+the screen, and a changed table cell renders alone. Counted, never timed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.renderables.styled import Styled
+from textual.screen import Screen
+from textual.widgets import RichLog
+
+from ddtree_tui.ui.views import Row, TableView, styled
+from ddtree_tui.ui.widgets.base import KeyedTable
+from ddtree_tui.ui.widgets.logs import TailLog
+from ddtree_tui.ui.widgets.table import TablePane
+
+
+class Logs(App[None]):
+    CSS = "TailLog, RichLog { height: 10; }"
+
+    def __init__(self, log: RichLog) -> None:
+        super().__init__()
+        self.log_widget = log
+
+    def compose(self) -> ComposeResult:
+        yield self.log_widget
+
+
+@pytest.fixture
+def layout_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry a layout pass of any screen (reflow of every widget, then a frame)."""
+    passes: list[int] = []
+    orig = Screen._refresh_layout
+
+    def counted(self: Screen[Any], *a: Any, **kw: Any) -> None:
+        passes.append(1)
+        orig(self, *a, **kw)
+
+    monkeypatch.setattr(Screen, "_refresh_layout", counted)
+    return passes
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    for _ in range(3):
+        await pilot.pause()
+
+
+@pytest.mark.parametrize("cls", [TailLog, RichLog])
+async def test_new_log_lines_ask_for_no_layout_pass(cls: type[RichLog], layout_passes: list[int]) -> None:
+    """RichLog (the control) lays the screen out again on every write; TailLog does not, and its scrollbar
+    and the followed tail still move with the lines."""
+    app = Logs(cls(max_lines=500, auto_scroll=True))
+    async with app.run_test(size=(60, 20)) as pilot:
+        log = app.log_widget
+        log.write(Text("line 0"))
+        await settle(pilot)
+        before = len(layout_passes)
+        for i in range(1, 41):
+            log.write(Text(f"line {i}"))
+            await pilot.pause()
+        await settle(pilot)
+        extra = len(layout_passes) - before
+        if cls is RichLog:
+            assert extra >= 1  # what TailLog saves: the control still does it
+            return
+        assert extra == 0
+        assert log.virtual_size.height == 41
+        assert log.max_scroll_y == 41 - log.scrollable_content_region.height > 0
+        assert log.scroll_y == log.max_scroll_y  # following the tail
+        assert log.vertical_scrollbar.window_virtual_size == 41
+
+
+async def test_replacing_the_lines_keeps_the_scrollbars_and_asks_for_no_layout(
+    layout_passes: list[int],
+) -> None:
+    """A new service's tail (clear, then its lines) with a line wider than the log: the horizontal scrollbar
+    was shown and stays so, so nothing needs laying out; a log that becomes narrow drops it (a layout)."""
+    log = TailLog(max_lines=500, auto_scroll=True)
+    app = Logs(log)
+    async with app.run_test(size=(60, 20)) as pilot:
+        log.replace(Text("\n".join(["x" * 200, *(f"a {i}" for i in range(30))])))
+        await settle(pilot)
+        assert log.show_horizontal_scrollbar
+        before = len(layout_passes)
+        log.replace(Text("\n".join(["y" * 200, *(f"b {i}" for i in range(30))])))
+        await settle(pilot)
+        assert len(layout_passes) == before
+        assert log.show_horizontal_scrollbar and log.virtual_size.height == 31
+        assert log.lines[0].text.startswith("y" * 50)
+        log.replace(Text("short"))
+        await settle(pilot)
+        assert not log.show_horizontal_scrollbar and log.virtual_size.height == 1
+        assert len(layout_passes) > before  # a scrollbar that goes is laid out as before
+        log.replace(None)
+        await settle(pilot)
+        assert log.lines == []
+
+
+class Pane(TablePane):
+    pane_number = 9
+    pane_title = "Test"
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(cursor_type="row")
+
+
+class Tables(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Pane()
+
+
+def gpus(utils: list[int]) -> TableView:
+    rows = tuple(
+        Row(f"g{i}", (styled(f"g{i}", "accent"), f"{u}%", styled("dflash", "accent")))
+        for i, u in enumerate(utils)
+    )
+    return TableView(("GPU", "Util", "Service"), rows, "9 Test")
+
+
+async def test_a_changed_cell_renders_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One GPU's utilisation moved: its row is drawn again from its cells, of which only that one is
+    rendered again (a cell render is Rich's padding, styling and cropping: most of a table's frame)."""
+    app = Tables()
+    async with app.run_test(size=(60, 30)) as pilot:
+        pane = app.query_one(Pane)
+        table = pane.query_one(KeyedTable)
+        utils = [10 + i for i in range(20)]
+        pane.show_table(gpus(utils))
+        await settle(pilot)
+        table.refresh()  # the first resize bumped the table's counter: let that frame happen
+        await settle(pilot)
+        rendered: list[str] = []
+        orig = app.console.render_lines
+
+        def counted(renderable: Any, *a: Any, **kw: Any) -> Any:
+            if isinstance(renderable, Styled):  # a cell (its padding's inner render is not counted)
+                rendered.append(repr(renderable.renderable.renderable))
+            return orig(renderable, *a, **kw)
+
+        monkeypatch.setattr(app.console, "render_lines", counted)
+        utils[5] = 55  # same width: updated in place
+        pane.show_table(gpus(utils))
+        await settle(pilot)
+        assert len(rendered) == 1, rendered
+        lines = [table.render_line(y).text.split() for y in range(1, 21)]
+        assert lines[5] == ["g5", "55%", "dflash"]  # the row on screen: the new cell and the kept ones
+        assert lines[6] == ["g6", "16%", "dflash"]
+        table.move_cursor(row=5, animate=False)  # the cursor's style: the row's cells render again
+        await settle(pilot)
+        assert len(rendered) > 1
