@@ -152,3 +152,42 @@ async def test_a_changed_cell_renders_alone(monkeypatch: pytest.MonkeyPatch) -> 
         table.move_cursor(row=5, animate=False)  # the cursor's style: the row's cells render again
         await settle(pilot)
         assert len(rendered) > 1
+
+
+class Live(App[None]):
+    CSS = "KeyedTable { height: auto; max-height: 6; }"
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(cursor_type="row")
+
+
+async def test_rows_added_to_a_table_cut_by_its_max_height_ask_for_no_layout(
+    layout_passes: list[int],
+) -> None:
+    """The Bench pane's live list: a row a request. Until the table reaches its max-height a new row makes
+    it taller (a layout); past it, the table's size stays and only its scrollbar follows."""
+    app = Live()
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.add_columns("req", "tok/s")
+        table.add_row("r0", "1", key="r0")
+        await settle(pilot)
+        before = len(layout_passes)
+        table.add_row("r1", "1", key="r1")
+        await settle(pilot)
+        assert len(layout_passes) > before and table.size.height == 3  # header + 2 rows: it grew
+        for i in range(2, 12):
+            table.add_row(f"r{i}", "1", key=f"r{i}")
+            await settle(pilot)
+        assert table.size.height == 6
+        before = len(layout_passes)
+        for i in range(12, 20):
+            table.add_row(f"r{i}", "1", key=f"r{i}")
+            await settle(pilot)
+        assert len(layout_passes) == before
+        assert table.size.height == 6 and table.virtual_size.height == 21
+        assert table.max_scroll_y == 21 - table.scrollable_content_region.height
+        table.move_cursor(row=19, animate=False)  # the last row can still be reached
+        await settle(pilot)
+        assert table.scroll_y == table.max_scroll_y
+        assert "r19" in table.render_line(table.size.height - 1).text

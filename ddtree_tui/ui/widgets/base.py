@@ -4,7 +4,7 @@ view (ui/views.py) through its own `show_view`; none reads the fleet while paint
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.cells import cell_len
@@ -12,6 +12,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.containers import Vertical
+from textual.geometry import Region, Size
 from textual.widgets import DataTable, Static
 from textual.widgets._data_table import CellType, ColumnKey, RowKey
 
@@ -101,7 +102,13 @@ class KeyedTable(DataTable[Any]):
     A cell keeps a version of its own too: a changed row renders again only its changed cells (a GPU's
     utilisation and power, not its name, host or service), the others hit the cell cache. Rendering a cell
     (Rich's padding, styling and cropping of its Text) is most of a table's frame: a 32-GPU table's
-    once-a-second update re-rendered ~400 cells, which a key landing on that frame waited for."""
+    once-a-second update re-rendered ~400 cells, which a key landing on that frame waited for.
+
+    New rows ask for a layout pass of the screen only when they can change the table's size: not when its
+    size does not follow its content, nor when it grows in a table already cut by its max-height (the Bench
+    pane's live list adds a row a request; each was a layout of the whole screen, issue 28)."""
+
+    _dims_from: Size | None = None  # inside _update_dimensions: the virtual size before it
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -137,6 +144,30 @@ class KeyedTable(DataTable[Any]):
         self._cell_versions[rk, ck] = self._cell_versions.get((rk, ck), 0) + 1
         self._line_cache.clear()  # lines are keyed by y, not row: cheap to rebuild from the row cache
         self.refresh()  # not refresh_row: finding a row's region sums the heights above it (O(rows) a cell)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        self._dims_from = self.virtual_size
+        try:
+            super()._update_dimensions(new_rows)
+        finally:
+            self._dims_from = None
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> KeyedTable:
+        old = self._dims_from
+        if layout and old is not None and self.is_mounted and self._size_kept(old, self.virtual_size):
+            self._dims_from = None  # the scrollbars' own changes (below) may ask for a layout
+            layout = False
+            self._scroll_update(self.virtual_size)
+        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        return self
+
+    def _size_kept(self, old: Size, new: Size) -> bool:
+        """Whether the virtual size going from `old` to `new` leaves the table's own size as it is."""
+        if not self.styles.auto_dimensions:
+            return True
+        return new.width == old.width and new.height >= old.height > self.scrollable_content_region.height
 
     def _versioned(self, row_key: RowKey) -> Any:
         return (self._update_count, self._row_versions.get(row_key, 0))
