@@ -352,12 +352,16 @@ def compare(rev: str, argv: list[str], parallel: bool = False) -> None:
     """REV's package, then this tree's, each in a child process with the same arguments; one table."""
     results: list[list[list[str]]] = []
     with tempfile.TemporaryDirectory(prefix="ddtree-ui-compare-") as tmp:
-        base = Path(tmp) / "base"
-        base.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", rev, "ddtree_tui", "themes"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        base = Path(rev)
+        if not (base / "ddtree_tui").is_dir():  # a revision (else a tree already unpacked: no git there)
+            base = Path(tmp) / "base"
+            base.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(REPO), "archive", rev, "ddtree_tui", "themes"],
+                check=True,
+                capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         outs = [Path(tmp) / "base.json", Path(tmp) / "tree.json"]
         cmds = [
             [sys.executable, str(Path(__file__).resolve()), *argv, "--code", str(code), "--json", str(out)]
@@ -404,7 +408,12 @@ def main() -> None:
         metavar="TOP",
         help="cProfile the app's thread from each key to its frame; print the TOP functions (to stderr)",
     )
-    ap.add_argument("--compare", metavar="REV", help="run REV's package first, then this tree's; print both")
+    ap.add_argument(
+        "--compare",
+        metavar="REV",
+        help="run REV's package first, then this tree's; print both (REV may be a directory holding an "
+        "unpacked tree: ddtree_tui/ and themes/, e.g. on a machine without the git history)",
+    )
     ap.add_argument(
         "--parallel",
         action="store_true",
