@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rich.padding import Padding
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.renderables.styled import Styled
 from textual.screen import Screen
-from textual.widgets import RichLog
+from textual.widgets import DataTable, RichLog
 
 from ddtree_tui.ui.views import Row, TableView, styled
 from ddtree_tui.ui.widgets.base import KeyedTable
@@ -123,7 +124,8 @@ def gpus(utils: list[int]) -> TableView:
 
 async def test_a_changed_cell_renders_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """One GPU's utilisation moved: its row is drawn again from its cells, of which only that one is
-    rendered again (a cell render is Rich's padding, styling and cropping: most of a table's frame)."""
+    rendered again (a cell render is Rich's padding, styling and cropping: most of a table's frame); the
+    cursor moving onto a row restyles its cells without laying them out again."""
     app = Tables()
     async with app.run_test(size=(60, 30)) as pilot:
         pane = app.query_one(Pane)
@@ -137,8 +139,8 @@ async def test_a_changed_cell_renders_alone(monkeypatch: pytest.MonkeyPatch) -> 
         orig = app.console.render_lines
 
         def counted(renderable: Any, *a: Any, **kw: Any) -> Any:
-            if isinstance(renderable, Styled):  # a cell (its padding's inner render is not counted)
-                rendered.append(repr(renderable.renderable.renderable))
+            if isinstance(renderable, Styled | Padding):  # a cell laid out (not its content's inner render)
+                rendered.append(repr(renderable))
             return orig(renderable, *a, **kw)
 
         monkeypatch.setattr(app.console, "render_lines", counted)
@@ -149,9 +151,10 @@ async def test_a_changed_cell_renders_alone(monkeypatch: pytest.MonkeyPatch) -> 
         lines = [table.render_line(y).text.split() for y in range(1, 21)]
         assert lines[5] == ["g5", "55%", "dflash"]  # the row on screen: the new cell and the kept ones
         assert lines[6] == ["g6", "16%", "dflash"]
-        table.move_cursor(row=5, animate=False)  # the cursor's style: the row's cells render again
+        table.move_cursor(row=5, animate=False)  # under the cursor: restyled, not laid out again
         await settle(pilot)
-        assert len(rendered) > 1
+        assert len(rendered) == 1
+        assert table.render_line(6).text.split() == ["g5", "55%", "dflash"]
 
 
 class Live(App[None]):
@@ -191,3 +194,67 @@ async def test_rows_added_to_a_table_cut_by_its_max_height_ask_for_no_layout(
         await settle(pilot)
         assert table.scroll_y == table.max_scroll_y
         assert "r19" in table.render_line(table.size.height - 1).text
+
+
+class Twins(App[None]):
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(id="keyed", cursor_type="row")
+        yield DataTable(id="plain", cursor_type="row")
+
+
+async def test_a_cell_is_drawn_as_textual_draws_it_under_and_off_the_cursor() -> None:
+    """KeyedTable keeps a cell's unstyled lines and restyles them for the cursor: the same segments, styles
+    and click metadata as Textual's own DataTable gives, for every kind of cell the panes paint."""
+    app = Twins()
+    cells: list[Any] = [
+        "55%",
+        "",
+        "a long plain value that is cut by its column",
+        Text("● ready", style="green bold"),
+        Text.assemble(("h00", "cyan"), ("/", ""), ("dflash", "magenta")),
+        Text("✖ fault: a long reason that does not fit", style="red", no_wrap=True, overflow="ellipsis"),
+        Text("▁▂▃▄▅▆▇█▇▆▅▄▃▂▁ wide sparkline", no_wrap=True),
+        Text("日本語のホスト名", style="dim"),
+    ]
+    async with app.run_test(size=(100, 20)) as pilot:
+        keyed, plain = app.query_one("#keyed", KeyedTable), app.query_one("#plain", DataTable)
+        for t in (keyed, plain):
+            t.add_column("a", width=6, key="a")
+            t.add_column("b", width=12, key="b")
+            t.add_column("c", key="c")
+            for i, c in enumerate(cells):
+                t.add_row(c, c, c, key=f"r{i}")
+        await settle(pilot)
+
+        def drawn(t: DataTable[Any], row: int, col: int, cursor: bool = False, hover: bool = False) -> Any:
+            style = t._get_row_style(row, t.rich_style)
+            width = t.ordered_columns[col].get_render_width(t)
+            if t is keyed:
+                return KeyedTable._render_cell(keyed, row, col, style, width, cursor, hover)
+            return DataTable._render_cell(plain, row, col, style, width, cursor, hover)
+
+        every = [
+            (row, col, cursor, hover)
+            for cursor, hover in ((False, False), (True, False), (False, True), (True, True))
+            for row in range(len(cells))
+            for col in range(3)
+        ]
+        for focused in (False, True):  # the cursor's style is another one on the focused table
+            app.set_focus(keyed if focused else None)
+            await settle(pilot)
+            got = [drawn(keyed, *at) for at in every]
+            again = [drawn(keyed, *at) for at in every]  # from its caches
+            app.set_focus(plain if focused else None)
+            await settle(pilot)
+            want = [drawn(plain, *at) for at in every]
+            for at, g, a, w in zip(every, got, again, want, strict=True):
+                assert g == w == a, (at, focused)
+                assert len(g) == 1 and g[0][0].style is not None
+                assert g[0][0].style.meta == {"row": at[0], "column": at[1]}  # a click finds its cell
+        keyed.update_cell("r0", "a", "66%")  # a new value: laid out again, not the kept lines
+        plain.update_cell("r0", "a", "66%")
+        app.set_focus(None)
+        await settle(pilot)
+        changed = drawn(keyed, 0, 0)
+        assert changed == drawn(plain, 0, 0)
+        assert "66%" in "".join(s.text for s in changed[0])

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.cells import cell_len
+from rich.padding import Padding
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
@@ -114,6 +116,9 @@ class KeyedTable(DataTable[Any]):
         super().__init__(*args, **kw)
         self._row_versions: dict[RowKey, int] = {}
         self._cell_versions: dict[tuple[RowKey, ColumnKey], int] = {}
+        # a body cell's padded, unstyled lines: (the value they are of, width, lines); see _render_plain_cell
+        self._plain_lines: LRUCache[tuple[RowKey, ColumnKey], tuple[object, int, list[list[Segment]]]]
+        self._plain_lines = LRUCache(2400)
         self._cell_render_cache = LRUCache(2400)
         self._row_render_cache = LRUCache(400)
         self._row_renderable_cache = LRUCache(400)
@@ -198,9 +203,81 @@ class KeyedTable(DataTable[Any]):
         version = self._cell_versions.get((rk, ck), 0) if rk is not None and ck is not None else 0
         self._update_count = _count_key(count, "cell", version)
         try:
+            if rk is not None and ck is not None and self._plain_cell(rk, row_index, column_index, width):
+                return self._render_plain_cell(
+                    rk, ck, row_index, column_index, base_style, width, cursor, hover
+                )
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         finally:
             self._update_count = count
+
+    # --- a body cell's rendering, its unstyled part kept (the cursor moving onto a row restyles it) ----------
+    def _plain_cell(self, rk: RowKey, row_index: int, column_index: int, width: int) -> bool:
+        """A one-line body cell outside the fixed rows and columns: what _render_plain_cell renders."""
+        row = self.rows.get(rk)
+        return (
+            row is not None
+            and row.height == 1
+            and not row.auto_height
+            and row_index >= self.fixed_rows
+            and column_index >= self.fixed_columns
+            and width > 2 * self.cell_padding
+        )
+
+    def _render_plain_cell(
+        self,
+        rk: RowKey,
+        ck: ColumnKey,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool,
+        hover: bool,
+    ) -> Any:
+        """DataTable._render_cell for a plain cell, the same lines, with the cell's padded, unstyled lines
+        kept while its value is the same object: Textual renders `Styled(Padding(cell), pre, post)` and a
+        Styled only applies its two styles to what its content rendered, so a cell under the cursor, or no
+        longer under it, is restyled rather than laid out by Rich again (the cursor moving one row rendered
+        both rows' cells whole: most of a key's frame, issue 28)."""
+        key = (
+            rk,
+            ck,
+            base_style,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        cached = self._cell_render_cache.get(key)
+        if cached is not None:
+            return cached
+        datum = self._data[rk][ck]
+        kept = self._plain_lines.get((rk, ck))
+        if kept is not None and kept[0] is datum and kept[1] == width:
+            plain = kept[2]
+        else:
+            cell = self._get_row_renderables(row_index)[1][column_index]
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            plain = self.app.console.render_lines(Padding(cell, (0, self.cell_padding)), options)
+            self._plain_lines.discard((rk, ck))  # (LRUCache.set keeps a key's old value)
+            self._plain_lines[rk, ck] = (datum, width, plain)
+        component_style, post_style = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+        lines = [list(Segment.apply_style(line, pre_style, post_style)) for line in plain]
+        self._cell_render_cache[key] = lines
+        return lines
 
     def _get_row_renderables(self, row_index: int) -> Any:
         """Textual's, keyed by (table counter, the row's version) also when a cell asks for them."""
@@ -218,6 +295,7 @@ class KeyedTable(DataTable[Any]):
         super()._clear_caches()
         self._row_versions.clear()  # the caches they key are empty: a version starts again at 0
         self._cell_versions.clear()
+        self._plain_lines.clear()
 
     def _compute_row_renderables(self, row_index: int) -> Any:
         self.row_renders += 1  # a row's cells formatted again: a cache miss
