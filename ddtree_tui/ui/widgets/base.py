@@ -118,7 +118,7 @@ class KeyedTable(DataTable[Any]):
         self._cell_versions: dict[tuple[RowKey, ColumnKey], int] = {}
         # a body cell's padded, unstyled lines: (the value they are of, width, lines); see _render_plain_cell
         self._plain_lines: LRUCache[tuple[RowKey, ColumnKey], tuple[object, int, list[list[Segment]]]]
-        self._plain_lines = LRUCache(2400)
+        self._plain_lines = LRUCache(1000)  # a few screens of cells: more only adds to what the GC walks
         self._cell_render_cache = LRUCache(2400)
         self._row_render_cache = LRUCache(400)
         self._row_renderable_cache = LRUCache(400)
