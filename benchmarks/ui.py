@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
 import json
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -121,8 +124,23 @@ def _trace_diff(old: tracemalloc.Snapshot, new: tracemalloc.Snapshot, label: str
             print(f"    {line}", file=sys.stderr)
 
 
+def _print_profile(prof: cProfile.Profile, top: int, keys: int) -> None:
+    """The app thread's work between each key and its frame, summed over `keys` keys (to stderr)."""
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    print(f"--- cProfile of the app's thread from each key to its frame ({keys} keys) ---", file=sys.stderr)
+    for order in ("cumulative", "tottime"):
+        stats.sort_stats(order).print_stats(top)
+    print(out.getvalue(), file=sys.stderr)
+
+
 async def run(
-    minutes: float, hosts: int, trace: int = 0, gpus: int = 2, all_services: bool = False
+    minutes: float,
+    hosts: int,
+    trace: int = 0,
+    gpus: int = 2,
+    all_services: bool = False,
+    profile: int = 0,
 ) -> list[tuple[str, str, str]]:
     tmp = Path(tempfile.mkdtemp(prefix="ddtree-ui-bench-"))
     home = os.getcwd()
@@ -219,11 +237,16 @@ async def run(
         paints: list[float] = []
         paints_cpu: list[float] = []  # the app thread's CPU time at each frame
         display = app._display
+        prof = cProfile.Profile() if profile else None  # --profile: on from a key to its frame
+        profiling: list[bool] = []
 
         def spy(screen: object, renderable: object) -> None:
             paints.append(time.perf_counter())
             paints_cpu.append(time.thread_time())
             display(screen, renderable)  # type: ignore[arg-type]
+            if prof is not None and profiling:
+                prof.disable()
+                profiling.clear()
 
         app._display = spy  # type: ignore[method-assign]
         i = 0
@@ -249,9 +272,15 @@ async def run(
             i += 1
             n = len(paints)
             start, start_cpu = time.perf_counter(), time.thread_time()
+            if prof is not None:
+                profiling.append(True)
+                prof.enable()
             app.post_message(events.Key(key, None))
             while len(paints) == n and time.perf_counter() - start < 5:
                 await asyncio.sleep(0.0005)
+            if prof is not None and profiling:  # no frame within the bound
+                prof.disable()
+                profiling.clear()
             latencies.append(((paints[n] if len(paints) > n else time.perf_counter()) - start) * 1000)
             # the work the app's thread did between the key and its frame: what the wait would be on an idle
             # core (the key's handling, any repaint that came first, the frame), free of the machine's load
@@ -266,6 +295,8 @@ async def run(
             mark, first = next(((m, s) for m, s in snaps if m >= 1), snaps[0])
             _trace_diff(first, end, f"from minute {mark:g} to the end")
             tracemalloc.stop()
+        if prof is not None:
+            _print_profile(prof, profile, len(latencies))
         await pilot.pause()  # the last key handled before the app goes (a key after it: no screen to take it)
         await app.action_quit()
     await fleet.stop()
@@ -321,12 +352,16 @@ def compare(rev: str, argv: list[str], parallel: bool = False) -> None:
     """REV's package, then this tree's, each in a child process with the same arguments; one table."""
     results: list[list[list[str]]] = []
     with tempfile.TemporaryDirectory(prefix="ddtree-ui-compare-") as tmp:
-        base = Path(tmp) / "base"
-        base.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", rev, "ddtree_tui", "themes"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        base = Path(rev)
+        if not (base / "ddtree_tui").is_dir():  # a revision (else a tree already unpacked: no git there)
+            base = Path(tmp) / "base"
+            base.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(REPO), "archive", rev, "ddtree_tui", "themes"],
+                check=True,
+                capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         outs = [Path(tmp) / "base.json", Path(tmp) / "tree.json"]
         cmds = [
             [sys.executable, str(Path(__file__).resolve()), *argv, "--code", str(code), "--json", str(out)]
@@ -366,7 +401,19 @@ def main() -> None:
         metavar="FRAMES",
         help="trace allocations (FRAMES deep) and print the top growth from minute 1 to the end (slow)",
     )
-    ap.add_argument("--compare", metavar="REV", help="run REV's package first, then this tree's; print both")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="TOP",
+        help="cProfile the app's thread from each key to its frame; print the TOP functions (to stderr)",
+    )
+    ap.add_argument(
+        "--compare",
+        metavar="REV",
+        help="run REV's package first, then this tree's; print both (REV may be a directory holding an "
+        "unpacked tree: ddtree_tui/ and themes/, e.g. on a machine without the git history)",
+    )
     ap.add_argument(
         "--parallel",
         action="store_true",
@@ -379,7 +426,7 @@ def main() -> None:
         argv = [a for a in sys.argv[1:] if a not in ("--compare", ns.compare, "--parallel")]
         compare(ns.compare, argv, ns.parallel)
         return
-    rows = asyncio.run(run(ns.minutes, ns.hosts, ns.tracemalloc, ns.gpus, ns.all_services))
+    rows = asyncio.run(run(ns.minutes, ns.hosts, ns.tracemalloc, ns.gpus, ns.all_services, ns.profile))
     if ns.json:
         Path(ns.json).write_text(json.dumps(rows), encoding="utf-8")
     print_table(rows)

@@ -4,14 +4,17 @@ view (ui/views.py) through its own `show_view`; none reads the fleet while paint
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.cells import cell_len
+from rich.padding import Padding
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.containers import Vertical
+from textual.geometry import Region, Size
 from textual.widgets import DataTable, Static
 from textual.widgets._data_table import CellType, ColumnKey, RowKey
 
@@ -96,11 +99,26 @@ class KeyedTable(DataTable[Any]):
     version of its row instead; the row and cell caches see (table counter, row version), so unchanged rows
     hit their caches and only the changed rows render again. Anything structural (rows added or
     removed, sorting, a resize, a width that grows) still goes through the table-wide counter. Caches are
-    smaller than Textual's (a few screens' worth), so superseded versions cannot pile up (RSS)."""
+    smaller than Textual's (a few screens' worth), so superseded versions cannot pile up (RSS).
+
+    A cell keeps a version of its own too: a changed row renders again only its changed cells (a GPU's
+    utilisation and power, not its name, host or service), the others hit the cell cache. Rendering a cell
+    (Rich's padding, styling and cropping of its Text) is most of a table's frame: a 32-GPU table's
+    once-a-second update re-rendered ~400 cells, which a key landing on that frame waited for.
+
+    New rows ask for a layout pass of the screen only when they can change the table's size: not when its
+    size does not follow its content, nor when it grows in a table already cut by its max-height (the Bench
+    pane's live list adds a row a request; each was a layout of the whole screen, issue 28)."""
+
+    _dims_from: Size | None = None  # inside _update_dimensions: the virtual size before it
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self._row_versions: dict[RowKey, int] = {}
+        self._cell_versions: dict[tuple[RowKey, ColumnKey], int] = {}
+        # a body cell's padded, unstyled lines: (the value they are of, width, lines); see _render_plain_cell
+        self._plain_lines: LRUCache[tuple[RowKey, ColumnKey], tuple[object, int, list[list[Segment]]]]
+        self._plain_lines = LRUCache(1000)  # a few screens of cells: more only adds to what the GC walks
         self._cell_render_cache = LRUCache(2400)
         self._row_render_cache = LRUCache(400)
         self._row_renderable_cache = LRUCache(400)
@@ -128,8 +146,33 @@ class KeyedTable(DataTable[Any]):
             return
         self._data[rk][ck] = value
         self._row_versions[rk] = self._row_versions.get(rk, 0) + 1
+        self._cell_versions[rk, ck] = self._cell_versions.get((rk, ck), 0) + 1
         self._line_cache.clear()  # lines are keyed by y, not row: cheap to rebuild from the row cache
         self.refresh()  # not refresh_row: finding a row's region sums the heights above it (O(rows) a cell)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        self._dims_from = self.virtual_size
+        try:
+            super()._update_dimensions(new_rows)
+        finally:
+            self._dims_from = None
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> KeyedTable:
+        old = self._dims_from
+        if layout and old is not None and self.is_mounted and self._size_kept(old, self.virtual_size):
+            self._dims_from = None  # the scrollbars' own changes (below) may ask for a layout
+            layout = False
+            self._scroll_update(self.virtual_size)
+        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        return self
+
+    def _size_kept(self, old: Size, new: Size) -> bool:
+        """Whether the virtual size going from `old` to `new` leaves the table's own size as it is."""
+        if not self.styles.auto_dimensions:
+            return True
+        return new.width == old.width and new.height >= old.height > self.scrollable_content_region.height
 
     def _versioned(self, row_key: RowKey) -> Any:
         return (self._update_count, self._row_versions.get(row_key, 0))
@@ -142,6 +185,118 @@ class KeyedTable(DataTable[Any]):
         finally:
             self._update_count = count
 
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> Any:
+        """Textual's, with the cell cache keyed by (table counter, the cell's version) for a body cell."""
+        count = self._update_count
+        if row_index < 0 or column_index < 0:  # the header, a row label: as Textual keys them
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        rk = self._row_locations.get_key(row_index)
+        ck = self._column_locations.get_key(column_index)
+        version = self._cell_versions.get((rk, ck), 0) if rk is not None and ck is not None else 0
+        self._update_count = _count_key(count, "cell", version)
+        try:
+            if rk is not None and ck is not None and self._plain_cell(rk, row_index, column_index, width):
+                return self._render_plain_cell(
+                    rk, ck, row_index, column_index, base_style, width, cursor, hover
+                )
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        finally:
+            self._update_count = count
+
+    # --- a body cell's rendering, its unstyled part kept (the cursor moving onto a row restyles it) ----------
+    def _plain_cell(self, rk: RowKey, row_index: int, column_index: int, width: int) -> bool:
+        """A one-line body cell outside the fixed rows and columns: what _render_plain_cell renders."""
+        row = self.rows.get(rk)
+        return (
+            row is not None
+            and row.height == 1
+            and not row.auto_height
+            and row_index >= self.fixed_rows
+            and column_index >= self.fixed_columns
+            and width > 2 * self.cell_padding
+        )
+
+    def _render_plain_cell(
+        self,
+        rk: RowKey,
+        ck: ColumnKey,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool,
+        hover: bool,
+    ) -> Any:
+        """DataTable._render_cell for a plain cell, the same lines, with the cell's padded, unstyled lines
+        kept while its value is the same object: Textual renders `Styled(Padding(cell), pre, post)` and a
+        Styled only applies its two styles to what its content rendered, so a cell under the cursor, or no
+        longer under it, is restyled rather than laid out by Rich again (the cursor moving one row rendered
+        both rows' cells whole: most of a key's frame, issue 28)."""
+        key = (
+            rk,
+            ck,
+            base_style,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        cached = self._cell_render_cache.get(key)
+        if cached is not None:
+            return cached
+        datum = self._data[rk][ck]
+        kept = self._plain_lines.get((rk, ck))
+        if kept is not None and kept[0] is datum and kept[1] == width:
+            plain = kept[2]
+        else:
+            cell = self._get_row_renderables(row_index)[1][column_index]
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            plain = self.app.console.render_lines(Padding(cell, (0, self.cell_padding)), options)
+            self._plain_lines.discard((rk, ck))  # (LRUCache.set keeps a key's old value)
+            self._plain_lines[rk, ck] = (datum, width, plain)
+        component_style, post_style = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+        lines = [list(Segment.apply_style(line, pre_style, post_style)) for line in plain]
+        self._cell_render_cache[key] = lines
+        return lines
+
+    def _get_row_renderables(self, row_index: int) -> Any:
+        """Textual's, keyed by (table counter, the row's version) also when a cell asks for them."""
+        count = self._update_count
+        if not (isinstance(count, tuple) and len(count) == 3):  # not from _render_cell
+            return super()._get_row_renderables(row_index)
+        rk = self._row_locations.get_key(row_index)
+        self._update_count = _count_key(count, "row", self._row_versions.get(rk, 0) if rk is not None else 0)
+        try:
+            return super()._get_row_renderables(row_index)
+        finally:
+            self._update_count = count
+
+    def _clear_caches(self) -> None:
+        super()._clear_caches()
+        self._row_versions.clear()  # the caches they key are empty: a version starts again at 0
+        self._cell_versions.clear()
+        self._plain_lines.clear()
+
     def _compute_row_renderables(self, row_index: int) -> Any:
         self.row_renders += 1  # a row's cells formatted again: a cache miss
         return super()._compute_row_renderables(row_index)
@@ -152,6 +307,13 @@ class KeyedTable(DataTable[Any]):
         paint = getattr(pane, "paint_deferred", None)  # a TablePane: rows it left unpainted off-screen
         if callable(paint) and int(old_value) != int(new_value):
             paint()
+
+
+def _count_key(count: object, kind: str, version: int) -> Any:
+    """What KeyedTable puts in DataTable's `_update_count` while a cell or a row's renderables are looked up:
+    (the table-wide counter, kind, version); `count` may already be (counter, row version)."""
+    table = count[0] if isinstance(count, tuple) else count
+    return (table, kind, version)
 
 
 def sync_table(

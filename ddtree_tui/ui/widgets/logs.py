@@ -7,11 +7,13 @@ import asyncio
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.widgets import RichLog
 
 from ddtree_tui.lib import paths
@@ -20,6 +22,62 @@ from ddtree_tui.ui.views import LogsView
 from ddtree_tui.ui.widgets.base import Pane
 
 MAX_LINES = 2000
+
+
+class TailLog(RichLog):
+    """A RichLog whose new lines never ask for a layout pass of the whole screen.
+
+    RichLog.write and .clear set `virtual_size`, a reactive that asks for a layout of the screen on every
+    change, although the log's own size (1fr in its pane) does not depend on its lines: with a service
+    logging, most layout passes of the dashboard were this (each a reflow of every widget and a frame
+    rendered across the screen, which a key press landing then waited for: benchmarks/ui.py, issue 28).
+    Here such a change updates the scrollbars in place instead (what the layout pass did for it); a
+    scrollbar that appears or goes still asks for a layout itself, and a log sized by its content (height
+    or width auto) keeps the layout pass. `replace` (a new service or search) updates them once, after the
+    new lines: clearing first hid the horizontal scrollbar and the lines showed it again, a layout pass for a
+    change that was none."""
+
+    _lines_changing = False  # inside write/clear: a layout asked for is the virtual size's
+    _replacing = False  # inside replace: the scrollbars are updated once, at its end
+
+    def write(self, *args: Any, **kw: Any) -> TailLog:
+        self._lines_changing = True
+        try:
+            super().write(*args, **kw)
+        finally:
+            self._lines_changing = False
+        return self
+
+    def clear(self) -> TailLog:
+        self._lines_changing = True
+        try:
+            super().clear()
+        finally:
+            self._lines_changing = False
+        return self
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> TailLog:
+        if layout and self._lines_changing and self.is_mounted and not self.styles.auto_dimensions:
+            self._lines_changing = False  # the scrollbars' own changes (below) may ask for a layout
+            layout = False
+            if not self._replacing:
+                self._scroll_update(self.virtual_size)
+        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        return self
+
+    def replace(self, content: Text | None) -> None:
+        """Every line replaced by `content` (None: none), the scrollbars updated once."""
+        self._replacing = True
+        try:
+            self.clear()
+            if content is not None:
+                self.write(content)
+        finally:
+            self._replacing = False
+        if self.is_mounted and not self.styles.auto_dimensions:
+            self._scroll_update(self.virtual_size)
 
 
 class LogsPane(Pane):
@@ -45,7 +103,7 @@ class LogsPane(Pane):
         self.saved_to: Path | None = None  # what is shown: (arrival time, line), for re-render/save
 
     def compose(self) -> ComposeResult:
-        yield RichLog(id="log-view", max_lines=MAX_LINES, wrap=False, highlight=False, auto_scroll=True)
+        yield TailLog(id="log-view", max_lines=MAX_LINES, wrap=False, highlight=False, auto_scroll=True)
 
     def focus_main(self) -> None:
         self.query_one(RichLog).focus()
@@ -81,12 +139,8 @@ class LogsPane(Pane):
         self._rerender()
 
     def _rerender(self) -> None:
-        log = self.query_one(RichLog)
-        log.clear()
-        for ts, line in self._lines:
-            t = self._line(line, ts)
-            if t is not None:
-                log.write(t)
+        log = self.query_one(TailLog)
+        log.replace(self._joined([t for ts, line in self._lines if (t := self._line(line, ts)) is not None]))
         self._title()
 
     def action_save(self) -> None:
@@ -135,20 +189,26 @@ class LogsPane(Pane):
         """Replace the content: a new service, or a new search."""
         self.ref = ref
         self._search = search
-        log = self.query_one(RichLog)
-        log.clear()
         now = time.time()
         self._lines = [(now, line) for line in lines][-MAX_LINES:]
-        self._write(log, [t for _, line in self._lines if (t := self._line(line, now)) is not None])
+        texts = [t for _, line in self._lines if (t := self._line(line, now)) is not None]
+        self.query_one(TailLog).replace(self._joined(texts))
         self._title()
 
     @staticmethod
-    def _write(log: RichLog, texts: list[Text]) -> None:
-        """All the lines in one write: RichLog measures and lays out once a write, so a service's tail written
-        line by line cost a layout pass of the screen each (a key press that selects a service, issue 28)."""
-        if texts:
-            joined = Text("\n").join(texts)
-            joined.no_wrap = texts[0].no_wrap
+    def _joined(texts: list[Text]) -> Text | None:
+        """All the lines as one Text, written at once: RichLog measures once a write, so a service's tail
+        written line by line cost a measure (and, before TailLog, a layout pass) a line (issue 28)."""
+        if not texts:
+            return None
+        joined = Text("\n").join(texts)
+        joined.no_wrap = texts[0].no_wrap
+        return joined
+
+    @classmethod
+    def _write(cls, log: RichLog, texts: list[Text]) -> None:
+        joined = cls._joined(texts)
+        if joined is not None:
             log.write(joined)
 
     def append(self, lines: Iterable[str]) -> None:
