@@ -74,11 +74,14 @@ class Fleet:
         auto_complete_todos: bool | None = None,
         watch: bool = True,
         clock: Callable[[], float] = time.time,
+        events: PubSub[FleetEvent] | None = None,
     ) -> None:
+        """`events`: the stream to publish on (fleet/starting.py's, which the TUI subscribed to before the
+        core was imported); a new one otherwise."""
         self.demo = demo
         self.history_path = Path(history_path or DEFAULT_HISTORY)
         self.todos_path = Path(todos_path or DEFAULT_TODOS)
-        self.events: PubSub[FleetEvent] = PubSub(QUEUE_SIZE)
+        self.events: PubSub[FleetEvent] = events if events is not None else PubSub(QUEUE_SIZE)
         publish = self.events.publish
         self.hosts = Hosts(
             profiles, publish, self._guard, watch=watch, telemetry=telemetry, probe_interval=probe_interval,
