@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ddtree_tui.lib import paths
 
@@ -563,10 +564,24 @@ def _fill_help(p: argparse.ArgumentParser) -> None:
             a.help = DEST_HELP[a.dest]
 
 
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Imports make a few hundred thousand objects and no garbage: the collector's passes over them were ~15 %
+    of the TUI's import time before its first frame (issue 28). Collection as usual once they are loaded."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _resolve(spec: str) -> Callable[[argparse.Namespace], int] | None:
     mod_name, func = spec.split(":")
     try:
-        mod = importlib.import_module(mod_name)
+        with _no_gc():
+            mod = importlib.import_module(mod_name)
     except ModuleNotFoundError as e:
         if e.name and (e.name == mod_name or mod_name.startswith(e.name + ".")):
             return None
@@ -575,7 +590,8 @@ def _resolve(spec: str) -> Callable[[argparse.Namespace], int] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    with _no_gc():  # the parser imports the request models (their defaults)
+        parser = build_parser()
     ns = parser.parse_args(hoist_globals(sys.argv[1:] if argv is None else argv))
     for attr, default in (("profile", None), ("profiles", None), ("todos", None), ("theme", None)):
         if not hasattr(ns, attr):

@@ -127,11 +127,10 @@ class Controller:
         q = self.fleet.subscribe()
         try:
             self.fleet_started = True
-            if isinstance(
-                self.fleet, Deferred
-            ):  # painted before the core was imported (cli/tui.py): build it
+            # painted before the core was imported (cli/tui.py's StartingFleet): build it, then use the real one
+            if isinstance(self.fleet, Deferred):
                 built = await self.fleet.build()
-                if built is None:  # the app quit meanwhile
+                if built is None or self.fleet_stopped:  # the app quit meanwhile: start nothing
                     return
                 self.fleet = built
             await self.fleet.start()
