@@ -280,16 +280,16 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         self.pane(3).focus_main()
         if self.live:
             self.set_timer(FREEZE_AFTER_S, freeze_heap, name="freeze-heap")  # well after the first frame
-            self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
-            if isinstance(self.fleet, Deferred):  # cli/tui.py's: its core is imported once the first frame is
-                self.call_after_refresh(self._start_fleet)  # on the screen, never before (issue 28)
+            if isinstance(self.fleet, Deferred):  # cli/tui.py's: the history read and the core's import come
+                self.call_after_refresh(self._start_workers)  # once the first frame is on screen (issue 28)
             else:
-                self._start_fleet()
+                self._start_workers()
             self.set_interval(1.0 / self.refresh_hz, self._repaint_tick, name="repaint")
             self.set_interval(2.0, self._poll_history, name="history-watch")
 
     # --- the fleet (through the controller) ------------------------------------------------------------
-    def _start_fleet(self) -> None:
+    def _start_workers(self) -> None:
+        self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
         self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
 
     def _poll_history(self) -> None:

@@ -31,6 +31,15 @@ def _profiles(tmp_path: Path, n: int) -> list[HostProfile]:
     ]
 
 
+def _one_run(tmp_path: Path) -> None:
+    """A plain run `r1` in the history file."""
+    run = BenchRun(
+        id="r1", started_at=datetime(2026, 12, 2, tzinfo=UTC), prompt_set="seed3",
+        sampling=SamplingParams(max_new_tokens=8), repeats=1, warmup=0, concurrency=1,
+    )  # fmt: skip
+    history.append(run, tmp_path / "history.jsonl")
+
+
 def _starting(tmp_path: Path, n: int = 3) -> StartingFleet:
     return StartingFleet(
         _profiles(tmp_path, n), todos_path=tmp_path / "todos.json", history_path=tmp_path / "history.jsonl"
@@ -42,11 +51,7 @@ def test_before_the_core_every_host_is_connecting_and_nothing_is_measured(tmp_pa
     store.load()
     store.add("measure the baseline")
     store.save()
-    run = BenchRun(
-        id="r1", started_at=datetime(2026, 12, 2, tzinfo=UTC), prompt_set="seed3",
-        sampling=SamplingParams(max_new_tokens=8), repeats=1, warmup=0, concurrency=1,
-    )  # fmt: skip
-    history.append(run, tmp_path / "history.jsonl")
+    _one_run(tmp_path)
     fleet = _starting(tmp_path)
     snap = fleet.snapshot()
     assert [(h.name, h.state) for h in snap.hosts] == [
@@ -88,6 +93,7 @@ async def test_stopped_before_it_was_built_nothing_is_built_or_started(tmp_path:
 
 
 async def test_the_app_paints_hosts_connecting_then_swaps_in_the_started_fleet(tmp_path: Path) -> None:
+    _one_run(tmp_path)
     fleet = _starting(tmp_path, 2)
     app = DDTreeApp(fleet, refresh_hz=10)
     first: list[list[str]] = []
@@ -105,5 +111,8 @@ async def test_the_app_paints_hosts_connecting_then_swaps_in_the_started_fleet(t
             await until(pilot, lambda: isinstance(app.fleet, Fleet), 30, "the core built and swapped in")
             await until(pilot, lambda: screen_text(app).count("● connected") == 2, 30, "both hosts connected")
             assert app.ctl.fleet_started
+            await until(
+                pilot, lambda: [r.id for r in app.ctl.bench_history] == ["r1"], 10, "the history read"
+            )
     finally:
         await asyncio.wait_for(fleet.stop(), 20)
