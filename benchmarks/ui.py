@@ -8,6 +8,9 @@ each pane's paint time; RSS at the end. The terminal is 160x48: every pane on on
     .venv/bin/python benchmarks/ui.py --compare main --minutes 0.5  # main's code, then this tree's, side by side
     .venv/bin/python benchmarks/ui.py --compare main --parallel --minutes 1   # both at once (a busy machine)
 
+The rows `first frame from process start` ... are the real `ddtree-tui` started in a terminal, imports included
+(benchmarks/ui_startup.py, before the in-process run); `time to first frame` below is the app alone.
+
 Headless (Textual's test driver): a key event is posted as the terminal driver would post it, and the
 latency ends when the next frame reaches the display (App._display): the work a real terminal would see,
 without Pilot's own settling sleeps. `--compare REV` runs REV's package (git archive) and then this tree's,
@@ -419,6 +422,14 @@ def main() -> None:
         action="store_true",
         help="with --compare: run REV's and this tree's at the same time (a shared, busy machine)",
     )
+    ap.add_argument(
+        "--startup-runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="starts of the real `ddtree-tui` in a terminal, for the first-frame rows (benchmarks/ui_startup.py;"
+        " 0: none)",
+    )
     ap.add_argument("--code", help=argparse.SUPPRESS)  # read before the imports (see the top)
     ap.add_argument("--json", help=argparse.SUPPRESS)  # where a --compare child writes its rows
     ns = ap.parse_args()
@@ -426,7 +437,22 @@ def main() -> None:
         argv = [a for a in sys.argv[1:] if a not in ("--compare", ns.compare, "--parallel")]
         compare(ns.compare, argv, ns.parallel)
         return
-    rows = asyncio.run(run(ns.minutes, ns.hosts, ns.tracemalloc, ns.gpus, ns.all_services, ns.profile))
+    rows: list[tuple[str, str, str]] = []
+    if ns.startup_runs > 0:  # first, in a quiet process: the real command's first frame, imports included
+        from ui_startup import startup_rows  # benchmarks/ui_startup.py, beside this script
+
+        code = Path(ns.code) if ns.code else REPO
+        rows += startup_rows(
+            code,
+            ns.hosts,
+            ns.gpus,
+            ns.all_services,
+            HOST_TOML,
+            services_toml,
+            widen_recording,
+            ns.startup_runs,
+        )
+    rows = asyncio.run(run(ns.minutes, ns.hosts, ns.tracemalloc, ns.gpus, ns.all_services, ns.profile)) + rows
     if ns.json:
         Path(ns.json).write_text(json.dumps(rows), encoding="utf-8")
     print_table(rows)

@@ -26,7 +26,7 @@ from ddtree_tui.bench.drift import detect_drift
 from ddtree_tui.bench.jsonl import append_bytes, append_line
 from ddtree_tui.bench.models import BenchRun, TargetInfo
 from ddtree_tui.bench.report import iter_json
-from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun, SoakWindow
+from ddtree_tui.bench.results import AgenticRun, AnyRun, LoadRun, ShapeRun, SoakRun, SoakWindow
 from ddtree_tui.lib import paths
 
 DEFAULT_HISTORY = paths.BENCH_HISTORY
@@ -219,3 +219,10 @@ def load_tail(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUNS) -> li
         while len(_TAILS) > _TAILS_KEPT:
             _TAILS.pop(next(iter(_TAILS)))
     return tail.runs()
+
+
+def recent_runs(path: Path | str = DEFAULT_HISTORY) -> list[AnyRun]:
+    """What a live view shows: the last plain runs (read incrementally) and load / soak / agentic runs, oldest
+    first (the fleet's bench desk, and fleet/starting.py before the core is built). Raises what reading raises."""
+    runs: list[AnyRun] = [*load_tail(path), *load_shapes(path)]
+    return sorted(runs, key=lambda r: r.started_at)[-RECENT_RUNS:]

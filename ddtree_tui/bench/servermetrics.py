@@ -33,13 +33,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-
-import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
+from typing import TYPE_CHECKING
 
 from ddtree_tui.bench.windows import ServerMetrics, ServerSource, ServerWindow
 from ddtree_tui.lib import http
 from ddtree_tui.services.logs import LogMetrics, parse_line
+
+if TYPE_CHECKING:  # aiohttp and prometheus_client are imported where a run first scrapes (issue 28: the
+    import aiohttp  # TUI imports this module through bench.history; neither is needed for its first frame)
 
 DEFAULT_EVERY_S = 2.0
 MAX_BODY = 8 * 1024 * 1024  # a /metrics body (the services' probe cap)
@@ -101,6 +102,8 @@ def parse_metrics(text: str, t: float) -> Sample | None:
     hists: dict[str, Hist] = {}
     wanted_h = set(HISTOGRAMS.values())
     seen = False
+    from prometheus_client.parser import text_string_to_metric_families
+
     for fam in text_string_to_metric_families(text):
         if not fam.name.startswith("sglang:"):
             continue
@@ -305,6 +308,11 @@ class _State:
     tick: int = 0
 
 
+def _scrape_errors() -> tuple[type[BaseException], ...]:
+    """What a failed scrape raises (aiohttp's errors are named on first use: lib/http.py REQUEST_ERRORS)."""
+    return (*http.REQUEST_ERRORS, OSError)
+
+
 class ServerScrape:
     """Scrapes every target's /metrics every `every_s` seconds while the run goes (`async with`), falling
     back to its Decode batch log lines; `result(origin, edges)` is what each server said, per window."""
@@ -341,6 +349,8 @@ class ServerScrape:
 
     async def _get(self, st: _State) -> tuple[int, str]:
         assert self._session is not None
+        import aiohttp
+
         url = st.target.base_url.rstrip("/") + "/metrics"
         async with self._session.get(
             url, headers=dict(st.target.headers), allow_redirects=False,
@@ -353,7 +363,7 @@ class ServerScrape:
         why: str
         try:
             code, body = await self._get(st)
-        except (aiohttp.ClientError, TimeoutError, OSError, http.HttpError) as e:
+        except _scrape_errors() as e:
             why = f"/metrics could not be read ({http.describe(e)})"
         else:
             if code == 200:
@@ -394,7 +404,7 @@ class ServerScrape:
         client's event loop every few seconds, so the loop only reads and keeps."""
         try:
             code, body = await self._get(st)
-        except (aiohttp.ClientError, TimeoutError, OSError, http.HttpError):
+        except _scrape_errors():
             st.failures += 1
             return
         if code != 200:

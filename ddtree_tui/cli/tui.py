@@ -1,5 +1,9 @@
 """`ddtree-tui [--demo] [--profile ...] [--theme NAME]`: the terminal UI's mode handler (the app itself is
-ddtree_tui/ui/app.py); a first run without profiles says how to write one and offers the demo."""
+ddtree_tui/ui/app.py); a first run without profiles says how to write one and offers the demo.
+
+The app is given a `StartingFleet` (fleet/starting.py), not the Fleet: the first frame is painted (the hosts
+shown connecting) before the core and its engines are imported, in a thread, and the fleet started (issue 28:
+first paint under 1 s). Nothing here imports the core at module level."""
 
 from __future__ import annotations
 
@@ -16,8 +20,7 @@ from pathlib import Path
 
 from ddtree_tui.cli.args import CliArgs, TuiArgs, WebArgs
 from ddtree_tui.cli.common import UsageError, err, handler, profiles_of
-from ddtree_tui.fleet import Fleet
-from ddtree_tui.sim.process import demo_ports
+from ddtree_tui.fleet.starting import StartingFleet
 from ddtree_tui.todo import DEFAULT_TODOS
 from ddtree_tui.ui.app import DDTreeApp, exit_code
 from ddtree_tui.ui.skins import discover_themes
@@ -176,10 +179,12 @@ def cli_main(ns: TuiArgs) -> int:
     todos = todos_of(ns)
     notes: list[str] = []
     if ns.demo:  # its fixed ports may be another demo's (or a test run's): free ones then, said so
+        from ddtree_tui.sim.process import demo_ports  # the simulator's modules: only for the demo
+
         profiles, notes = demo_ports(profiles)
         for note in notes:
             err(note)
-    fleet = Fleet(profiles, todos_path=todos, demo=ns.demo)
+    fleet = StartingFleet(profiles, todos_path=todos, demo=ns.demo)  # built and started after the first frame
     app = DDTreeApp(fleet, theme_name=theme, demo=ns.demo, crash_dir=todos.parent, readonly=ns.readonly)
     rc = run_and_stop(app, notes)
     return exit_code(app, rc)

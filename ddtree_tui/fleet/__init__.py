@@ -1,10 +1,42 @@
 """The fleet: the door into the core (`Fleet`, in core.py) and the desks it composes (hosts, services,
-benching, todos, snapshot). `from ddtree_tui.fleet import Fleet` is how the faces open it."""
+benching, todos, snapshot). `from ddtree_tui.fleet import Fleet` is how the faces open it.
 
-from ddtree_tui.fleet.core import Fleet, FleetOptions
-from ddtree_tui.fleet.oneshot import collect_snapshot
-from ddtree_tui.fleet.services import launch_line
-from ddtree_tui.services.lifecycle import ServiceHeld  # raised by Fleet.hold: someone else holds the service
-from ddtree_tui.transport import TransportError  # raised when a host cannot be reached
+The names below are loaded when first asked for (PEP 562 `__getattr__`): importing a light module of this
+package (`fleet.starting`, `fleet.protocol`) must not import the core and its engines, aiohttp among them,
+which is most of the TUI's import time before its first frame (issue 28)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ddtree_tui.fleet.core import Fleet, FleetOptions
+    from ddtree_tui.fleet.oneshot import collect_snapshot
+    from ddtree_tui.fleet.services import launch_line
+    from ddtree_tui.services.lifecycle import (
+        ServiceHeld,  # raised by Fleet.hold: someone else holds the service
+    )
+    from ddtree_tui.transport import TransportError  # raised when a host cannot be reached
+
+_WHERE = {
+    "Fleet": "ddtree_tui.fleet.core",
+    "FleetOptions": "ddtree_tui.fleet.core",
+    "collect_snapshot": "ddtree_tui.fleet.oneshot",
+    "launch_line": "ddtree_tui.fleet.services",
+    "ServiceHeld": "ddtree_tui.services.lifecycle",
+    "TransportError": "ddtree_tui.transport",
+}
+
+
+def __getattr__(name: str) -> object:
+    """`Fleet`, `collect_snapshot`, ... imported from their module the first time they are named."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value: object = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["Fleet", "FleetOptions", "ServiceHeld", "TransportError", "collect_snapshot", "launch_line"]

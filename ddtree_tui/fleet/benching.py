@@ -283,13 +283,11 @@ class BenchDesk:
     # --- history -------------------------------------------------------------------------------------------
     def history(self) -> list[AnyRun]:
         """The last plain runs (read incrementally) and load / soak / agentic runs, oldest first."""
-        path = self.fleet.history_path
         try:
-            runs: list[AnyRun] = [*history.load_tail(path), *history.load_shapes(path)]
+            return history.recent_runs(self.fleet.history_path)
         except Exception as e:
             self._word(f"bench history unreadable: {e}")
             return []
-        return sorted(runs, key=lambda r: r.started_at)[-history.RECENT_RUNS :]
 
 
 __all__ = ["NOT_RUNNING", "BenchDesk", "BenchFleet", "BenchRefused", "url_targets"]

@@ -4,9 +4,7 @@ dispatch of the typed intent vocabulary (model/intents.py). The work is in small
 (registry, start/stop/reload), services (lifecycle, move, holds, deploy, logs, patches, doctor, smoke),
 benching (targets, runs, history) and todos. The other public methods are thin delegations kept for the code
 that reads through them (the sweep, the headless modes).
-
-Data flows one way: transport -> telemetry/services/bench -> fleet -> ui, collector or reporter.
-"""
+Data flows one way: transport -> telemetry/services/bench -> fleet -> ui, collector or reporter."""
 
 from __future__ import annotations
 
@@ -74,11 +72,12 @@ class Fleet:
         auto_complete_todos: bool | None = None,
         watch: bool = True,
         clock: Callable[[], float] = time.time,
+        events: PubSub[FleetEvent] | None = None,  # a stream subscribed to before (fleet/starting.py)
     ) -> None:
         self.demo = demo
         self.history_path = Path(history_path or DEFAULT_HISTORY)
         self.todos_path = Path(todos_path or DEFAULT_TODOS)
-        self.events: PubSub[FleetEvent] = PubSub(QUEUE_SIZE)
+        self.events: PubSub[FleetEvent] = events if events is not None else PubSub(QUEUE_SIZE)
         publish = self.events.publish
         self.hosts = Hosts(
             profiles, publish, self._guard, watch=watch, telemetry=telemetry, probe_interval=probe_interval,

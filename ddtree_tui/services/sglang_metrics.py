@@ -10,12 +10,14 @@ and throughput are summed, ratios and the accept length averaged.
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
 
-import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict
 
 from ddtree_tui.services.probehttp import MAX_METRICS_BODY, get_capped
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _SUM = {"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput"}
 _MEAN = {
@@ -41,6 +43,8 @@ class SglangGauges(BaseModel):
 def parse_sglang_metrics(text: str) -> SglangGauges | None:
     """The gauges in one /metrics body; None when it holds no `sglang:` series (not an SGLang server).
     Raises ValueError for text that is not the Prometheus format."""
+    from prometheus_client.parser import text_string_to_metric_families  # on first use (issue 28: startup)
+
     values: dict[str, list[float]] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -74,6 +78,8 @@ async def fetch_sglang_metrics(
 ) -> SglangGauges | None:
     """GET /metrics; None when the server has none (404: started without --enable-metrics), answers
     something else, or is not reachable. BodyTooLarge when the body is over MAX_METRICS_BODY."""
+    import aiohttp  # already imported by the session's maker
+
     try:
         code, body = await get_capped(session, f"{base_url}/metrics", cap=MAX_METRICS_BODY, timeout=timeout)
     except (aiohttp.ClientError, TimeoutError, OSError):

@@ -27,7 +27,7 @@ from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.lib import paths
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.ui import navigation
-from ddtree_tui.ui.backend import FleetLike, FrozenFleet, ReadOnlyFleet
+from ddtree_tui.ui.backend import Deferred, FleetLike, FrozenFleet, ReadOnlyFleet
 from ddtree_tui.ui.bench_actions import BenchActions
 from ddtree_tui.ui.command import CommandScreen, run_command
 from ddtree_tui.ui.controller import Controller
@@ -102,7 +102,6 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         self.register_theme(HIGH_CONTRAST)
         if theme_name not in self._themes:
             raise ValueError(f"unknown theme {theme_name!r} (known: {', '.join(self._themes)})")
-        self.fleet = fleet
         self.demo = demo
         self.ctl = Controller(
             fleet,
@@ -134,6 +133,15 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             self.sub_title = "snapshot"
 
     # --- the controller's state, as the app's (tests, the bench and todo actions, the sweep screen read it) --
+    @property
+    def fleet(self) -> FleetLike:
+        """The controller's fleet: the real one once a deferred fleet (cli/tui.py's) has been built."""
+        return self.ctl.fleet
+
+    @fleet.setter
+    def fleet(self, fleet: FleetLike) -> None:
+        self.ctl.fleet = fleet
+
     @property
     def live(self) -> bool:
         """False for a frozen fleet: nothing is started and intents' results are shown here."""
@@ -272,12 +280,18 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         self.pane(3).focus_main()
         if self.live:
             self.set_timer(FREEZE_AFTER_S, freeze_heap, name="freeze-heap")  # well after the first frame
-            self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
-            self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
+            if isinstance(self.fleet, Deferred):  # cli/tui.py's: the history read and the core's import come
+                self.call_after_refresh(self._start_workers)  # once the first frame is on screen (issue 28)
+            else:
+                self._start_workers()
             self.set_interval(1.0 / self.refresh_hz, self._repaint_tick, name="repaint")
             self.set_interval(2.0, self._poll_history, name="history-watch")
 
     # --- the fleet (through the controller) ------------------------------------------------------------
+    def _start_workers(self) -> None:
+        self.run_worker(self.ctl.load_bench_history(), group="history", exclusive=True)
+        self.run_worker(self.ctl.run_fleet(), group="fleet", exclusive=True, name="fleet")
+
     def _poll_history(self) -> None:
         self.run_worker(self.ctl.check_history(), group="history-watch", exclusive=True)
 

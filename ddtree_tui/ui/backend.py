@@ -7,21 +7,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 from ddtree_tui.bench.models import BenchRequest, BenchRun, ShapeRequest
 from ddtree_tui.bench.results import AnyRun, ShapeRun
-from ddtree_tui.bench.smoke import SmokeResult, failed
 from ddtree_tui.config import HostProfile
-from ddtree_tui.doctor import DoctorReport, Finding
 from ddtree_tui.lib.pubsub import PubSub
 from ddtree_tui.model.events import FleetEvent
 from ddtree_tui.model.intents import AnyIntent, Outcome, describe
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.model.todo import ItemEvidence, TodoItem, TodoView
 from ddtree_tui.ui.views import HistoryRun
+
+if TYPE_CHECKING:  # the doctor package (and the telemetry it imports), the smoke client: loaded when used
+    from ddtree_tui.bench.smoke import SmokeResult  # (issue 28: not before the first frame)
+    from ddtree_tui.doctor import DoctorReport
 
 # Fleet.run_bench and its stand-ins (StaticFleet, collector AttachedFleet): a BenchRequest in, a BenchRun or a
 # refusal in words out
@@ -55,6 +57,15 @@ class FleetLike(Protocol):
     async def reload_profiles(self) -> list[str]: ...
     def todo_evidence(self) -> list[ItemEvidence]: ...
     def profiles(self) -> list[HostProfile]: ...
+
+
+@runtime_checkable
+class Deferred(Protocol):
+    """A fleet whose core is built after the first frame (fleet/starting.py StartingFleet, what the TUI paints
+    first): `build()` gives the real fleet, on the same event stream, to use from then on; None when it was
+    stopped first."""
+
+    async def build(self) -> FleetLike | None: ...
 
 
 @runtime_checkable
@@ -152,6 +163,8 @@ class StaticFleet(PubSub[FleetEvent]):
 
     async def smoke(self, ref: str, *_: object, **__: object) -> SmokeResult:
         """A failed SmokeResult whatever the settings: a frozen view sends no request."""
+        from ddtree_tui.bench.smoke import failed
+
         return failed(ref, "the view is frozen (snapshot mode): no request sent")
 
     async def run_bench(self, req: BenchRequest) -> Outcome:
@@ -166,6 +179,8 @@ class StaticFleet(PubSub[FleetEvent]):
 
     async def doctor(self, host: str) -> DoctorReport:
         """The report given for the host, else one finding saying nothing was checked."""
+        from ddtree_tui.doctor import DoctorReport, Finding
+
         if host in self._doctor:
             return self._doctor[host]
         addr = next((p.address for p in self._profiles if p.name == host), "")

@@ -11,16 +11,14 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from textual.notifications import SeverityLevel
 
-from ddtree_tui.bench.smoke import SmokeResult
-from ddtree_tui.doctor import DoctorReport
 from ddtree_tui.model import events
 from ddtree_tui.model.intents import Move, Outcome, ServiceIntent
 from ddtree_tui.model.snapshot import FleetSnapshot
-from ddtree_tui.ui.backend import FleetLike, FrozenFleet
+from ddtree_tui.ui.backend import Deferred, FleetLike, FrozenFleet
 from ddtree_tui.ui.details import DetailView, gpu_detail, host_detail, service_detail
 from ddtree_tui.ui.views import (
     BenchView,
@@ -36,6 +34,10 @@ from ddtree_tui.ui.views import (
     hosts_view,
     services_view,
 )
+
+if TYPE_CHECKING:  # loaded when used, not before the first frame (issue 28): the doctor, the smoke client
+    from ddtree_tui.bench.smoke import SmokeResult
+    from ddtree_tui.doctor import DoctorReport
 
 LOG_BUF_MAX = 500
 ALL = frozenset({"fleet", "todos", "bench", "logs"})
@@ -125,6 +127,12 @@ class Controller:
         q = self.fleet.subscribe()
         try:
             self.fleet_started = True
+            # painted before the core was imported (cli/tui.py's StartingFleet): build it, then use the real one
+            if isinstance(self.fleet, Deferred):
+                built = await self.fleet.build()
+                if built is None or self.fleet_stopped:  # the app quit meanwhile: start nothing
+                    return
+                self.fleet = built
             await self.fleet.start()
             while True:
                 self.on_event(await q.get())

@@ -28,7 +28,6 @@ from textual.widgets.selection_list import Selection
 from ddtree_tui.bench.load import LoadError, shape_params
 from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS, BenchRequest, ShapeRequest
 from ddtree_tui.bench.runoptions import SATURATION_TESTS, RunKind, run_options, soak_window
-from ddtree_tui.fleet.benching import NOT_RUNNING
 from ddtree_tui.ui.screens.form import form_buttons, steady_inputs
 
 PROMPT_SETS = ["seed3", "agentic", "longctx"]
@@ -82,6 +81,10 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
 
     def _field_widgets(self) -> ComposeResult:
         """Everything between the title and the buttons: it scrolls when the terminal is short."""
+        from ddtree_tui.fleet.benching import (
+            NOT_RUNNING,  # not at import: the app's first frame needs no fleet
+        )
+
         # a stopped or crashed service has no server of ours behind its port: shown, never tickable
         yield SelectionList[str](
             *[
@@ -197,6 +200,8 @@ class BenchSetupScreen(ModalScreen[dict[str, Any] | None]):
         self._fit()
 
     def action_run(self) -> None:
+        from ddtree_tui.fleet.benching import NOT_RUNNING
+
         chosen = list(self.query_one(SelectionList).selected)
         down = {r for r, st in self.refs if st in NOT_RUNNING}
         refs = [r for r in chosen if r not in down]

@@ -5,7 +5,7 @@ never an exception."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -15,7 +15,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from ddtree_tui.doctor import DoctorReport, collapse_unneeded
+if TYPE_CHECKING:  # the doctor package (and the telemetry it imports) loads when a doctor runs (issue 28)
+    from ddtree_tui.doctor import DoctorReport
 
 MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}
 BADGE = {"ok": "ok", "warn": "warn", "fail": "bad"}
@@ -97,6 +98,8 @@ class DoctorScreen(ModalScreen[None]):
             status.update("r runs them again · Esc closes")
             body.update(Text(self.error, style=self._style("bad")))
             return
+        from ddtree_tui.doctor import collapse_unneeded  # the doctor ran: its package is loaded
+
         rep = self.report
         findings = collapse_unneeded(list(rep.findings) if rep else [])
         n = {s: sum(1 for f in findings if f.status == s) for s in ("ok", "warn", "fail")}
