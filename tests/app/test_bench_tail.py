@@ -22,7 +22,7 @@ from ddtree_tui.bench.runoptions import run_options
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.demo import demo_fleet, launch_both
+from tests.app.demo import demo_fleet, fast_sims, launch_both
 from tests.app.screen_text import screen_text, until
 from tests.app.snapdata import static_fleet
 from tests.app.test_dialogs_fit import fully_shown
@@ -122,6 +122,7 @@ async def test_the_dialog_options_fit_80x24_and_follow_the_cli_rules() -> None:
 @contextlib.asynccontextmanager
 async def _demo_80x24(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
     monkeypatch.chdir(tmp_path)
+    fast_sims(monkeypatch)
     fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:

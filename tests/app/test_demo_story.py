@@ -16,6 +16,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
+from tests.app.demo import fast_sims
 from tests.app.screen_text import screen_text, until
 from tests.app.test_tmux import demo_profile
 
@@ -29,6 +30,7 @@ def _state(app: DDTreeApp, svc: str) -> str | None:
 @pytest.mark.timeout(120)
 async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # the demo profile's workdir is relative
+    fast_sims(monkeypatch)
     fleet = Fleet(
         load_profiles(
             [demo_profile(tmp_path)]

@@ -17,7 +17,7 @@ from ddtree_tui.bench import history
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.demo import demo_fleet, launch_both
+from tests.app.demo import demo_fleet, fast_sims, launch_both
 from tests.app.screen_text import screen_text, until
 
 
@@ -25,6 +25,7 @@ from tests.app.screen_text import screen_text, until
 async def small_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
     """The demo at 80×24 with both services ready; the fleet stopped however the test ends."""
     monkeypatch.chdir(tmp_path)
+    fast_sims(monkeypatch)  # the soak's windows stay real seconds; the plain run is stopped, not finished
     fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:
