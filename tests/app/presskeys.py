@@ -16,6 +16,9 @@ from typing import Any
 from textual import events
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 from textual.pilot import Pilot
+from textual.screen import Screen
+
+from tests.app.screen_text import until
 
 
 def key_event(key: str) -> events.Key:
@@ -41,3 +44,14 @@ async def press(pilot: Pilot[Any], *keys: str) -> None:
         await pilot._wait_for_screen()  # the app has handled it (and forwarded it to the focused widget)
         await pilot._wait_for_screen()  # the widgets have handled what that queued for them
         await app._animator.wait_until_complete()
+
+
+async def opened(pilot: Pilot[Any], kind: type[Screen[Any]], timeout: float = 10) -> None:
+    """Wait for a screen of `kind` on top, mounted and focused: keys sent before its first focus is given
+    go to the screen below or are taken back."""
+    await until(
+        pilot,
+        lambda: isinstance(pilot.app.screen, kind) and pilot.app.screen.focused is not None,
+        timeout,
+        f"the {kind.__name__}",
+    )

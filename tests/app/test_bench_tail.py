@@ -23,6 +23,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
 from tests.app.demo import demo_fleet, fast_sims, launch_both
+from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
 from tests.app.snapdata import static_fleet
 from tests.app.test_dialogs_fit import fully_shown
@@ -142,7 +143,7 @@ async def test_the_pane_shows_what_a_finished_run_carries_and_cancelled_rows(
         app: Any = pilot.app
         bench = app.query_one(BenchPane)
         refs = [f"{h.name}/{s.name}" for h in app.fleet.snapshot().hosts for s in h.services]
-        await pilot.press("5")
+        await press(pilot, "5")
         req = BenchRequest(
             refs=refs, max_new_tokens=48, energy=True, server_metrics=True, server_metrics_every_s=0.25,
             flush_cache=True, slice_s=1.0,

@@ -19,7 +19,7 @@ from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.services import ServicesPane
-from tests.app.presskeys import press
+from tests.app.presskeys import opened, press
 from tests.app.screen_text import screen_text, until
 from tests.scenario.helpers import (
     World,
@@ -55,16 +55,6 @@ async def _select(pilot: Any, ref: str) -> None:
     await until(pilot, lambda: pane.has_focus_within, 10, "the services pane focused")
     pane.select_ref(ref)
     await until(pilot, lambda: pilot.app.selected_service == ref, 10, f"{ref} selected")
-
-
-async def _opened(pilot: Any, kind: type) -> None:
-    """Wait for a dialog of `kind` to be on top, mounted and focused (keys sent before that are lost)."""
-    await until(
-        pilot,
-        lambda: isinstance(pilot.app.screen, kind) and pilot.app.screen.focused is not None,
-        10,
-        f"the {kind.__name__}",
-    )
 
 
 async def _connected(pilot: Any) -> None:
@@ -109,7 +99,7 @@ async def _second_session(world: World) -> None:
             assert (await smoke(app.fleet, ref))["meta_info"]["completion_tokens"] == 16  # type: ignore[arg-type]
         # bench: `b` ticks every ready service; untick CT129's (the first row), run seed3 with ctrl+r
         await press(pilot, "b")
-        await _opened(pilot, BenchSetupScreen)
+        await opened(pilot, BenchSetupScreen)
         await press(pilot, "space", "ctrl+r")
         bench = app.query_one(BenchPane)
         await until(pilot, lambda: bench.live.run is not None and not bench.live.running, 40, "bench end")
@@ -135,16 +125,16 @@ async def _second_session(world: World) -> None:
         # `m`: pick CT200, confirm Move (tab from the default Cancel)
         await _select(pilot, "ct129/dflash-prod")
         await press(pilot, "m")
-        await _opened(pilot, MoveScreen)
+        await opened(pilot, MoveScreen)
         await press(pilot, "enter")
-        await _opened(pilot, ConfirmScreen)
+        await opened(pilot, ConfirmScreen)
         await press(pilot, "tab", "enter")
         await until(pilot, lambda: _state(app, "ct200/dflash-prod") == "ready", 40, "moved and ready")
         # `ctrl+k` on each CT200 service, confirmed
         for ref in ("ct200/dflash", "ct200/ddtree-shadow", "ct200/dflash-prod"):
             await _select(pilot, ref)
             await press(pilot, "ctrl+k")  # kill is ctrl+k (issue 28: k moves)
-            await _opened(pilot, ConfirmScreen)
+            await opened(pilot, ConfirmScreen)
             await press(pilot, "tab", "enter")
             await until(pilot, lambda r=ref: _state(app, r) == "stopped", 20, f"{ref} stopped")
         await pilot.press("q")
