@@ -3,6 +3,7 @@ keys sent with send-keys, the screen read back with capture-pane."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -64,7 +65,10 @@ class Tmux:
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
     if not shutil.which("tmux"):
         pytest.fail("tmux is not installed (apt-get install tmux)")
-    t = Tmux(f"ddtree-test-{tmp_path.name}")
+    # a socket of this run's own: tmp_path's name is the same in every pytest run, and two runs on one
+    # machine (parallel sessions) shared a server ("duplicate session: ui", or one's kill-server ending the
+    # other's session)
+    t = Tmux(f"ddtree-test-{os.getpid()}-{tmp_path.name}")
     yield t
     if t.alive():  # leave with `q` so the demo stops the simulated services it launched
         t.run("send-keys", "-t", "ui", "Escape", check=False)
