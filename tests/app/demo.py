@@ -14,7 +14,9 @@ from textual.pilot import Pilot
 
 from ddtree_tui.config import load_profiles
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from ddtree_tui.ui.app import DDTreeApp
+from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
 from tests.app.test_tmux import demo_profile
 
@@ -28,12 +30,19 @@ def demo_fleet(tmp_path: Path) -> Fleet:
     )
 
 
+def fast_sims(monkeypatch: pytest.MonkeyPatch, scale: float = 10) -> None:
+    """The demo's simulators (children of the fleet, which hands them this environment) fast-forwarded: what
+    these tests check is what the app shows of a run, not the simulated pace; the soak's windows and a
+    poisson level's duration stay real seconds on the client's clock."""
+    monkeypatch.setenv(TIME_SCALE_ENV, f"{scale:g}")
+
+
 async def launch_both(pilot: Any) -> None:
     """Wait for the host, launch both services (`l`, `down`, `l` in the services pane), wait until they are
     ready and the painted snapshot (which `b` preselects from) has caught up."""
     app = pilot.app
     await until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
-    await pilot.press("3", "l", "down", "l")
+    await press(pilot, "3", "l", "down", "l")
     snap = lambda: [s.state for h in app.fleet.snapshot().hosts for s in h.services]  # noqa: E731
     await until(pilot, lambda: snap().count("ready") == 2, 40, "both services ready")
     await pilot.pause(0.5)
@@ -44,6 +53,7 @@ async def demo_pilot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
     """The app on the demo fleet (cwd: tmp_path, the demo's workdir is relative), both services ready; the
     fleet stopped however the test ends."""
     monkeypatch.chdir(tmp_path)
+    fast_sims(monkeypatch)
     fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:

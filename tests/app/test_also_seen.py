@@ -29,7 +29,7 @@ from ddtree_tui.telemetry.powermodel import UTIL_ACTIVE_PCT
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.backend import StaticFleet
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.demo import demo_fleet
+from tests.app.demo import demo_fleet, fast_sims
 from tests.app.snapdata import snapshot
 from tests.app.test_bench_pane import bench_run
 
@@ -155,6 +155,9 @@ async def test_the_demo_replay_follows_the_service_load(
     it idled: a started, idle service holds the GPU's memory at idle power; load frames play only while
     requests run, and idle ones again after."""
     monkeypatch.chdir(tmp_path)
+    # the sims 3 times faster: the bench still spans several 1 s telemetry samples (what is checked is which
+    # frames play while requests run, not the simulated pace)
+    fast_sims(monkeypatch, 3)
     fleet = demo_fleet(tmp_path)
     try:
         await fleet.start()

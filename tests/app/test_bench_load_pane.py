@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Sparkline
 
 from ddtree_tui.ui.widgets.bench import BenchPane
 from tests.app.demo import demo_pilot
+from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
 
 
@@ -23,9 +24,7 @@ async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
         app = pilot.app
         bench = app.query_one(BenchPane)
         bench.load_text = "concurrency:1,2,4"
-        await pilot.press("5")
-        await pilot.pause(0.3)
-        await pilot.press("C")
+        await press(pilot, "5", "C")
         await until(pilot, lambda: bench.live.phase.startswith("level"), 20, "a level in progress")
         await until(pilot, lambda: bench.live.load_run is not None, 90, "the ladder to finish")
         await pilot.pause(0.5)
@@ -38,7 +37,7 @@ async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
         assert any("local/ddtree-shadow tok/s per request" in v for v in bench.live.verdicts)
         text = screen_text(app)
         assert "load finished" in text and "c=4" in text
-        await pilot.press("A")
+        await press(pilot, "A")
         await until(pilot, lambda: bench.live.phase.startswith("agentic"), 20, "agentic turns")
         await until(
             pilot, lambda: bench.live.status.startswith("agentic finished"), 90, "the sessions to end"
@@ -60,15 +59,14 @@ async def test_a_soak_in_the_pane_counts_requests_and_never_passes_100_percent(
         app = pilot.app
         bench = app.query_one(BenchPane)
         bench.soak_s, bench.soak_window_s = 4.0, 1.0
-        await pilot.press("5")
-        await pilot.pause(0.3)
+        await press(pilot, "5")
         seen: list[str] = []
 
         def finished() -> bool:
             seen.append(bench.live.status)
             return bench.live.status.startswith("soak finished")
 
-        await pilot.press("O")
+        await press(pilot, "O")
         await until(pilot, finished, 90, "the soak to finish")
         counted = [s for s in seen if s.endswith(" requests")]
         assert counted, seen  # it counted while it ran

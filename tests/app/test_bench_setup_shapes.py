@@ -15,24 +15,28 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
 from tests.app.demo import demo_pilot
+from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
 from tests.app.test_dashboard import static_fleet
 
 
 async def _fill(pilot: Pilot[None], fields: dict[str, str]) -> list[str]:
     """Open the dialog (b), type each field, run (ctrl+r); the services that were ticked."""
-    await pilot.press("b")
-    await pilot.pause()
-    assert isinstance(pilot.app.screen, BenchSetupScreen)
+    await press(pilot, "b")
+
+    def dialog() -> bool:  # mounted, and its first focus given (a focus moved before that is taken back)
+        screen = pilot.app.screen
+        return isinstance(screen, BenchSetupScreen) and screen.focused is not None
+
+    await until(pilot, dialog, 10, "the bench dialog, focused")
     ticked = pilot.app.screen.query_one(SelectionList).selected
     for field, text in fields.items():
         inp = pilot.app.screen.query_one(f"#{field}", Input)
         inp.focus()
-        await pilot.pause()
-        await pilot.press(*text)
+        await until(pilot, lambda i=inp: pilot.app.focused is i, 10, f"the {field} field focused")
+        await press(pilot, *text)
         assert inp.value == text
-    await pilot.press("ctrl+r")
-    await pilot.pause()
+    await press(pilot, "ctrl+r")  # handled when press returns: the dialog has closed or named an error
     return list(ticked)
 
 
@@ -48,7 +52,7 @@ async def test_dialog_runs_a_ladder_and_a_poisson_rate_then_o_soaks(
 
         ticked = await _fill(pilot, {"load": "concurrency:1,2", "requests": "4"})
         assert len(ticked) == 2, ticked
-        assert not isinstance(app.screen, BenchSetupScreen)
+        await until(pilot, lambda: not isinstance(app.screen, BenchSetupScreen), 10, "the dialog to close")
         await until(pilot, lambda: bench.live.load_run is not None, 90, "the ladder to finish")
         await pilot.pause(0.5)
         run = bench.live.load_run
@@ -70,9 +74,7 @@ async def test_dialog_runs_a_ladder_and_a_poisson_rate_then_o_soaks(
         assert "4 req/s" in screen_text(app)
 
         bench.soak_s, bench.soak_window_s = 6.0, 2.0
-        await pilot.press("5")
-        await pilot.pause(0.3)
-        await pilot.press("O")
+        await press(pilot, "5", "O")
         await until(pilot, lambda: bench.live.phase.startswith("soak window"), 20, "a soak window")
         spark = bench.query_one("#bench-spark-thr", Sparkline)
         await pilot.pause(0.3)

@@ -22,7 +22,8 @@ from ddtree_tui.bench.runoptions import run_options
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.demo import demo_fleet, launch_both
+from tests.app.demo import demo_fleet, fast_sims, launch_both
+from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
 from tests.app.snapdata import static_fleet
 from tests.app.test_dialogs_fit import fully_shown
@@ -122,6 +123,7 @@ async def test_the_dialog_options_fit_80x24_and_follow_the_cli_rules() -> None:
 @contextlib.asynccontextmanager
 async def _demo_80x24(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
     monkeypatch.chdir(tmp_path)
+    fast_sims(monkeypatch)
     fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:
@@ -141,7 +143,7 @@ async def test_the_pane_shows_what_a_finished_run_carries_and_cancelled_rows(
         app: Any = pilot.app
         bench = app.query_one(BenchPane)
         refs = [f"{h.name}/{s.name}" for h in app.fleet.snapshot().hosts for s in h.services]
-        await pilot.press("5")
+        await press(pilot, "5")
         req = BenchRequest(
             refs=refs, max_new_tokens=48, energy=True, server_metrics=True, server_metrics_every_s=0.25,
             flush_cache=True, slice_s=1.0,

@@ -18,7 +18,7 @@ from ddtree_tui.ui.widgets.base import Pane
 from ddtree_tui.ui.widgets.footer import LeanFooter
 from ddtree_tui.ui.widgets.logs import LogsPane
 from ddtree_tui.ui.widgets.services import ServicesPane
-from tests.app.screen_text import screen_text
+from tests.app.screen_text import screen_text, until
 from tests.app.snapdata import T0, snapshot, static_fleet
 from tests.app.test_static import RecordingFleet
 
@@ -73,14 +73,18 @@ def _check_saved_traceback(app: DDTreeApp, where: Path) -> None:
 @pytest.mark.slow
 async def test_help_and_quit_always_in_the_footer(size: tuple[int, int]) -> None:
     app = DDTreeApp(static_fleet(), demo=True)
+
+    def essentials() -> bool:  # the footer recomposes after a focus move: waited for, not a fixed pause
+        last = screen_text(app).splitlines()[-1]
+        return "? Help" in last and "q Quit" in last
+
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        last = screen_text(app).splitlines()[-1]
-        assert "? Help" in last and "q Quit" in last, last
+        await until(pilot, essentials, 10, "? Help and q Quit in the footer")
         await pilot.press("4")  # another pane's keys in the footer
+        todos = app.query_one("#todos-table")
+        await until(pilot, lambda: app.focused is todos, 10, "the todos pane focused")
         await pilot.pause()
-        last = screen_text(app).splitlines()[-1]
-        assert "? Help" in last and "q Quit" in last, last
+        await until(pilot, essentials, 10, "? Help and q Quit in the footer after the focus moved")
         assert app.query_one(LeanFooter).compact == (size[0] < 120)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from ddtree_tui.sim.process import demo_ports
 from tests.app.test_tmux import EXE, Tmux, demo_profile, tmux  # noqa: F401 (the fixture)
 from tests.fixtures.services.support import cleanup_workdir
@@ -28,7 +29,12 @@ def sim_pid(workdir: Path, svc: str) -> int:
 
 @pytest.mark.timeout(120)
 @pytest.mark.slow
-def test_closing_the_demos_terminal_stops_its_simulated_server(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
+def test_closing_the_demos_terminal_stops_its_simulated_server(
+    tmux: Tmux,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")  # the sim the TUI starts: its pace is not what is checked
     tui = 0
     try:
         prof = demo_profile(tmp_path)
@@ -58,8 +64,13 @@ def test_closing_the_demos_terminal_stops_its_simulated_server(tmux: Tmux, tmp_p
 
 @pytest.mark.timeout(120)
 @pytest.mark.slow
-def test_a_demo_whose_port_is_taken_moves_to_a_free_one_and_says_so(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
+def test_a_demo_whose_port_is_taken_moves_to_a_free_one_and_says_so(
+    tmux: Tmux,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Another demo holds the dflash port (here: our own listening socket on the profile's port)."""
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")  # the sims started here: their pace is not what is checked
     from ddtree_tui.config import load_profiles
 
     prof = demo_profile(tmp_path)

@@ -16,6 +16,8 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
+from tests.app.demo import fast_sims
+from tests.app.presskeys import opened, press
 from tests.app.screen_text import screen_text, until
 from tests.app.test_tmux import demo_profile
 
@@ -29,6 +31,7 @@ def _state(app: DDTreeApp, svc: str) -> str | None:
 @pytest.mark.timeout(120)
 async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # the demo profile's workdir is relative
+    fast_sims(monkeypatch)
     fleet = Fleet(
         load_profiles(
             [demo_profile(tmp_path)]
@@ -43,7 +46,7 @@ async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             await until(pilot, lambda: "● connected" in screen_text(app), 15, "the host to connect")
             assert "DEMO" in screen_text(app) and "REPLAY" in screen_text(app)
             # launch both: the cursor starts on dflash, `down` selects ddtree-shadow
-            await pilot.press("3", "l", "down", "l")
+            await press(pilot, "3", "l", "down", "l")
             await until(
                 pilot,
                 lambda: _state(app, "dflash") == "ready" and _state(app, "ddtree-shadow") == "ready",
@@ -52,10 +55,9 @@ async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             )
             await until(pilot, lambda: screen_text(app).count("● ready") == 2, 5, "both badges ready")
             # benchmark: `b` preselects the ready services; ctrl+r runs seed3
-            await pilot.press("b")
-            await pilot.pause()
-            assert isinstance(app.screen, BenchSetupScreen)
-            await pilot.press("ctrl+r")
+            await press(pilot, "b")
+            await opened(pilot, BenchSetupScreen)
+            await press(pilot, "ctrl+r")
             bench = app.query_one(BenchPane)
             await until(pilot, lambda: bench.live.rows and bench.live.running, 20, "the bench to stream")
             await until(pilot, lambda: bench.live.run is not None and not bench.live.running, 60, "bench end")
@@ -69,20 +71,21 @@ async def test_demo_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             text = screen_text(app)
             assert "baseline" in text and "%" in text and "shadow-linear" in text
             # kill dflash: Cancel (the default) keeps it running
-            await pilot.press("3")
-            await pilot.pause()
-            app.query_one("#pane-3").select_ref("local/dflash")  # type: ignore[attr-defined]
-            await pilot.pause()
-            await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
-            await pilot.pause()
-            assert isinstance(app.screen, ConfirmScreen)
-            await pilot.press("enter")
-            await pilot.pause(1.0)
+            await press(pilot, "3")
+            pane = app.query_one("#pane-3")
+            await until(pilot, lambda: pane.has_focus_within, 10, "the services pane focused")
+            pane.select_ref("local/dflash")  # type: ignore[attr-defined]
+            await until(pilot, lambda: app.selected_service == "local/dflash", 10, "dflash selected")
+            await press(pilot, "ctrl+k")  # kill is ctrl+k (issue 28: k moves)
+            await opened(pilot, ConfirmScreen)
+            await press(pilot, "enter")
+            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), 10, "the dialog closed")
+            await pilot.pause(1.0)  # time for a kill, were one sent, to show
             assert _state(app, "dflash") == "ready"
             # confirm this time
-            await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
-            await pilot.pause()
-            await pilot.press("tab", "enter")
+            await press(pilot, "ctrl+k")  # kill is ctrl+k (issue 28: k moves)
+            await opened(pilot, ConfirmScreen)
+            await press(pilot, "tab", "enter")
             await until(pilot, lambda: _state(app, "dflash") == "stopped", 20, "dflash stopped")
             await until(pilot, lambda: "○ stopped" in screen_text(app), 5, "the stopped badge")
             assert _state(app, "ddtree-shadow") == "ready"

@@ -14,7 +14,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
 from tests.app.snapdata import T0, static_fleet
 
-pytestmark = pytest.mark.slow  # 13 full-screen SVG renders: seconds each on a 2-core machine
+pytestmark = pytest.mark.slow  # 11 full-screen SVG renders: seconds each on a 2-core machine
 
 SIZES = [(80, 24), (120, 40), (160, 48), (200, 60)]
 IDS = ["80x24", "120x40", "160x48", "200x60"]
@@ -29,7 +29,9 @@ def test_main_screen(snap_compare, size: tuple[int, int]) -> None:
     assert snap_compare(_app(), terminal_size=size)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=IDS)
+# the help dialog is 95 % wide up to 120 columns: at 160x48 it is the 200x60 one, less tall; 120x40 sits
+# between 80x24's and the full width. Its two ends are what can differ
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=["80x24", "200x60"])
 def test_help_screen(snap_compare, size: tuple[int, int]) -> None:
     assert snap_compare(_app(), press=["question_mark"], terminal_size=size)
 

@@ -17,7 +17,8 @@ from ddtree_tui.bench import history
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.demo import demo_fleet, launch_both
+from tests.app.demo import demo_fleet, fast_sims, launch_both
+from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
 
 
@@ -25,6 +26,7 @@ from tests.app.screen_text import screen_text, until
 async def small_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
     """The demo at 80×24 with both services ready; the fleet stopped however the test ends."""
     monkeypatch.chdir(tmp_path)
+    fast_sims(monkeypatch)  # the soak's windows stay real seconds; the plain run is stopped, not finished
     fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:
@@ -45,13 +47,11 @@ async def test_x_stops_a_soak_and_esc_stops_a_plain_run_saving_what_was_measured
         assert isinstance(app, DDTreeApp)
         bench = app.query_one(BenchPane)
         bench.soak_s, bench.soak_window_s = 120.0, 1.0  # far longer than the test waits
-        await pilot.press("5")
-        await pilot.pause(0.3)
-        await pilot.press("O")
+        await press(pilot, "5", "O")
         await until(pilot, lambda: len(bench.live.levels) >= 2, 40, "two soak windows measured")
         assert bench.query_one("#bench-stop", Button).display  # the visible Stop while it runs
         assert "Stop (x)" in screen_text(app)
-        await pilot.press("x")
+        await press(pilot, "x")
         await until(pilot, lambda: not app.bench.running, 20, "the soak to stop")
         await until(pilot, lambda: "soak stopped" in bench.live.status, 5, "the pane to say so")
         soaks = history.load_shapes(tmp_path / "history.jsonl")
@@ -65,16 +65,16 @@ async def test_x_stops_a_soak_and_esc_stops_a_plain_run_saving_what_was_measured
         app.start_bench(BenchRequest(prompts="seed3", refs=refs, repeats=200, max_new_tokens=32))
         await until(pilot, lambda: bench.live.done >= 2, 40, "two requests measured")
         bench.query_one("#bench-live").focus()
-        await pilot.press("escape")
+        await press(pilot, "escape")
         await until(pilot, lambda: not app.bench.running, 20, "the plain run to stop")
         await until(pilot, lambda: "⚠ stopped" in screen_text(app), 5, "the stopped run marked")
         runs = history.load_tail(tmp_path / "history.jsonl")
         assert len(runs) == 1 and runs[0].status == "interrupted"
         assert 2 <= len(runs[0].results) < 200 * len(refs)
         # agentic sessions (no stop hook in their engine): the worker ends, the pane says nothing was kept
-        await pilot.press("A")
+        await press(pilot, "A")
         await until(pilot, lambda: app.bench.running, 10, "agentic sessions to start")
-        await pilot.press("x")
+        await press(pilot, "x")
         await until(pilot, lambda: not app.bench.running, 20, "the sessions to stop")
         assert "agentic sessions stopped" in bench.live.status
         await until(

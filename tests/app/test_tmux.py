@@ -3,14 +3,17 @@ keys sent with send-keys, the screen read back with capture-pane."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 
 EXE = Path(sys.executable).parent / "ddtree-tui"
 
@@ -38,6 +41,17 @@ class Tmux:
             time.sleep(0.2)
         raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
 
+    def wait_until(self, cond: Callable[[str], bool], what: str, timeout: float = 20.0) -> str:
+        """Poll the screen until `cond` holds on it; fail with `what` and the last screen."""
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if cond(screen):
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{what}: not seen in {timeout} s; the screen:\n{screen}")
+
     def alive(self) -> bool:
         return (
             subprocess.run(
@@ -51,7 +65,10 @@ class Tmux:
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
     if not shutil.which("tmux"):
         pytest.fail("tmux is not installed (apt-get install tmux)")
-    t = Tmux(f"ddtree-test-{tmp_path.name}")
+    # a socket of this run's own: tmp_path's name is the same in every pytest run, and two runs on one
+    # machine (parallel sessions) shared a server ("duplicate session: ui", or one's kill-server ending the
+    # other's session)
+    t = Tmux(f"ddtree-test-{os.getpid()}-{tmp_path.name}")
     yield t
     if t.alive():  # leave with `q` so the demo stops the simulated services it launched
         t.run("send-keys", "-t", "ui", "Escape", check=False)
@@ -115,8 +132,11 @@ def demo_profile(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path) -> None:
+def test_log_search_then_smoke_at_80x24_keeps_running(
+    tmux: Tmux, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 19's crash: `3` `l` (ready) `6` `/Prefill` Enter, then ctrl+p `smoke local/dflash` Enter."""
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")  # the sims the TUI starts: their pace is not what is checked
     prof = demo_profile(tmp_path)
     cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
     tmux.run("new-session", "-d", "-s", "ui", "-x", "80", "-y", "24", cmd)
@@ -134,15 +154,21 @@ def test_log_search_then_smoke_at_80x24_keeps_running(tmux: Tmux, tmp_path: Path
     tmux.run("send-keys", "-t", "ui", "C-p")
     tmux.wait_for("Search for commands")
     tmux.run("send-keys", "-t", "ui", "-l", "smoke local/dflash")
-    time.sleep(0.5)
+    # Enter only once the palette lists the command (typed in its field, and a hit below): its search runs
+    # in a worker, and an Enter before a hit is there leaves the palette open (a busy machine's flake)
+    tmux.wait_until(lambda s: s.count("smoke local/dflash") >= 2, "the palette's hit", 20)
     tmux.run("send-keys", "-t", "ui", "Enter")
-    screen = tmux.wait_for("smoke local/dflash", 20)
-    time.sleep(2)
-    screen = tmux.screen()
+    tmux.wait_until(lambda s: "Search for commands" not in s, "the palette to close", 20)
+    # the smoke's result line (`smoke REF: N tokens …`) in the message bar: it ran beside the log search;
+    # then its Prefill lines, once the log pane's tail has read them, shown under the search
+    tmux.wait_for("smoke local/dflash:", 30)
+
+    def prefill_shown(screen: str) -> bool:
+        return any("Prefill" in ln and "/Prefill" not in ln for ln in screen.splitlines())
+
+    screen = tmux.wait_until(prefill_shown, "no matching log line shown", 20)
     assert "Traceback" not in screen and "AttributeError" not in screen
     assert "/Prefill" in screen, screen
-    body = [ln for ln in screen.splitlines() if "Prefill" in ln and "/Prefill" not in ln]
-    assert body, f"no matching log line shown:\n{screen}"
     assert tmux.alive()
 
 
@@ -172,6 +198,9 @@ def test_a_crash_exits_1_with_a_one_line_pointer(tmux: Tmux, tmp_path: Path) -> 
     deadline = time.monotonic() + 10
     while not rc_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
+    # the app has exited; the pane was kept (its `sleep`) only to be read: close it now rather than let the
+    # fixture's `q` (which `sleep` ignores) wait 20 s for it
+    tmux.run("kill-session", "-t", "ui", check=False)
     assert rc_file.read_text().strip() == "1"
     lines = [ln for ln in screen.splitlines() if "ddtree-tui: crashed" in ln]
     assert len(lines) == 1 and "RuntimeError: handler blew up" in lines[0], screen

@@ -19,6 +19,7 @@ from ddtree_tui.ui.screens.confirm import ConfirmScreen
 from ddtree_tui.ui.screens.move import MoveScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
 from ddtree_tui.ui.widgets.services import ServicesPane
+from tests.app.presskeys import opened, press
 from tests.app.screen_text import screen_text, until
 from tests.scenario.helpers import (
     World,
@@ -49,11 +50,11 @@ def _notices(app: DDTreeApp) -> str:
 
 async def _select(pilot: Any, ref: str) -> None:
     """Focus the services pane (key 3) and put the cursor on a service's row."""
-    await pilot.press("3")
-    await pilot.pause()
-    pilot.app.query_one(ServicesPane).select_ref(ref)
-    await pilot.pause()
-    assert pilot.app.selected_service == ref
+    await press(pilot, "3")
+    pane = pilot.app.query_one(ServicesPane)
+    await until(pilot, lambda: pane.has_focus_within, 10, "the services pane focused")
+    pane.select_ref(ref)
+    await until(pilot, lambda: pilot.app.selected_service == ref, 10, f"{ref} selected")
 
 
 async def _connected(pilot: Any) -> None:
@@ -71,11 +72,11 @@ async def _first_session(world: World) -> int:
     async with app.run_test(size=SIZE) as pilot:
         await _connected(pilot)
         await _select(pilot, "ct129/dflash-prod")
-        await pilot.press("l")
+        await press(pilot, "l")
         await until(pilot, lambda: _state(app, "ct129/dflash-prod") == "ready", 30, "ct129 ready")
         with hold_port(world.ports["ct200/dflash"]):
             await _select(pilot, "ct200/dflash")
-            await pilot.press("l")
+            await press(pilot, "l")
             await until(pilot, lambda: "already in use" in _notices(app), 20, "the port refusal")
         port = suggested_port(_notices(app))
         await pilot.press("q")
@@ -91,22 +92,21 @@ async def _second_session(world: World) -> None:
         )
         for ref in ("ct200/dflash", "ct200/ddtree-shadow"):
             await _select(pilot, ref)
-            await pilot.press("l")
+            await press(pilot, "l")
         refs = ("ct200/dflash", "ct200/ddtree-shadow")
         await until(pilot, lambda: all(_state(app, r) == "ready" for r in refs), 30, "both ready")
         for ref in refs:  # the smoke test goes through the same fleet (and port forward) as the TUI
             assert (await smoke(app.fleet, ref))["meta_info"]["completion_tokens"] == 16  # type: ignore[arg-type]
         # bench: `b` ticks every ready service; untick CT129's (the first row), run seed3 with ctrl+r
-        await pilot.press("b")
-        await pilot.pause()
-        assert isinstance(app.screen, BenchSetupScreen)
-        await pilot.press("space", "ctrl+r")
+        await press(pilot, "b")
+        await opened(pilot, BenchSetupScreen)
+        await press(pilot, "space", "ctrl+r")
         bench = app.query_one(BenchPane)
         await until(pilot, lambda: bench.live.run is not None and not bench.live.running, 40, "bench end")
         run = bench.live.run
         assert {r.service for r in run.rows} == set(refs) and run.baseline == "ct200/dflash"
         # todos: pane 4 shows the flag on the in-progress item whose evidence holds
-        await pilot.press("4")
+        await press(pilot, "4")
         await until(pilot, lambda: "evidence holds but still in_progress" in screen_text(app), 15, "flag")
         # the evidence-linked items complete themselves; the todo loop checks once a second, so wait for it
         await until(
@@ -119,26 +119,23 @@ async def _second_session(world: World) -> None:
         pid = service(app.fleet.snapshot(), "ct129/dflash-prod").pid  # type: ignore[arg-type,union-attr]
         world.hosts["ct129"].set_smi("handle")
         crash(pid)
-        await pilot.press("2")
+        await press(pilot, "2")
         await until(pilot, lambda: "Unable to determine the device handle" in screen_text(app), 15, "fault")
         await until(pilot, lambda: _state(app, "ct129/dflash-prod") == "crashed", 15, "crashed")
         # `m`: pick CT200, confirm Move (tab from the default Cancel)
         await _select(pilot, "ct129/dflash-prod")
-        await pilot.press("m")
-        await pilot.pause()
-        assert isinstance(app.screen, MoveScreen)
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("tab", "enter")
+        await press(pilot, "m")
+        await opened(pilot, MoveScreen)
+        await press(pilot, "enter")
+        await opened(pilot, ConfirmScreen)
+        await press(pilot, "tab", "enter")
         await until(pilot, lambda: _state(app, "ct200/dflash-prod") == "ready", 40, "moved and ready")
         # `ctrl+k` on each CT200 service, confirmed
         for ref in ("ct200/dflash", "ct200/ddtree-shadow", "ct200/dflash-prod"):
             await _select(pilot, ref)
-            await pilot.press("ctrl+k")  # kill is ctrl+k (issue 28: k moves)
-            await pilot.pause()
-            assert isinstance(app.screen, ConfirmScreen)
-            await pilot.press("tab", "enter")
+            await press(pilot, "ctrl+k")  # kill is ctrl+k (issue 28: k moves)
+            await opened(pilot, ConfirmScreen)
+            await press(pilot, "tab", "enter")
             await until(pilot, lambda r=ref: _state(app, r) == "stopped", 20, f"{ref} stopped")
         await pilot.press("q")
 
