@@ -72,19 +72,26 @@ GC_GEN0 = 50_000  # allocations between young collections while measuring (Pytho
 @contextlib.contextmanager
 def quiet_gc() -> Iterator[None]:
     """While measuring: what exists now is frozen out of the collector and young collections are rarer
-    (cycles are still collected); restored after."""
+    (cycles are still collected); restored after.
+
+    Where the process has frozen its heap already (the TUI does, after its start), that is left as it is:
+    no full collection on the app's loop at a run's start, and no `unfreeze` at its end, which would put the
+    app's frozen objects back into every later full collection."""
     if os.environ.get("DDTREE_BENCH_GC") == "default":
         yield
         return
     old = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
+    ours = gc.get_freeze_count() == 0
+    if ours:
+        gc.collect()
+        gc.freeze()
     gc.set_threshold(max(old[0], GC_GEN0), *old[1:])
     try:
         yield
     finally:
         gc.set_threshold(*old)
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
 
 
 def usable_cores() -> int:

@@ -69,6 +69,18 @@ def test_quiet_gc_restores_the_collector() -> None:
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
+def test_quiet_gc_leaves_a_heap_frozen_before_it_frozen() -> None:
+    """The TUI freezes its heap after its start; a bench run inside it must not unfreeze it at its end."""
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with quiet_gc():
+            assert gc.get_threshold()[0] >= 50_000
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
+
+
 def _target(url: str) -> BenchTarget:
     return BenchTarget(ref="h/sim", base_url=url, algorithm="baseline")
 
