@@ -13,6 +13,7 @@ import json
 import os
 import random
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from ddtree_tui.sim.process import free_port
 __all__ = [
     "BUSY_SLACK_S",
     "cli_argv",
+    "cli_batch",
     "demo_profile",
     "first_lines_then_cancel",
     "free_port",
@@ -139,6 +141,21 @@ def demo_profile(tmp_path: Path) -> Path:
 def cli_argv(*args: str) -> list[str]:
     """The command line of `ddtree-tui ARGS...` in a child process, with this test run's Python."""
     return [sys.executable, "-m", "ddtree_tui.cli", *args]
+
+
+def cli_batch(
+    argvs: list[list[str]], cwd: Path, timeout: float = 120
+) -> list[subprocess.CompletedProcess[str]]:
+    """`ddtree-tui ARGV` for each of `argvs`, in order, all in one child process (tests/cli_batch.py: the
+    imports paid once, not once a command line); what each returned, printed and wrote to stderr."""
+    script = str(Path(__file__).with_name("cli_batch.py"))
+    p = subprocess.run([sys.executable, script], input=json.dumps(argvs), cwd=cwd, capture_output=True,
+                       text=True, timeout=timeout)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    return [
+        subprocess.CompletedProcess(["ddtree-tui", *a], r["returncode"], r["stdout"], r["stderr"])
+        for a, r in zip(argvs, json.loads(p.stdout), strict=True)
+    ]
 
 
 async def first_lines_then_cancel(
