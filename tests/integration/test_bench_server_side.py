@@ -18,7 +18,7 @@ import pytest
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
 from tests.fixtures.services.support import cleanup_workdir
-from tests.util import cli_argv, free_port
+from tests.util import cli_argv, cli_batch, free_port
 
 
 def _profile(tmp_path: Path, services: list[tuple[str, str]]) -> Path:
@@ -121,12 +121,19 @@ def test_open_loop_ladder_stopped_by_the_trend_test(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_options_that_do_not_fit_are_usage_errors(tmp_path: Path) -> None:
     prof = _profile(tmp_path, [("a", "")])
-    p = _cli(tmp_path, prof, "--saturation-test", "trend")
+    base = ["--run-bench", "--demo", "--profile", str(prof), "--max-new-tokens", "16"]
+    base += [
+        "--history",
+        str(tmp_path / "h.jsonl"),
+    ]  # the three command lines in one child (tests/cli_batch.py)
+    p, q, r = cli_batch(
+        [[*base, "--saturation-test", "trend"], [*base, "--slice", "0s"],
+         [*base, "--soak", "--duration", "4s", "--window", "2s", "--slice", "1s"]],
+        tmp_path,
+    )  # fmt: skip
     assert p.returncode == 2 and "are for --load ladders" in p.stderr
-    p = _cli(tmp_path, prof, "--slice", "0s")
-    assert p.returncode == 2 and "--slice" in p.stderr
-    p = _cli(tmp_path, prof, "--soak", "--duration", "4s", "--window", "2s", "--slice", "1s")
-    assert p.returncode == 2 and "--slice on a soak is its --window" in p.stderr
+    assert q.returncode == 2 and "--slice" in q.stderr
+    assert r.returncode == 2 and "--slice on a soak is its --window" in r.stderr
 
 
 @pytest.mark.slow

@@ -9,13 +9,12 @@ import html as htmllib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ddtree_tui.bench.stats import ci_text, stored_delta
-from tests.util import cli_argv
+from tests.util import cli_argv, cli_batch
 
 CI = re.compile(r"95 % CI (\S+ … \S+ %)")
 
@@ -35,10 +34,8 @@ def test_report_text_html_and_json_carry_the_one_stored_interval(tmp_path: Path)
     want = ci_text(d).removeprefix("95 % CI ")
     assert want and s["delta_verdict"] and want in s["delta_verdict"]  # the JSON's own figure
     page = tmp_path / "a.html"
-    r = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "report", str(out)], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
-    h = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "report", str(out), "--html", str(page)],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    # the text and the HTML report in one child process (tests/cli_batch.py: the imports paid once)
+    r, h = cli_batch([["report", str(out)], ["report", str(out), "--html", str(page)]], tmp_path)
     assert r.returncode == 0 and h.returncode == 0, r.stderr + h.stderr
     # every tok/s interval the text prints for that service is the stored one (the table's verdict line and
     # the verdicts section both), and there are at least two of them
