@@ -144,13 +144,14 @@ def cli_argv(*args: str) -> list[str]:
 
 
 def cli_batch(
-    argvs: list[list[str]], cwd: Path, timeout: float = 120
+    argvs: list[list[str]], cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
 ) -> list[subprocess.CompletedProcess[str]]:
     """`ddtree-tui ARGV` for each of `argvs`, in order, all in one child process (tests/cli_batch.py: the
-    imports paid once, not once a command line); what each returned, printed and wrote to stderr."""
+    imports paid once, not once a command line); what each returned, printed and wrote to stderr. `env`:
+    variables set for the child (and what it starts) on top of this process's environment."""
     script = str(Path(__file__).with_name("cli_batch.py"))
     p = subprocess.run([sys.executable, script], input=json.dumps(argvs), cwd=cwd, capture_output=True,
-                       text=True, timeout=timeout)  # fmt: skip
+                       text=True, timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     return [
         subprocess.CompletedProcess(["ddtree-tui", *a], r["returncode"], r["stdout"], r["stderr"])

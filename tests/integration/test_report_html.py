@@ -52,44 +52,28 @@ def _cli(
     )
 
 
-def _record(d: Path, name: str, *extra: str) -> Path:
-    out = d / f"{name}.json"
-    p = _cli(
-        "--demo",
-        "--profile",
-        str(demo_profile(d)),  # free ports: other tests run demos meanwhile
-        "--run-bench",
-        "--repeats",
-        "3",
-        "--warmup",
-        "0",
-        "--max-new-tokens",
-        "24",
-        "--json",
-        str(out),
-        "--history",
-        str(d / "history.jsonl"),
-        *extra,
-        cwd=d,
-        env={
-            **os.environ,
-            TIME_SCALE_ENV: "10",
-        },  # the reports read the runs; how fast the sims ran is not the point
-    )
-    assert p.returncode == 0, p.stderr
-    return out
+def _record_args(d: Path, name: str, *extra: str) -> list[str]:
+    """`--run-bench` of the demo into d/NAME.json (and d/history.jsonl)."""
+    return ["--demo", "--profile", str(demo_profile(d)),  # free ports: other tests run demos meanwhile
+            "--run-bench", "--repeats", "3", "--warmup", "0", "--max-new-tokens", "24",
+            "--json", str(d / f"{name}.json"), "--history", str(d / "history.jsonl"), *extra]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Three real runs of the demo: A and B alike, C at concurrency 3; A also written as HTML by --run-bench."""
+    """Three real runs of the demo: A and B alike, C at concurrency 3; A also written as HTML by --run-bench.
+    The three run one after another in one child process (tests/cli_batch.py: the imports paid once), each
+    with its own fleet, simulators and sockets."""
     d = tmp_path_factory.mktemp("runs")
-    return {
-        "a": _record(d, "a", "--html", str(d / "a-direct.html")),
-        "b": _record(d, "b"),
-        "c": _record(d, "c", "--concurrency", "3"),
-        "dir": d,
-    }
+    done = cli_batch(
+        [_record_args(d, "a", "--html", str(d / "a-direct.html")), _record_args(d, "b"),
+         _record_args(d, "c", "--concurrency", "3")],
+        d, timeout=300,
+        env={TIME_SCALE_ENV: "10"},  # the reports read the runs; how fast the sims ran is not the point
+    )  # fmt: skip
+    for p in done:
+        assert p.returncode == 0, p.stderr
+    return {"a": d / "a.json", "b": d / "b.json", "c": d / "c.json", "dir": d}
 
 
 def _keep(shot: Path) -> None:
