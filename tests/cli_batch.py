@@ -5,8 +5,10 @@ the modes that import the fleet) before it does anything; a test that checks sev
 paid that seven times. Here one child imports once and runs `ddtree_tui.cli.main(argv)` (what
 `python -m ddtree_tui.cli` runs: `raise SystemExit(main())`) for each command line, with its own stdout and
 stderr captured and its exit status (main's return value, or the SystemExit that argparse raises for a usage
-error) kept. For command lines that print and exit (reports, usage errors, `sweep show/apply`): a run that
-starts services, reads stdin or depends on a fresh process (signals, a terminal) keeps its own child.
+error) kept. For command lines whose process is not what the test checks: reports, usage errors, `sweep
+show/apply`, `smoke`, and `--run-bench` runs (each opens and closes its own fleet, simulators, SSH
+connections and sockets, as in a child of its own). A run that is signalled, reads stdin or a terminal, or
+whose process's life is the point keeps its own child.
 
 Run as a script by `tests.util.cli_batch`: the command lines come as JSON on stdin, the results go back as one
 JSON list on the real stdout.
