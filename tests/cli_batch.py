@@ -10,8 +10,9 @@ show/apply`, `smoke`, and `--run-bench` runs (each opens and closes its own flee
 connections and sockets, as in a child of its own). A run that is signalled, reads stdin or a terminal, or
 whose process's life is the point keeps its own child.
 
-Run as a script by `tests.util.cli_batch`: the command lines come as JSON on stdin, the results go back as one
-JSON list on the real stdout.
+Run as a script by `tests.util.cli_batch`: the command lines come as JSON on stdin, the results go as one JSON
+list into the file named by the first argument (not stdout: what writes to file descriptor 1 directly, past
+sys.stdout, must not garble them).
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ def run_all(argvs: list[list[str]]) -> list[dict[str, object]]:
 
 
 if __name__ == "__main__":
-    real_stdout = sys.stdout
     results = run_all(json.loads(sys.stdin.read()))
-    real_stdout.write(json.dumps(results))
-    real_stdout.flush()
+    with open(sys.argv[1], "w", encoding="utf-8") as f:
+        json.dump(results, f)

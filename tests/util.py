@@ -15,6 +15,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -150,12 +151,18 @@ def cli_batch(
     imports paid once, not once a command line); what each returned, printed and wrote to stderr. `env`:
     variables set for the child (and what it starts) on top of this process's environment."""
     script = str(Path(__file__).with_name("cli_batch.py"))
-    p = subprocess.run([sys.executable, script], input=json.dumps(argvs), cwd=cwd, capture_output=True,
-                       text=True, timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
-    assert p.returncode == 0, p.stderr[-3000:]
+    fd, results = tempfile.mkstemp(prefix="cli-batch-", suffix=".json")  # not in cwd: tests list their dirs
+    os.close(fd)
+    try:
+        p = subprocess.run([sys.executable, script, results], input=json.dumps(argvs), cwd=cwd,
+                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        got = json.loads(Path(results).read_text(encoding="utf-8"))
+    finally:
+        os.unlink(results)
     return [
         subprocess.CompletedProcess(["ddtree-tui", *a], r["returncode"], r["stdout"], r["stderr"])
-        for a, r in zip(argvs, json.loads(p.stdout), strict=True)
+        for a, r in zip(argvs, got, strict=True)
     ]
 
 
