@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.bench.stats import ci_text, stored_delta
-from tests.util import cli_argv, cli_batch
+from tests.util import cli_argv, cli_batch, demo_profile
 
 CI = re.compile(r"95 % CI (\S+ … \S+ %)")
 
@@ -22,7 +22,9 @@ CI = re.compile(r"95 % CI (\S+ … \S+ %)")
 @pytest.mark.slow
 def test_report_text_html_and_json_carry_the_one_stored_interval(tmp_path: Path) -> None:
     out = tmp_path / "a.json"
-    argv = cli_argv("--run-bench", "--demo", "--max-new-tokens", "12", "--repeats", "3", "--json", str(out))
+    # the demo on free ports (its own ports 31010/31011 are taken when another test runs a demo meanwhile)
+    argv = cli_argv("--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)), "--max-new-tokens", "12",
+                    "--repeats", "3", "--json", str(out))  # fmt: skip
     p = subprocess.run([*argv, "--history", str(tmp_path / "h.jsonl")], cwd=tmp_path, capture_output=True,
                        text=True, timeout=120)  # fmt: skip
     assert p.returncode == 0, p.stderr
