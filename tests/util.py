@@ -13,7 +13,9 @@ import json
 import os
 import random
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -25,6 +27,7 @@ from ddtree_tui.sim.process import free_port
 __all__ = [
     "BUSY_SLACK_S",
     "cli_argv",
+    "cli_batch",
     "demo_profile",
     "first_lines_then_cancel",
     "free_port",
@@ -139,6 +142,28 @@ def demo_profile(tmp_path: Path) -> Path:
 def cli_argv(*args: str) -> list[str]:
     """The command line of `ddtree-tui ARGS...` in a child process, with this test run's Python."""
     return [sys.executable, "-m", "ddtree_tui.cli", *args]
+
+
+def cli_batch(
+    argvs: list[list[str]], cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> list[subprocess.CompletedProcess[str]]:
+    """`ddtree-tui ARGV` for each of `argvs`, in order, all in one child process (tests/cli_batch.py: the
+    imports paid once, not once a command line); what each returned, printed and wrote to stderr. `env`:
+    variables set for the child (and what it starts) on top of this process's environment."""
+    script = str(Path(__file__).with_name("cli_batch.py"))
+    fd, results = tempfile.mkstemp(prefix="cli-batch-", suffix=".json")  # not in cwd: tests list their dirs
+    os.close(fd)
+    try:
+        p = subprocess.run([sys.executable, script, results], input=json.dumps(argvs), cwd=cwd,
+                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        got = json.loads(Path(results).read_text(encoding="utf-8"))
+    finally:
+        os.unlink(results)
+    return [
+        subprocess.CompletedProcess(["ddtree-tui", *a], r["returncode"], r["stdout"], r["stderr"])
+        for a, r in zip(argvs, got, strict=True)
+    ]
 
 
 async def first_lines_then_cancel(

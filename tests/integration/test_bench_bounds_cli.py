@@ -18,7 +18,7 @@ from ddtree_tui.bench.bounds import MAX_NEW_TOKENS, MAX_PROMPTS, MAX_RUN_REQUEST
 from ddtree_tui.cli import main
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
-from tests.util import cli_argv
+from tests.util import cli_argv, cli_batch
 
 NOWHERE = "http://127.0.0.1:9"  # never contacted: every check here happens before the first request
 
@@ -138,13 +138,11 @@ def test_a_dollar_in_a_prompt_id_is_drawn_as_it_is_in_the_html(tmp_path: Path) -
     f = _prompts(tmp_path / "p.jsonl", [{"id": i, "prompt": f"say {n}"} for n, i in enumerate(ids)])
     out, html = tmp_path / "r.json", tmp_path / "r.html"
     with SimProcess(SimConfig(decode_rate=2000, load_time=0)) as sim:
-        argv = cli_argv("--run-bench", "--url", sim.base_url, "--prompts", str(f), "--warmup", "0")
+        argv = ["--run-bench", "--url", sim.base_url, "--prompts", str(f), "--warmup", "0"]
         argv += ["--max-new-tokens", "4", "--json", str(out), "--history", str(tmp_path / "h.jsonl")]
-        p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        # the run and its report in one child process (tests/cli_batch.py: the imports paid once)
+        p, rep = cli_batch([argv, ["report", str(out), "--html", str(html)]], tmp_path, timeout=180)
     assert p.returncode == 0, p.stderr
-    rep = subprocess.run(
-        cli_argv("report", str(out), "--html", str(html)), capture_output=True, text=True, timeout=180
-    )
     assert rep.returncode == 0, rep.stderr
     page = html.read_text()
     assert "<svg" in page and "$_$" in page and "p$\\frac$" in page

@@ -19,7 +19,7 @@ from ddtree_tui.fleet.benching import BenchRefused
 from ddtree_tui.model.events import FleetEvent, Notice
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
-from tests.util import cli_argv
+from tests.util import cli_batch
 
 PROMPTS = [Prompt(id="p0", messages=[{"role": "user", "content": "question"}])]
 
@@ -90,20 +90,19 @@ async def test_run_bench_says_which_service_it_left_out(tmp_path: Path) -> None:
         prof = _profile(tmp_path, up.port, foreign.port)
         base = ["--run-bench", "--profile", str(prof), "--warmup", "0", "--max-new-tokens", "8"]
         base += ["--history", str(tmp_path / "h.jsonl")]
-        for extra in ([], ["--load", "sync", "--requests", "2"]):
-            out = tmp_path / "r.json"
-            p = await _cli(tmp_path, *base, "--services", "loc/up,loc/down", "--json", str(out), *extra)
-            assert p[0] == 0, p[1]
-            assert "loc/down left out: the service is stopped" in p[1]
+        # the three command lines in one child process (tests/cli_batch.py: the imports paid once), in a
+        # thread: the simulators answer from this test's event loop
+        extras = ([], ["--load", "sync", "--requests", "2"])
+        outs = [tmp_path / f"r{i}.json" for i in range(len(extras))]
+        *runs, none = await asyncio.to_thread(
+            cli_batch,
+            [*([*base, "--services", "loc/up,loc/down", "--json", str(o), *e] for o, e in zip(outs, extras, strict=True)),
+             [*base, "--services", "loc/down"]],
+            tmp_path,
+        )  # fmt: skip
+        for p, out in zip(runs, outs, strict=True):
+            assert p.returncode == 0, p.stderr
+            assert "loc/down left out: the service is stopped" in p.stderr
             assert [t["ref"] for t in json.loads(out.read_text())["targets"]] == ["loc/up"]
-        p = await _cli(tmp_path, *base, "--services", "loc/down")
-        assert p[0] == 1 and "nothing to benchmark" in p[1] and "loc/down left out" in p[1], p[1]
-
-
-async def _cli(cwd: Path, *args: str) -> tuple[int, str]:
-    """`ddtree-tui ARGS` in a child process (this test's simulated servers keep serving meanwhile)."""
-    proc = await asyncio.create_subprocess_exec(
-        *cli_argv(*args), cwd=cwd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-    )
-    _, err = await asyncio.wait_for(proc.communicate(), 90)
-    return int(proc.returncode or 0), err.decode()
+        assert none.returncode == 1 and "nothing to benchmark" in none.stderr, none.stderr
+        assert "loc/down left out" in none.stderr

@@ -19,7 +19,7 @@ from ddtree_tui.bench.models import BenchRequest, BenchTarget
 from ddtree_tui.bench.runner import RunHooks
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
-from tests.util import cli_argv, free_port
+from tests.util import cli_argv, cli_batch, free_port
 
 CAP = 4  # the sim's max_running_requests: beyond it requests wait in its queue
 
@@ -73,9 +73,22 @@ def _profile(tmp_path: Path) -> Path:
     return p
 
 
+def _cli_args(tmp_path: Path) -> list[str]:
+    prof = str(_profile(tmp_path))
+    return [
+        "--run-bench",
+        "--demo",
+        "--profile",
+        prof,
+        "--max-new-tokens",
+        "16",
+        "--history",
+        str(tmp_path / "h.jsonl"),
+    ]
+
+
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = cli_argv("--run-bench", "--demo", "--profile", str(_profile(tmp_path)), "--max-new-tokens", "16")
-    argv += ["--history", str(tmp_path / "h.jsonl"), *args]
+    argv = cli_argv(*_cli_args(tmp_path), *args)
     return subprocess.run(
         argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=dict(os.environ)
     )
@@ -120,24 +133,19 @@ def test_rate_run_headless_two_services_interleaved_with_verdicts(tmp_path: Path
     hist = tmp_path / "h.jsonl"
     lines = [json.loads(x) for x in hist.read_text().splitlines()]
     assert [x["kind"] for x in lines] == ["load"] and lines[0]["id"] == doc["id"]
-    for src in (hist, out):
-        r = subprocess.run(
-            [sys.executable, "-m", "ddtree_tui.cli", "report", str(src)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    for r in cli_batch([["report", str(hist)], ["report", str(out)]], tmp_path):  # one child for both
         assert r.returncode == 0, r.stderr
         assert f"load {doc['id']}" in r.stdout and "4 req/s local/b tok/s per request:" in r.stdout
 
 
 @pytest.mark.slow
 def test_bad_load_text_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:
-    p = _cli(tmp_path, "--load", "concurrency:1,two")
+    base = [*_cli_args(tmp_path), "--load"]  # both command lines in one child (tests/cli_batch.py)
+    p, q = cli_batch(
+        [[*base, "concurrency:1,two"], [*base, "sync", "--duration", "5", "--requests", "3"]], tmp_path
+    )
     assert p.returncode == 2 and "--load 'concurrency:1,two'" in p.stderr and "'two'" in p.stderr
-    p = _cli(tmp_path, "--load", "sync", "--duration", "5", "--requests", "3")
-    assert p.returncode == 2 and "--duration or --requests" in p.stderr
+    assert q.returncode == 2 and "--duration or --requests" in q.stderr
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
 from tests.fixtures.services.support import cleanup_workdir
-from tests.util import cli_argv, free_port
+from tests.util import cli_argv, cli_batch, free_port
 
 
 def _profile(tmp_path: Path, services: list[tuple[str, str]]) -> Path:
@@ -121,21 +121,35 @@ def test_open_loop_ladder_stopped_by_the_trend_test(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_options_that_do_not_fit_are_usage_errors(tmp_path: Path) -> None:
     prof = _profile(tmp_path, [("a", "")])
-    p = _cli(tmp_path, prof, "--saturation-test", "trend")
+    base = ["--run-bench", "--demo", "--profile", str(prof), "--max-new-tokens", "16"]
+    base += [
+        "--history",
+        str(tmp_path / "h.jsonl"),
+    ]  # the three command lines in one child (tests/cli_batch.py)
+    p, q, r = cli_batch(
+        [[*base, "--saturation-test", "trend"], [*base, "--slice", "0s"],
+         [*base, "--soak", "--duration", "4s", "--window", "2s", "--slice", "1s"]],
+        tmp_path,
+    )  # fmt: skip
     assert p.returncode == 2 and "are for --load ladders" in p.stderr
-    p = _cli(tmp_path, prof, "--slice", "0s")
-    assert p.returncode == 2 and "--slice" in p.stderr
-    p = _cli(tmp_path, prof, "--soak", "--duration", "4s", "--window", "2s", "--slice", "1s")
-    assert p.returncode == 2 and "--slice on a soak is its --window" in p.stderr
+    assert q.returncode == 2 and "--slice" in q.stderr
+    assert r.returncode == 2 and "--slice on a soak is its --window" in r.stderr
 
 
 @pytest.mark.slow
 def test_soak_and_agentic_runs_get_server_figures_and_slices(tmp_path: Path) -> None:
     prof = _profile(tmp_path, [("a", "")])
-    soak = tmp_path / "soak.json"
-    p = _cli(
-        tmp_path, prof, "--soak", "--duration", "3s", "--slice", "1s", "--server-metrics",
-        "--server-metrics-every", "0.25", "--flush-cache", "--json", str(soak),
+    soak, ag = tmp_path / "soak.json", tmp_path / "ag.json"
+    base = ["--run-bench", "--demo", "--profile", str(prof), "--max-new-tokens", "16"]
+    base += ["--history", str(tmp_path / "h.jsonl")]
+    # the soak, then the agentic sessions, in one child process (tests/cli_batch.py: the imports paid once;
+    # each run starts and stops the profile's simulator through its own fleet)
+    p, p2 = cli_batch(
+        [[*base, "--soak", "--duration", "3s", "--slice", "1s", "--server-metrics", "--server-metrics-every", "0.25",
+          "--flush-cache", "--json", str(soak)],
+         [*base, "--sessions", "2", "--turns", "2", "--prompts", "agentic", "--slice", "1s", "--server-metrics",
+          "--json", str(ag), "--slices-csv", str(tmp_path / "ag.csv")]],
+        tmp_path, timeout=180,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     doc = json.loads(soak.read_text())
@@ -148,12 +162,7 @@ def test_soak_and_agentic_runs_get_server_figures_and_slices(tmp_path: Path) -> 
     assert sum(w["requests"] or 0 for w in sm["windows"]) >= sum(w["metrics"]["n"] for w in doc["windows"])
     assert [f["before"] for f in doc["cache_flushes"]] == ["run"] and doc["cache_flushes"][0]["ok"]
     assert "time slices (soak windows):" in p.stdout
-    ag = tmp_path / "ag.json"
-    p = _cli(
-        tmp_path, prof, "--sessions", "2", "--turns", "2", "--prompts", "agentic", "--slice", "1s", "--server-metrics",
-        "--json", str(ag), "--slices-csv", str(tmp_path / "ag.csv"),
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr
+    assert p2.returncode == 0, p2.stderr
     doc = json.loads(ag.read_text())
     assert all(t["started_at"] for t in doc["turns_results"])
     assert sum(r["n"] for r in doc["slices"]["rows"]) == len(doc["turns_results"]) == 4

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from ddtree_tui.bench.workloads import arrivals
 from ddtree_tui.bench.workloads.trace import load_trace
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
-from tests.util import cli_argv, free_port
+from tests.util import cli_batch, free_port
 
 SAMPLE = Path(__file__).resolve().parents[2] / "ddtree_tui" / "data" / "mooncake-sample.jsonl"
 
@@ -156,12 +154,16 @@ def _profile(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_run_bench_trace_headless_json_and_html(tmp_path: Path) -> None:
     out, html = tmp_path / "t.json", tmp_path / "t.html"
-    argv = cli_argv(
-        "--run-bench", "--demo", "--profile", str(_profile(tmp_path)), "--history", str(tmp_path / "h.jsonl"),
-        "--trace", str(SAMPLE), "--trace-speed", "10", "--max-concurrency", "8", "--cancel", "0.2,0.05",
-        "--seed", "4", "--json", str(out), "--html", str(html),
+    bad = tmp_path / "bad.jsonl"  # a bad trace line: named, nothing run (checked at the end)
+    bad.write_text('{"timestamp": 0, "input_length": 10, "output_length": -1}\n')
+    # the run and the bad trace in one child process (tests/cli_batch.py: the imports paid once)
+    p, q = cli_batch(
+        [["--run-bench", "--demo", "--profile", str(_profile(tmp_path)), "--history", str(tmp_path / "h.jsonl"),
+          "--trace", str(SAMPLE), "--trace-speed", "10", "--max-concurrency", "8", "--cancel", "0.2,0.05",
+          "--seed", "4", "--json", str(out), "--html", str(html)],
+         ["--run-bench", "--url", "http://127.0.0.1:9", "--trace", str(bad)]],
+        tmp_path,
     )  # fmt: skip
-    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert doc["kind"] == "load" and doc["load_text"] == "trace:10"
@@ -175,8 +177,4 @@ def test_run_bench_trace_headless_json_and_html(tmp_path: Path) -> None:
     page = html.read_text()
     assert "Workload" in page and "prefix-cache hit tokens" in page and "cancelled by the client" in page
     # a bad trace line: named, nothing run
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"timestamp": 0, "input_length": 10, "output_length": -1}\n')
-    argv = cli_argv("--run-bench", "--url", "http://127.0.0.1:9", "--trace", str(bad))
-    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=dict(os.environ))
-    assert p.returncode == 2 and f"{bad}:1: output_length -1" in p.stderr
+    assert q.returncode == 2 and f"{bad}:1: output_length -1" in q.stderr

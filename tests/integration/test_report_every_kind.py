@@ -18,7 +18,7 @@ from ddtree_tui.bench.models import (
     TargetInfo,
 )
 from ddtree_tui.bench.results import AgenticRun, AnyRun, LoadRun, SoakRun, TurnResult
-from tests.util import cli_argv
+from tests.util import cli_argv, cli_batch
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -59,17 +59,19 @@ def test_report_reads_a_plain_run_beside_load_soak_and_agentic_runs(tmp_path: Pa
     agentic = _write(tmp_path, "ag.json", AgenticRun(id="ag1", started_at=T0, source="agentic", sessions=1,
                                                      turns=1, think_time_s=0, turns_results=turns))  # fmt: skip
 
-    p = _report(tmp_path, a, load)
+    # the three reports in one child process (tests/cli_batch.py: the imports paid once)
+    p, p2, p3 = cli_batch([["report", a, load], ["report", a, b, load, soak, agentic], ["report", load, soak]],
+                          tmp_path)  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "schema" not in p.stderr
     assert "plain-a" in p.stdout and f"{load}: load run ld1" in p.stdout and "load ld1" in p.stdout
 
-    p = _report(tmp_path, a, b, load, soak, agentic)
+    p = p2
     assert p.returncode == 0, p.stderr
     assert "plain-a" in p.stdout and "plain-b" in p.stdout
     assert "load ld1" in p.stdout and "soak sk1" in p.stdout and "agentic ag1" in p.stdout
 
-    p = _report(tmp_path, load, soak)  # two schema-2 runs, no plain one
+    p = p3  # two schema-2 runs, no plain one
     assert p.returncode == 0, p.stderr
     assert "load ld1" in p.stdout and "soak sk1" in p.stdout
 

@@ -23,7 +23,7 @@ import pytest
 from ddtree_tui.report.browser import PageCheck, check_page
 from ddtree_tui.report.html import CSP
 from ddtree_tui.sim.config import TIME_SCALE_ENV
-from tests.util import cli_argv, demo_profile, serve_http
+from tests.util import cli_argv, cli_batch, demo_profile, serve_http
 
 # every test here shares the `runs` fixture (three demo runs, slow): one xdist worker makes it once (loadgroup)
 pytestmark = [pytest.mark.xdist_group("report_html_runs"), pytest.mark.slow]
@@ -52,44 +52,28 @@ def _cli(
     )
 
 
-def _record(d: Path, name: str, *extra: str) -> Path:
-    out = d / f"{name}.json"
-    p = _cli(
-        "--demo",
-        "--profile",
-        str(demo_profile(d)),  # free ports: other tests run demos meanwhile
-        "--run-bench",
-        "--repeats",
-        "3",
-        "--warmup",
-        "0",
-        "--max-new-tokens",
-        "24",
-        "--json",
-        str(out),
-        "--history",
-        str(d / "history.jsonl"),
-        *extra,
-        cwd=d,
-        env={
-            **os.environ,
-            TIME_SCALE_ENV: "10",
-        },  # the reports read the runs; how fast the sims ran is not the point
-    )
-    assert p.returncode == 0, p.stderr
-    return out
+def _record_args(d: Path, name: str, *extra: str) -> list[str]:
+    """`--run-bench` of the demo into d/NAME.json (and d/history.jsonl)."""
+    return ["--demo", "--profile", str(demo_profile(d)),  # free ports: other tests run demos meanwhile
+            "--run-bench", "--repeats", "3", "--warmup", "0", "--max-new-tokens", "24",
+            "--json", str(d / f"{name}.json"), "--history", str(d / "history.jsonl"), *extra]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Three real runs of the demo: A and B alike, C at concurrency 3; A also written as HTML by --run-bench."""
+    """Three real runs of the demo: A and B alike, C at concurrency 3; A also written as HTML by --run-bench.
+    The three run one after another in one child process (tests/cli_batch.py: the imports paid once), each
+    with its own fleet, simulators and sockets."""
     d = tmp_path_factory.mktemp("runs")
-    return {
-        "a": _record(d, "a", "--html", str(d / "a-direct.html")),
-        "b": _record(d, "b"),
-        "c": _record(d, "c", "--concurrency", "3"),
-        "dir": d,
-    }
+    done = cli_batch(
+        [_record_args(d, "a", "--html", str(d / "a-direct.html")), _record_args(d, "b"),
+         _record_args(d, "c", "--concurrency", "3")],
+        d, timeout=300,
+        env={TIME_SCALE_ENV: "10"},  # the reports read the runs; how fast the sims ran is not the point
+    )  # fmt: skip
+    for p in done:
+        assert p.returncode == 0, p.stderr
+    return {"a": d / "a.json", "b": d / "b.json", "c": d / "c.json", "dir": d}
 
 
 def _keep(shot: Path) -> None:
@@ -170,14 +154,16 @@ def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path],
 
 @pytest.mark.browser
 def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path], tmp_path: Path) -> None:
-    html, p = _html_report(tmp_path, "ac.html", runs["a"], runs["c"])
-    assert "NOT COMPARABLE: B vs A: different load: concurrency 1 vs 3" in p.stdout
-    # a different sampling is named too (a copy of A with another max_new_tokens)
+    # a different sampling is named too (a copy of A with another max_new_tokens); both reports in one child
     raw = json.loads(runs["a"].read_text())
     raw["sampling"]["max_new_tokens"] = 512
     other = tmp_path / "a512.json"
     other.write_text(json.dumps(raw))
-    p2 = _cli("report", str(runs["a"]), str(other), cwd=tmp_path)
+    html = tmp_path / "ac.html"
+    p, p2 = cli_batch([["report", str(runs["a"]), str(runs["c"]), "--html", str(html)],
+                       ["report", str(runs["a"]), str(other)]], tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "NOT COMPARABLE: B vs A: different load: concurrency 1 vs 3" in p.stdout
     assert "NOT COMPARABLE: B vs A: different sampling: max_new_tokens 24 vs 512" in p2.stdout
     text = html.read_text()
     assert "NOT COMPARABLE" in text
@@ -262,8 +248,11 @@ def test_bad_inputs_name_the_file_and_exit_2(runs: dict[str, Path], tmp_path: Pa
     cases.append((broken, "not a valid bench run: results.0."))
     cases.append((tmp_path, "is a directory"))
     out = tmp_path / "never.html"
-    for path, words in cases:
-        p = _cli("report", str(runs["a"]), str(path), "--html", str(out), cwd=tmp_path)
+    # one child process for the seven command lines (tests/cli_batch.py: the imports paid once)
+    done = cli_batch(
+        [["report", str(runs["a"]), str(path), "--html", str(out)] for path, _ in cases], tmp_path
+    )
+    for (path, words), p in zip(cases, done, strict=True):
         assert p.returncode == 2, (path, p.stderr)
         assert f"ddtree-tui report: {path}: " in p.stderr and words in p.stderr, p.stderr
         assert p.stdout == "" and not out.exists()
@@ -273,10 +262,11 @@ def test_html_output_is_atomic_and_leaves_special_files_alone(runs: dict[str, Pa
     out = tmp_path / "r.html"
     out.write_text("old report")
     out.chmod(0o640)
-    assert _cli("report", str(runs["a"]), "--html", str(out), cwd=tmp_path).returncode == 0
+    # the three command lines in one child process (tests/cli_batch.py), then what each left behind
+    a, dev, d = cli_batch([["report", str(runs["a"]), "--html", x] for x in (str(out), os.devnull, str(tmp_path))],
+                          tmp_path)  # fmt: skip
+    assert a.returncode == 0, a.stderr
     assert out.read_text().startswith("<!DOCTYPE html>") and stat.S_IMODE(out.stat().st_mode) == 0o640
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["r.html"]  # no temp file left
-    p = _cli("report", str(runs["a"]), "--html", os.devnull, cwd=tmp_path)
-    assert p.returncode == 0 and stat.S_ISCHR(os.stat(os.devnull).st_mode)
-    p = _cli("report", str(runs["a"]), "--html", str(tmp_path), cwd=tmp_path)
-    assert p.returncode == 1 and f"cannot write {tmp_path}" in p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["r.html"]  # no temp file left (by any of the three)
+    assert dev.returncode == 0 and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert d.returncode == 1 and f"cannot write {tmp_path}" in d.stderr

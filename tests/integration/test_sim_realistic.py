@@ -98,13 +98,19 @@ async def test_step_time_grows_with_the_running_batch() -> None:
     # 100 passes/s, not 400: 16 streams read in this one event loop stay measurable on a busy machine (at
     # 2.5 ms a pass their chunks arrived together and some had no decode time at all)
     cfg = SimConfig(decode_rate=100, accept_length=2.0, batch_slowdown=True)
+    # the model: step(16) = step(1) * (1 + 15 * 0.0419) = 1.63x (no clock involved)
+    growth = 1 + 15 * S.BATCH_GROWTH_SPEC
+    assert cfg.step_seconds(16) / cfg.step_seconds(1) == pytest.approx(growth)
     async with SimServer(cfg, log=lambda s: None) as s:
-        one, _ = await _measure(s, SamplingParams(max_new_tokens=60))
+        # the best of three lone requests: a busy machine only ever slows one down (a stall), never speeds it up
+        ones = [(await _measure(s, SamplingParams(max_new_tokens=60)))[0] for _ in range(3)]
         many = await asyncio.gather(*(_measure(s, SamplingParams(max_new_tokens=60)) for _ in range(16)))
     mean_many = sum(r.decode_tok_s for r, _ in many) / len(many)
-    assert all(r.ok for r, _ in many)
-    # step(16) = step(1) * (1 + 15 * 0.0419) = 1.63x
-    assert one.decode_tok_s / mean_many == pytest.approx(1 + 15 * S.BATCH_GROWTH_SPEC, rel=0.25)
+    assert all(r.ok for r in ones) and all(r.ok for r, _ in many)
+    # the server applies it: 16 running are slower per request by about that much. Only the lower bound is
+    # checked (issue 24/25): CPU contention can slow the 16 streams read in this one event loop further, but
+    # cannot make them faster, so an upper bound would measure the machine, not the simulator
+    assert max(r.decode_tok_s for r in ones) / mean_many >= 0.8 * growth
 
 
 async def test_kv_capacity_aborts_with_503_and_the_client_counts_it() -> None:
@@ -172,7 +178,9 @@ async def test_chat_reasoning_mode() -> None:
         kinds[0] == "r" and "c" in kinds and kinds == sorted(kinds, reverse=True)
     )  # thinking, then the answer
     assert ev[-2]["usage"]["reasoning_tokens"] == 12 and ev[-1] == "[DONE]"
-    assert r.ok and r.ttft_s < r.first_answer_s and r.output_tokens == 30 and r.reasoning_chars > 0
+    # TTFT is the first reasoning token, the answer's first token comes later in the stream (the order is
+    # `kinds` above); their read times may be equal when a busy machine hands both chunks over in one read
+    assert r.ok and r.ttft_s <= r.first_answer_s and r.output_tokens == 30 and r.reasoning_chars > 0
     assert text and r.output_chars == len(text)
 
 

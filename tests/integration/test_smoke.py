@@ -22,7 +22,7 @@ from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.palette import palette_commands
 from tests.app.screen_text import until
 from tests.fixtures.services.support import cleanup_workdir
-from tests.util import BUSY_SLACK_S, free_port
+from tests.util import BUSY_SLACK_S, cli_batch, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -144,17 +144,22 @@ async def test_smoke_times_out_on_a_stalled_stream(fleet: Fleet) -> None:
 @pytest.mark.timeout(180)  # 13 s idle, several CLI children: past the module's 60 s on a busy machine
 async def test_cli_smoke_exit_codes(fleet: Fleet, tmp_path: Path) -> None:
     await _launch(fleet)
-    p = await asyncio.to_thread(_cli, tmp_path, REF, "--max-new-tokens", "8")
-    assert p.returncode == 0, p.stderr + p.stdout
-    assert p.stdout.startswith(f"smoke {REF}: ok — 8 tokens") and ", accept " in p.stdout
-    p = await asyncio.to_thread(_cli, tmp_path, REF, "--max-new-tokens", "5", "--json", "--prompt", "Hi")
-    assert p.returncode == 0, p.stderr
-    obj = json.loads(p.stdout)
+    # the four command lines in one child process (tests/cli_batch.py: the imports paid once, not four times)
+    prof = ["--profile", str(tmp_path / "loc.toml")]
+    ok, js, nope, bad = await asyncio.to_thread(
+        cli_batch,
+        [["smoke", REF, "--max-new-tokens", "8", *prof],
+         ["smoke", REF, "--max-new-tokens", "5", "--json", "--prompt", "Hi", *prof],
+         ["smoke", "loc/nope", *prof], ["smoke", "no-slash", *prof]],
+        tmp_path,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr + ok.stdout
+    assert ok.stdout.startswith(f"smoke {REF}: ok — 8 tokens") and ", accept " in ok.stdout
+    assert js.returncode == 0, js.stderr
+    obj = json.loads(js.stdout)
     assert obj["ok"] is True and obj["output_tokens"] == 5 and obj["ref"] == REF and obj["accept_length"]
-    p = await asyncio.to_thread(_cli, tmp_path, "loc/nope")
-    assert p.returncode == 2 and "no service 'nope'" in p.stderr and "known: sim" in p.stderr
-    p = await asyncio.to_thread(_cli, tmp_path, "no-slash")
-    assert p.returncode == 2 and "HOST/SVC" in p.stderr
+    assert nope.returncode == 2 and "no service 'nope'" in nope.stderr and "known: sim" in nope.stderr
+    assert bad.returncode == 2 and "HOST/SVC" in bad.stderr
 
     assert (await fleet.kill(REF)).ok
     await _state(fleet, "stopped")

@@ -21,7 +21,7 @@ from ddtree_tui.report.browser import check_page
 from tests.fixtures.services.support import cleanup_workdir, profile_toml
 from tests.integration.test_report_html import _assert_clean
 from tests.integration.test_sweep import demo_copy, read_state
-from tests.util import free_port
+from tests.util import cli_batch, free_port
 
 pytestmark = pytest.mark.timeout(300)
 SWEEP_CHARTS = {"chart-sweep-pareto", "chart-sweep-accept", "chart-sweep-heat", "chart-sweep-trials"}
@@ -30,11 +30,6 @@ SWEEP_CHARTS = {"chart-sweep-pareto", "chart-sweep-accept", "chart-sweep-heat", 
 @pytest.fixture(autouse=True)
 def _holds_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))  # the children inherit it
-
-
-def _cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ddtree_tui.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
 
 
 def _grid(profile: Path, out: Path, html: Path) -> list[str]:
@@ -89,13 +84,25 @@ def test_sweep_report_in_a_browser_from_sweep_show_and_report(tmp_path: Path) ->
     heat = next(c for c in check.charts if c.id == "chart-sweep-heat")
     assert heat.texts >= 4 + 4  # every cell's value written as text, plus the axes
 
-    # the same page from the results file, and again from `sweep show DIR --html`
-    again = tmp_path / "again.html"
-    r = _cli("report", str(out / "results.json"), "--html", str(again), cwd=tmp_path)
+    # the same page from the results file, and again from `sweep show DIR --html`; then bad inputs. The seven
+    # command lines run in one child process (tests/cli_batch.py: the imports paid once, not seven times)
+    again, shown = tmp_path / "again.html", tmp_path / "shown.html"
+    bad, bad2 = tmp_path / "bad" / "results.json", tmp_path / "bad2" / "results.json"
+    for f, doc in ((bad, {**res, "schema": 99}), (bad2, {**res, "points": [{"index": "x"}]})):
+        f.parent.mkdir()
+        f.write_text(json.dumps(doc))
+    r, s, b, b2, m = cli_batch(
+        [
+            ["report", str(out / "results.json"), "--html", str(again)],
+            ["sweep", "show", str(out), "--html", str(shown)],
+            ["report", str(bad), "--html", str(tmp_path / "no.html")],
+            ["report", str(bad2), "--html", str(tmp_path / "no.html")],
+            ["report", str(out / "results.json"), str(out / "results.json")],
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "best: #" in r.stdout and f"wrote {again}" in r.stderr
-    shown = tmp_path / "shown.html"
-    s = _cli("sweep", "show", str(out), "--html", str(shown), cwd=tmp_path)
     assert s.returncode == 0, s.stderr
     for h in (again, shown):
         t = h.read_text()
@@ -106,16 +113,9 @@ def test_sweep_report_in_a_browser_from_sweep_show_and_report(tmp_path: Path) ->
         )
 
     # a results.json of another schema, or of another shape: exit 2, the file named, nothing written
-    bad = tmp_path / "bad" / "results.json"
-    bad.parent.mkdir()
-    bad.write_text(json.dumps({**res, "schema": 99}))
-    b = _cli("report", str(bad), "--html", str(tmp_path / "no.html"), cwd=tmp_path)
     assert b.returncode == 2 and str(bad) in b.stderr and "schema 99" in b.stderr, b.stderr
-    bad.write_text(json.dumps({**res, "points": [{"index": "x"}]}))
-    b = _cli("report", str(bad), "--html", str(tmp_path / "no.html"), cwd=tmp_path)
-    assert b.returncode == 2 and str(bad) in b.stderr and "points.0" in b.stderr, b.stderr
+    assert b2.returncode == 2 and str(bad2) in b2.stderr and "points.0" in b2.stderr, b2.stderr
     assert not (tmp_path / "no.html").exists()
-    m = _cli("report", str(out / "results.json"), str(out / "results.json"), cwd=tmp_path)
     assert m.returncode == 2 and "on their own" in m.stderr
 
 

@@ -24,7 +24,7 @@ from ddtree_tui.config import parse_profile
 from ddtree_tui.sim.config import BATCH_GROWTH_BASELINE, BATCH_GROWTH_SPEC, ddtree_expected_speed
 from tests.fixtures.services.support import cleanup_workdir
 from tests.integration.test_sweep import demo_copy
-from tests.util import free_port
+from tests.util import cli_batch, free_port
 
 pytestmark = pytest.mark.timeout(400)
 SPEC_RATE, BASE_RATE = 60.0, 150.0
@@ -92,17 +92,21 @@ def test_demo_sweep_writes_the_schedule_with_fair_arms_and_applies_it(tmp_path: 
         assert sum(r["chosen"] == "True" for r in rows) == 2 and all(r["flushed"] == "True" for r in rows)
         assert "schedule per concurrency" in p.stdout and "crossover: speculation stops beating" in p.stdout
 
-        sh = cli(profile, "sweep", "show", str(out), timeout=120)
+        copy = tmp_path / "copy.toml"
+        copy.write_text(original)
+        # show, report, apply: one child process for the three (tests/cli_batch.py: the imports paid once)
+        sw = ["--profile", str(profile), "sweep"]
+        sh, rep, a = cli_batch(
+            [[*sw, "show", str(out)], [*sw, "report", str(out)],
+             [*sw, "apply", str(out), "--schedule", "--to", str(copy), "--yes"]],
+            tmp_path,
+        )  # fmt: skip
         assert sh.returncode == 0 and "bands:" in sh.stdout and "c16" in sh.stdout, sh.stderr
-        rep = cli(profile, "sweep", "report", str(out), timeout=120)
         assert rep.returncode == 0, rep.stderr
         html = (out / "report.html").read_text()
         assert "Schedule per concurrency" in html and 'id="chart-sweep-crossover"' in html
         assert "SIMULATED" in html and "Fair arms" in html
 
-        copy = tmp_path / "copy.toml"
-        copy.write_text(original)
-        a = cli(profile, "sweep", "apply", str(out), "--schedule", "--to", str(copy), "--yes", timeout=120)
         assert a.returncode == 0, a.stderr
         new = copy.read_text()
         assert all(ln in new for ln in original.splitlines() if ln.strip().startswith("#"))

@@ -19,6 +19,7 @@ import pytest
 from tests.fixtures.services.support import cleanup_workdir
 from tests.integration.test_sweep import demo_copy, read_state
 from tests.procs import stop_child
+from tests.util import cli_batch
 
 pytestmark = pytest.mark.timeout(240)
 CLI = [sys.executable, "-m", "ddtree_tui.cli"]
@@ -125,9 +126,12 @@ def test_out_refuses_a_directory_of_the_users_files_and_keeps_them(tmp_path: Pat
     out.mkdir()
     (out / "results.json").write_text('{"mine": true}')
     (out / "results.csv").write_text("mine\n")
-    for extra in ([], ["--resume"]):
-        p = subprocess.run([*sweep(profile, out), *extra], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=60)  # fmt: skip
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    # the three command lines in one child process (tests/cli_batch.py: the imports paid once)
+    *runs, last = cli_batch([sweep(profile, out)[3:], [*sweep(profile, out)[3:], "--resume"], sweep(profile, f)[3:]],
+                         tmp_path)  # fmt: skip
+    for p in runs:
         assert p.returncode == 2, p.stderr
         assert "already holds files this sweep did not write (results.csv, results.json)" in p.stderr
         assert "Traceback" not in p.stderr
@@ -135,9 +139,7 @@ def test_out_refuses_a_directory_of_the_users_files_and_keeps_them(tmp_path: Pat
             out / "results.csv"
         ).read_text() == "mine\n"
         assert sorted(x.name for x in out.iterdir()) == ["results.csv", "results.json"]
-    f = tmp_path / "a-file"
-    f.write_text("x")
-    p = subprocess.run(sweep(profile, f), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    p = last
     assert p.returncode == 2 and "is not a directory" in p.stderr and f.read_text() == "x"
 
 
@@ -166,10 +168,13 @@ def test_apply_to_a_file_that_is_not_a_profile_names_it(tmp_path: Path) -> None:
     }
     want = {"notes.md": "invalid TOML", "blob.bin": "not UTF-8", "huge.toml": "larger than 1024 KiB"}
     for name, body in cases.items():
+        (tmp_path / name).write_bytes(body)
+    # the three command lines in one child process (tests/cli_batch.py: the imports paid once)
+    done = cli_batch(
+        [["sweep", "apply", str(out), "--to", str(tmp_path / n), "--yes"] for n in cases], tmp_path
+    )
+    for (name, body), p in zip(cases.items(), done, strict=True):
         f = tmp_path / name
-        f.write_bytes(body)
-        p = subprocess.run([*CLI, "sweep", "apply", str(out), "--to", str(f), "--yes"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
         assert p.returncode == 2, (name, p.stderr)
         assert "Traceback" not in p.stderr and str(f) in p.stderr and want[name] in p.stderr, (name, p.stderr)
         assert f.read_bytes() == body

@@ -5,7 +5,6 @@ and a bad profile is refused naming the file, the line and the field."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from ddtree_tui.sweep import state as st
 from ddtree_tui.sweep.apply import edit_profile_schedule
 from ddtree_tui.sweep.schedule import Band
 from tests.unit.test_sweep_schedule import state_of
+from tests.util import cli_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "hostprofiles" / "local-demo.toml").read_text()
@@ -79,24 +79,24 @@ def test_cli_dry_run_then_apply_then_nothing_to_write(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     st.save(state, out)
 
-    def apply(*extra: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "ddtree_tui.cli", "sweep", "apply", str(out), "--schedule", *extra]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    def apply(*extras: list[str]) -> list[subprocess.CompletedProcess[str]]:
+        """`sweep apply DIR --schedule EXTRA...` for each of `extras`, in one child process (tests/cli_batch.py:
+        the imports paid once); its stdin is a pipe, not a terminal."""
+        return cli_batch([["sweep", "apply", str(out), "--schedule", *e] for e in extras], tmp_path)
 
-    dry = apply("--dry-run")
+    # a dry run, then neither a terminal nor --yes: nothing written by either
+    dry, no = apply(["--dry-run"], [])
     assert dry.returncode == 0, dry.stderr
     assert '+name = "ddtree-shadow-c1-4"' in dry.stdout and "dry run: nothing written" in dry.stderr
-    assert prof.read_text() == DEMO
     assert "from c=64 on run the baseline" in dry.stderr
-    no = apply()  # not a terminal and no --yes: nothing written
     assert no.returncode == 1 and prof.read_text() == DEMO
-    yes = apply("--yes")
+    (yes,) = apply(["--yes"])
     assert yes.returncode == 0, yes.stderr
     assert "ddtree-shadow-c1-4" in yes.stdout and "launch local/ddtree-shadow-c1-4" in yes.stderr
     written = prof.read_text()
     assert all(c in written for c in comments(DEMO))
     band = parse_profile(written, prof).get_service("ddtree-shadow-c1-4")
     assert band is not None and (band.budget, band.env) == (16, {"SGLANG_DDTREE_MAX_TOPK": "2"})
-    twice = apply("--yes")
+    (twice,) = apply(["--yes"])  # nothing left to write
     assert twice.returncode == 0 and "already has this schedule" in twice.stdout
     assert prof.read_text() == written

@@ -251,7 +251,10 @@ async def test_local_no_driver_keeps_host_stats(tmp_path: Path, fake_nvml: tuple
 
 
 @pytest.mark.slow
-async def test_local_replay(tmp_path: Path) -> None:
+async def test_local_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the host's CPU % waits 0.25 s a tick for a window worth reading (telemetry/host.py); this test is about the
+    # GPU frames the replay plays, not the CPU %, so the ticks come at the test's 0.02 s instead (45 ticks: 11 s)
+    monkeypatch.setattr("ddtree_tui.telemetry.host.MIN_CPU_WINDOW_S", 0.0)
     prof = profile(tmp_path, '[telemetry]\nsource = "replay"\nreplay = "h200-under-load"\n')
     updates: list = []
     tel = HostTelemetry(LocalTransport(prof), prof, on_update=lambda *a: updates.append(a), interval=0.02)
