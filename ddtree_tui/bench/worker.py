@@ -1,7 +1,7 @@
 """Client worker processes: when one event loop cannot keep up, the runner spreads requests over several.
 
 The way established load generators do it (wrk's threads, locust's workers, k6's VUs over cores): each worker
-is a child process (`python -m ddtree_tui.bench.worker`) with its own event loop and connection pool; the
+is a child process (`python -m ddtree_tui.benchworker`) with its own event loop and connection pool; the
 runner sends it jobs and gets each request's RequestResult back, one JSON line each way over its pipes.
 
 Clocks: every duration (TTFT, ITL, e2e, tok/s) is measured inside the process that read the socket, so none
@@ -136,18 +136,9 @@ def plan_workers(
     return n, why
 
 
-# How a worker process starts: pydantic builds a model's validator when the class is made, and importing the
-# bench (bench/models.py and what it imports) makes dozens a worker never uses (~0.13 s of a worker's
-# ~0.39 s start here, per process: 16 of them at c=256). So the worker defers every build (pydantic's own
-# `defer_build`, set before the first model exists) and builds the few it uses before its first job
-# (`_build_used_models`), never in the middle of a measurement. DDTREE_BENCH_WORKER_BOOT=plain: `-m` as before.
-WORKER_BOOT = (
-    "import os, pydantic\n"
-    "if os.environ.get('DDTREE_BENCH_WORKER_BOOT') != 'plain':\n"
-    "    pydantic.BaseModel.model_config = pydantic.ConfigDict(defer_build=True)\n"
-    "from ddtree_tui.bench.worker import main\n"
-    "main()\n"
-)
+# How a worker process starts: `python -m ddtree_tui.benchworker`, which defers pydantic's model builds
+# before the bench is imported (see its docstring); the worker builds the few it uses before its first job.
+WORKER_MODULE = "ddtree_tui.benchworker"
 
 
 def _build_used_models() -> None:
@@ -179,8 +170,8 @@ class Worker:
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-c",
-            WORKER_BOOT,
+            "-m",
+            WORKER_MODULE,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -21,7 +21,7 @@ from ddtree_tui.bench.models import BenchEvent, SamplingParams
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.bench.stream import StreamClient, StreamError
-from ddtree_tui.bench.worker import Worker, WorkerError
+from ddtree_tui.bench.worker import WORKER_MODULE, Worker, WorkerError
 from ddtree_tui.sim.config import TIME_SCALE_ENV, SimConfig
 from ddtree_tui.sim.server import SimServer
 from tests.util import demo_profile
@@ -265,8 +265,6 @@ async def test_a_stopped_run_with_workers_ends_them_and_keeps_what_was_measured(
     assert run.status == "interrupted" and 0 < len(run.results) < 10
     assert run.client is not None and run.client.workers == 2
     workers = [
-        p
-        for p in psutil.Process(os.getpid()).children(recursive=True)
-        if "ddtree_tui.bench.worker" in p.cmdline()
+        p for p in psutil.Process(os.getpid()).children(recursive=True) if WORKER_MODULE in p.cmdline()
     ]
     assert workers == []
