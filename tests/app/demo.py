@@ -49,15 +49,17 @@ async def launch_both(pilot: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def demo_pilot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
+async def demo_pilot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int] = (120, 44)
+) -> AsyncIterator[Pilot[None]]:
     """The app on the demo fleet (cwd: tmp_path, the demo's workdir is relative), both services ready; the
-    fleet stopped however the test ends."""
+    fleet stopped however the test ends. 120×44 by default: with tabs, the Bench tab gets the screen."""
     monkeypatch.chdir(tmp_path)
     fast_sims(monkeypatch)
     fleet = demo_fleet(tmp_path)
     app = DDTreeApp(fleet, demo=True, refresh_hz=10)
     try:
-        async with app.run_test(size=(120, 44)) as pilot:  # tabs: the Bench tab gets the screen
+        async with app.run_test(size=size) as pilot:
             await launch_both(pilot)
             yield pilot
     finally:

@@ -6,9 +6,6 @@ request's row saying so."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ from ddtree_tui.bench.runoptions import run_options
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.screens.bench_setup import BenchSetupScreen
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.demo import demo_fleet, fast_sims, launch_both
+from tests.app.demo import demo_pilot
 from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
 from tests.app.snapdata import static_fleet
@@ -120,26 +117,12 @@ async def test_the_dialog_options_fit_80x24_and_follow_the_cli_rules() -> None:
         assert app.screen is dialog and _error(dialog) == _cli_words("soak", energy=True)
 
 
-@contextlib.asynccontextmanager
-async def _demo_80x24(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
-    monkeypatch.chdir(tmp_path)
-    fast_sims(monkeypatch)
-    fleet = demo_fleet(tmp_path)
-    app = DDTreeApp(fleet, demo=True, refresh_hz=10)
-    try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            await launch_both(pilot)
-            yield pilot
-    finally:
-        await asyncio.wait_for(fleet.stop(), 20)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_the_pane_shows_what_a_finished_run_carries_and_cancelled_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with _demo_80x24(tmp_path, monkeypatch) as pilot:
+    async with demo_pilot(tmp_path, monkeypatch, size=(80, 24)) as pilot:
         app: Any = pilot.app
         bench = app.query_one(BenchPane)
         refs = [f"{h.name}/{s.name}" for h in app.fleet.snapshot().hosts for s in h.services]

@@ -4,37 +4,18 @@ services in child processes, the real core."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 from textual.widgets import Button
 
 from ddtree_tui.bench import history
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.widgets.bench import BenchPane
-from tests.app.demo import demo_fleet, fast_sims, launch_both
+from tests.app.demo import demo_pilot
 from tests.app.presskeys import press
 from tests.app.screen_text import screen_text, until
-
-
-@contextlib.asynccontextmanager
-async def small_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Pilot[None]]:
-    """The demo at 80×24 with both services ready; the fleet stopped however the test ends."""
-    monkeypatch.chdir(tmp_path)
-    fast_sims(monkeypatch)  # the soak's windows stay real seconds; the plain run is stopped, not finished
-    fleet = demo_fleet(tmp_path)
-    app = DDTreeApp(fleet, demo=True, refresh_hz=10)
-    try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            await launch_both(pilot)
-            yield pilot
-    finally:
-        await asyncio.wait_for(fleet.stop(), 20)
 
 
 @pytest.mark.timeout(150)
@@ -42,7 +23,7 @@ async def small_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
 async def test_x_stops_a_soak_and_esc_stops_a_plain_run_saving_what_was_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with small_demo(tmp_path, monkeypatch) as pilot:
+    async with demo_pilot(tmp_path, monkeypatch, size=(80, 24)) as pilot:
         app = pilot.app
         assert isinstance(app, DDTreeApp)
         bench = app.query_one(BenchPane)
