@@ -62,6 +62,7 @@ ALLOWED = {
     "ui/screens/help.py:help_groups": "Textual's App and Screen are generic in their return values",
     "ui/screens/help.py:readme_key_table": "Textual's App is generic in its return value: any app class",
     "ui/widgets/base.py:KeyedTable.__init__": "keywords passed on to Textual's DataTable.__init__",
+    "ui/widgets/logs.py:TailLog.write": "arguments passed on to Textual's RichLog.write (its content is typed Any)",
     "ui/widgets/base.py:drop_stale_renders": "Textual's DataTable is generic in its cell type: any table",
     # RecordingFleet wraps whichever fleet a mode runs (Fleet, the TUI's, the collector's) and must answer
     # every attribute the wrapped one has, including the optional ones the faces probe with runtime-checkable
