@@ -93,6 +93,15 @@ async def test_an_idle_servers_last_numbers_are_dimmed_with_their_age(tmp_path: 
                 return s and s.gen_throughput == gauges.gen_throughput and "gen_throughput" in s.observed_at
 
             await until(pilot, decoded, 30, "the throughput /metrics keeps")
+
+            def log_read() -> bool:
+                """The fleet has read the server's last decode line too: one read only after the clock jump
+                below is a new observation of the figure, at the new time (seen once in a full run)."""
+                text = (work / "logs" / "sim.log").read_text(encoding="utf-8", errors="replace")
+                decodes = [ln for ln in text.splitlines() if "Decode batch" in ln]
+                return not decodes or decodes[-1] in fleet.log_lines(ref)
+
+            await until(pilot, log_read, 30, "the fleet reading the last decode line")
             await until(pilot, lambda: _cell(app, ref, "Gen tok/s") not in ("-", ""), 10, "the throughput")
             assert not _dimmed_with_age(app, ref, "Gen tok/s")  # just observed: as it is
 
