@@ -1,8 +1,17 @@
-"""Where the measured client spends its CPU per chunk: one process of ours (bench/client.py measure_request on
-the loop bench/evloop.py gives, as a worker process runs it) streams a closed loop against the exact-schedule
-server (benchmarks/exact_server.py, a child process), and prints the CPU per chunk and per token, and with
-`--profile` the top functions by own time (cProfile; its overhead inflates the absolute figures, so read
-those from a run without it).
+"""Where the measured client spends its CPU per chunk, and where its TTFT error comes from: one process of
+ours (bench/client.py measure_request on the loop bench/evloop.py gives, as a worker process runs it) streams
+a closed loop against the exact-schedule server (benchmarks/exact_server.py, a child process), and prints the
+CPU per chunk and per token, and with `--profile` the top functions by own time (cProfile; its overhead
+inflates the absolute figures, so read those from a run without it).
+
+TTFT error, split in two (every round; all four stamps are CLOCK_MONOTONIC, one clock for both processes):
+  send delay    server's arrival stamp of the request − our send stamp (t_send): what our process does
+                between its stamp and the write, loopback, and the server's own loop being busy
+  read delay    our first-chunk stamp (the read that brought it) − the server's send stamp of that chunk:
+                loopback, and our loop reading other sockets (and running other work) first
+Their sum is the client's TTFT minus the true one (first send − arrival). Means are exact whatever the pairing
+(a sum of differences is a difference of sums); quantiles pair the k-th earliest of each side (sorted), which
+is exact when the order is kept and close otherwise.
 
 Run:  python benchmarks/client_profile.py [--conc 64] [--rate 1000] [--tpc 1] [--tokens 1000] [--rounds 2]
       [--profile] [--loop asyncio]
@@ -16,7 +25,9 @@ import cProfile
 import os
 import pstats
 import resource
+import statistics
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -37,10 +48,42 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def _run(base: str, a: argparse.Namespace, prof: cProfile.Profile | None) -> tuple[float, int, int]:
-    target = BenchTarget(ref="exact", base_url=base, algorithm="exact", model="exact")
+def _q(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(p * (len(s) - 1)))]
+
+
+def split_ttft(results: list[RequestResult], done: list[dict[str, float]], offset: float) -> dict[str, float]:
+    """The TTFT error split into send delay and read delay (module docstring), in µs: mean, p50, p90."""
+    sends = sorted(r.started_at - offset for r in results)
+    firsts = sorted(r.started_at - offset + (r.ttft_s or 0.0) for r in results)
+    arrivals = sorted(d["t_arrival"] for d in done)
+    sent = sorted(d["t_first"] for d in done)
+    send_d = [(a - s) * 1e6 for a, s in zip(arrivals, sends, strict=True)]
+    read_d = [(f - s) * 1e6 for f, s in zip(firsts, sent, strict=True)]
+    err = statistics.median(r.ttft_s or 0.0 for r in results) - statistics.median(
+        d["t_first"] - d["t_arrival"] for d in done
+    )
+    return {
+        "send_mean": statistics.fmean(send_d),
+        "send_p50": _q(send_d, 0.5),
+        "send_p90": _q(send_d, 0.9),
+        "read_mean": statistics.fmean(read_d),
+        "read_p50": _q(read_d, 0.5),
+        "read_p90": _q(read_d, 0.9),
+        "err_p50": err * 1e6,
+    }
+
+
+async def _run(
+    srv: ExactServer, a: argparse.Namespace, prof: cProfile.Profile | None
+) -> tuple[float, int, int, list[dict[str, float]]]:
+    target = BenchTarget(ref="exact", base_url=srv.base_url, algorithm="exact", model="exact")
     sp = SamplingParams(api="completions", max_new_tokens=a.tokens, ignore_eos=True, model="exact")
     prompt = Prompt(id="p", text="w0 w1 w2 w3 w4 w5 w6 w7", max_new_tokens=a.tokens)
+    # started_at is time.time() taken next to the monotonic send stamp: this converts it back
+    offset = time.time() - time.monotonic()
+    splits: list[dict[str, float]] = []
     async with StreamClient() as client:
 
         async def one(i: int) -> RequestResult:
@@ -48,19 +91,26 @@ async def _run(base: str, a: argparse.Namespace, prof: cProfile.Profile | None) 
 
         await asyncio.gather(*(one(i) for i in range(a.conc)))  # warm-up: connections made
         chunks = tokens = 0
+        cpu = 0.0
         with quiet_gc():  # (its one full collection before the clock, as a run's)
-            cpu0 = _cpu()
-            if prof is not None:
-                prof.enable()
             for _ in range(a.rounds):
-                for r in await asyncio.gather(*(one(i) for i in range(a.conc))):
+                await asyncio.to_thread(srv.reset)
+                cpu0 = _cpu()
+                if prof is not None:
+                    prof.enable()
+                results = await asyncio.gather(*(one(i) for i in range(a.conc)))
+                if prof is not None:
+                    prof.disable()
+                cpu += _cpu() - cpu0
+                for r in results:
                     if not r.ok:
                         raise SystemExit(f"request failed: {r.error}")
                     chunks += r.chunks
                     tokens += r.output_tokens or 0
-        if prof is not None:
-            prof.disable()
-        return _cpu() - cpu0, chunks, tokens
+                done = (await asyncio.to_thread(srv.get, "/stats"))["done"]
+                if len(done) == len(results):
+                    splits.append(split_ttft(results, done, offset))
+        return cpu, chunks, tokens, splits
 
 
 def main() -> None:
@@ -77,15 +127,21 @@ def main() -> None:
     if a.loop == "asyncio":
         os.environ["DDTREE_BENCH_LOOP"] = "asyncio"
     prof = cProfile.Profile() if a.profile else None
-    with ExactServer(Config(a.rate, a.tpc, 0.02, incremental=True)) as base:
-        with asyncio.Runner(loop_factory=new_loop) as runner:
-            name = loop_name(runner.get_loop())
-            cpu, chunks, tokens = runner.run(_run(base, a, prof))
+    srv = ExactServer(Config(a.rate, a.tpc, 0.02, incremental=True))
+    with srv, asyncio.Runner(loop_factory=new_loop) as runner:
+        name = loop_name(runner.get_loop())
+        cpu, chunks, tokens, splits = runner.run(_run(srv, a, prof))
     print(
         f"{name}: c={a.conc} {a.rate:g} tok/s × {a.tpc} tok/chunk, {a.rounds} round(s): {chunks} chunks, "
         f"{tokens} tokens, CPU {cpu:.2f} s = {cpu / chunks * 1e6:.1f} µs/chunk, {cpu / tokens * 1e6:.1f} µs/token"
         + (" (under cProfile)" if prof else "")
     )
+    for i, s in enumerate(splits, 1):
+        print(
+            f"  round {i}: TTFT err p50 {s['err_p50']:+.0f} µs = send delay mean {s['send_mean']:.0f} "
+            f"(p50 {s['send_p50']:.0f}, p90 {s['send_p90']:.0f}) + read delay mean {s['read_mean']:.0f} "
+            f"(p50 {s['read_p50']:.0f}, p90 {s['read_p90']:.0f}) µs"
+        )
     if prof is not None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(a.top)
 

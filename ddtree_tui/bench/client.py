@@ -383,6 +383,10 @@ async def measure_request(
     try:
         async with asyncio.timeout(timeout):
             async with await client.post(url, payload, target.headers or None) as resp:
+                # the send time is the transport's: taken when the request's bytes were ready, just before a
+                # connection is taken and written to (what came before, building the request, is not waiting)
+                started_at += resp.t_send - t_send
+                t_send = acc.tl.t_send = resp.t_send
                 if resp.status != 200:
                     raw = (await resp.read()).decode("utf-8", "replace")
                     acc.status_code = resp.status
