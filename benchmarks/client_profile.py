@@ -13,8 +13,14 @@ Their sum is the client's TTFT minus the true one (first send − arrival). Mean
 (a sum of differences is a difference of sums); quantiles pair the k-th earliest of each side (sorted), which
 is exact when the order is kept and close otherwise.
 
+`--worker-starts N`: instead, the CPU one bench worker process (`python -m ddtree_tui.benchworker`, what a
+run starts per process) takes from its start to its exit on an empty job stream, N times per variant,
+alternating; a variant (`--start-variant NAME:VAR=VALUE[,VAR=VALUE]`, repeatable) is an environment, e.g.
+`plain:DDTREE_BENCH_WORKER_BOOT=plain` or `main:PYTHONPATH=DIR` (another tree's ddtree_tui).
+
 Run:  python benchmarks/client_profile.py [--conc 64] [--rate 1000] [--tpc 1] [--tokens 1000] [--rounds 2]
       [--profile] [--loop asyncio]
+      python benchmarks/client_profile.py --worker-starts 5 [--start-variant plain:DDTREE_BENCH_WORKER_BOOT=plain]
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import os
 import pstats
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -113,6 +120,35 @@ async def _run(
         return cpu, chunks, tokens, splits
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def worker_starts(n: int, variants: list[str]) -> None:
+    """CPU of one worker process from start to exit, n times per variant, alternating (module docstring)."""
+    envs: list[tuple[str, dict[str, str]]] = [("this tree", {})]
+    for v in variants:
+        name, _, settings = v.partition(":")
+        envs.append((name, dict(kv.split("=", 1) for kv in settings.split(",") if kv)))
+    cpu: dict[str, list[float]] = {name: [] for name, _ in envs}
+    for _ in range(n):
+        for name, extra in envs:
+            c0 = _children_cpu()
+            subprocess.run(
+                [sys.executable, "-m", "ddtree_tui.benchworker"],
+                input=b'{"op": "exit"}\n',
+                env={**os.environ, **extra},
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            cpu[name].append(_children_cpu() - c0)
+    load = os.getloadavg()[0]
+    print(f"worker start to exit, CPU s (user+sys), {n} alternations, load average {load:.1f} at the end:")
+    for name, xs in cpu.items():
+        print(f"  {name:12s} median {statistics.median(xs):.3f}  all " + " ".join(f"{x:.3f}" for x in xs))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conc", type=int, default=64)
@@ -123,7 +159,12 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    ap.add_argument("--worker-starts", type=int, default=0, metavar="N")
+    ap.add_argument("--start-variant", action="append", default=[], metavar="NAME:VAR=VALUE")
     a = ap.parse_args()
+    if a.worker_starts:
+        worker_starts(a.worker_starts, a.start_variant)
+        return
     if a.loop == "asyncio":
         os.environ["DDTREE_BENCH_LOOP"] = "asyncio"
     prof = cProfile.Profile() if a.profile else None
