@@ -22,6 +22,7 @@ from ddtree_tui.bench.models import (
     BENCH_SCHEMA,
     BenchEvent,
     BenchRun,
+    ClientStats,
     PromptFinished,
     PromptRow,
     PromptStarted,
@@ -81,6 +82,8 @@ class LoadRun(ShapeRunHead):
     # issue 26: the client processes that read the streams, and why that many (bench/worker.py plan_workers)
     client_workers: int = 1
     client_workers_reason: str | None = None
+    # the client's own CPU and loop lag over every level's measured part, as a plain run's `client`
+    client: ClientStats | None = None
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was
