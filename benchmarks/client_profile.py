@@ -13,6 +13,14 @@ Their sum is the client's TTFT minus the true one (first send − arrival). Mean
 (a sum of differences is a difference of sums); quantiles pair the k-th earliest of each side (sorted), which
 is exact when the order is kept and close otherwise.
 
+`--turns`: also how late, within its loop turn, each read was stamped: the stamps of the reads the loop found
+ready together (one turn: from one read to the next `call_soon` callback) minus the turn's first stamp. This is
+what parsing inside `data_received` adds to the reads after it (DDTREE_BENCH_PARSE=inline) and what stamping
+them all first removes (the default): CPU-bound, so a busy machine moves it less than the end-to-end delays.
+
+`--via-worker`: the same requests through one real worker process (what a run with worker processes does):
+the CPU is the worker's own (its LoopMonitor), the TTFT split as above; `--turns` does not reach into it.
+
 `--worker-starts N`: instead, the CPU one bench worker process (`python -m ddtree_tui.benchworker`, what a
 run starts per process) takes from its start to its exit on an empty job stream, N times per variant,
 alternating; a variant (`--start-variant NAME:VAR=VALUE[,VAR=VALUE]`, repeatable) is an environment, e.g.
@@ -42,12 +50,13 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from exact_server import Config, ExactServer  # noqa: E402
 
+from ddtree_tui.bench import stream as stream_mod  # noqa: E402
 from ddtree_tui.bench.client import measure_request  # noqa: E402
 from ddtree_tui.bench.evloop import loop_name, new_loop  # noqa: E402
 from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams  # noqa: E402
 from ddtree_tui.bench.prompts import Prompt  # noqa: E402
 from ddtree_tui.bench.stream import StreamClient  # noqa: E402
-from ddtree_tui.bench.worker import quiet_gc  # noqa: E402
+from ddtree_tui.bench.worker import Worker, quiet_gc  # noqa: E402
 
 
 def _cpu() -> float:
@@ -58,6 +67,50 @@ def _cpu() -> float:
 def _q(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(p * (len(s) - 1)))]
+
+
+class TurnStamps:
+    """Wraps the transport's data_received to note, per read, its loop turn and its stamp (`--turns`)."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.marked = False
+        self.reads: list[tuple[int, float]] = []
+        self.on = False
+        real = stream_mod._Conn.data_received
+        me = self
+
+        def recv(conn: stream_mod._Conn, data: bytes) -> None:
+            real(conn, data)
+            if me.on:
+                pending = getattr(conn, "pending", None)  # (a tree without the deferred parse has none)
+                t = pending[-1][0] if pending else conn.t_read  # the stamp the read got
+                me.reads.append((me.turn, t))
+                if not me.marked:
+                    me.marked = True
+                    asyncio.get_running_loop().call_soon(me._next)
+
+        stream_mod._Conn.data_received = recv  # type: ignore[method-assign]
+
+    def _next(self) -> None:
+        self.turn += 1
+        self.marked = False
+
+    def summary(self) -> str:
+        first: dict[int, float] = {}
+        size: dict[int, int] = {}
+        for turn, t in self.reads:
+            first.setdefault(turn, t)
+            size[turn] = size.get(turn, 0) + 1
+        late = [(t - first[turn]) * 1e6 for turn, t in self.reads if size[turn] > 1]
+        shared = len(late)
+        if not late:
+            return f"turns: {len(self.reads)} reads, none shared a turn"
+        return (
+            f"turns: {len(self.reads)} reads in {len(size)} turns ({shared} shared a turn with others); "
+            f"stamp after the turn's first read, those: mean {statistics.fmean(late):.1f} µs, "
+            f"p50 {_q(late, 0.5):.1f}, p90 {_q(late, 0.9):.1f}, p99 {_q(late, 0.99):.1f}"
+        )
 
 
 def split_ttft(results: list[RequestResult], done: list[dict[str, float]], offset: float) -> dict[str, float]:
@@ -83,7 +136,7 @@ def split_ttft(results: list[RequestResult], done: list[dict[str, float]], offse
 
 
 async def _run(
-    srv: ExactServer, a: argparse.Namespace, prof: cProfile.Profile | None
+    srv: ExactServer, a: argparse.Namespace, prof: cProfile.Profile | None, turns: TurnStamps | None
 ) -> tuple[float, int, int, list[dict[str, float]]]:
     target = BenchTarget(ref="exact", base_url=srv.base_url, algorithm="exact", model="exact")
     sp = SamplingParams(api="completions", max_new_tokens=a.tokens, ignore_eos=True, model="exact")
@@ -91,9 +144,18 @@ async def _run(
     # started_at is time.time() taken next to the monotonic send stamp: this converts it back
     offset = time.time() - time.monotonic()
     splits: list[dict[str, float]] = []
+    worker = Worker(0) if a.via_worker else None
+    if worker is not None:
+        await worker.start()
     async with StreamClient() as client:
 
         async def one(i: int) -> RequestResult:
+            if worker is not None:
+                r, _, _ = await worker.measure(
+                    target, prompt, sp, on_tokens=None, seq=i, repeat=0, warmup=False, timeout=120,
+                    tokens_interval=0.1,
+                )  # fmt: skip
+                return r
             return await measure_request(client, target, prompt, sp, seq=i, timeout=120)
 
         await asyncio.gather(*(one(i) for i in range(a.conc)))  # warm-up: connections made
@@ -102,13 +164,19 @@ async def _run(
         with quiet_gc():  # (its one full collection before the clock, as a run's)
             for _ in range(a.rounds):
                 await asyncio.to_thread(srv.reset)
+                if worker is not None:  # the worker's own CPU (its LoopMonitor), not this process's
+                    await worker.monitor_start()
                 cpu0 = _cpu()
                 if prof is not None:
                     prof.enable()
+                if turns is not None:
+                    turns.on = True
                 results = await asyncio.gather(*(one(i) for i in range(a.conc)))
+                if turns is not None:
+                    turns.on = False
                 if prof is not None:
                     prof.disable()
-                cpu += _cpu() - cpu0
+                cpu += _cpu() - cpu0 if worker is None else (await worker.monitor_stop())["cpu_s"] or 0.0
                 for r in results:
                     if not r.ok:
                         raise SystemExit(f"request failed: {r.error}")
@@ -117,7 +185,9 @@ async def _run(
                 done = (await asyncio.to_thread(srv.get, "/stats"))["done"]
                 if len(done) == len(results):
                     splits.append(split_ttft(results, done, offset))
-        return cpu, chunks, tokens, splits
+    if worker is not None:
+        await worker.close()
+    return cpu, chunks, tokens, splits
 
 
 def _children_cpu() -> float:
@@ -159,6 +229,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    ap.add_argument("--turns", action="store_true")
+    ap.add_argument("--via-worker", action="store_true", help="through one worker process; its CPU")
     ap.add_argument("--worker-starts", type=int, default=0, metavar="N")
     ap.add_argument("--start-variant", action="append", default=[], metavar="NAME:VAR=VALUE")
     a = ap.parse_args()
@@ -168,10 +240,11 @@ def main() -> None:
     if a.loop == "asyncio":
         os.environ["DDTREE_BENCH_LOOP"] = "asyncio"
     prof = cProfile.Profile() if a.profile else None
+    turns = TurnStamps() if a.turns else None
     srv = ExactServer(Config(a.rate, a.tpc, 0.02, incremental=True))
     with srv, asyncio.Runner(loop_factory=new_loop) as runner:
         name = loop_name(runner.get_loop())
-        cpu, chunks, tokens, splits = runner.run(_run(srv, a, prof))
+        cpu, chunks, tokens, splits = runner.run(_run(srv, a, prof, turns))
     print(
         f"{name}: c={a.conc} {a.rate:g} tok/s × {a.tpc} tok/chunk, {a.rounds} round(s): {chunks} chunks, "
         f"{tokens} tokens, CPU {cpu:.2f} s = {cpu / chunks * 1e6:.1f} µs/chunk, {cpu / tokens * 1e6:.1f} µs/token"
@@ -182,6 +255,12 @@ def main() -> None:
             f"  round {i}: TTFT err p50 {s['err_p50']:+.0f} µs = send delay mean {s['send_mean']:.0f} "
             f"(p50 {s['send_p50']:.0f}, p90 {s['send_p90']:.0f}) + read delay mean {s['read_mean']:.0f} "
             f"(p50 {s['read_p50']:.0f}, p90 {s['read_p90']:.0f}) µs"
+        )
+    if turns is not None:
+        print(
+            "  "
+            + turns.summary()
+            + f" (parse: {'after the turn' if getattr(stream_mod, 'defer_parse', bool)() else 'inline'})"
         )
     if prof is not None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(a.top)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
 
-@dataclass
+@dataclass(slots=True)  # one per streamed chunk: made, and read back, on the hot path
 class Chunk:
     t: float  # monotonic arrival time
     new_tokens: float | None  # tokens this chunk added (None: not known yet, e.g. OpenAI without usage)
