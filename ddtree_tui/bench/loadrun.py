@@ -200,7 +200,8 @@ class LoadRunner:
         self._cur_level = 0.0
         self._flights: dict[str, _Flight] = {}
         self._picker: cancel.Picker | None = None
-        self._client_levels: list[ClientStats] = []  # the client's CPU and loop lag, each level's measured part
+        # the client's CPU and loop lag, each level's measured part
+        self._client_levels: list[ClientStats] = []
         self._workload_init(req, load)
 
     @property
