@@ -189,6 +189,7 @@ class SoakRun(ShapeRunHead):
     drift: list[Drift] = Field(default_factory=list)
     failed: int = 0
     log_path: str | None = None
+    client: ClientStats | None = None  # the client's own CPU and loop lag while measuring (a plain run's)
     # --- issue 26 (w-server): bench/windows.py (server metrics, cache flushes; its slices are its windows) ----
     server_metrics: list[ServerMetrics] = Field(default_factory=list)
     cache_flushes: list[CacheFlush] = Field(default_factory=list)
@@ -239,6 +240,7 @@ class AgenticRun(BaseModel):
     slices: SliceSet | None = None
     server_metrics: list[ServerMetrics] = Field(default_factory=list)
     cache_flushes: list[CacheFlush] = Field(default_factory=list)
+    client: ClientStats | None = None  # the client's own CPU and loop lag while measuring (a plain run's)
     model_config = {"populate_by_name": True}
 
     def cached_by_turn(self, service: str | None = None) -> list[float | None]:

@@ -156,6 +156,8 @@ def soak_table(run: SoakRun) -> str:
             lines.append(f"DRIFT {d.service}: {d.kind} from window {d.window} ({d.at_s:.0f} s): {d.detail}")
     else:
         lines.append("no drift detected")
+    if (cl := client_line(run.client)) is not None:
+        lines.append(cl)
     return "\n".join(lines) + "\n"
 
 
@@ -187,6 +189,8 @@ def agentic_table(run: AgenticRun) -> str:
         failed = sum(1 for x in run.session_results if x.service == s and x.failed)
         median_s = f"{statistics.median(done):.1f} s" if done else "-"
         lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
+    if (cl := client_line(run.client)) is not None:
+        lines.append(cl)
     return "\n".join(lines) + "\n"
 
 

@@ -222,6 +222,8 @@ def render_soak(run: SoakRun) -> str:
     body += ["<h2>Windows</h2>", _table(headers, rows, {3, 4, 5, 6, 7, 8})]
     if run.server_metrics or run.cache_flushes:  # issue 26: the server's figures beside the windows
         body += sections(run)
+    if (cl := client_line(run.client)) is not None:  # the client's own CPU, as in the table and the JSON
+        body.append(f"<p>{e(cl)}</p>")
     return _page(f"ddtree-tui soak {run.id}", body)
 
 
@@ -237,7 +239,7 @@ def render_agentic(run: AgenticRun) -> str:
         "<h2>Turns</h2>",
         f"<pre>{e(agentic_table(run))}</pre>",
         *sections(run),  # slices, server metrics, flushes
-    ]
+    ]  # (the table ends with the client's line: tables.client_line)
     return _page(f"ddtree-tui agentic {run.id}", body)
 
 

@@ -1,7 +1,7 @@
 """The measured client's cost and its stamps (issue 26, p-cpu2): a worker process starts on the stream client's
 imports alone (no request or result model); every ready socket of a loop turn is stamped before any is parsed;
-a request's send time is taken when its bytes are ready; a load run records the client's CPU as a plain run
-does (the same sentence in its JSON, its table and its HTML); the per-process share of the worker plan and
+a request's send time is taken when its bytes are ready; load, soak and agentic runs record the client's CPU
+as a plain run does (the same sentence in their JSON, their table and their HTML); the per-process share of the worker plan and
 `--workers` both still decide how many processes."""
 
 from __future__ import annotations
@@ -16,19 +16,22 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from ddtree_tui.bench import BenchRequest, BenchTarget
 from ddtree_tui.bench import stream as stream_mod
+from ddtree_tui.bench.agentic import run_agentic
 from ddtree_tui.bench.evloop import loop_name, new_loop
-from ddtree_tui.bench.load import LoadSpec
+from ddtree_tui.bench.load import LoadSpec, parse_load
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
 from ddtree_tui.bench.prompts import Prompt
+from ddtree_tui.bench.soak import SoakSettings, run_soak
 from ddtree_tui.bench.stream import StreamClient
-from ddtree_tui.bench.tables import client_line, load_table
+from ddtree_tui.bench.tables import agentic_table, client_line, load_table, soak_table
 from ddtree_tui.report.html import e
-from ddtree_tui.report.loadhtml import render_load
+from ddtree_tui.report.loadhtml import render_agentic, render_load, render_soak
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
 
@@ -230,3 +233,26 @@ def test_the_per_process_share_is_its_variable_and_workers_overrides_it() -> Non
     eight, asked8 = _plan_in_a_process({**env, "DDTREE_BENCH_CHUNKS_PER_WORKER": "8000"})
     assert eight == [2, "auto: 64 streams × 250 chunks/s = 16000 chunks/s planned, one process per 8000"]
     assert asked8 == [3, "--workers 3"]
+
+
+@pytest.mark.slow
+async def test_a_soak_and_an_agentic_run_record_their_client_cpu_too(tmp_path: Path) -> None:
+    cfg = SimConfig(algorithm="baseline", decode_rate=400)
+    async with SimServer(cfg, log=lambda s: None) as sim:
+        t = _target(sim.base_url)
+        req = BenchRequest(prompts=[Prompt(id="p", text="q")], max_new_tokens=16, ignore_eos=True)
+        soak = await run_soak(
+            req,
+            [t],
+            parse_load("concurrency:2"),
+            SoakSettings(duration_s=1.0, window_s=0.5, history_path=tmp_path / "h.jsonl"),
+        )
+        ag = await run_agentic(BenchRequest(max_new_tokens=12), [t], sessions=2, turns=2)
+    for run, text in ((soak, soak_table(soak)), (ag, agentic_table(ag))):
+        c = run.client
+        assert c is not None and c.cpu_s > 0 and c.wall_s > 0 and c.cpu_us_per_token is not None
+        line = client_line(c)
+        assert line is not None and line in text
+        assert json.loads(run.model_dump_json())["client"]["cpu_s"] == c.cpu_s
+    assert e(client_line(soak.client) or "") in render_soak(soak)
+    assert e(client_line(ag.client) or "") in render_agentic(ag)
