@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from ddtree_tui.bench.client import measure_request
+from ddtree_tui.bench.loadmon import LoopMonitor, verdict
 from ddtree_tui.bench.models import BenchRequest, BenchTarget, RequestResult
 from ddtree_tui.bench.prompts import (
     _AGENT_SYSTEM,
@@ -148,11 +149,15 @@ async def run_agentic(
     t0 = time.monotonic()
     turn_results: list[TurnResult] = []
     session_results: list[SessionResult] = []
+    mon = LoopMonitor()  # the client's own CPU and loop lag while the sessions run (a plain run's figures)
     async with StreamClient() as client:
+        mon.start()
         for t in targets:
             session_results += await asyncio.gather(
                 *(_session(client, t, c, req, think_time_s, turn_results, on_turn) for c in convs)
             )
+        await mon.stop()
+    tokens = sum(x.output_tokens or 0 for x in turn_results if x.ok)
     return AgenticRun(
         id=f"ag{int(time.time())}",
         started_at=started,
@@ -164,4 +169,5 @@ async def run_agentic(
         turns_results=turn_results,
         session_results=session_results,
         failed=sum(1 for x in turn_results if not x.ok),
+        client=verdict([mon.sample()], tokens, mon.wall_s),
     )

@@ -26,16 +26,20 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import orjson
 
-from ddtree_tui.bench.metrics import Chunk, Timeline, timeline_metrics
-from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams, request_key
-from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.sse import err_code, err_message, http_error_message, parse_sse_line, sglext_spec, short
 from ddtree_tui.bench.stream import StreamClient, StreamError, StreamLimitError
+from ddtree_tui.bench.timeline import Chunk, Timeline, timeline_metrics
 from ddtree_tui.lib.jsontypes import JsonObject
+
+if TYPE_CHECKING:
+    # the request and result models: a worker process measures with `measure_raw` and never imports them (its
+    # start is CPU each run pays per process, issue 26); `measure_request` and `to_result` import them at use
+    from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
+    from ddtree_tui.bench.prompts import Prompt
 
 TokensCallback = Callable[[int, float], None]  # (tokens so far, seconds since send)
 INFO_MAX_BYTES = 4 * 1024 * 1024  # a /server_info or /v1/models body (SGLang's are a few KiB); above: None
@@ -350,6 +354,32 @@ def _request_body(prompt: Prompt, sp: SamplingParams, model: str | None = None) 
     }
 
 
+def prepare(target: BenchTarget, prompt: Prompt, sp: SamplingParams) -> tuple[str, bytes, SamplingParams]:
+    """What one request sends: its URL, its JSON body, and the sampling it asked for (the prompt's own
+    max_new_tokens where it has one), which its result records."""
+    path, body = _request_body(prompt, sp, target.model)
+    sp = sp.model_copy(update={"max_new_tokens": prompt.max_new_tokens or sp.max_new_tokens})
+    return target.base_url.rstrip("/") + path, orjson.dumps(body), sp
+
+
+def to_result(
+    fields: JsonObject,
+    target: BenchTarget,
+    prompt: Prompt,
+    sp: SamplingParams,
+    *,
+    seq: int = 0,
+    repeat: int = 0,
+    warmup: bool = False,
+) -> RequestResult:
+    """One RequestResult from what `measure_raw` measured and what was asked (`prepare`'s sampling)."""
+    from ddtree_tui.bench.models import RequestResult, request_key
+
+    return RequestResult.model_validate(
+        {**request_key(target, prompt, seq=seq, repeat=repeat, warmup=warmup), **fields, "sampling": sp}
+    )
+
+
 async def measure_request(
     client: StreamClient,
     target: BenchTarget,
@@ -370,19 +400,51 @@ async def measure_request(
     parsed. `on_text` gets the whole output text once, at the end: a smoke test shows it, a benchmark does
     not keep it.
     """
-    path, body = _request_body(prompt, sp, target.model)
-    sp = sp.model_copy(update={"max_new_tokens": prompt.max_new_tokens or sp.max_new_tokens})
-    handle = _handle_openai if sp.api != "generate" else _handle_generate
-    payload = orjson.dumps(body)
-    url = target.base_url.rstrip("/") + path
+    url, payload, sp = prepare(target, prompt, sp)
+    fields, _ = await measure_raw(
+        client,
+        url,
+        payload,
+        target.headers or None,
+        sp.api,
+        sp.max_new_tokens,
+        timeout=timeout,
+        on_tokens=on_tokens,
+        tokens_interval=tokens_interval,
+        on_text=on_text,
+    )
+    return to_result(fields, target, prompt, sp, seq=seq, repeat=repeat, warmup=warmup)
+
+
+async def measure_raw(
+    client: StreamClient,
+    url: str,
+    payload: bytes,
+    headers: dict[str, str] | None,
+    api: str,
+    max_new_tokens: int,
+    *,
+    timeout: float | None = None,
+    on_tokens: TokensCallback | None = None,
+    tokens_interval: float = 0.1,
+    on_text: Callable[[str], None] | None = None,
+) -> tuple[JsonObject, float]:
+    """`measure_request` without the request and result models (what a worker process runs): the measured
+    fields of a RequestResult (all but the request's key and its sampling: `to_result` adds those) and the
+    monotonic time the request was sent."""
+    handle = _handle_openai if api != "generate" else _handle_generate
     started_at = time.time()
     t_send = time.monotonic()
-    acc = _Acc(t_send, sp.max_new_tokens)
+    acc = _Acc(t_send, max_new_tokens)
     last_cb = 0.0
     _streams.open += 1
     try:
         async with asyncio.timeout(timeout):
-            async with await client.post(url, payload, target.headers or None) as resp:
+            async with await client.post(url, payload, headers) as resp:
+                # the send time is the transport's: taken when the request's bytes were ready, just before a
+                # connection is taken and written to (what came before, building the request, is not waiting)
+                started_at += resp.t_send - t_send
+                t_send = acc.tl.t_send = resp.t_send
                 if resp.status != 200:
                     raw = (await resp.read()).decode("utf-8", "replace")
                     acc.status_code = resp.status
@@ -431,10 +493,10 @@ async def measure_request(
         # result), and streams that end together (a closed loop of equal lengths) would each have their
         # last read stamped that much later per stream scored before them: the others' reads go first
         await asyncio.sleep(FINALIZE_DEFER_S)
-    end_of_stream(acc, sp.api, time.monotonic())
+    end_of_stream(acc, api, time.monotonic())
     if on_text is not None:
         on_text(acc.acc_text)
-    return _result(acc, target, prompt, sp, seq, repeat, warmup, started_at)
+    return _fields(acc, api, started_at), t_send
 
 
 def _spread(acc: _Acc, total: int) -> None:
@@ -473,20 +535,12 @@ def _usage_tokens(acc: _Acc) -> tuple[int | None, str | None]:
     return (n or None), ("chunks" if n else None)
 
 
-def _result(
-    acc: _Acc,
-    target: BenchTarget,
-    prompt: Prompt,
-    sp: SamplingParams,
-    seq: int,
-    repeat: int,
-    warmup: bool,
-    started_at: float,
-) -> RequestResult:
+def _fields(acc: _Acc, api: str, started_at: float) -> JsonObject:
+    """The measured fields of one request's RequestResult (JSON values: a worker sends them as they are)."""
     meta, usage = acc.meta, acc.usage
     total: int | None = None
     source: str | None = None
-    if sp.api != "generate":
+    if api != "generate":
         total, source = _usage_tokens(acc)
     elif (ct := acc.count("completion_tokens", meta.get("completion_tokens"))) is not None:
         total, source = ct, "meta_info"
@@ -494,7 +548,7 @@ def _result(
         total, source = sum(1 for c in acc.tl.chunks if c.has_text), "chunks"
     m = timeline_metrics(acc.tl, total)
     first_answer = acc.first_answer_t - acc.tl.t_send if acc.first_answer_t is not None else None
-    if sp.api == "generate" or not acc.reasoning_chars:
+    if api == "generate" or not acc.reasoning_chars:
         first_answer = m.get("ttft_s") if first_answer is None else first_answer
     # the spec keys: /generate's final meta_info, else the OpenAI stream's sglext.spec_tokens_details
     spec = meta if "spec_verify_ct" in meta or "spec_accept_length" in meta else (acc.spec_ext or meta)
@@ -515,29 +569,28 @@ def _result(
     cached = acc.count("cached_tokens", cached, MAX_PROMPT_TOKENS)
     rate = spec.get("spec_accept_rate")
     server_e2e = meta.get("e2e_latency")
-    return RequestResult(
-        **request_key(target, prompt, seq=seq, repeat=repeat, warmup=warmup),
-        started_at=started_at,
-        ok=not acc.errors,
-        error="; ".join(acc.errors) if acc.errors else None,
-        status_code=acc.status_code,
-        aborted=acc.abort is not None,
-        first_answer_s=first_answer,
-        output_tokens=total,
-        prompt_tokens=prompt_tokens,
-        cached_tokens=cached,
-        accept_length=float(accept) if accept is not None else None,
-        accept_rate=float(rate) if isinstance(rate, int | float) else None,
-        spec_verify_ct=verify,
-        finish_reason=acc.finish,
-        text_mode=acc.text_mode if sp.api == "generate" else "incremental",  # type: ignore[arg-type]
-        reasoning_chars=acc.reasoning_chars,
-        tokens_source=source,  # type: ignore[arg-type]
-        output_chars=len(acc.acc_text),
-        server_e2e_s=float(server_e2e) if isinstance(server_e2e, int | float) else None,
-        sampling=sp,
-        **m,
-    )
+    out: JsonObject = {
+        "started_at": started_at,
+        "ok": not acc.errors,
+        "error": "; ".join(acc.errors) if acc.errors else None,
+        "status_code": acc.status_code,
+        "aborted": acc.abort is not None,
+        "first_answer_s": first_answer,
+        "output_tokens": total,
+        "prompt_tokens": prompt_tokens,
+        "cached_tokens": cached,
+        "accept_length": float(accept) if accept is not None else None,
+        "accept_rate": float(rate) if isinstance(rate, int | float) else None,
+        "spec_verify_ct": verify,
+        "finish_reason": acc.finish,
+        "text_mode": acc.text_mode if api == "generate" else "incremental",
+        "reasoning_chars": acc.reasoning_chars,
+        "tokens_source": source,
+        "output_chars": len(acc.acc_text),
+        "server_e2e_s": float(server_e2e) if isinstance(server_e2e, int | float) else None,
+    }
+    out.update(m)  # type: ignore[arg-type]  # TimelineMetrics: floats, ints and a list of floats
+    return out
 
 
 async def served_model(client: StreamClient, base_url: str, timeout: float = 5.0) -> str | None:

@@ -17,9 +17,12 @@ import asyncio
 import contextlib
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ddtree_tui.bench.metrics import percentile
-from ddtree_tui.bench.models import ClientStats
+from ddtree_tui.bench.timeline import percentile
+
+if TYPE_CHECKING:  # a worker process runs LoopMonitor and never imports the result models (bench/timeline.py)
+    from ddtree_tui.bench.models import ClientStats
 
 TICK = 0.025
 CPU_BOUND = 0.85  # of a core
@@ -111,6 +114,8 @@ def verdict(
         if core < CPU_BOUND and pressure is not None and pressure >= 20:
             why += f" (the machine's CPU is contended: tasks waited {pressure:.0f} % of the last 10 s)"
         reasons.append(why)
+    from ddtree_tui.bench.models import ClientStats
+
     return ClientStats(
         workers=workers,
         wall_s=wall_s,

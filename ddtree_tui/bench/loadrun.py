@@ -56,6 +56,7 @@ from ddtree_tui.bench.models import (
     BenchRequest,
     BenchTarget,
     BenchUsageError,
+    ClientStats,
     PromptCancelled,
     RequestResult,
     TargetInfo,
@@ -199,6 +200,8 @@ class LoadRunner:
         self._cur_level = 0.0
         self._flights: dict[str, _Flight] = {}
         self._picker: cancel.Picker | None = None
+        # the client's CPU and loop lag, each level's measured part
+        self._client_levels: list[ClientStats] = []
         self._workload_init(req, load)
 
     @property
@@ -361,6 +364,7 @@ class LoadRunner:
         self._flights = {t.ref: _Flight() for t in r.targets}
         seg_thr: dict[str, list[float]] = {}
         n_total = self._budget(level)
+        await r._monitor_start()  # the client's CPU of the measured part (warm-up and worker starts excluded)
         for rnd in range(self.rounds):
             for t in r.targets:
                 n = None if n_total is None else max(1, -(-n_total // self.rounds))
@@ -394,6 +398,9 @@ class LoadRunner:
                     )
                     if span > 0:
                         seg_thr.setdefault(t.ref, []).append(toks / span)
+        await r._monitor_stop()
+        if r.client_stats is not None:
+            self._client_levels.append(r.client_stats)
         services = []
         for t in r.targets:
             rs = [x for x in r.results if x.level == level and x.service == t.ref]
@@ -536,6 +543,39 @@ class LoadRunner:
             saturation_tests=list(self.saturation_tests),
             client_workers=max(1, len(r.workers)),
             client_workers_reason=r.workers_reason,
+            client=self._client_stats(),
+        )
+
+    def _client_stats(self) -> ClientStats | None:
+        """The client's figures over every level's measured part, as a plain run records them (ClientStats):
+        CPU and wall time summed over the levels, CPU per counted output token, the busiest process and the
+        worst loop lag of any level, client-bound if any level was."""
+        levels = list(self._client_levels)
+        r = self.runner
+        if r.monitor.running:  # interrupted inside a level: what the runner's own loop saw of it so far
+            levels.append(r._verdict([r.monitor.sample()]))
+        if not levels:
+            return None
+        tokens = sum(x.output_tokens or 0 for x in r.results if x.ok)
+        cpu = sum(c.cpu_s for c in levels)
+
+        def worst(xs: list[float | None]) -> float | None:
+            return max((x for x in xs if x is not None), default=None)
+
+        bound = [c for c in levels if c.client_bound]
+        return ClientStats(
+            workers=max(c.workers for c in levels),
+            workers_reason=r.workers_reason,
+            wall_s=sum(c.wall_s for c in levels),
+            cpu_s=cpu,
+            cpu_core_max=max(c.cpu_core_max for c in levels),
+            loop_lag_ms_p50=worst([c.loop_lag_ms_p50 for c in levels]),
+            loop_lag_ms_p99=worst([c.loop_lag_ms_p99 for c in levels]),
+            loop_lag_ms_max=worst([c.loop_lag_ms_max for c in levels]),
+            cpu_us_per_token=cpu / tokens * 1e6 if tokens else None,
+            cpu_pressure_pct=worst([c.cpu_pressure_pct for c in levels]),
+            client_bound=bool(bound),
+            reason=bound[0].reason if bound else None,
         )
 
     # --- workloads (issue 26): schedules, trace replay, max concurrency, cancellation ---------------------------

@@ -89,7 +89,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from ddtree_tui.bench.models import BenchRun, PromptRow
-from ddtree_tui.bench.tables import energy_text, reads_note
+from ddtree_tui.bench.tables import client_line, energy_text, reads_note
 
 CSV_COLUMNS = [
     "run_id",
@@ -340,15 +340,8 @@ def table(run: BenchRun) -> str:
         for s in verdicts:
             lines.append(f"  {s.service} vs {run.baseline}: {s.delta_verdict}")
     lines += reads_note((s.service, s.coalesced_reads, s.reads) for s in run.summary)
-    c = run.client
-    if c is not None:
-        lat = "-" if c.loop_lag_ms_p99 is None else f"{c.loop_lag_ms_p99:.1f} ms"
-        per = "-" if c.cpu_us_per_token is None else f"{c.cpu_us_per_token:.1f} µs/token"
-        lines.append(
-            f"client: {c.workers} process(es), CPU {c.cpu_s:.2f} s ({per}), busiest at "
-            f"{c.cpu_core_max * 100:.0f} % of a core, loop lag p99 {lat}"
-            + (" — CLIENT-BOUND" if c.client_bound else "")
-        )
+    if (cl := client_line(run.client)) is not None:
+        lines.append(cl)
     lines += energy_lines(run)  # issue 26 (W-GPU)
     errors = [r for r in run.results if not r.ok]
     if errors:

@@ -22,6 +22,7 @@ from ddtree_tui.bench.models import (
     BENCH_SCHEMA,
     BenchEvent,
     BenchRun,
+    ClientStats,
     PromptFinished,
     PromptRow,
     PromptStarted,
@@ -81,6 +82,8 @@ class LoadRun(ShapeRunHead):
     # issue 26: the client processes that read the streams, and why that many (bench/worker.py plan_workers)
     client_workers: int = 1
     client_workers_reason: str | None = None
+    # the client's own CPU and loop lag over every level's measured part, as a plain run's `client`
+    client: ClientStats | None = None
 
     def knee_lines(self) -> dict[str, str]:
         """service → the knee's sentence every face prints: the stored one, or (a run saved before it was
@@ -186,6 +189,7 @@ class SoakRun(ShapeRunHead):
     drift: list[Drift] = Field(default_factory=list)
     failed: int = 0
     log_path: str | None = None
+    client: ClientStats | None = None  # the client's own CPU and loop lag while measuring (a plain run's)
     # --- issue 26 (w-server): bench/windows.py (server metrics, cache flushes; its slices are its windows) ----
     server_metrics: list[ServerMetrics] = Field(default_factory=list)
     cache_flushes: list[CacheFlush] = Field(default_factory=list)
@@ -236,6 +240,7 @@ class AgenticRun(BaseModel):
     slices: SliceSet | None = None
     server_metrics: list[ServerMetrics] = Field(default_factory=list)
     cache_flushes: list[CacheFlush] = Field(default_factory=list)
+    client: ClientStats | None = None  # the client's own CPU and loop lag while measuring (a plain run's)
     model_config = {"populate_by_name": True}
 
     def cached_by_turn(self, service: str | None = None) -> list[float | None]:

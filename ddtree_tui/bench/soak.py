@@ -266,7 +266,9 @@ class SoakRunner:
                 }
             )
             self._t0_measure = time.monotonic()
+            await r._monitor_start()  # the client's CPU and loop lag over the measured windows
             await self._windows(client, self._t0_measure + self.settings.duration_s)
+            await r._monitor_stop()
         return self.build("complete")
 
     def build(self, status: str) -> SoakRun:
@@ -291,6 +293,8 @@ class SoakRunner:
             drift=detect_drift(self.windows),
             failed=sum(1 for x in r.results if not x.ok),
             log_path=str(self.settings.log_path) if self.settings.log_path else None,
+            # interrupted: what the runner's loop saw so far (as a plain run's build does)
+            client=r.client_stats or (r._verdict([r.monitor.sample()]) if r.monitor.running else None),
         )
 
 

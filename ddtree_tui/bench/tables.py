@@ -9,7 +9,7 @@ from typing import Any
 
 from ddtree_tui.bench.acceptance import AcceptanceSummary
 from ddtree_tui.bench.energy import RunEnergy
-from ddtree_tui.bench.models import RequestResult
+from ddtree_tui.bench.models import ClientStats, RequestResult
 from ddtree_tui.bench.results import AgenticRun, BenchRun, LevelService, LoadRun, ShapeRun, SoakRun
 from ddtree_tui.bench.slices import joined
 from ddtree_tui.bench.windows import CacheFlush
@@ -118,6 +118,8 @@ def load_table(run: LoadRun) -> str:
         lines.append(f"knee {ref}: {k}")
     if run.stopped:
         lines.append(f"stopped: {run.stopped}")
+    if (cl := client_line(run.client)) is not None:
+        lines.append(cl)
     lines += energy_text(run.energy)  # issue 26 (W-GPU)
     for le in run.level_energy:
         lines += [
@@ -154,6 +156,8 @@ def soak_table(run: SoakRun) -> str:
             lines.append(f"DRIFT {d.service}: {d.kind} from window {d.window} ({d.at_s:.0f} s): {d.detail}")
     else:
         lines.append("no drift detected")
+    if (cl := client_line(run.client)) is not None:
+        lines.append(cl)
     return "\n".join(lines) + "\n"
 
 
@@ -185,6 +189,8 @@ def agentic_table(run: AgenticRun) -> str:
         failed = sum(1 for x in run.session_results if x.service == s and x.failed)
         median_s = f"{statistics.median(done):.1f} s" if done else "-"
         lines.append(f"{s}: {len(done)} session(s) complete, {failed} failed, median completion {median_s}")
+    if (cl := client_line(run.client)) is not None:
+        lines.append(cl)
     return "\n".join(lines) + "\n"
 
 
@@ -209,6 +215,21 @@ def history_rates(run: BenchRun | ShapeRun) -> tuple[float | None, float | None]
     else:
         return None, None
     return max((x for x in per if x), default=None), max((x for x in agg if x), default=None)
+
+
+def client_line(c: ClientStats | None) -> str | None:
+    """The client's own figures over a run's measured part (ClientStats: its processes, their CPU, per output
+    token, the busiest one, the loop lag): one sentence for a plain run's report and a load run's table, and
+    their HTML; None for a run that has none."""
+    if c is None:
+        return None
+    lat = "-" if c.loop_lag_ms_p99 is None else f"{c.loop_lag_ms_p99:.1f} ms"
+    per = "-" if c.cpu_us_per_token is None else f"{c.cpu_us_per_token:.1f} µs/token"
+    return (
+        f"client: {c.workers} process(es), CPU {c.cpu_s:.2f} s ({per}), busiest at "
+        f"{c.cpu_core_max * 100:.0f} % of a core, loop lag p99 {lat}"
+        + (" — CLIENT-BOUND" if c.client_bound else "")
+    )
 
 
 def shape_table(run: ShapeRun) -> str:

@@ -33,16 +33,19 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import orjson
 
-from ddtree_tui.bench.client import MeasureOpts, TokensCallback, measure_request
+from ddtree_tui.bench.client import MeasureOpts, TokensCallback, measure_raw, prepare, to_result
 from ddtree_tui.bench.evloop import loop_name, new_loop
 from ddtree_tui.bench.loadmon import LoopMonitor
-from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
-from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
+from ddtree_tui.lib.jsontypes import JsonObject
+
+if TYPE_CHECKING:  # the runner's side only: a worker process imports no request or result model
+    from ddtree_tui.bench.models import BenchTarget, RequestResult, SamplingParams
+    from ddtree_tui.bench.prompts import Prompt
 
 STREAM_LIMIT = 16 * 1024 * 1024
 # chunks/s one process reads before its readings drift: on a 16-core host one process was 3.4 % off at
@@ -136,16 +139,11 @@ def plan_workers(
     return n, why
 
 
-# How a worker process starts: `python -m ddtree_tui.benchworker`, which defers pydantic's model builds
-# before the bench is imported (see its docstring); the worker builds the few it uses before its first job.
+# How a worker process starts: `python -m ddtree_tui.benchworker` (see its docstring). The protocol carries
+# what a request sends (its URL, body, headers, API and max_new_tokens, built by the runner: client.prepare)
+# and what it measured (client.measure_raw's fields, made a RequestResult by the runner: client.to_result),
+# so a worker process imports no request or result model: its start is the stream client's imports.
 WORKER_MODULE = "ddtree_tui.benchworker"
-
-
-def _build_used_models() -> None:
-    """The models a worker validates and dumps, built now (a no-op where they were built at import)."""
-    for m in (BenchTarget, Prompt, SamplingParams, RequestResult):
-        if not m.__pydantic_complete__:
-            m.model_rebuild(force=True)
 
 
 class WorkerError(RuntimeError):
@@ -158,7 +156,7 @@ class Worker:
     def __init__(self, index: int) -> None:
         self.index = index
         self.proc: asyncio.subprocess.Process | None = None
-        self.pending: dict[int, asyncio.Future[tuple[RequestResult, float, float]]] = {}
+        self.pending: dict[int, asyncio.Future[tuple[JsonObject, float, float]]] = {}
         self.on_tokens: dict[int, TokensCallback] = {}
         self.monitor: asyncio.Future[dict[str, Any]] | None = None
         self.connected: asyncio.Future[dict[str, Any]] | None = None
@@ -206,8 +204,7 @@ class Worker:
                     fut = self.pending.pop(msg["id"], None)
                     self.on_tokens.pop(msg["id"], None)
                     if fut is not None and not fut.done():
-                        res = RequestResult.model_validate(msg["result"])
-                        fut.set_result((res, msg["t_send"], msg["t_end"]))
+                        fut.set_result((msg["fields"], msg["t_send"], msg["t_end"]))
                 elif op == "tokens":
                     cb = self.on_tokens.get(msg["id"])
                     if cb is not None:
@@ -248,9 +245,10 @@ class Worker:
         **opts: Unpack[MeasureOpts],
     ) -> tuple[RequestResult, float, float]:
         """One request in this worker: its result and its send and end times (system-wide monotonic)."""
+        url, payload, sp = prepare(target, prompt, sp)
         self._next += 1
         jid = self._next
-        fut: asyncio.Future[tuple[RequestResult, float, float]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[JsonObject, float, float]] = asyncio.get_running_loop().create_future()
         self.pending[jid] = fut
         if on_tokens is not None:
             self.on_tokens[jid] = on_tokens
@@ -258,18 +256,25 @@ class Worker:
             {
                 "op": "job",
                 "id": jid,
-                "target": target.model_dump(),
-                "prompt": prompt.model_dump(),
-                "sp": sp.model_dump(),
-                **opts,
+                "url": url,
+                "payload": payload.decode(),
+                "headers": target.headers or None,
+                "api": sp.api,
+                "max_new_tokens": sp.max_new_tokens,
+                "timeout": opts["timeout"],
+                "tokens_interval": opts["tokens_interval"],
                 "tokens": on_tokens is not None,
             }
         )
         try:
-            return await fut
+            fields, t_send, t_end = await fut
         finally:
             self.pending.pop(jid, None)
             self.on_tokens.pop(jid, None)
+        res = to_result(
+            fields, target, prompt, sp, seq=opts["seq"], repeat=opts["repeat"], warmup=opts["warmup"]
+        )
+        return res, t_send, t_end
 
     async def preconnect(self, url: str, n: int, timeout: float = 30.0) -> tuple[int, str]:
         """Have this worker's pool hold `n` idle connections to `url` (StreamClient.preconnect): how many it
@@ -322,7 +327,7 @@ async def _worker_main() -> None:
     tasks: set[asyncio.Task[None]] = set()
 
     def send(msg: dict[str, Any]) -> None:
-        out.write(orjson.dumps(msg) + b"\n")
+        out.write(orjson.dumps(msg, option=orjson.OPT_NON_STR_KEYS) + b"\n")  # a histogram has int keys
         out.flush()
 
     async def job(client: StreamClient, m: dict[str, Any]) -> None:
@@ -333,28 +338,20 @@ async def _worker_main() -> None:
             def cb(n: int, elapsed: float) -> None:
                 send({"op": "tokens", "id": jid, "n": n, "elapsed": elapsed})
 
-        t_send = time.monotonic()
-        res = await measure_request(
+        fields, t_send = await measure_raw(
             client,
-            BenchTarget.model_validate(m["target"]),
-            Prompt.model_validate(m["prompt"]),
-            SamplingParams.model_validate(m["sp"]),
-            seq=m["seq"],
-            repeat=m["repeat"],
-            warmup=m["warmup"],
+            m["url"],
+            m["payload"].encode(),
+            m["headers"],
+            m["api"],
+            m["max_new_tokens"],
             timeout=m["timeout"],
             on_tokens=cb,
             tokens_interval=m["tokens_interval"],
         )
-        send(
-            {
-                "op": "result",
-                "id": jid,
-                "result": res.model_dump(mode="json"),
-                "t_send": t_send,
-                "t_end": t_send + res.e2e_s if res.e2e_s is not None else time.monotonic(),  # its own stamps
-            }
-        )
+        e2e = fields.get("e2e_s")
+        t_end = t_send + e2e if isinstance(e2e, float) else time.monotonic()  # its own stamps
+        send({"op": "result", "id": jid, "fields": fields, "t_send": t_send, "t_end": t_end})
 
     async with StreamClient() as client:
         while line := await reader.readline():
@@ -383,7 +380,6 @@ async def _worker_main() -> None:
 
 
 def main() -> None:
-    _build_used_models()
     with contextlib.suppress(KeyboardInterrupt), quiet_gc(), asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(_worker_main())
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from ddtree_tui import __version__
 from ddtree_tui.bench.models import BenchRun
 from ddtree_tui.bench.stats import Delta, Estimate, ci_text, verdict
+from ddtree_tui.bench.tables import client_line
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.compare import (
     METRICS,
@@ -519,6 +520,17 @@ def footer(runs: Sequence[LoadedRun], missing: Sequence[str]) -> str:
 SECTIONS: list[Section] = [comparable, verdicts, manifest, service_tables, prompt_tables, aligned_table]
 # --- issue 26 (W-GPU): GPU telemetry / energy and per-request acceptance (report/gpuaccept.py) ---
 SECTIONS += [energy_section, acceptance_section]
+
+
+def client_section(runs: Sequence[LoadedRun]) -> str | None:
+    """The client's own CPU and loop lag per run (bench/tables.py client_line: the text report's sentence)."""
+    lines = [(lr, cl) for lr in runs if (cl := client_line(lr.run.client)) is not None]
+    if not lines:
+        return None
+    return "<h2>Client</h2>" + "".join(f"<p>{e(lr.name)}: {e(cl)}</p>" for lr, cl in lines)
+
+
+SECTIONS += [client_section]  # issue 26: the client's CPU per token, as in the text report and the JSON
 
 
 def render(runs: Sequence[LoadedRun], extra: Sequence[str] = ()) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from ddtree_tui import atomicio
 from ddtree_tui.bench import history
 from ddtree_tui.bench.results import AgenticRun, LoadRun, ShapeRun, SoakRun, SoakWindow
-from ddtree_tui.bench.tables import agentic_table, reached_cell, shape_table
+from ddtree_tui.bench.tables import agentic_table, client_line, reached_cell, shape_table
 from ddtree_tui.report import charts as ch
 from ddtree_tui.report.gpuaccept import load_sections
 from ddtree_tui.report.html import CSP, CSS, _num, _table, charts_section, e
@@ -178,6 +178,8 @@ def render_load(run: LoadRun) -> str:
         ]
     knee = "; ".join(f"{e(k)}: {e(v)}" for k, v in run.knee_lines().items())
     body.append(f"<p>Knee: {knee}." + (f" Stopped: {e(run.stopped)}." if run.stopped else "") + "</p>")
+    if (cl := client_line(run.client)) is not None:  # the client's own CPU, as in the table and the JSON
+        body.append(f"<p>{e(cl)}</p>")
     body += load_sections(run)  # issue 26 (W-GPU): GPU energy per level, per-request acceptance
     body += workload_section(run)  # issue 26: trace, schedule planned vs done, cancellations
     charts = [c for _, fn in LOAD_CHARTS if (c := fn(run)) is not None]
@@ -220,6 +222,8 @@ def render_soak(run: SoakRun) -> str:
     body += ["<h2>Windows</h2>", _table(headers, rows, {3, 4, 5, 6, 7, 8})]
     if run.server_metrics or run.cache_flushes:  # issue 26: the server's figures beside the windows
         body += sections(run)
+    if (cl := client_line(run.client)) is not None:  # the client's own CPU, as in the table and the JSON
+        body.append(f"<p>{e(cl)}</p>")
     return _page(f"ddtree-tui soak {run.id}", body)
 
 
@@ -235,7 +239,7 @@ def render_agentic(run: AgenticRun) -> str:
         "<h2>Turns</h2>",
         f"<pre>{e(agentic_table(run))}</pre>",
         *sections(run),  # slices, server metrics, flushes
-    ]
+    ]  # (the table ends with the client's line: tables.client_line)
     return _page(f"ddtree-tui agentic {run.id}", body)
 
 
