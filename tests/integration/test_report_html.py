@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_tui.report.browser import PageCheck, check_page
+from ddtree_tui.report.browser import Browser, PageCheck, check_page
 from ddtree_tui.report.html import CSP
 from ddtree_tui.sim.config import TIME_SCALE_ENV
 from tests.util import cli_argv, cli_batch, demo_profile, serve_http
@@ -76,6 +76,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"a": d / "a.json", "b": d / "b.json", "c": d / "c.json", "dir": d}
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One Chromium for the module's page checks (its start is most of a check's cost); each page is still
+    loaded in a browser context of its own, as a fresh browser would load it (report/browser.py)."""
+    with Browser() as b:
+        yield b
+
+
 def _keep(shot: Path) -> None:
     dest = os.environ.get("DDTREE_TEST_ARTIFACTS")
     if dest:
@@ -107,7 +115,9 @@ def _html_report(tmp_path: Path, name: str, *runs: Path) -> tuple[Path, subproce
 
 
 @pytest.mark.browser
-def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_report_of_one_recorded_run_in_a_browser(
+    runs: dict[str, Path], tmp_path: Path, browser: Browser
+) -> None:
     html, p = _html_report(tmp_path, "one.html", runs["a"])
     # the terminal: the bench table, then the paired verdict against the baseline
     assert "SIMULATED" in p.stdout and "base" in p.stdout
@@ -118,22 +128,24 @@ def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path
         assert needle in text
     assert "--algorithm ddtree" in text  # the effective argv of the simulated service
     assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/", "")
-    check = check_page(html, tmp_path / "report-one-run.png")
+    check = check_page(html, tmp_path / "report-one-run.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS)
     assert check.text_chars > 1000
 
 
 @pytest.mark.browser
-def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path, browser: Browser) -> None:
     html = runs["dir"] / "a-direct.html"
     text = html.read_text()
     assert json.loads(runs["a"].read_text())["id"] in text
-    check = check_page(html, tmp_path / "report-run-bench.png")
+    check = check_page(html, tmp_path / "report-run-bench.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS)
 
 
 @pytest.mark.browser
-def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_two_run_comparison_in_the_terminal_and_a_browser(
+    runs: dict[str, Path], tmp_path: Path, browser: Browser
+) -> None:
     html, p = _html_report(tmp_path, "ab.html", runs["a"], runs["b"])
     out = p.stdout
     assert out.startswith("A = ") and "\nB = " in out
@@ -148,12 +160,14 @@ def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path],
     assert re.search(r"local/dflash\s+\(all\)\s+.*\(n=9\).*\(n=9\)\s+\S+ %\s+\S+ … \S+ %", out)
     text = html.read_text()
     assert "Aligned on service and prompt" in text and "comparable — same sampling" in text
-    check = check_page(html, tmp_path / "report-two-runs.png")
+    check = check_page(html, tmp_path / "report-two-runs.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS)
 
 
 @pytest.mark.browser
-def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_runs_not_comparable_say_so_and_get_the_load_chart(
+    runs: dict[str, Path], tmp_path: Path, browser: Browser
+) -> None:
     # a different sampling is named too (a copy of A with another max_new_tokens); both reports in one child
     raw = json.loads(runs["a"].read_text())
     raw["sampling"]["max_new_tokens"] = 512
@@ -167,7 +181,7 @@ def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path]
     assert "NOT COMPARABLE: B vs A: different sampling: max_new_tokens 24 vs 512" in p2.stdout
     text = html.read_text()
     assert "NOT COMPARABLE" in text
-    check = check_page(html, tmp_path / "report-concurrency.png")
+    check = check_page(html, tmp_path / "report-concurrency.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS | {"chart-load"})
 
 
@@ -192,7 +206,9 @@ def local_server() -> Iterator[int]:
 
 
 @pytest.mark.browser
-def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local_server: int) -> None:
+def test_the_browser_check_can_fail(
+    runs: dict[str, Path], tmp_path: Path, local_server: int, browser: Browser
+) -> None:
     html = tmp_path / "base.html"
     assert _cli("report", str(runs["a"]), "--html", str(html), cwd=tmp_path).returncode == 0
     page = html.read_text()
@@ -200,7 +216,7 @@ def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local
     # 1. with the report's CSP the browser refuses the load: a violation, and the server sees nothing
     blocked = tmp_path / "blocked.html"
     blocked.write_text(page.replace("<h1>", img + "<h1>", 1))
-    c1 = check_page(blocked)
+    c1 = check_page(blocked, browser=browser)
     assert not c1.self_contained and c1.violations and not c1.ok
     assert _Hits.hits == []
     # 2. without it the request shows in the network log (and really reaches the server)
@@ -208,7 +224,7 @@ def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local
     open_page.write_text(
         re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("<h1>", img + "<h1>", 1)
     )
-    c2 = check_page(open_page)
+    c2 = check_page(open_page, browser=browser)
     assert c2.outside == [f"http://127.0.0.1:{local_server}/leak.png"] and not c2.ok
     assert _Hits.hits == ["/leak.png"]
     # 3. an empty chart is caught
@@ -222,7 +238,7 @@ def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local
             flags=re.S,
         )
     )
-    c3 = check_page(empty)
+    c3 = check_page(empty, browser=browser)
     assert c3.self_contained and not c3.charts_ok
     assert [c.id for c in c3.charts if not c.drawn] == ["chart-accept"]
 
