@@ -23,7 +23,7 @@ import pytest
 from ddtree_tui.report.browser import Browser, PageCheck, check_page
 from ddtree_tui.report.html import CSP
 from ddtree_tui.sim.config import TIME_SCALE_ENV
-from tests.util import cli_argv, cli_batch, demo_profile, serve_http
+from tests.util import cli_batch, demo_profile, serve_http
 
 # every test here shares the `runs` fixture (three demo runs, slow): one xdist worker makes it once (loadgroup)
 pytestmark = [pytest.mark.xdist_group("report_html_runs"), pytest.mark.slow]
@@ -39,19 +39,6 @@ ALL_CHARTS = {
 }
 
 
-def _cli(
-    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cli_argv(*args),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
 def _record_args(d: Path, name: str, *extra: str) -> list[str]:
     """`--run-bench` of the demo into d/NAME.json (and d/history.jsonl)."""
     return ["--demo", "--profile", str(demo_profile(d)),  # free ports: other tests run demos meanwhile
@@ -60,20 +47,42 @@ def _record_args(d: Path, name: str, *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def recorded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[dict[str, Path], dict[str, subprocess.CompletedProcess[str]]]:
     """Three real runs of the demo: A and B alike, C at concurrency 3; A also written as HTML by --run-bench.
     The three run one after another in one child process (tests/cli_batch.py: the imports paid once), each
-    with its own fleet, simulators and sockets."""
+    with its own fleet, simulators and sockets; the same child then writes the reports that the tests only
+    read (`report A --html one.html`, `report A B --html ab.html`): the runs' paths, and those reports'
+    processes."""
     d = tmp_path_factory.mktemp("runs")
+    a, b = str(d / "a.json"), str(d / "b.json")
     done = cli_batch(
         [_record_args(d, "a", "--html", str(d / "a-direct.html")), _record_args(d, "b"),
-         _record_args(d, "c", "--concurrency", "3")],
+         _record_args(d, "c", "--concurrency", "3"),
+         ["report", a, "--html", str(d / "one.html")], ["report", a, b, "--html", str(d / "ab.html")]],
         d, timeout=300,
         env={TIME_SCALE_ENV: "10"},  # the reports read the runs; how fast the sims ran is not the point
     )  # fmt: skip
-    for p in done:
+    for p in done[:3]:
         assert p.returncode == 0, p.stderr
-    return {"a": d / "a.json", "b": d / "b.json", "c": d / "c.json", "dir": d}
+    paths = {"a": d / "a.json", "b": d / "b.json", "c": d / "c.json", "dir": d}
+    return paths, {"one": done[3], "ab": done[4]}
+
+
+@pytest.fixture(scope="module")
+def runs(
+    recorded: tuple[dict[str, Path], dict[str, subprocess.CompletedProcess[str]]],
+) -> dict[str, Path]:
+    return recorded[0]
+
+
+@pytest.fixture(scope="module")
+def reports(
+    recorded: tuple[dict[str, Path], dict[str, subprocess.CompletedProcess[str]]],
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The recorded reports' processes, by name: the page is runs["dir"] / f"{name}.html"."""
+    return recorded[1]
 
 
 @pytest.fixture(scope="module")
@@ -106,19 +115,15 @@ def _assert_clean(check: PageCheck, html: Path, charts: set[str]) -> None:
     _keep(Path(check.screenshot))
 
 
-def _html_report(tmp_path: Path, name: str, *runs: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """`ddtree-tui report RUN... --html tmp_path/name`, which must succeed: the page and the process."""
-    html = tmp_path / name
-    p = _cli("report", *map(str, runs), "--html", str(html), cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    return html, p
-
-
 @pytest.mark.browser
 def test_report_of_one_recorded_run_in_a_browser(
-    runs: dict[str, Path], tmp_path: Path, browser: Browser
+    runs: dict[str, Path],
+    reports: dict[str, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    browser: Browser,
 ) -> None:
-    html, p = _html_report(tmp_path, "one.html", runs["a"])
+    html, p = runs["dir"] / "one.html", reports["one"]  # `report A --html one.html`
+    assert p.returncode == 0, p.stderr
     # the terminal: the bench table, then the paired verdict against the baseline
     assert "SIMULATED" in p.stdout and "base" in p.stdout
     assert re.search(r"local/ddtree-shadow vs local/dflash \(baseline\), tok/s: .*95 % CI .*n=9\)", p.stdout)
@@ -144,9 +149,13 @@ def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path
 
 @pytest.mark.browser
 def test_two_run_comparison_in_the_terminal_and_a_browser(
-    runs: dict[str, Path], tmp_path: Path, browser: Browser
+    runs: dict[str, Path],
+    reports: dict[str, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    browser: Browser,
 ) -> None:
-    html, p = _html_report(tmp_path, "ab.html", runs["a"], runs["b"])
+    html, p = runs["dir"] / "ab.html", reports["ab"]  # `report A B --html ab.html`
+    assert p.returncode == 0, p.stderr
     out = p.stdout
     assert out.startswith("A = ") and "\nB = " in out
     assert "B vs A: comparable" in out and "NOT COMPARABLE" not in out
@@ -207,11 +216,14 @@ def local_server() -> Iterator[int]:
 
 @pytest.mark.browser
 def test_the_browser_check_can_fail(
-    runs: dict[str, Path], tmp_path: Path, local_server: int, browser: Browser
+    runs: dict[str, Path],
+    reports: dict[str, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    local_server: int,
+    browser: Browser,
 ) -> None:
-    html = tmp_path / "base.html"
-    assert _cli("report", str(runs["a"]), "--html", str(html), cwd=tmp_path).returncode == 0
-    page = html.read_text()
+    assert reports["one"].returncode == 0  # the base page: `report A --html`, as the first test checks it
+    page = (runs["dir"] / "one.html").read_text()
     img = f'<img src="http://127.0.0.1:{local_server}/leak.png" alt="">'
     # 1. with the report's CSP the browser refuses the load: a violation, and the server sees nothing
     blocked = tmp_path / "blocked.html"
