@@ -30,9 +30,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    import aiohttp
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 
@@ -215,7 +218,7 @@ async def _check(
 
 
 async def _check_tab(
-    http: Any, page_ws: str, url: str, screenshot: bool, width: int, timeout: float
+    http: aiohttp.ClientSession, page_ws: str, url: str, screenshot: bool, width: int, timeout: float
 ) -> tuple[PageCheck, bytes | None]:
     """Load `url` in the tab whose DevTools socket is `page_ws` and collect what it did."""
     png: bytes | None = None
