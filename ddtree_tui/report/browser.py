@@ -8,6 +8,11 @@ protocol's network log), Content-Security-Policy violations and console errors, 
 A small DevTools client over aiohttp's WebSocket (already a dependency): no Selenium, no Node. The browser
 runs with a throwaway profile and every network feature it would use on its own (updates, sync, field
 trials) off; it listens for DevTools on 127.0.0.1 only.
+
+`check_page` starts a browser for one page; `Browser` keeps one running for several (a test module's pages:
+the start is most of a check's cost) and checks each page in a browser context of its own, an incognito-like
+profile created for that page and disposed after it, so no cache, cookie or storage of one check reaches
+the next: each page is seen as a freshly started browser would see it.
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    import aiohttp
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 
@@ -186,42 +194,64 @@ def _devtools_port(profile: Path, proc: subprocess.Popen[bytes], timeout: float)
 async def _check(
     port: int, url: str, screenshot: bool, width: int, timeout: float
 ) -> tuple[PageCheck, bytes | None]:
+    """The page checked in a tab of a browser context of its own (made here, disposed after)."""
     import aiohttp
 
     async with aiohttp.ClientSession(trust_env=False) as http:
-        async with http.put(f"http://127.0.0.1:{port}/json/new?about:blank") as r:
-            target = await r.json(content_type=None)
-        png: bytes | None = None
-        async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-            cdp = _Cdp(ws)
+        async with http.get(f"http://127.0.0.1:{port}/json/version") as r:
+            version = await r.json(content_type=None)
+        async with http.ws_connect(version["webSocketDebuggerUrl"], max_msg_size=0) as bws:
+            browser = _Cdp(bws)
             try:
-                for m in ("Network.enable", "Page.enable", "Log.enable", "Runtime.enable", "Audits.enable"):
-                    await cdp.send(m)
-                await cdp.send(
-                    "Emulation.setDeviceMetricsOverride",
-                    {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-                )
-                loaded = cdp.expect("Page.loadEventFired")
-                await cdp.send("Page.navigate", {"url": url})
-                async with asyncio.timeout(timeout):
-                    await loaded
-                await asyncio.sleep(0.3)  # late events (a lazy image, a CSP report) arrive after load
-                probe = await cdp.send("Runtime.evaluate", {"expression": PROBE, "returnByValue": True})
-                info = probe["result"]["value"]
-                if screenshot:
-                    h = min(int(info["height"]), 16000)
-                    res = await cdp.send(
-                        "Page.captureScreenshot",
-                        {
-                            "format": "png",
-                            "captureBeyondViewport": True,
-                            "clip": {"x": 0, "y": 0, "width": width, "height": h, "scale": 1},
-                        },
-                        timeout=60.0,
+                ctx = (await browser.send("Target.createBrowserContext"))["browserContextId"]
+                try:
+                    made = await browser.send(
+                        "Target.createTarget", {"url": "about:blank", "browserContextId": ctx}
                     )
-                    png = base64.b64decode(res["data"])
+                    page_ws = f"ws://127.0.0.1:{port}/devtools/page/{made['targetId']}"
+                    return await _check_tab(http, page_ws, url, screenshot, width, timeout)
+                finally:
+                    with contextlib.suppress(Exception):  # closes its tabs too
+                        await browser.send("Target.disposeBrowserContext", {"browserContextId": ctx}, 10.0)
             finally:
-                cdp.reader.cancel()
+                browser.reader.cancel()
+
+
+async def _check_tab(
+    http: aiohttp.ClientSession, page_ws: str, url: str, screenshot: bool, width: int, timeout: float
+) -> tuple[PageCheck, bytes | None]:
+    """Load `url` in the tab whose DevTools socket is `page_ws` and collect what it did."""
+    png: bytes | None = None
+    async with http.ws_connect(page_ws, max_msg_size=0) as ws:
+        cdp = _Cdp(ws)
+        try:
+            for m in ("Network.enable", "Page.enable", "Log.enable", "Runtime.enable", "Audits.enable"):
+                await cdp.send(m)
+            await cdp.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            )
+            loaded = cdp.expect("Page.loadEventFired")
+            await cdp.send("Page.navigate", {"url": url})
+            async with asyncio.timeout(timeout):
+                await loaded
+            await asyncio.sleep(0.3)  # late events (a lazy image, a CSP report) arrive after load
+            probe = await cdp.send("Runtime.evaluate", {"expression": PROBE, "returnByValue": True})
+            info = probe["result"]["value"]
+            if screenshot:
+                h = min(int(info["height"]), 16000)
+                res = await cdp.send(
+                    "Page.captureScreenshot",
+                    {
+                        "format": "png",
+                        "captureBeyondViewport": True,
+                        "clip": {"x": 0, "y": 0, "width": width, "height": h, "scale": 1},
+                    },
+                    timeout=60.0,
+                )
+                png = base64.b64decode(res["data"])
+        finally:
+            cdp.reader.cancel()
     check = PageCheck(
         url=url,
         title=info["title"],
@@ -260,28 +290,45 @@ async def _check(
     return check, png
 
 
-def check_page(
-    path: Path | str, screenshot: Path | str | None = None, width: int = 1200, timeout: float = 60.0
-) -> PageCheck:
-    """Load `path` (a local HTML file) in headless Chromium and report what it did (see PageCheck)."""
-    exe = find_browser()
-    url = Path(path).resolve().as_uri()
-    with tempfile.TemporaryDirectory(prefix="ddtree-chromium-") as prof:
-        argv = [exe, *FLAGS, f"--user-data-dir={prof}", f"--window-size={width},900"]
-        if os.geteuid() == 0:
-            argv.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-        argv.append("about:blank")
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+class Browser:
+    """One headless Chromium kept running for several page checks (`with Browser() as b: b.check(page)`): each
+    page in a browser context of its own, disposed after it (see the module docstring); the browser and its
+    throwaway profile go when the `with` ends."""
+
+    def __init__(self, width: int = 1200, timeout: float = 60.0) -> None:
+        self.width, self.timeout = width, timeout
+        self._prof: tempfile.TemporaryDirectory[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._port = 0
+
+    def __enter__(self) -> Browser:
+        exe = find_browser()
+        self._prof = tempfile.TemporaryDirectory(prefix="ddtree-chromium-")
         try:
-            port = _devtools_port(Path(prof), proc, timeout)
-            check, png = asyncio.run(_check(port, url, screenshot is not None, width, timeout))
-        finally:
+            argv = [exe, *FLAGS, f"--user-data-dir={self._prof.name}", f"--window-size={self.width},900"]
+            if os.geteuid() == 0:
+                argv.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
+            argv.append("about:blank")
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            self._port = _devtools_port(Path(self._prof.name), self._proc, self.timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the browser (its whole process group, which it leads) and remove its profile."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -290,12 +337,40 @@ def check_page(
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-    if screenshot is not None and png is not None:
-        shot = Path(screenshot)
-        shot.parent.mkdir(parents=True, exist_ok=True)
-        shot.write_bytes(png)
-        check.screenshot = str(shot)
-    return check
+        if self._prof is not None:
+            self._prof.cleanup()
+            self._prof = None
+
+    def check(
+        self, path: Path | str, screenshot: Path | str | None = None, width: int | None = None
+    ) -> PageCheck:
+        """Load `path` (a local HTML file) in a fresh browser context and report what it did (PageCheck)."""
+        if self._proc is None:
+            raise RuntimeError("the browser is not running (use `with Browser() as b`)")
+        url = Path(path).resolve().as_uri()
+        w = width or self.width
+        check, png = asyncio.run(_check(self._port, url, screenshot is not None, w, self.timeout))
+        if screenshot is not None and png is not None:
+            shot = Path(screenshot)
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            shot.write_bytes(png)
+            check.screenshot = str(shot)
+        return check
+
+
+def check_page(
+    path: Path | str,
+    screenshot: Path | str | None = None,
+    width: int = 1200,
+    timeout: float = 60.0,
+    browser: Browser | None = None,
+) -> PageCheck:
+    """Load `path` (a local HTML file) in headless Chromium and report what it did (see PageCheck): in
+    `browser` when given (one already running), else in one started for this page."""
+    if browser is not None:
+        return browser.check(path, screenshot, width)
+    with Browser(width, timeout) as b:
+        return b.check(path, screenshot)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,19 +94,22 @@ def test_plain_run_with_slices_server_metrics_and_cache_flush(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_open_loop_ladder_stopped_by_the_trend_test(tmp_path: Path) -> None:
-    # one running slot: about 15 requests/s of 16 tokens at 80 passes/s × 3 tokens; 40 req/s piles them up
+    # one running slot: about 15 requests/s of 16 tokens at 80 passes/s × 3 tokens; 40 req/s piles them up,
+    # 5 req/s (a request every 200 ms, each served in about 70) never overlaps two. 20 requests a level, the
+    # trend test's window (each level's whole run), and no warm-up (a level's warm-up, as many requests as
+    # its rate, is not what is tested): the first level was most of the test's time (2 req/s × 24: 12 s)
     prof = _profile(tmp_path, [("a", "|max_running_requests = 1")])
     out = tmp_path / "load.json"
     p = _cli(
-        tmp_path, prof, "--load", "rate:2,40,80", "--requests", "24", "--saturation-test", "trend",
+        tmp_path, prof, "--load", "rate:5,40,80", "--requests", "20", "--warmup", "0", "--saturation-test", "trend",
         "--saturation-window", "20", "--flush-cache", "--json", str(out), "--html", str(tmp_path / "load.html"),
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     labels = [lv["label"] for lv in doc["levels"]]
-    assert labels == ["2 req/s", "40 req/s"]  # 80 req/s never ran
+    assert labels == ["5 req/s", "40 req/s"]  # 80 req/s never ran
     tests = {t["level"]: t for t in doc["saturation_tests"]}
-    assert not tests["2 req/s"]["tripped"]
+    assert not tests["5 req/s"]["tripped"]
     t = tests["40 req/s"]
     assert t["tripped"] and t["method"] == "mann-kendall" and t["alpha"] == 0.05 and t["window"] == 20
     assert t["in_flight"]["p_value"] < 0.05 and t["ttft"]["p_value"] < 0.05
@@ -145,7 +148,7 @@ def test_soak_and_agentic_runs_get_server_figures_and_slices(tmp_path: Path) -> 
     # the soak, then the agentic sessions, in one child process (tests/cli_batch.py: the imports paid once;
     # each run starts and stops the profile's simulator through its own fleet)
     p, p2 = cli_batch(
-        [[*base, "--soak", "--duration", "3s", "--slice", "1s", "--server-metrics", "--server-metrics-every", "0.25",
+        [[*base, "--soak", "--duration", "2s", "--slice", "1s", "--server-metrics", "--server-metrics-every", "0.25",
           "--flush-cache", "--json", str(soak)],
          [*base, "--sessions", "2", "--turns", "2", "--prompts", "agentic", "--slice", "1s", "--server-metrics",
           "--json", str(ag), "--slices-csv", str(tmp_path / "ag.csv")]],

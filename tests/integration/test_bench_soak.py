@@ -1,6 +1,11 @@
 """Soak on the simulator in a child process with injected drift: a slowdown from 10.5 s and a GPU memory
 creep from 16.5 s, 3 s windows: the slowdown is caught in window 3 (9-12 s), the creep in window 5
-(15-18 s); the windows were appended to the log as the run went; the drift rules on numbers alone."""
+(15-18 s); the windows were appended to the log as the run went; the drift rules on numbers alone.
+
+The seconds above are the simulator's: it runs TIME_SCALE times faster (sim/config.py, time_scale) while a
+soak's windows are real seconds on the client's clock, so a window of 3 simulated seconds is 1 real one. The
+run is the same run fast-forwarded (the same requests and modelled drift in each window), in a third of
+the wall time."""
 
 from __future__ import annotations
 
@@ -26,7 +31,8 @@ from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from tests.util import free_port
 
-WINDOW = 3.0
+TIME_SCALE = 3.0  # simulated seconds per real second
+WINDOW = 3.0 / TIME_SCALE  # 3 simulated seconds, in the client's real ones
 
 
 @pytest.mark.slow
@@ -40,6 +46,7 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
         slowdown_factor=3.0,
         mem_creep_after=16.5,  # the middle of window 5
         mem_creep_mib_s=100.0,
+        time_scale=TIME_SCALE,
     )
     log = tmp_path / "soak.windows.jsonl"
     seen: list[int] = []
@@ -137,17 +144,20 @@ def test_drift_rules_on_numbers() -> None:
 def test_soak_interleaves_services_and_flags_drift_on_the_one_that_drifts() -> None:
     """Two services take turns inside every window (the order rotating), and a slowdown injected into one
     is flagged for that one only."""
-    base = dict(algorithm="dflash", accept_length=3.0, decode_rate=60.0)
+    # 2 simulated seconds a window as before, each 1 real one (the simulators run twice as fast)
+    base = dict(algorithm="dflash", accept_length=3.0, decode_rate=60.0, time_scale=2.0)
     slow = SimConfig(port=free_port(), slowdown_after=7.0, slowdown_factor=3.0, **base)  # type: ignore[arg-type]
     steady = SimConfig(port=free_port(), **base)  # type: ignore[arg-type]
-    with SimProcess(slow) as a, SimProcess(steady) as b:
+    with SimProcess(slow, wait_ready=False) as a, SimProcess(steady, wait_ready=False) as b:
+        a.wait_healthy(20.0)  # both started at once, then waited for
+        b.wait_healthy(20.0)
         targets = [
             BenchTarget(ref="h/slow", base_url=a.base_url, algorithm="dflash", mode="linear"),
             BenchTarget(ref="h/steady", base_url=b.base_url, algorithm="dflash", mode="linear"),
         ]
         req = BenchRequest(prompts="seed3", max_new_tokens=16, ignore_eos=True)
         run = asyncio.run(
-            run_soak(req, targets, parse_load("sync"), SoakSettings(duration_s=6 * 2.0, window_s=2.0))
+            run_soak(req, targets, parse_load("sync"), SoakSettings(duration_s=6 * 1.0, window_s=1.0))
         )
     assert run.status == "complete" and run.failed == 0
     by_window: dict[int, list[str]] = {}

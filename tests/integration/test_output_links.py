@@ -19,6 +19,7 @@ import pytest
 
 from ddtree_tui import atomicio
 from ddtree_tui.remote import source
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from ddtree_tui.sweep.apply import write_profile
 from ddtree_tui.sweep.state import atomic_write
 
@@ -120,7 +121,9 @@ def test_run_bench_json_through_a_planted_link_is_refused_and_reported(tmp_path:
     hist = nobody_link(victim, pub / "h.jsonl")  # the history is appended to, not replaced: refused too
     argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--max-new-tokens", "8",
             "--repeats", "1", "--warmup", "0", "--json", str(link), "--history", str(hist)]  # fmt: skip
-    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=90)
+    # the demo's simulators fast-forwarded (their 2 s load among it): what is checked is where the run writes
+    env = {**os.environ, TIME_SCALE_ENV: "10"}
+    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=90, env=env)
     assert f"cannot write {link}" in p.stderr and "not followed" in p.stderr, p.stderr[-2000:]
     # the history line is the fleet's bench desk's: it says so as a warning (the run's own files are above)
     assert "bench history not written" in p.stderr and "not followed" in p.stderr, p.stderr[-2000:]

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_tui.report.browser import PageCheck, check_page
+from ddtree_tui.report.browser import Browser, PageCheck, check_page
 from ddtree_tui.report.html import CSP
 from ddtree_tui.sim.config import TIME_SCALE_ENV
-from tests.util import cli_argv, cli_batch, demo_profile, serve_http
+from tests.util import cli_batch, demo_profile, serve_http
 
 # every test here shares the `runs` fixture (three demo runs, slow): one xdist worker makes it once (loadgroup)
 pytestmark = [pytest.mark.xdist_group("report_html_runs"), pytest.mark.slow]
@@ -39,19 +39,6 @@ ALL_CHARTS = {
 }
 
 
-def _cli(
-    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cli_argv(*args),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
 def _record_args(d: Path, name: str, *extra: str) -> list[str]:
     """`--run-bench` of the demo into d/NAME.json (and d/history.jsonl)."""
     return ["--demo", "--profile", str(demo_profile(d)),  # free ports: other tests run demos meanwhile
@@ -60,20 +47,50 @@ def _record_args(d: Path, name: str, *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def recorded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[dict[str, Path], dict[str, subprocess.CompletedProcess[str]]]:
     """Three real runs of the demo: A and B alike, C at concurrency 3; A also written as HTML by --run-bench.
     The three run one after another in one child process (tests/cli_batch.py: the imports paid once), each
-    with its own fleet, simulators and sockets."""
+    with its own fleet, simulators and sockets; the same child then writes the reports that the tests only
+    read (`report A --html one.html`, `report A B --html ab.html`): the runs' paths, and those reports'
+    processes."""
     d = tmp_path_factory.mktemp("runs")
+    a, b = str(d / "a.json"), str(d / "b.json")
     done = cli_batch(
         [_record_args(d, "a", "--html", str(d / "a-direct.html")), _record_args(d, "b"),
-         _record_args(d, "c", "--concurrency", "3")],
+         _record_args(d, "c", "--concurrency", "3"),
+         ["report", a, "--html", str(d / "one.html")], ["report", a, b, "--html", str(d / "ab.html")]],
         d, timeout=300,
         env={TIME_SCALE_ENV: "10"},  # the reports read the runs; how fast the sims ran is not the point
     )  # fmt: skip
-    for p in done:
+    for p in done[:3]:
         assert p.returncode == 0, p.stderr
-    return {"a": d / "a.json", "b": d / "b.json", "c": d / "c.json", "dir": d}
+    paths = {"a": d / "a.json", "b": d / "b.json", "c": d / "c.json", "dir": d}
+    return paths, {"one": done[3], "ab": done[4]}
+
+
+@pytest.fixture(scope="module")
+def runs(
+    recorded: tuple[dict[str, Path], dict[str, subprocess.CompletedProcess[str]]],
+) -> dict[str, Path]:
+    return recorded[0]
+
+
+@pytest.fixture(scope="module")
+def reports(
+    recorded: tuple[dict[str, Path], dict[str, subprocess.CompletedProcess[str]]],
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The recorded reports' processes, by name: the page is runs["dir"] / f"{name}.html"."""
+    return recorded[1]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One Chromium for the module's page checks (its start is most of a check's cost); each page is still
+    loaded in a browser context of its own, as a fresh browser would load it (report/browser.py)."""
+    with Browser() as b:
+        yield b
 
 
 def _keep(shot: Path) -> None:
@@ -98,17 +115,15 @@ def _assert_clean(check: PageCheck, html: Path, charts: set[str]) -> None:
     _keep(Path(check.screenshot))
 
 
-def _html_report(tmp_path: Path, name: str, *runs: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """`ddtree-tui report RUN... --html tmp_path/name`, which must succeed: the page and the process."""
-    html = tmp_path / name
-    p = _cli("report", *map(str, runs), "--html", str(html), cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    return html, p
-
-
 @pytest.mark.browser
-def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
-    html, p = _html_report(tmp_path, "one.html", runs["a"])
+def test_report_of_one_recorded_run_in_a_browser(
+    runs: dict[str, Path],
+    reports: dict[str, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    browser: Browser,
+) -> None:
+    html, p = runs["dir"] / "one.html", reports["one"]  # `report A --html one.html`
+    assert p.returncode == 0, p.stderr
     # the terminal: the bench table, then the paired verdict against the baseline
     assert "SIMULATED" in p.stdout and "base" in p.stdout
     assert re.search(r"local/ddtree-shadow vs local/dflash \(baseline\), tok/s: .*95 % CI .*n=9\)", p.stdout)
@@ -118,23 +133,29 @@ def test_report_of_one_recorded_run_in_a_browser(runs: dict[str, Path], tmp_path
         assert needle in text
     assert "--algorithm ddtree" in text  # the effective argv of the simulated service
     assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/", "")
-    check = check_page(html, tmp_path / "report-one-run.png")
+    check = check_page(html, tmp_path / "report-one-run.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS)
     assert check.text_chars > 1000
 
 
 @pytest.mark.browser
-def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_run_bench_html_is_the_same_report(runs: dict[str, Path], tmp_path: Path, browser: Browser) -> None:
     html = runs["dir"] / "a-direct.html"
     text = html.read_text()
     assert json.loads(runs["a"].read_text())["id"] in text
-    check = check_page(html, tmp_path / "report-run-bench.png")
+    check = check_page(html, tmp_path / "report-run-bench.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS)
 
 
 @pytest.mark.browser
-def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path], tmp_path: Path) -> None:
-    html, p = _html_report(tmp_path, "ab.html", runs["a"], runs["b"])
+def test_two_run_comparison_in_the_terminal_and_a_browser(
+    runs: dict[str, Path],
+    reports: dict[str, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    browser: Browser,
+) -> None:
+    html, p = runs["dir"] / "ab.html", reports["ab"]  # `report A B --html ab.html`
+    assert p.returncode == 0, p.stderr
     out = p.stdout
     assert out.startswith("A = ") and "\nB = " in out
     assert "B vs A: comparable" in out and "NOT COMPARABLE" not in out
@@ -148,12 +169,14 @@ def test_two_run_comparison_in_the_terminal_and_a_browser(runs: dict[str, Path],
     assert re.search(r"local/dflash\s+\(all\)\s+.*\(n=9\).*\(n=9\)\s+\S+ %\s+\S+ … \S+ %", out)
     text = html.read_text()
     assert "Aligned on service and prompt" in text and "comparable — same sampling" in text
-    check = check_page(html, tmp_path / "report-two-runs.png")
+    check = check_page(html, tmp_path / "report-two-runs.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS)
 
 
 @pytest.mark.browser
-def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_runs_not_comparable_say_so_and_get_the_load_chart(
+    runs: dict[str, Path], tmp_path: Path, browser: Browser
+) -> None:
     # a different sampling is named too (a copy of A with another max_new_tokens); both reports in one child
     raw = json.loads(runs["a"].read_text())
     raw["sampling"]["max_new_tokens"] = 512
@@ -167,7 +190,7 @@ def test_runs_not_comparable_say_so_and_get_the_load_chart(runs: dict[str, Path]
     assert "NOT COMPARABLE: B vs A: different sampling: max_new_tokens 24 vs 512" in p2.stdout
     text = html.read_text()
     assert "NOT COMPARABLE" in text
-    check = check_page(html, tmp_path / "report-concurrency.png")
+    check = check_page(html, tmp_path / "report-concurrency.png", browser=browser)
     _assert_clean(check, html, ALL_CHARTS | {"chart-load"})
 
 
@@ -192,15 +215,20 @@ def local_server() -> Iterator[int]:
 
 
 @pytest.mark.browser
-def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local_server: int) -> None:
-    html = tmp_path / "base.html"
-    assert _cli("report", str(runs["a"]), "--html", str(html), cwd=tmp_path).returncode == 0
-    page = html.read_text()
+def test_the_browser_check_can_fail(
+    runs: dict[str, Path],
+    reports: dict[str, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    local_server: int,
+    browser: Browser,
+) -> None:
+    assert reports["one"].returncode == 0  # the base page: `report A --html`, as the first test checks it
+    page = (runs["dir"] / "one.html").read_text()
     img = f'<img src="http://127.0.0.1:{local_server}/leak.png" alt="">'
     # 1. with the report's CSP the browser refuses the load: a violation, and the server sees nothing
     blocked = tmp_path / "blocked.html"
     blocked.write_text(page.replace("<h1>", img + "<h1>", 1))
-    c1 = check_page(blocked)
+    c1 = check_page(blocked, browser=browser)
     assert not c1.self_contained and c1.violations and not c1.ok
     assert _Hits.hits == []
     # 2. without it the request shows in the network log (and really reaches the server)
@@ -208,7 +236,7 @@ def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local
     open_page.write_text(
         re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("<h1>", img + "<h1>", 1)
     )
-    c2 = check_page(open_page)
+    c2 = check_page(open_page, browser=browser)
     assert c2.outside == [f"http://127.0.0.1:{local_server}/leak.png"] and not c2.ok
     assert _Hits.hits == ["/leak.png"]
     # 3. an empty chart is caught
@@ -222,7 +250,7 @@ def test_the_browser_check_can_fail(runs: dict[str, Path], tmp_path: Path, local
             flags=re.S,
         )
     )
-    c3 = check_page(empty)
+    c3 = check_page(empty, browser=browser)
     assert c3.self_contained and not c3.charts_ok
     assert [c.id for c in c3.charts if not c.drawn] == ["chart-accept"]
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.sshd
 SHAPES: dict[str, list[str]] = {
     "rate": ["--load", "rate:4", "--requests", "4"],
     "poisson": ["--load", "poisson:4,7", "--requests", "4"],
-    "soak": ["--soak", "--load", "concurrency:1", "--duration", "4s", "--window", "2s"],
+    "soak": ["--soak", "--load", "concurrency:1", "--duration", "2s", "--window", "1s"],  # two windows
     "agentic": ["--prompts", "agentic", "--sessions", "2", "--turns", "2"],
 }
 

@@ -24,7 +24,7 @@ from ddtree_tui.cli import main
 from ddtree_tui.remote import atomicio
 from ddtree_tui.sim.config import TIME_SCALE_ENV
 from tests.procs import alive
-from tests.util import demo_profile
+from tests.util import cli_batch, demo_profile
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -110,20 +110,23 @@ def test_bench_json_csv_history_into_devices_and_fifos(
     dev = null_device(tmp_path)
     hist = null_device(tmp_path, "histnull")
     fifo = FifoReader(tmp_path / "csv.fifo")
-    argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)),
+    argv = ["--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)),
             "--max-new-tokens", "8", "--repeats", "1", "--warmup", "0", "--json", str(dev), "--csv", str(fifo.path),
             "--history", str(hist)]  # fmt: skip
-    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    # the second run: a directory or a full disk as its outputs
+    d = tmp_path / "out"
+    d.mkdir()
+    full = full_device(tmp_path)
+    argv2 = [*argv[:10], "--json", str(d), "--csv", str(full), "--history", str(hist)]
+    # both runs in one child process (tests/cli_batch.py: the imports paid once; each run its own fleet and
+    # simulators), one after the other
+    p, p2 = cli_batch([argv, argv2], tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr
     assert is_chr(dev) and is_chr(hist), "a device node was replaced by a regular file"
     assert report.from_csv(fifo.join().decode())  # the CSV went through the FIFO
     assert stat.S_ISFIFO(os.lstat(fifo.path).st_mode)
     # a directory or a full disk: a clear problem, the directory untouched, the run still reported
-    d = tmp_path / "out"
-    d.mkdir()
-    full = full_device(tmp_path)
-    argv = [*argv[:13], "--json", str(d), "--csv", str(full), "--history", str(hist)]
-    p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    p = p2
     assert "Traceback" not in p.stderr
     assert f"cannot write {d}: is a directory" in p.stderr, p.stderr
     assert f"cannot write {full}: No space left on device" in p.stderr, p.stderr
@@ -191,8 +194,11 @@ def test_sighup_during_run_bench_saves_and_stops_the_demo_servers(tmp_path: Path
     err = tmp_path / "err.txt"
     argv = [sys.executable, "-m", "ddtree_tui.cli", "--run-bench", "--demo", "--profile", str(demo_profile(tmp_path)), "--repeats", "20",
             "--warmup", "0", "--max-new-tokens", "64", "--json", str(out), "--history", str(tmp_path / "h.jsonl")]  # fmt: skip
+    # the demo's simulators at time scale 5 (their 1.5-2 s load among it): the run still takes seconds after
+    # its second request (120 requests of 64 tokens), so the signal comes mid-run as before
+    env = {**os.environ, TIME_SCALE_ENV: "5"}
     with open(err, "w") as ef:
-        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=ef, text=True)
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=ef, text=True, env=env)
         try:
             deadline = time.monotonic() + 30
             while "[2/" not in err.read_text() and time.monotonic() < deadline and proc.poll() is None:

@@ -31,7 +31,7 @@ from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
 from ddtree_tui.todo.evidence import HistoryBenchContext
 from tests.fixtures.services.support import cleanup_workdir
-from tests.util import cli_argv, free_port
+from tests.util import cli_argv, cli_batch, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -71,8 +71,12 @@ def foreign_listener(port: int) -> Iterator[socket.socket]:
         s.close()
 
 
+def _smoke_args(tmp_path: Path, *args: str) -> list[str]:
+    return ["smoke", REF, "--profile", str(tmp_path / "loc.toml"), "--timeout", "10", *args]
+
+
 def _smoke(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = cli_argv("smoke", REF, "--profile", str(tmp_path / "loc.toml"), "--timeout", "10", *args)
+    argv = cli_argv(*_smoke_args(tmp_path, *args))
     return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
 
 
@@ -82,18 +86,18 @@ async def test_smoke_of_a_stopped_service_refuses_a_foreign_listener(
 ) -> None:
     """The first row: `smoke local/dflash` while it is stopped and another process holds its port used to
     print `ok … tok/s`, exit 0. Now: refused, exit 1, the holder named; `--force` measures it, said so."""
-    with foreign_listener(port):
-        p = await asyncio.to_thread(_smoke, tmp_path)
+    with foreign_listener(port):  # both command lines in one child (tests/cli_batch.py), the port held
+        p, pj = await asyncio.to_thread(
+            cli_batch, [_smoke_args(tmp_path), _smoke_args(tmp_path, "--json")], tmp_path
+        )
     assert p.returncode == 1, p.stdout + p.stderr
     line = p.stdout.strip()
     assert line.startswith(f"smoke {REF}: FAILED — service is stopped; refused to measure {REF}"), line
     assert f"port {port} is held by pid {os.getpid()}" in line and "not the service we launched" in line
     assert "--force" in line and " ok " not in line
 
-    with foreign_listener(port):
-        p = await asyncio.to_thread(_smoke, tmp_path, "--json")
-    assert p.returncode == 1
-    ident = json.loads(p.stdout)["identity"]
+    assert pj.returncode == 1
+    ident = json.loads(pj.stdout)["identity"]
     assert ident["verdict"] == "foreign" and ident["verified"] is False and ident["forced"] is False
     assert ident["listener_pids"] == [os.getpid()] and ident["port"] == port
 
@@ -116,6 +120,7 @@ async def fleet(profile: Path, tmp_path: Path) -> AsyncIterator[Fleet]:
         history_path=tmp_path / "h.jsonl",
         telemetry=False,
         watch=False,
+        probe_interval=0.3,  # a wait for ready polls (no watcher): at 0.3 s, not the default 2 s
     ) as f:
         yield f
 
@@ -234,12 +239,16 @@ async def test_run_bench_refuses_or_forces_a_foreign_listener_and_shows_a_change
     base = ["--run-bench", "--warmup", "0", "--max-new-tokens", "4", *hist]
     out = tmp_path / "r.json"
     cfg = SimConfig(algorithm="dflash", decode_rate=2000, load_time=0, port=port)
-    async with SimServer(cfg, log=lambda s: None):
-        code, err = await _cli(tmp_path, *base, "--profile", str(profile), "--services", REF)
+    async with SimServer(cfg, log=lambda s: None):  # served by this loop while one child runs both
+        refused, forced = await asyncio.to_thread(
+            cli_batch,
+            [[*base, "--profile", str(profile), "--services", REF],
+             [*base, "--profile", str(profile), "--services", REF, "--force", "--json", str(out)]],
+            tmp_path,
+        )  # fmt: skip
+        code, err = refused.returncode, refused.stderr
         assert code == 1 and "nothing to benchmark" in err and f"{REF} left out" in err, err
-        code, err = await _cli(
-            tmp_path, *base, "--profile", str(profile), "--services", REF, "--force", "--json", str(out)
-        )
+        code, err = forced.returncode, forced.stderr
         assert code == 0, err
         assert f"{REF} measured with --force" in err and f"held by pid {os.getpid()}" in err
         ident = json.loads(out.read_text())["targets"][0]["identity"]
@@ -266,7 +275,7 @@ async def test_a_load_ladder_stops_when_its_service_is_no_longer_the_one_checked
     ready = await fleet.wait_service(REF, {"ready"}, 20)
     assert ready.pid
     q = fleet.subscribe()
-    req = ShapeRequest(refs=[REF], prompts=PROMPTS, load="concurrency:1,2", duration_s=3.0, warmup=0,
+    req = ShapeRequest(refs=[REF], prompts=PROMPTS, load="concurrency:1,2", duration_s=1.5, warmup=0,
                        timeout=2.0, max_new_tokens=16, stop_on_saturation=False)  # fmt: skip
     task = asyncio.create_task(fleet.run_load_shape(req))
     stranger: socket.socket | None = None
