@@ -146,10 +146,10 @@ class Fleet:
             self.publish(Notice(severity="error", text=f"{what} stopped: {e}"))
 
     async def stop(self) -> None:
-        if self.demo:
-            for ref in list(self.services.launched):
-                with contextlib.suppress(Exception):
-                    await self.services.kill(ref)
+        if self.demo:  # what this session launched, all at once: each kill waits on its own process
+            await asyncio.gather(
+                *(self.services.kill(ref) for ref in list(self.services.launched)), return_exceptions=True
+            )
         for t in self._bg:
             t.cancel()
         for t in self._bg:
