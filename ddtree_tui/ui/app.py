@@ -357,7 +357,8 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             return False
         for node in nodes:
             queue = getattr(node, "_message_queue", None) if node is not None else None
-            if any(isinstance(m, events.InputEvent) for m in getattr(queue, "_queue", ())):
+            waiting = getattr(queue, "values", ())  # Textual's message queue (textual/_queue.py): a deque
+            if any(isinstance(m, events.InputEvent) for m in waiting):
                 return True
         return False
 
