@@ -18,7 +18,13 @@ from textual.widgets import DataTable, Input, Static
 
 from ddtree_tui.ui import gcpolicy
 from ddtree_tui.ui.app import DDTreeApp
-from ddtree_tui.ui.gcpolicy import AUTO_THRESHOLDS, FULL_EVERY_S, IdleCollector, break_strip_cycles
+from ddtree_tui.ui.gcpolicy import (
+    AUTO_THRESHOLDS,
+    FULL_EVERY_S,
+    UNFREEZE_EVERY_S,
+    IdleCollector,
+    break_strip_cycles,
+)
 from ddtree_tui.ui.widgets.footer import LeanFooter
 from tests.app.snapdata import static_fleet
 
@@ -112,7 +118,7 @@ def test_the_gpu_process_tree_leaves_no_cyclic_garbage() -> None:
 
 def test_the_idle_collector_raises_the_thresholds_and_collects_when_told() -> None:
     now = [100.0]
-    before = gc.get_threshold()
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
     policy = IdleCollector(clock=lambda: now[0])
     assert policy.collect_idle() == -1  # not installed: nothing
     policy.install()
@@ -120,11 +126,18 @@ def test_the_idle_collector_raises_the_thresholds_and_collects_when_told() -> No
         assert gc.get_threshold() == AUTO_THRESHOLDS
         assert policy.collect_idle() == 1  # the young generations
         now[0] += FULL_EVERY_S
-        assert policy.collect_idle() == 2  # a full one once the period is up
+        kept = Strip([Segment("kept")])  # alive, not frozen yet
+        assert policy.collect_idle() == 2  # a full one once the period is up, its survivors frozen
+        assert not any(o is kept for o in gc.get_objects(2))
         assert policy.collect_idle() == 1
-        assert (policy.young, policy.full) == (2, 1)
+        now[0] += UNFREEZE_EVERY_S
+        assert policy.collect_idle() == 3  # the whole heap, the frozen part too
+        assert (policy.young, policy.full, policy.whole) == (2, 1, 1)
+        assert gc.get_freeze_count() > 0
     finally:
         policy.uninstall()
+        if not frozen:
+            gc.unfreeze()  # other tests see the collector as they found it
     assert gc.get_threshold() == before
 
 
