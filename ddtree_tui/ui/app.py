@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static, Tab, Tabs
+from textual.widgets import Static, Tab, Tabs
 
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.lib import paths
@@ -224,7 +224,7 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
                 yield BenchPane(id="pane-5")
                 yield LogsPane(id="pane-6")
         yield Static("", id="message-bar")
-        yield Input(placeholder="filter", id="filter")
+        # the `/` filter's Input (hidden until `/`) is mounted after the first frame (ui/filter_bar.py)
         yield LeanFooter()  # Footer minus the leak of its old keys
 
     # --- responsive layout: one screen when it fits, tabs when it does not -------------------------------
@@ -279,8 +279,7 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             self.mode_short = "READ-ONLY"
         self._apply_theme(self.theme_name)
         self._layout()
-        inp = self.query_one("#filter", Input)
-        inp.cursor_blink = False
+        self.call_after_refresh(self.filter_input)  # not drawn at first: mounted once the first frame is out
         self.ctl.refresh_snapshot()
         self.flush(force=True)
         self.pane(3).focus_main()

@@ -194,3 +194,30 @@ async def test_the_footer_keeps_its_keys_when_a_focus_move_keeps_the_bindings() 
         await pilot.pause()
         await pilot.pause()
         assert composed == [1]
+
+
+async def test_the_first_frame_has_no_filter_input_and_slash_still_filters() -> None:
+    """The `/` filter's Input (hidden until `/`) is not composed for the first frame: mounted after it."""
+    app = DDTreeApp(static_fleet(), demo=True)
+    at_first_frame: list[int] = []
+    display = app._display
+
+    def spy(screen: Any, renderable: Any) -> None:
+        if not at_first_frame:
+            at_first_frame.append(len(app.query("#filter")))
+        display(screen, renderable)
+
+    app._display = spy  # type: ignore[method-assign]
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        assert at_first_frame == [0]
+        inp = app.query_one("#filter", Input)
+        assert not inp.has_class("-shown") and inp.cursor_blink is False
+        await pilot.press("slash", "d", "f")
+        await pilot.pause()
+        assert inp.has_class("-shown") and app.focused is inp
+        assert app.filter_text == "df"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.filter_text == "" and not inp.has_class("-shown")
