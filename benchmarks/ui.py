@@ -19,6 +19,10 @@ machine the two runs see roughly the same load, which absolute numbers do not; `
 the same time, so they see the same load even when it changes by the minute. Paint and repaint times are CPU
 time of the app's thread (the work done, whatever the load); key -> repaint and first paint are wall time.
 Targets from issue 28: 16 hosts p95 < 30 ms, 64 hosts x 8 GPUs p95 < 50 ms, first paint < 1 s, RSS < 250 MB.
+
+The `gen N collection` rows are the garbage collections during the load, by generation: CPU time of the
+thread that ran each (the app's thread waits for it through the GIL either way). `--slow-keys MS` prints, for
+every key slower than MS, what the app's thread did meanwhile: a repaint tick, a layout pass, collections.
 """
 
 from __future__ import annotations
