@@ -279,7 +279,7 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             self.mode_short = "READ-ONLY"
         self._apply_theme(self.theme_name)
         self._layout()
-        self.call_after_refresh(self.filter_input)  # not drawn at first: mounted once the first frame is out
+        self.call_after_refresh(self.mount_filter_later)  # not in the first frame: mounted once it is out
         self.ctl.refresh_snapshot()
         self.flush(force=True)
         self.pane(3).focus_main()

@@ -6,7 +6,10 @@ widget and widget type at start-up is CSS parsed, matched and applied before the
 
 from __future__ import annotations
 
+import contextlib
+
 from textual.css.query import NoMatches
+from textual.widget import MountError
 from textual.widgets import Footer, Input
 
 from ddtree_tui.ui.apphost import AppHost
@@ -42,6 +45,16 @@ class FilterBar(AppHost):
         else:
             self.mount(inp)
         return inp
+
+    def mount_filter_later(self) -> None:
+        """After the first frame: the Input mounted, unless the app is already leaving (a `q` at once)."""
+        try:
+            attached = self.screen.is_attached and not self.screen._closing
+        except Exception:  # no screen: torn down
+            return
+        if attached and self.is_running:
+            with contextlib.suppress(MountError):
+                self.filter_input()
 
     def action_filter(self) -> None:
         focused_pane = next(
