@@ -19,6 +19,10 @@ machine the two runs see roughly the same load, which absolute numbers do not; `
 the same time, so they see the same load even when it changes by the minute. Paint and repaint times are CPU
 time of the app's thread (the work done, whatever the load); key -> repaint and first paint are wall time.
 Targets from issue 28: 16 hosts p95 < 30 ms, 64 hosts x 8 GPUs p95 < 50 ms, first paint < 1 s, RSS < 250 MB.
+
+The `gen N collection` rows are the garbage collections during the load, by generation: CPU time of the
+thread that ran each (the app's thread waits for it through the GIL either way). `--slow-keys MS` prints, for
+every key slower than MS, what the app's thread did meanwhile: a repaint tick, a layout pass, collections.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import os
@@ -113,6 +118,38 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
+class GcPauses:
+    """Every garbage collection while on: its generation, wall start and length, and the thread it ran in (the
+    collector runs in whichever thread allocated; the app's thread waits for it either way, through the GIL)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.done: list[tuple[int, float, float, float]] = []  # (generation, start, wall ms, CPU ms)
+        self._start = self._start_cpu = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if not self.on:
+            return
+        if phase == "start":
+            self._start, self._start_cpu = time.perf_counter(), time.thread_time()
+        else:
+            wall, cpu = time.perf_counter() - self._start, time.thread_time() - self._start_cpu
+            self.done.append((info["generation"], self._start, wall * 1000, cpu * 1000))
+
+    def rows(self, seconds: float) -> list[tuple[str, str, str]]:
+        out = []
+        for gen in (0, 1, 2):
+            ms = [c for g, _, _, c in self.done if g == gen]
+            what = (
+                f"{statistics.median(ms):.1f}/{pct(ms, 95):.1f}/{max(ms):.1f} ({len(ms)})" if ms else "- (0)"
+            )
+            out.append((f"gen {gen} collection CPU p50/p95/max (n)", what, f"in {seconds:.0f} s"))
+        return out
+
+    def within(self, start: float, end: float) -> list[tuple[int, float]]:
+        return [(g, d) for g, s, d, _ in self.done if s < end and s + d / 1000 > start]
+
+
 RSS_AT_MIN = (0.5, 1, 2, 4, 6, 10)  # minutes after the load starts: RSS checkpoints reported in the table
 
 
@@ -144,6 +181,7 @@ async def run(
     gpus: int = 2,
     all_services: bool = False,
     profile: int = 0,
+    slow_keys: float = 0.0,
 ) -> list[tuple[str, str, str]]:
     tmp = Path(tempfile.mkdtemp(prefix="ddtree-ui-bench-"))
     home = os.getcwd()
@@ -175,12 +213,18 @@ async def run(
 
         async def timed_tick() -> None:
             in_tick.append(0.0)
+            t_start = time.perf_counter()
             try:
                 await orig_tick()
             finally:
                 flush_ms.append(in_tick.pop())
+                spans["tick"].append((t_start, time.perf_counter()))
 
         app._repaint_tick = timed_tick  # type: ignore[method-assign]
+    # --slow-keys: what ran on the app's thread while a slow key waited (wall spans: start, end)
+    spans: dict[str, list[tuple[float, float]]] = {"tick": [], "layout": [], "frame": [], "handled": []}
+    gcp = GcPauses()
+    gc.callbacks.append(gcp)
     pane_ms: dict[int, list[float]] = {}
     orig_paint = app._paint
 
@@ -252,6 +296,10 @@ async def run(
                 profiling.clear()
 
         app._display = spy  # type: ignore[method-assign]
+        if slow_keys:
+            _spy_frames(app, spans)
+        gcp.on = True
+        keys_at: list[tuple[float, float]] = []  # each key: (posted, its frame)
         i = 0
         await pilot.press("3")
         while time.monotonic() < deadline:
@@ -285,6 +333,7 @@ async def run(
                 prof.disable()
                 profiling.clear()
             latencies.append(((paints[n] if len(paints) > n else time.perf_counter()) - start) * 1000)
+            keys_at.append((start, start + latencies[-1] / 1000))
             # the work the app's thread did between the key and its frame: what the wait would be on an idle
             # core (the key's handling, any repaint that came first, the frame), free of the machine's load
             latencies_cpu.append(
@@ -293,6 +342,10 @@ async def run(
             await asyncio.sleep(0.1)
         rss = psutil.Process().memory_info().rss / 1024 / 1024
         cpu_s, load_s = time.process_time() - cpu0, time.monotonic() - load_start
+        gcp.on = False
+        gc.callbacks.remove(gcp)
+        if slow_keys:
+            _explain(keys_at, slow_keys, spans, gcp)
         if trace and snaps:
             end = tracemalloc.take_snapshot()
             mark, first = next(((m, s) for m, s in snaps if m >= 1), snaps[0])
@@ -331,9 +384,67 @@ async def run(
             "any thread",
         ),
         ("process CPU under load", f"{cpu_s / load_s * 100:.0f} % of a core", "all threads"),
+        *gcp.rows(load_s),
         *[(f"RSS at {m:g} min", f"{r:.0f} MB", "") for m, r in rss_at],
         (f"RSS after {minutes:g} min", f"{rss:.0f} MB", "< 250 MB"),
     ]
+
+
+def _spy_frames(app: DDTreeApp, spans: dict[str, list[tuple[float, float]]]) -> None:
+    """Record the layout passes and frame updates of the app's screens, and when a cursor key was handled."""
+    from textual.screen import Screen
+    from textual.widgets import DataTable
+
+    def wrap(cls: Any, name: str, kind: str) -> None:
+        orig = getattr(cls, name)
+
+        def timed(self: Any, *a: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return orig(self, *a, **kw)
+            finally:
+                spans[kind].append((t, time.perf_counter()))
+
+        setattr(cls, name, timed)
+
+    wrap(Screen, "_refresh_layout", "layout")
+    wrap(Screen, "_on_timer_update", "frame")
+    wrap(DataTable, "action_cursor_down", "handled")
+    wrap(DataTable, "action_cursor_up", "handled")
+
+
+def _explain(
+    keys: list[tuple[float, float]],
+    over_ms: float,
+    spans: dict[str, list[tuple[float, float]]],
+    gcp: GcPauses,
+) -> None:
+    """Each key slower than `over_ms`: what the app's thread did between its post and its frame (to stderr)."""
+
+    def inside(kind: str, a: float, b: float) -> float:
+        return sum(max(0.0, min(e, b) - max(s, a)) for s, e in spans[kind]) * 1000
+
+    slow = [(a, b) for a, b in keys if (b - a) * 1000 > over_ms]
+    print(
+        f"--- {len(slow)} of {len(keys)} keys over {over_ms:g} ms: where they waited (ms) ---",
+        file=sys.stderr,
+    )
+    print("total  to-handled  tick  layout  frame  gc(gen:ms)", file=sys.stderr)
+    totals = {"tick": 0, "layout": 0, "gc2": 0, "gc": 0}
+    for a, b in slow:
+        handled = next((s for s, _ in spans["handled"] if s >= a), b)
+        gcs = gcp.within(a, b)
+        tick, layout = inside("tick", a, b), inside("layout", a, b)
+        totals["tick"] += tick > 1
+        totals["layout"] += layout > 1
+        totals["gc2"] += any(g == 2 for g, _ in gcs)
+        totals["gc"] += bool(gcs)
+        print(
+            f"{(b - a) * 1000:5.1f}  {(min(handled, b) - a) * 1000:10.1f}  {tick:4.1f}  {layout:6.1f}"
+            f"  {inside('frame', a, b):5.1f}  {' '.join(f'{g}:{d:.1f}' for g, d in gcs)}",
+            file=sys.stderr,
+        )
+    print(f"keys with a repaint tick / layout / any gc / a full gc: {totals}", file=sys.stderr)
 
 
 def print_table(rows: list[tuple[str, str, str]]) -> None:
@@ -412,6 +523,13 @@ def main() -> None:
         help="cProfile the app's thread from each key to its frame; print the TOP functions (to stderr)",
     )
     ap.add_argument(
+        "--slow-keys",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="print, for each key slower than MS, what the app's thread did meanwhile (to stderr)",
+    )
+    ap.add_argument(
         "--compare",
         metavar="REV",
         help="run REV's package first, then this tree's; print both (REV may be a directory holding an "
@@ -452,7 +570,12 @@ def main() -> None:
             widen_recording,
             ns.startup_runs,
         )
-    rows = asyncio.run(run(ns.minutes, ns.hosts, ns.tracemalloc, ns.gpus, ns.all_services, ns.profile)) + rows
+    rows = (
+        asyncio.run(
+            run(ns.minutes, ns.hosts, ns.tracemalloc, ns.gpus, ns.all_services, ns.profile, ns.slow_keys)
+        )
+        + rows
+    )
     if ns.json:
         Path(ns.json).write_text(json.dumps(rows), encoding="utf-8")
     print_table(rows)

@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static, Tab, Tabs
+from textual.widgets import Static, Tab, Tabs
 
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.lib import paths
@@ -34,6 +34,7 @@ from ddtree_tui.ui.controller import Controller
 from ddtree_tui.ui.crash import CrashReporter, exit_code
 from ddtree_tui.ui.details import DetailView
 from ddtree_tui.ui.filter_bar import FilterBar
+from ddtree_tui.ui.gcpolicy import IdleCollector, break_strip_cycles
 from ddtree_tui.ui.keys import MAIN_KEYS, MAIN_ONLY, NAV_KEYS, RUN_KEYS, to_bindings
 from ddtree_tui.ui.layout import APP_CSS, PANE_CLASSES, PANE_TAB, WIDE_MIN, WIDE_SHARE, shown_panes
 from ddtree_tui.ui.messages import (
@@ -66,6 +67,9 @@ from ddtree_tui.ui.widgets.hosts import HostsPane
 from ddtree_tui.ui.widgets.logs import LogsPane
 from ddtree_tui.ui.widgets.services import ServicesPane
 from ddtree_tui.ui.widgets.todos import TodosPane
+
+INPUT_FIRST_S = 0.25  # how long a repaint tick waits at most for a queued key's frame
+break_strip_cycles()  # rendered lines freed by their reference count, not by a collection (ui/gcpolicy.py)
 
 
 class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
@@ -118,6 +122,8 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         self.services = ServiceActions(self)
         self.todos = TodoActions(self)
         self.paint_count = 0  # repaints done; benchmarks/ui.py reads it
+        self.gc_policy = IdleCollector()  # collections between frames once the app is up (ui/gcpolicy.py)
+        self.ticks_deferred = 0  # repaint ticks that waited for a key's frame (tests read it)
         self.messages: list[MessageRecord] = []  # every notice, for `H`; the bar shows the latest
         self.command_history: list[str] = []  # `:` commands of this session (ui/command.py)
         self._message_until = 0.0
@@ -218,7 +224,7 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
                 yield BenchPane(id="pane-5")
                 yield LogsPane(id="pane-6")
         yield Static("", id="message-bar")
-        yield Input(placeholder="filter", id="filter")
+        # the `/` filter's Input (hidden until `/`) is mounted after the first frame (ui/filter_bar.py)
         yield LeanFooter()  # Footer minus the leak of its old keys
 
     # --- responsive layout: one screen when it fits, tabs when it does not -------------------------------
@@ -273,13 +279,14 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             self.mode_short = "READ-ONLY"
         self._apply_theme(self.theme_name)
         self._layout()
-        inp = self.query_one("#filter", Input)
-        inp.cursor_blink = False
+        self.call_after_refresh(self.mount_filter_later)  # not in the first frame: mounted once it is out
         self.ctl.refresh_snapshot()
         self.flush(force=True)
         self.pane(3).focus_main()
         if self.live:
-            self.set_timer(FREEZE_AFTER_S, freeze_heap, name="freeze-heap")  # well after the first frame
+            self.set_timer(
+                FREEZE_AFTER_S, self._settle_heap, name="freeze-heap"
+            )  # well after the first frame
             if isinstance(self.fleet, Deferred):  # cli/tui.py's: the history read and the core's import come
                 self.call_after_refresh(self._start_workers)  # once the first frame is on screen (issue 28)
             else:
@@ -317,18 +324,76 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
     async def _repaint_tick(self) -> None:
         """The timer's repaint: flush's work a pane at a time, the event loop let in between, so a key
         pressed while 512 GPU rows are painted moves its cursor before the next pane, not after all of them
-        (issue 28: key -> frame at 64 hosts)."""
-        want = self._repaint_plan(False)
-        if want is None:
+        (issue 28: key -> frame at 64 hosts). A key already queued goes first: each pane waits until the
+        key's frame is on the display (`_after_input`), so the key's frame renders the key's change, not the
+        telemetry's changed cells too. Then, once this tick's frame is drawn, the garbage collector's due
+        work (ui/gcpolicy.py)."""
+        try:
+            want = self._repaint_plan(False)
+            if want is None:
+                return
+            for n in want:
+                await self._after_input()
+                view = await self.ctl.gpus_view_for_tick(self.pane_width(2)) if n == 2 else None
+                if n == 2 and view is None:
+                    continue  # painted meanwhile (a key, a filter) from newer data
+                await self._after_input()
+                with self.batch_update():
+                    self._paint(n, view)
+                await asyncio.sleep(0)
+            await self._after_input()
+            self._paint_bars()
+        finally:
+            if self.gc_policy.installed:
+                self.call_after_refresh(self._collect_idle)
+
+    def input_pending(self) -> bool:
+        """A key or mouse event queued and not handled yet: in the app's queue, its screen's, or the focused
+        widget's (where the app forwards keys)."""
+        try:
+            nodes = (self, self.screen, self.focused)
+        except Exception:  # no screen yet, or torn down
+            return False
+        for node in nodes:
+            queue = getattr(node, "_message_queue", None) if node is not None else None
+            waiting = getattr(queue, "values", ())  # Textual's message queue (textual/_queue.py): a deque
+            if any(isinstance(m, events.InputEvent) for m in waiting):
+                return True
+        return False
+
+    async def _after_input(self, limit_s: float = INPUT_FIRST_S) -> None:
+        """Return at once when no input is queued; else once it has been handled and the next frame drawn,
+        at most `limit_s` later (a held key must not stop the panes for good)."""
+        if not self.input_pending():
             return
-        for n in want:
-            view = await self.ctl.gpus_view_for_tick(self.pane_width(2)) if n == 2 else None
-            if n == 2 and view is None:
-                continue  # painted meanwhile (a key, a filter) from newer data
-            with self.batch_update():
-                self._paint(n, view)
-            await asyncio.sleep(0)
-        self._paint_bars()
+        self.ticks_deferred += 1
+        deadline = time.monotonic() + limit_s
+        while self.input_pending() and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        drawn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def draw_done() -> None:
+            if not drawn.done():
+                drawn.set_result(None)
+
+        self.call_after_refresh(draw_done)
+        try:
+            await asyncio.wait_for(drawn, max(0.001, deadline - time.monotonic()))
+        except TimeoutError:
+            pass
+
+    def _collect_idle(self) -> None:
+        """After a repaint tick's frame: the collector's due work, unless input came meanwhile."""
+        if not self.input_pending():
+            self.gc_policy.collect_idle()
+
+    def _settle_heap(self) -> None:
+        """Once the app is up: its heap frozen out of the collector, and collections moved between frames."""
+        freeze_heap()
+        self.gc_policy.install()
+
+    def on_unmount(self) -> None:
+        self.gc_policy.uninstall()  # Python's thresholds back (tests run many apps in one process)
 
     def _repaint_plan(self, force: bool) -> list[int] | None:
         """The visible panes to paint now (None: nothing changed); hidden ones wait in `stale`."""

@@ -1,10 +1,16 @@
 """The `/` filter bar (split out of ui/app.py): which pane it filters (the focused one, else the tab's main
 pane), the input under the panes, Enter keeps the filter and Esc clears it; the panes show it in their titles
-and the controller applies it to their views (ui/filtering.py)."""
+and the controller applies it to their views (ui/filtering.py). The Input is not in the first frame: the app
+mounts it once that frame is out (`filter_input`), or `/` does, whichever comes first (issue 28: each
+widget and widget type at start-up is CSS parsed, matched and applied before the first frame)."""
 
 from __future__ import annotations
 
-from textual.widgets import Input
+import contextlib
+
+from textual.css.query import NoMatches
+from textual.widget import MountError
+from textual.widgets import Footer, Input
 
 from ddtree_tui.ui.apphost import AppHost
 from ddtree_tui.ui.layout import PANE_CLASSES
@@ -25,6 +31,31 @@ class FilterBar(AppHost):
     def _visible(self) -> set[int]:
         raise NotImplementedError
 
+    def filter_input(self) -> Input:
+        """The filter's Input, mounted (above the footer, docked at the bottom, hidden) if it is not yet."""
+        try:
+            return self.query_one("#filter", Input)
+        except NoMatches:
+            pass
+        inp = Input(placeholder="filter", id="filter")
+        inp.cursor_blink = False
+        footers = self.query(Footer)
+        if footers:
+            self.mount(inp, before=footers.first())
+        else:
+            self.mount(inp)
+        return inp
+
+    def mount_filter_later(self) -> None:
+        """After the first frame: the Input mounted, unless the app is already leaving (a `q` at once)."""
+        try:
+            attached = self.screen.is_attached and not self.screen._closing
+        except Exception:  # no screen: torn down
+            return
+        if attached and self.is_running:
+            with contextlib.suppress(MountError):
+                self.filter_input()
+
     def action_filter(self) -> None:
         focused_pane = next(
             (a for a in (self.focused.ancestors if self.focused else []) if isinstance(a, Pane)), None
@@ -35,13 +66,16 @@ class FilterBar(AppHost):
         else:
             n = {"tab-todos": 4, "tab-bench": 5, "tab-logs": 6}.get(tab, 3)
         self.ctl.filter_pane = n
-        inp = self.query_one("#filter", Input)
+        inp = self.filter_input()
         inp.placeholder = (
             f"{'search' if n == 6 else 'filter'} {PANE_CLASSES[n].pane_title} (Enter keeps, Esc clears)"
         )
         inp.value = self.ctl.filter_text
         inp.add_class("-shown")
-        inp.focus()
+        if inp.is_mounted:
+            inp.focus()
+        else:  # mounted just now (a `/` before the first frame was out)
+            self.call_after_refresh(inp.focus)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
@@ -55,7 +89,7 @@ class FilterBar(AppHost):
             self.pane(self.ctl.filter_pane).focus_main()
 
     def action_clear_filter(self) -> None:
-        inp = self.query_one("#filter", Input)
+        inp = self.filter_input()
         if not self.ctl.filter_text and not inp.has_class("-shown"):
             return
         self.ctl.filter_text = ""

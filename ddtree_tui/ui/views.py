@@ -407,16 +407,8 @@ def process_rows(g: GpuSample, host: str) -> list[ProcessRow]:
     pids = {p.pid for p in procs}
     tops = [p for p in procs if p.ppid not in pids]
     ordered: list[tuple[GpuProcess, int, bool]] = []  # process, depth, last among its siblings
-
-    def walk(p: GpuProcess, depth: int, last: bool) -> None:
-        ordered.append((p, depth, last))
-        kids = [c for c in procs if c.ppid == p.pid and c.pid != p.pid]
-        for j, c in enumerate(kids):
-            if depth < 4 and all(c is not o[0] for o in ordered):
-                walk(c, depth + 1, j == len(kids) - 1)
-
     for i, p in enumerate(tops or procs):
-        walk(p, 0, i == len(tops or procs) - 1)
+        _walk(procs, ordered, p, 0, i == len(tops or procs) - 1)
     return [
         ProcessRow(
             key=f"{host}:{g.index}:pid{p.pid}",
@@ -432,6 +424,22 @@ def process_rows(g: GpuSample, host: str) -> list[ProcessRow]:
         )
         for p, depth, last in ordered
     ]
+
+
+def _walk(
+    procs: list[GpuProcess],
+    ordered: list[tuple[GpuProcess, int, bool]],
+    p: GpuProcess,
+    depth: int,
+    last: bool,
+) -> None:
+    """`p` and, depth first, its children on the same GPU into `ordered`. A module function, not a closure
+    that calls itself: such a closure is a reference cycle, garbage for the collector on every GPU view."""
+    ordered.append((p, depth, last))
+    kids = [c for c in procs if c.ppid == p.pid and c.pid != p.pid]
+    for j, c in enumerate(kids):
+        if depth < 4 and all(c is not o[0] for o in ordered):
+            _walk(procs, ordered, c, depth + 1, j == len(kids) - 1)
 
 
 def short_services(names: str | None, narrow: bool) -> str:

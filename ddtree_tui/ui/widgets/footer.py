@@ -25,9 +25,24 @@ class LeanFooter(Footer):
     LeanFooter HorizontalGroup.-essential FooterKey.-command-palette { dock: none; }
     """
 
+    _composed: tuple[object, ...] | None = None  # what the keys shown were composed from (`_shows`)
+
+    def _shows(self) -> tuple[object, ...] | None:
+        """What compose reads: the screen's shown bindings (key, action, description, enabled, tooltip),
+        the compact flag and the palette key; None before the bindings are ready."""
+        if not self._bindings_ready:
+            return None
+        shown = tuple(
+            (b.key, b.action, b.description, b.group, enabled, tooltip)
+            for (_, b, enabled, tooltip) in self.screen.active_bindings.values()
+            if b.show
+        )
+        return (shown, self.compact, self.show_command_palette, self.app.ENABLE_COMMAND_PALETTE)
+
     def compose(self) -> ComposeResult:
         """Footer's keys, with `^p` Commands, `?` Help and `q` Quit in one group docked at the right, so a
         narrow screen cuts the optional keys in the middle, never those."""
+        self._composed = self._shows()
         right: list[FooterKey] = []
         for w in super().compose():
             if isinstance(w, FooterKey) and (w.action in ESSENTIAL or w.has_class("-command-palette")):
@@ -38,6 +53,11 @@ class LeanFooter(Footer):
         yield HorizontalGroup(*sorted(right, key=lambda k: order.get(k.action, 0)), classes="-essential")
 
     async def recompose(self) -> None:
+        """Footer recomposes on every bindings change, twice a focus move; only when what it shows changed
+        (a focus move between two tables kept the same keys: ~15 widgets made and dropped for nothing, a
+        layout pass, and their reference cycles left to the garbage collector, issue 28)."""
+        if self._composed is not None and self.is_attached and self._shows() == self._composed:
+            return
         await super().recompose()
         prune_closed_watchers(self)
         self.fit_keys()
