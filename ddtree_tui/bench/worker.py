@@ -77,24 +77,22 @@ def quiet_gc() -> Iterator[None]:
     """While measuring: what exists now is frozen out of the collector and young collections are rarer
     (cycles are still collected); restored after.
 
-    Where the process has frozen its heap already (the TUI does, after its start), that is left as it is:
-    no full collection on the app's loop at a run's start, and no `unfreeze` at its end, which would put the
-    app's frozen objects back into every later full collection."""
-    if os.environ.get("DDTREE_BENCH_GC") == "default":
+    Where the process has frozen its heap already (the TUI does, after its start, and collects between its
+    frames: ui/gcpolicy.py), its policy is left as it is: no full collection on the app's loop at a run's
+    start, no raised young threshold (it made young collections of 77-99 ms inside the app), and no `unfreeze`
+    at its end, which would put the app's frozen objects back into every later full collection."""
+    if os.environ.get("DDTREE_BENCH_GC") == "default" or gc.get_freeze_count() > 0:
         yield
         return
     old = gc.get_threshold()
-    ours = gc.get_freeze_count() == 0
-    if ours:
-        gc.collect()
-        gc.freeze()
+    gc.collect()
+    gc.freeze()
     gc.set_threshold(max(old[0], GC_GEN0), *old[1:])
     try:
         yield
     finally:
         gc.set_threshold(*old)
-        if ours:
-            gc.unfreeze()
+        gc.unfreeze()
 
 
 def usable_cores() -> int:
