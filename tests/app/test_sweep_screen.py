@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input, Static
 
 from ddtree_tui.config import load_profile, parse_profile
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from ddtree_tui.ui.app import DDTreeApp
 from ddtree_tui.ui.palette import palette_commands
 from ddtree_tui.ui.screens.confirm import ConfirmScreen
@@ -26,6 +27,8 @@ from tests.util import free_port
 async def test_sweep_screen_runs_and_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
+    # the simulators the fleet launches run 10x fast: the screen shows what was measured, whatever the pace
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
     wd = tmp_path / "wd"
     prof_path = tmp_path / "h.toml"
     prof_path.write_text(

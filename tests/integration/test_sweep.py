@@ -6,6 +6,7 @@ is never launched, a service that crashes at start is recorded with its log tail
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ import pytest
 from ddtree_tui.config import parse_profile
 from ddtree_tui.sim.config import ddtree_expected_speed
 from tests.fixtures.services.support import cleanup_workdir, profile_toml, service_toml
-from tests.util import cli_batch, free_port
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,23 @@ def sweep_argv(profile: Path, out: Path, *extra: str) -> list[str]:
             *extra]  # fmt: skip
 
 
+def cli_here(cwd: Path, *argvs: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """`ddtree-tui ARGV` for each of `argvs`, run in order in THIS process, in `cwd` (tests/cli_batch.py's
+    runner: what each returned, printed and wrote to stderr). For the command lines whose process is not what
+    a test checks (a launch before a sweep, a sweep nobody signals, show / apply / report, a status): each
+    child paid the imports before doing anything (1.5-2.5 s of CPU, issue 24). A sweep that is signalled or
+    SIGKILLed keeps its own child; the holds, the pidfiles and the sweep's files are across processes either
+    way (this process is not the sweep child's)."""
+    from tests.cli_batch import run_all
+
+    with contextlib.chdir(cwd):
+        got = run_all([list(a) for a in argvs])
+    return [
+        subprocess.CompletedProcess(["ddtree-tui", *a], r["returncode"], str(r["stdout"]), str(r["stderr"]))
+        for a, r in zip(argvs, got, strict=True)
+    ]
+
+
 def read_state(out: Path) -> dict:
     try:
         return json.loads((out / "sweep.json").read_text())
@@ -65,8 +83,8 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
     out = tmp_path / "sweep"
     try:
         # running before the sweep, so that the sweep puts it back running (a stopped one stays stopped)
-        up = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "launch",
-                             "local/ddtree-shadow"], cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        # (in this process: the launch is not what is checked; the sweep below is a child of its own)
+        (up,) = cli_here(tmp_path, ["--profile", str(profile), "launch", "local/ddtree-shadow"])
         assert up.returncode == 0, up.stderr
         child = subprocess.Popen(
             sweep_argv(profile, out), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -77,9 +95,9 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         while time.monotonic() < deadline and child.poll() is None:
             pts = read_state(out).get("points", [])
             if not checked_hold and any(p["status"] == "measuring" for p in pts):
-                # another ddtree-tui process may not kill or launch the held service
-                k = subprocess.run([sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "kill",
-                                    "local/ddtree-shadow"], capture_output=True, text=True, timeout=60)  # fmt: skip
+                # another ddtree-tui process may not kill or launch the held service (this one: the holder is
+                # the sweep child)
+                (k,) = cli_here(tmp_path, ["--profile", str(profile), "kill", "local/ddtree-shadow"])
                 assert k.returncode == 1 and "held by sweep" in k.stderr and "nothing was done" in k.stderr, k
                 checked_hold = True
                 continue
@@ -100,9 +118,8 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         assert len(done_before) >= 3 and cut not in done_before
         assert before["finished"] is False
 
-        p = subprocess.run(
-            sweep_argv(profile, out, "--resume"), cwd=tmp_path, capture_output=True, text=True, timeout=240
-        )
+        # the resumed sweep runs to its end unsignalled: in this process (its files are what is checked)
+        (p,) = cli_here(tmp_path, sweep_argv(profile, out, "--resume")[3:])
         assert p.returncode == 0, p.stderr[-3000:]
         after = read_state(out)
         assert after["finished"] is True and after["restored"] is True
@@ -155,10 +172,9 @@ def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp
         # apply the best point into a copy of the profile: every comment kept, the values written
         copy = tmp_path / "copy.toml"
         copy.write_text(original)
-        # `sweep apply`, then `sweep show` to re-rank: one child process for both (tests/cli_batch.py)
-        a, sh = cli_batch([["sweep", "apply", str(out), "--to", str(copy), "--yes"],
-                           ["sweep", "show", str(out), "--objective", "goodput", "--constraint", "ttft_p90<0.001ms"]],
-                          tmp_path)  # fmt: skip
+        # `sweep apply`, then `sweep show` to re-rank (in this process, as the resumed sweep)
+        a, sh = cli_here(tmp_path, ["sweep", "apply", str(out), "--to", str(copy), "--yes"],
+                         ["sweep", "show", str(out), "--objective", "goodput", "--constraint", "ttft_p90<0.001ms"])  # fmt: skip
         assert a.returncode == 0, a.stderr
         # the diff came first (the profile's budget is 32: a change unless the best point's is 32 too)
         assert "+mode = " in a.stdout
@@ -199,10 +215,16 @@ def test_rejected_value_and_crash_at_start_are_recorded_and_skipped(tmp_path: Pa
     prof = tmp_path / "h.toml"
     prof.write_text(profile_toml("h", "local", wd, sim + fake))
     try:
-        base = [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(prof), "sweep", "--no-telemetry",
-                "--repeats", "1", "--max-new-tokens", "16", "--warmup", "0"]  # fmt: skip
-        p = subprocess.run([*base, "h/dd", "--set", "mode=shadow-linear,tree", "--out", str(tmp_path / "a")],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+        base = ["--profile", str(prof), "sweep", "--no-telemetry", "--repeats", "1", "--max-new-tokens", "16",
+                "--warmup", "0"]  # fmt: skip
+        # the three sweeps in this process, one after another (no signal, no kill: their files and output are
+        # what is checked, not their processes)
+        p, q, r = cli_here(
+            tmp_path,
+            [*base, "h/dd", "--set", "mode=shadow-linear,tree", "--out", str(tmp_path / "a")],
+            [*base, "h/fk", "--set", "attention_backend=triton,nonsense", "--out", str(tmp_path / "b")],
+            [*base, "h/dd", "--set", "budget=8,0", "--out", str(tmp_path / "c")],
+        )
         assert p.returncode == 0, p.stderr[-3000:]
         pts = read_state(tmp_path / "a")["points"]
         assert [q["status"] for q in pts] == ["done", "failed"]
@@ -212,8 +234,6 @@ def test_rejected_value_and_crash_at_start_are_recorded_and_skipped(tmp_path: Pa
         # issue 29: the caveat says what --warmup 0 did, not "after one warm-up request"
         assert "Each point is measured after no warm-up request" in p.stdout and "one warm-up" not in p.stdout
 
-        q = subprocess.run([*base, "h/fk", "--set", "attention_backend=triton,nonsense", "--out", str(tmp_path / "b")],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
         pts = read_state(tmp_path / "b")["points"]
         bad = pts[1]
         assert bad["status"] == "rejected" and bad["attempts"] == 0, bad
@@ -222,8 +242,6 @@ def test_rejected_value_and_crash_at_start_are_recorded_and_skipped(tmp_path: Pa
         assert "rejected" in q.stdout
 
         # a value the profile model refuses stops the sweep before anything is launched (exit 2, named)
-        r = subprocess.run([*base, "h/dd", "--set", "budget=8,0", "--out", str(tmp_path / "c")],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
         assert r.returncode == 2 and "budget=0" in r.stderr and "greater than or equal to 1" in r.stderr
         assert not (tmp_path / "c" / "sweep.json").exists()
     finally:

@@ -14,9 +14,11 @@ import pytest
 
 from ddtree_tui.config import parse_profile
 from ddtree_tui.fleet import Fleet
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from ddtree_tui.sweep.runner import SweepEvent, SweepRunner, SweepSettings
 from ddtree_tui.sweep.spec import parse_set
 from tests.fixtures.services.support import cleanup_workdir
+from tests.integration.test_sweep import cli_here
 from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -25,6 +27,10 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(autouse=True)
 def _holds_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))
+    # The simulators a local host launches run 10x fast (load time, decode steps; the sshd test's remote ones
+    # do not get this environment): these tests check holds, what is measured and what is put back, not the
+    # simulated pace.
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
 
 
 def _sim_service(port: int) -> str:
@@ -88,10 +94,11 @@ def test_sweep_through_real_sshd(tmp_path: Path, ssh_env, sshd) -> None:
     prof.write_text(ssh_env.profile_toml("testhost", extra=extra))
     out = tmp_path / "out"
     try:
-        argv = [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(prof), "sweep", "testhost/dd",
+        argv = ["--profile", str(prof), "sweep", "testhost/dd",
                 "--set", "budget=8,16", "--set", "env.SGLANG_DDTREE_MAX_TOPK=2", "--repeats", "1",
                 "--warmup", "0", "--max-new-tokens", "16", "--out", str(out), "--no-telemetry"]  # fmt: skip
-        p = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=150)
+        # in this process (nobody signals it: its files and output are what is checked)
+        (p,) = cli_here(tmp_path, argv)
         assert p.returncode == 0, p.stderr[-3000:]
         state = json.loads((out / "sweep.json").read_text())
         assert [q["status"] for q in state["points"]] == ["done", "done"] and state["restored"] is True

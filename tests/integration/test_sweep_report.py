@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from ddtree_tui.report.browser import check_page
+from ddtree_tui.sim.config import TIME_SCALE_ENV
 from tests.fixtures.services.support import cleanup_workdir, profile_toml
 from tests.integration.test_report_html import _assert_clean
-from tests.integration.test_sweep import demo_copy, read_state
-from tests.util import cli_batch, free_port
+from tests.integration.test_sweep import cli_here, demo_copy, read_state
+from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(300)
 SWEEP_CHARTS = {"chart-sweep-pareto", "chart-sweep-accept", "chart-sweep-heat", "chart-sweep-trials"}
@@ -30,10 +31,13 @@ SWEEP_CHARTS = {"chart-sweep-pareto", "chart-sweep-accept", "chart-sweep-heat", 
 @pytest.fixture(autouse=True)
 def _holds_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DDTREE_TUI_HOLDS_DIR", str(tmp_path / "holds"))  # the children inherit it
+    # The simulators the sweeps launch run 10x fast (their load time, decode steps): these tests check what
+    # the report shows of what was measured and how it was ended, not the simulated pace.
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")
 
 
 def _grid(profile: Path, out: Path, html: Path) -> list[str]:
-    return [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(profile), "sweep", "local/ddtree-shadow",
+    return ["--profile", str(profile), "sweep", "local/ddtree-shadow",
             "--set", "mode=tree", "--set", "budget=8,16", "--set", "env.SGLANG_DDTREE_MAX_TOPK=1,2",
             "--repeats", "2", "--warmup", "0", "--max-new-tokens", "16", "--out", str(out), "--html", str(html)]  # fmt: skip
 
@@ -44,9 +48,8 @@ def test_sweep_report_in_a_browser_from_sweep_show_and_report(tmp_path: Path) ->
     profile, _port = demo_copy(tmp_path)
     out, html = tmp_path / "sweep", tmp_path / "sweep.html"
     try:
-        p = subprocess.run(
-            _grid(profile, out, html), cwd=tmp_path, capture_output=True, text=True, timeout=200
-        )
+        # in this process (nobody signals it: its files and output are what is checked)
+        (p,) = cli_here(tmp_path, _grid(profile, out, html))
     finally:
         cleanup_workdir(tmp_path / "wd")
     assert p.returncode == 0, p.stderr[-3000:]
@@ -84,22 +87,20 @@ def test_sweep_report_in_a_browser_from_sweep_show_and_report(tmp_path: Path) ->
     heat = next(c for c in check.charts if c.id == "chart-sweep-heat")
     assert heat.texts >= 4 + 4  # every cell's value written as text, plus the axes
 
-    # the same page from the results file, and again from `sweep show DIR --html`; then bad inputs. The seven
-    # command lines run in one child process (tests/cli_batch.py: the imports paid once, not seven times)
+    # the same page from the results file, and again from `sweep show DIR --html`; then bad inputs. The five
+    # command lines run in this process (tests/cli_batch.py's runner: the imports paid once, not five times)
     again, shown = tmp_path / "again.html", tmp_path / "shown.html"
     bad, bad2 = tmp_path / "bad" / "results.json", tmp_path / "bad2" / "results.json"
     for f, doc in ((bad, {**res, "schema": 99}), (bad2, {**res, "points": [{"index": "x"}]})):
         f.parent.mkdir()
         f.write_text(json.dumps(doc))
-    r, s, b, b2, m = cli_batch(
-        [
-            ["report", str(out / "results.json"), "--html", str(again)],
-            ["sweep", "show", str(out), "--html", str(shown)],
-            ["report", str(bad), "--html", str(tmp_path / "no.html")],
-            ["report", str(bad2), "--html", str(tmp_path / "no.html")],
-            ["report", str(out / "results.json"), str(out / "results.json")],
-        ],
+    r, s, b, b2, m = cli_here(
         tmp_path,
+        ["report", str(out / "results.json"), "--html", str(again)],
+        ["sweep", "show", str(out), "--html", str(shown)],
+        ["report", str(bad), "--html", str(tmp_path / "no.html")],
+        ["report", str(bad2), "--html", str(tmp_path / "no.html")],
+        ["report", str(out / "results.json"), str(out / "results.json")],
     )
     assert r.returncode == 0, r.stderr
     assert "best: #" in r.stdout and f"wrote {again}" in r.stderr
@@ -132,13 +133,13 @@ def test_failed_points_and_an_interrupted_sweep_in_the_report(tmp_path: Path) ->
     )
     prof = tmp_path / "h.toml"
     prof.write_text(profile_toml("h", "local", wd, sim))
-    base = [sys.executable, "-m", "ddtree_tui.cli", "--profile", str(prof), "sweep", "h/dd", "--no-telemetry",
-            "--repeats", "1", "--max-new-tokens", "16", "--warmup", "0"]  # fmt: skip
+    base = ["--profile", str(prof), "sweep", "h/dd", "--no-telemetry", "--repeats", "1", "--max-new-tokens",
+            "16", "--warmup", "0"]  # fmt: skip
     html = tmp_path / "failed.html"
     try:
-        p = subprocess.run([*base, "--set", "mode=shadow-linear,tree", "--set", "budget=8,16", "--out",
-                            str(tmp_path / "a"), "--html", str(html)], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=150)  # fmt: skip
+        # in this process (nobody signals it); the interrupted sweep below is a child of its own
+        (p,) = cli_here(tmp_path, [*base, "--set", "mode=shadow-linear,tree", "--set", "budget=8,16", "--out",
+                                   str(tmp_path / "a"), "--html", str(html)])  # fmt: skip
         assert p.returncode == 0, p.stderr[-3000:]
         statuses = sorted(q["status"] for q in read_state(tmp_path / "a")["points"])
         assert statuses == ["done", "done", "failed", "failed"]
@@ -152,8 +153,11 @@ def test_failed_points_and_an_interrupted_sweep_in_the_report(tmp_path: Path) ->
 
         # SIGINT after the first point: exit 130, partial results and the report written, marked PARTIAL
         out, part = tmp_path / "b", tmp_path / "partial.html"
-        child = subprocess.Popen([*base, "--set", "budget=8,16,24", "--out", str(out), "--html", str(part)],
-                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        argv = [sys.executable, "-m", "ddtree_tui.cli", *base, "--set", "budget=8,16,24", "--out", str(out),
+                "--html", str(part)]  # fmt: skip
+        child = subprocess.Popen(
+            argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 100
         while time.monotonic() < deadline and child.poll() is None:
             if any(q["status"] == "done" for q in read_state(out).get("points", [])):

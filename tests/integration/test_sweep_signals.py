@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.services.support import cleanup_workdir
-from tests.integration.test_sweep import demo_copy, read_state
+from tests.integration.test_sweep import cli_here, demo_copy, read_state
 from tests.procs import stop_child
-from tests.util import cli_batch
 
 pytestmark = pytest.mark.timeout(240)
 CLI = [sys.executable, "-m", "ddtree_tui.cli"]
@@ -77,8 +76,8 @@ def test_signal_mid_point_puts_a_running_service_back_as_the_profile_has_it(
 ) -> None:
     profile, port = demo_copy(tmp_path)
     try:
-        up = subprocess.run([*CLI, "--profile", str(profile), "launch", "local/ddtree-shadow"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        # running before the sweep (launched from this process: the sweep below is the child under test)
+        (up,) = cli_here(tmp_path, ["--profile", str(profile), "launch", "local/ddtree-shadow"])
         assert up.returncode == 0, up.stderr
         deadline = time.monotonic() + 30
         while not listening(port) and time.monotonic() < deadline:
@@ -109,8 +108,7 @@ def test_sigint_mid_point_leaves_a_stopped_service_stopped(tmp_path: Path) -> No
         assert state["stopped_by"] == "SIGINT" and state["restored"] is True, state
         assert state["service_before"] == "stopped"
         assert not listening(port), "a service that was stopped before the sweep is running after it"
-        st = subprocess.run([*CLI, "--profile", str(profile), "status", "--json"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+        (st,) = cli_here(tmp_path, ["--profile", str(profile), "status", "--json"])
         svc = [
             s for h in json.loads(st.stdout)["hosts"] for s in h["services"] if s["name"] == "ddtree-shadow"
         ]
@@ -128,9 +126,9 @@ def test_out_refuses_a_directory_of_the_users_files_and_keeps_them(tmp_path: Pat
     (out / "results.csv").write_text("mine\n")
     f = tmp_path / "a-file"
     f.write_text("x")
-    # the three command lines in one child process (tests/cli_batch.py: the imports paid once)
-    *runs, last = cli_batch([sweep(profile, out)[3:], [*sweep(profile, out)[3:], "--resume"], sweep(profile, f)[3:]],
-                         tmp_path)  # fmt: skip
+    # the three command lines in this process (tests/cli_batch.py's runner: no child pays the imports)
+    *runs, last = cli_here(tmp_path, sweep(profile, out)[3:], [*sweep(profile, out)[3:], "--resume"],
+                           sweep(profile, f)[3:])  # fmt: skip
     for p in runs:
         assert p.returncode == 2, p.stderr
         assert "already holds files this sweep did not write (results.csv, results.json)" in p.stderr
@@ -169,9 +167,9 @@ def test_apply_to_a_file_that_is_not_a_profile_names_it(tmp_path: Path) -> None:
     want = {"notes.md": "invalid TOML", "blob.bin": "not UTF-8", "huge.toml": "larger than 1024 KiB"}
     for name, body in cases.items():
         (tmp_path / name).write_bytes(body)
-    # the three command lines in one child process (tests/cli_batch.py: the imports paid once)
-    done = cli_batch(
-        [["sweep", "apply", str(out), "--to", str(tmp_path / n), "--yes"] for n in cases], tmp_path
+    # the three command lines in this process (tests/cli_batch.py's runner: no child pays the imports)
+    done = cli_here(
+        tmp_path, *[["sweep", "apply", str(out), "--to", str(tmp_path / n), "--yes"] for n in cases]
     )
     for (name, body), p in zip(cases.items(), done, strict=True):
         f = tmp_path / name
