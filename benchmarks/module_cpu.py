@@ -105,7 +105,14 @@ def main() -> int:
                 b = run_module(base, module) if base else None
                 a = run_module(ROOT, module)
                 rows.append((module, b, a, load0, os.getloadavg()[0]))
-                print(f"{module}: done", file=sys.stderr)
+                # each pair as it ends (stderr), so a long list cut short still leaves its figures
+                print(
+                    f"{module}: done; CPU s {b.cpu_s if b else float('nan'):.1f} -> {a.cpu_s:.1f}, "
+                    f"sum of durations s {b.durations_s if b else float('nan'):.1f} -> {a.durations_s:.1f}, "
+                    f"wall s {b.wall_s if b else float('nan'):.1f} -> {a.wall_s:.1f}, "
+                    f"load {load0:.1f} -> {os.getloadavg()[0]:.1f}; {b.summary if b else ''} / {a.summary}",
+                    file=sys.stderr,
+                )
     head = "| module | load 1 min | "
     head += (
         f"{ns.base} CPU s | this CPU s | CPU ratio | {ns.base} sum of durations s | this sum s | "
