@@ -21,9 +21,15 @@ from tests.app.screen_text import screen_text, until
 from tests.app.test_tmux import demo_profile
 
 
-def demo_fleet(tmp_path: Path) -> Fleet:
+def demo_fleet(tmp_path: Path, telemetry_ms: int | None = None) -> Fleet:
+    """The demo fleet; `telemetry_ms`: its replayed GPU sampled this often instead of the profile's 1000 ms."""
+    prof = demo_profile(tmp_path)
+    if telemetry_ms is not None:
+        text = prof.read_text(encoding="utf-8")
+        assert "interval_ms = 1000" in text, "the demo profile's telemetry interval moved"
+        prof.write_text(text.replace("interval_ms = 1000", f"interval_ms = {telemetry_ms}"), encoding="utf-8")
     return Fleet(
-        load_profiles([demo_profile(tmp_path)]),
+        load_profiles([prof]),
         todos_path=tmp_path / "todos.json",
         history_path=tmp_path / "history.jsonl",
         demo=True,

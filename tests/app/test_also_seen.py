@@ -155,17 +155,19 @@ async def test_the_demo_replay_follows_the_service_load(
     it idled: a started, idle service holds the GPU's memory at idle power; load frames play only while
     requests run, and idle ones again after."""
     monkeypatch.chdir(tmp_path)
-    # the sims 3 times faster: the bench still spans several 1 s telemetry samples (what is checked is which
-    # frames play while requests run, not the simulated pace)
-    fast_sims(monkeypatch, 3)
-    fleet = demo_fleet(tmp_path)
+    # the sims 6 times faster, the GPU sampled every 0.5 s (the profile's 1 s): the bench (six 256-token
+    # requests, ~1 s each) still spans about a dozen samples (what is checked is which frames play while
+    # requests run, not the simulated pace; each sample's frame follows the running requests read at that
+    # tick, whatever the interval)
+    fast_sims(monkeypatch, 6)
+    fleet = demo_fleet(tmp_path, telemetry_ms=500)
     try:
         await fleet.start()
         res = await fleet.launch("local/dflash")
         assert res.ok, res.message
         seen: list[GpuSample] = []
-        for _ in range(60):  # about 30 s at most: ready, then four samples of it idle
-            await asyncio.sleep(0.5)
+        for _ in range(120):  # about 30 s at most: ready, then four samples of it idle
+            await asyncio.sleep(0.25)
             g = _gpu0(fleet)
             states = [s.state for h in fleet.snapshot().hosts for s in h.services if s.name == "dflash"]
             if g is not None and states == ["ready"] and (not seen or g.ts != seen[-1].ts):
@@ -195,8 +197,8 @@ async def test_the_demo_replay_follows_the_service_load(
         # (telemetry/powermodel.py, UTIL_ACTIVE_PCT) or more, never the idle 0 %
         assert max(peak) >= UTIL_ACTIVE_PCT, "no load frame while requests ran"
         after: list[GpuSample] = []
-        for _ in range(40):  # back to idle within the serving window and a few ticks
-            await asyncio.sleep(0.5)
+        for _ in range(80):  # back to idle within the serving window and a few ticks (20 s at most)
+            await asyncio.sleep(0.25)
             g = _gpu0(fleet)
             if g is not None and (not after or g.ts != after[-1].ts):
                 after.append(g)

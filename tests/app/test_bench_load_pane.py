@@ -1,12 +1,13 @@
 """The Bench pane runs the load shapes through the real core on the demo (simulated services in child
 processes): a concurrency ladder with its per-level table, chart points and verdicts, then agentic
-sessions, started from keys in the pane."""
+sessions, then a soak, started from keys in the pane (one demo fleet, both services launched once)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Sparkline
 
 from ddtree_tui.ui.widgets.bench import BenchPane
@@ -16,8 +17,8 @@ from tests.app.screen_text import screen_text, until
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(150)
-async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
+@pytest.mark.timeout(240)
+async def test_bench_pane_runs_a_ladder_agentic_sessions_and_a_soak_that_never_passes_100_percent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with demo_pilot(tmp_path, monkeypatch) as pilot:
@@ -44,33 +45,29 @@ async def test_bench_pane_runs_a_ladder_and_agentic_sessions(
         )
         assert "0 failed" in bench.live.status
         assert max(bench.live.series_thr) > 0  # cached tokens seen across turns
+        await _soak_counts_requests_without_a_total(pilot)
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.slow
-async def test_a_soak_in_the_pane_counts_requests_and_never_passes_100_percent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _soak_counts_requests_without_a_total(pilot: Pilot[None]) -> None:
     """Issue 29: the TUI soak showed `running · 9/3 requests` (the soak's runner plans one pass of the
     prompts, then keeps sending for its duration). The pane counts a soak's requests without a total."""
     import re
 
-    async with demo_pilot(tmp_path, monkeypatch) as pilot:
-        app = pilot.app
-        bench = app.query_one(BenchPane)
-        bench.soak_s, bench.soak_window_s = 4.0, 1.0
-        await press(pilot, "5")
-        seen: list[str] = []
+    app = pilot.app
+    bench = app.query_one(BenchPane)
+    bench.soak_s, bench.soak_window_s = 4.0, 1.0
+    await press(pilot, "5")
+    seen: list[str] = []
 
-        def finished() -> bool:
-            seen.append(bench.live.status)
-            return bench.live.status.startswith("soak finished")
+    def finished() -> bool:
+        seen.append(bench.live.status)
+        return bench.live.status.startswith("soak finished")
 
-        await press(pilot, "O")
-        await until(pilot, finished, 90, "the soak to finish")
-        counted = [s for s in seen if s.endswith(" requests")]
-        assert counted, seen  # it counted while it ran
-        for s in seen:
-            m = re.search(r"(\d+)/(\d+) requests", s)
-            assert m is None, s  # no planned total for a time-bounded run: never `9/3`
-        assert bench.live.fraction is None and bench.live.done > 0
+    await press(pilot, "O")
+    await until(pilot, finished, 90, "the soak to finish")
+    counted = [s for s in seen if s.endswith(" requests")]
+    assert counted, seen  # it counted while it ran
+    for s in seen:
+        m = re.search(r"(\d+)/(\d+) requests", s)
+        assert m is None, s  # no planned total for a time-bounded run: never `9/3`
+    assert bench.live.fraction is None and bench.live.done > 0

@@ -117,17 +117,6 @@ async def test_narrow_screen_uses_tabs_and_switches_panes() -> None:
         assert {p.pane_number for p in app.query(Pane) if p.display} == {1, 2, 3, 4, 5, 6}
 
 
-async def test_fault_texts_are_shown_in_full_at_80x24() -> None:
-    app = DDTreeApp(static_fleet(), demo=True)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        text = screen_text(app)
-        assert "ct200: Connection refused" in text
-        assert "ct200:1: Xid 79: GPU has fallen off the bus" in text
-        # the services columns fit: no title cut at the pane edge
-        assert "Uptime" in text and "Algorithm" in text
-
-
 async def test_sort_by_key_and_by_header_click() -> None:
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -163,9 +152,17 @@ async def test_service_buttons_post_intents_for_the_selected_service() -> None:
         assert ("launch", "local/dflash") in fleet.calls
 
 
-async def test_messages_go_to_a_bar_and_a_history() -> None:
+async def test_fault_texts_in_full_at_80x24_and_messages_go_to_a_bar_and_a_history() -> None:
+    """Two checks on one app start at 80x24 (each had its own): the fault texts as first painted, then the
+    message bar and the history."""
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "ct200: Connection refused" in text
+        assert "ct200:1: Xid 79: GPU has fallen off the bus" in text
+        # the services columns fit: no title cut at the pane edge
+        assert "Uptime" in text and "Algorithm" in text
         app.notify("first thing", severity="error")
         app.notify("second thing")
         await pilot.pause()
@@ -201,32 +198,33 @@ def test_topbar_counts_and_fits() -> None:
     assert "SIMULATED services, GPU REPLAY" in topbar(snap, T0, "DEMO: SIMULATED services, GPU REPLAY", 200)
 
 
-@pytest.mark.parametrize(
-    ("pane", "title", "want"),
-    [
-        ("3", "Service local/dflash", ["SIMULATED (a stand-in", "31010", "4242", "accept len: 3.41"]),
-        ("2", "GPU local:0", ["Processes (0)", "REPLAY of a recording", "dflash,ddtree-shadow"]),
-        ("1", "Host local", ["GPUs (1)", "Services (2)", "ddtree-shadow"]),
-    ],
-)
+DRILL_DOWNS = [
+    ("3", "Service local/dflash", ["SIMULATED (a stand-in", "31010", "4242", "accept len: 3.41"]),
+    ("2", "GPU local:0", ["Processes (0)", "REPLAY of a recording", "dflash,ddtree-shadow"]),
+    ("1", "Host local", ["GPUs (1)", "Services (2)", "ddtree-shadow"]),
+]
+
+
 @pytest.mark.slow
-async def test_enter_drills_down_and_escape_goes_back(pane: str, title: str, want: list[str]) -> None:
+async def test_enter_drills_down_and_escape_goes_back() -> None:
+    """The three panes' drill-downs, one after another on one app (each had its own start)."""
     from ddtree_tui.ui.screens.detail import DetailScreen
 
     app = DDTreeApp(static_fleet(), demo=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press(pane)
-        await pilot.pause()
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, DetailScreen)
-        text = screen_text(app)
-        assert title in text
-        for w in want:
-            assert w in text, w
-        await pilot.press("escape")
-        await pilot.pause()
-        assert not isinstance(app.screen, DetailScreen)
+        for pane, title, want in DRILL_DOWNS:
+            await pilot.press(pane)
+            await pilot.pause()
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, DetailScreen), pane
+            text = screen_text(app)
+            assert title in text, (pane, title)
+            for w in want:
+                assert w in text, (pane, w)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, DetailScreen), pane
 
 
 async def test_move_does_not_offer_a_disconnected_host() -> None:

@@ -58,19 +58,6 @@ async def test_j_k_g_G_home_end_move_the_cursor_in_every_table(size: tuple[int, 
             assert not isinstance(app.screen, ConfirmScreen)  # `k` never kills
 
 
-@pytest.mark.slow
-async def test_ctrl_k_kills_after_a_confirm_and_k_does_not() -> None:
-    app = DDTreeApp(static_fleet(), demo=True, live=False)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("3", "j", "k")
-        await pilot.pause()
-        assert not isinstance(app.screen, ConfirmScreen)
-        await pilot.press("ctrl+k")
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("escape")
-
-
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 @pytest.mark.slow
 async def test_every_bench_table_is_reachable_and_shown_when_focused(size: tuple[int, int]) -> None:
@@ -101,7 +88,8 @@ async def test_every_bench_table_is_reachable_and_shown_when_focused(size: tuple
 
 
 @pytest.mark.slow
-async def test_the_log_keeps_its_own_G_and_f_while_j_k_scroll() -> None:
+async def test_the_log_keeps_its_own_G_and_f_while_j_k_scroll_and_its_search_takes_the_same_grammar() -> None:
+    """Two checks of the log pane on one app start (each had its own)."""
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("6")
@@ -119,12 +107,33 @@ async def test_the_log_keeps_its_own_G_and_f_while_j_k_scroll() -> None:
         await pilot.press("G")  # the pane's own G: jump to the tail and follow again
         await pilot.pause()
         assert logs.following and view.scroll_y == view.max_scroll_y
+        # the log search takes the filter's grammar
+        lines = ["INFO ready", "ERROR oom", "debug tick", "WARN slow", "debug tock"]
+        logs.show("local/dflash", lines, search="^(error|warn)")
+        await pilot.pause()
+        assert [s.text for s in logs.query_one("#log-view").lines] == ["ERROR oom", "WARN slow"]
+        logs.show("local/dflash", lines, search="!debug")
+        await pilot.pause()
+        assert [s.text for s in logs.query_one("#log-view").lines] == ["INFO ready", "ERROR oom", "WARN slow"]
+        assert logs.border_title is not None and "/!debug" in str(logs.border_title)
 
 
 @pytest.mark.slow
-async def test_drill_down_scrolls_to_the_log_tail_with_end_and_j() -> None:
+async def test_ctrl_k_kills_after_a_confirm_and_k_does_not_then_drill_down_scrolls_with_end_and_j() -> None:
+    """Two checks on one app start (each had its own): `k` moves and ctrl+k asks, on the services pane; then
+    the drill-down of the same (first) row scrolls to its log tail with end and j."""
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3", "j", "k")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("ctrl+k")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        # the drill-down
         await pilot.press("3", "enter")
         await pilot.pause()
         assert isinstance(app.screen, DetailScreen)
@@ -330,27 +339,30 @@ def _enabled_keys(app: DDTreeApp) -> set[str]:
     return {k for k, ab in app.screen.active_bindings.items() if ab.enabled}
 
 
-@pytest.mark.parametrize("pane", ["1", "2", "3", "4", "5", "6"])
 @pytest.mark.slow
-async def test_help_lists_every_key_that_works_on_the_main_screen(pane: str) -> None:
+async def test_help_lists_every_key_that_works_on_each_pane_and_on_a_detail_screen() -> None:
+    """One app for the six panes and a detail screen (each was its own app start: ~0.6 s of CPU apiece);
+    what works is read in place, on the pane or screen in focus, just before `?` is pressed there."""
     app = DDTreeApp(static_fleet(), demo=True, live=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press(pane)
-        await pilot.pause()
-        working = _enabled_keys(app)
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
-        assert working <= app.screen.keys, working - app.screen.keys
-        assert {"w", "colon", "ctrl+k", "o", "O", "ctrl+r", "ctrl+a"} <= app.screen.keys  # w, the sweep keys
-
-
-@pytest.mark.slow
-async def test_help_on_a_detail_screen_lists_its_keys_and_only_those_that_work() -> None:
-    app = DDTreeApp(static_fleet(), demo=True, live=False)
-    async with app.run_test(size=(80, 24)) as pilot:
+        for pane in ("1", "2", "3", "4", "5", "6"):
+            await pilot.press(pane)
+            await pilot.pause()
+            working = _enabled_keys(app)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen), pane
+            assert working <= app.screen.keys, (pane, working - app.screen.keys)
+            assert {"w", "colon", "ctrl+k", "o", "O", "ctrl+r", "ctrl+a"} <= app.screen.keys, (
+                pane
+            )  # w, sweep keys
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, HelpScreen), pane
+        # a detail screen: its keys are listed, and only those that work there
         await pilot.press("3", "enter")
         await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
         working = _enabled_keys(app)
         await pilot.press("question_mark")
         await pilot.pause()
@@ -369,22 +381,6 @@ def test_readme_key_table_is_the_bindings() -> None:
     want = readme_key_table(DDTreeApp)
     assert block == want, "README's key table differs from the bindings: run scripts/readme_keys.py\n" + want
     assert "`ctrl+k`" in block and "| `k` |" in block  # kill and movement, as bound
-
-
-@pytest.mark.slow
-async def test_the_log_search_takes_the_same_grammar() -> None:
-    app = DDTreeApp(static_fleet(), demo=True, live=False)
-    async with app.run_test(size=(80, 24)) as pilot:
-        logs = app.query_one(LogsPane)
-        lines = ["INFO ready", "ERROR oom", "debug tick", "WARN slow", "debug tock"]
-        await pilot.press("6")
-        logs.show("local/dflash", lines, search="^(error|warn)")
-        await pilot.pause()
-        assert [s.text for s in logs.query_one("#log-view").lines] == ["ERROR oom", "WARN slow"]
-        logs.show("local/dflash", lines, search="!debug")
-        await pilot.pause()
-        assert [s.text for s in logs.query_one("#log-view").lines] == ["INFO ready", "ERROR oom", "WARN slow"]
-        assert logs.border_title is not None and "/!debug" in str(logs.border_title)
 
 
 @pytest.mark.slow

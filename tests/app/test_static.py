@@ -73,7 +73,7 @@ async def test_compact_layout_at_80x24_keeps_state_and_faults() -> None:
 
 
 @pytest.mark.slow
-async def test_kill_dialog_defaults_to_cancel_and_enter_cancels() -> None:
+async def test_kill_dialog_defaults_to_cancel_and_enter_cancels_and_launch_needs_no_confirmation() -> None:
     fleet = RecordingFleet(static_fleet())
     app = DDTreeApp(fleet)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -94,16 +94,10 @@ async def test_kill_dialog_defaults_to_cancel_and_enter_cancels() -> None:
         await pilot.press("tab", "enter")
         await app.workers.wait_for_complete()
         assert fleet.calls == [("kill", "local/dflash")]
-
-
-@pytest.mark.slow
-async def test_launch_needs_no_confirmation_and_follows_cursor() -> None:
-    fleet = RecordingFleet(static_fleet())
-    app = DDTreeApp(fleet)
-    async with app.run_test(size=(100, 30)) as pilot:
+        # launch: no confirmation, and it follows the cursor (was its own test, the same fleet and app)
         await pilot.press("3", "down", "l")
         await app.workers.wait_for_complete()
-        assert fleet.calls == [("launch", "local/ddtree-shadow")]
+        assert fleet.calls == [("kill", "local/dflash"), ("launch", "local/ddtree-shadow")]
         assert app.selected_service == "local/ddtree-shadow"
 
 
@@ -168,9 +162,11 @@ async def test_help_lists_every_binding() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_palette_has_every_action_for_every_service() -> None:
+@pytest.mark.slow
+async def test_palette_has_every_action_number_keys_switch_tabs_and_the_filter_narrows() -> None:
+    """Three checks on one app (each had its own start): the palette's commands, the number keys, the filter."""
     app = DDTreeApp(static_fleet())
-    async with app.run_test(size=(100, 30)):
+    async with app.run_test(size=(100, 30)) as pilot:
         titles = {t for t, _, _ in palette_commands(app)}
         for ref in ("local/dflash", "local/ddtree-shadow", "ct200/ddtree-tree"):
             for verb in ("launch", "kill", "restart", "logs", "bench"):
@@ -178,12 +174,19 @@ async def test_palette_has_every_action_for_every_service() -> None:
         assert "move local/dflash → ct200" in titles
         assert "move ct200/ddtree-tree → local" in titles
         assert {"theme dark", "theme light", "theme high-contrast"} <= titles
-
-
-@pytest.mark.slow
-async def test_filter_narrows_the_focused_pane() -> None:
-    app = DDTreeApp(static_fleet())
-    async with app.run_test(size=(100, 30)) as pilot:
+        # the number keys switch tabs and focus (before the filter moves the services cursor)
+        await pilot.press("4")
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "todos-table"
+        text = screen_text(app)
+        assert "benchmark seed3" in text and "[~]" in text
+        await pilot.press("6")
+        await pilot.pause()
+        assert "accept len: 3.41" in screen_text(app)
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "hosts-table"
+        # the filter narrows the focused pane
         table = app.query_one(ServicesPane).query_one(DataTable)
         assert len(_rows(table)) == 3
         await pilot.press("3", "slash", "c", "t", "2", "0", "0")
@@ -207,20 +210,3 @@ async def test_theme_switch_changes_badge_colours() -> None:
         await pilot.press("T")  # cycles to the next theme
         await pilot.pause()
         assert app.theme_name != "high-contrast"
-
-
-@pytest.mark.slow
-async def test_number_keys_switch_tabs_and_focus() -> None:
-    app = DDTreeApp(static_fleet())
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("4")
-        await pilot.pause()
-        assert app.focused is not None and app.focused.id == "todos-table"
-        text = screen_text(app)
-        assert "benchmark seed3" in text and "[~]" in text
-        await pilot.press("6")
-        await pilot.pause()
-        assert "accept len: 3.41" in screen_text(app)
-        await pilot.press("1")
-        await pilot.pause()
-        assert app.focused is not None and app.focused.id == "hosts-table"

@@ -84,7 +84,15 @@ async def test_replay_reproduces_the_recorded_screens(
             40,
             "ready",
         )
-        await pilot.pause(1.5)  # a few more GPU samples and probes
+        # a few more GPU samples and probes: until the ready server's accept length has been read (asserted
+        # below; it took a fixed 1.5 s before), then half a second more of them
+        await until(
+            pilot,
+            lambda: (s := fleet.snapshot().service("local", "dflash")) and s.accept_length is not None,
+            20,
+            "the accept length read",
+        )
+        await pilot.pause(0.5)
         marks.append(fleet.snapshot())
         live_logs = {"local/dflash": fleet.log_lines("local/dflash")}
         await app.shutdown_fleet()  # stops the fleet (kills the demo's service) and closes the recording

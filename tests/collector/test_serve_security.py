@@ -64,25 +64,6 @@ def test_token_file_is_created_0600_and_a_readable_one_refused(tmp_path: Path) -
         load_or_create_token(p)
 
 
-@pytest.mark.timeout(60)
-def test_token_guards_every_route_but_the_probes(
-    tmp_path: Path, serve_demo: Callable[..., ServeProc]
-) -> None:
-    tf = tmp_path / "collector.token"
-    srv = serve_demo("--token-file", str(tf))
-    token = tf.read_text().strip()
-    assert token not in srv.log.read_text()  # only the path is printed
-    assert "written to" in srv.log.read_text()
-    assert httpc.get(f"{srv.url}/metrics", timeout=5).status_code == 401
-    assert (
-        httpc.get(f"{srv.url}/snapshot", headers={"Authorization": "Bearer wrong"}, timeout=5).status_code
-        == 401
-    )
-    ok = httpc.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=5)
-    assert ok.status_code == 200 and "ddtree_up 1.0" in ok.text
-    assert httpx.get(f"{srv.url}/-/healthy", timeout=5).status_code == 200
-
-
 # --- issue 25: who may talk to `web` and `serve`, and what a client can make them hold ------------------------
 
 
@@ -158,12 +139,24 @@ async def test_web_refuses_a_cross_origin_websocket_and_starts_nothing(tmp_path:
 
 @pytest.mark.timeout(60)
 @pytest.mark.slow
-def test_serve_refuses_a_rebinding_host_and_a_foreign_origin(
+def test_token_guards_every_route_but_the_probes_and_serve_refuses_a_rebinding_host_and_a_foreign_origin(
     tmp_path: Path, serve_demo: Callable[..., ServeProc]
 ) -> None:
+    """Two checks of one `serve --demo --token-file` (each started its own): the token, then Host/Origin."""
     tf = tmp_path / "collector.token"
     srv = serve_demo("--token-file", str(tf), "--allow-host", "collector.lan:9999")
     token = tf.read_text().strip()
+    assert token not in srv.log.read_text()  # only the path is printed
+    assert "written to" in srv.log.read_text()
+    assert httpc.get(f"{srv.url}/metrics", timeout=5).status_code == 401
+    assert (
+        httpc.get(f"{srv.url}/snapshot", headers={"Authorization": "Bearer wrong"}, timeout=5).status_code
+        == 401
+    )
+    ok = httpc.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+    assert ok.status_code == 200 and "ddtree_up 1.0" in ok.text
+    assert httpx.get(f"{srv.url}/-/healthy", timeout=5).status_code == 200
+    # who may talk to it (issue 25): the Host and Origin checks
     auth = {"Authorization": f"Bearer {token}"}
     paths = ["/snapshot", "/logs?ref=local/dflash", "/metrics", "/alerts", "/events"]
     with httpx.Client(timeout=5, headers=auth) as c:
@@ -190,9 +183,12 @@ def test_serve_refuses_a_rebinding_host_and_a_foreign_origin(
     assert token not in text
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 @pytest.mark.slow
-def test_serve_drops_half_sent_requests_and_caps_connections(serve_demo: Callable[..., ServeProc]) -> None:
+def test_serve_drops_half_sent_requests_caps_connections_and_stops_cleanly_on_sighup(
+    serve_demo: Callable[..., ServeProc],
+) -> None:
+    """Two checks of one `serve --demo` (each started its own): the limits, then SIGHUP."""
     srv = serve_demo("--max-connections", "20", "--header-timeout", "2")
     socks = []
     try:
@@ -224,6 +220,15 @@ def test_serve_drops_half_sent_requests_and_caps_connections(serve_demo: Callabl
         if x.startswith('ddtree_collector_refused_total{reason="connections"}')
     )
     assert len(refused) <= float(line.split()[-1]) <= 40  # a 503 can be lost to the reset that follows it
+    # SIGHUP: a clean stop, and nothing it started left running
+    kids = _descendants(srv.proc.pid)
+    srv.proc.send_signal(signal.SIGHUP)
+    assert srv.proc.wait(60) == 0  # a clean stop, not death by SIGHUP (-1)
+    deadline = time.monotonic() + 20
+    while (left := {k for k in kids if alive(k)}) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"left running after SIGHUP: {left}"
+    assert "Traceback" not in srv.log.read_text()
 
 
 @pytest.mark.timeout(60)
@@ -277,20 +282,6 @@ def test_a_gzip_bomb_recording_is_refused(tmp_path: Path, capsys: pytest.Capture
     with pytest.raises(RecordingError, match="more than 1000 records"):
         list(read_records(many, max_records=1000))
     assert len(list(read_records(many))) == 40_001  # within the defaults it plays
-
-
-@pytest.mark.timeout(90)
-@pytest.mark.slow
-def test_serve_stops_cleanly_on_sighup(serve_demo: Callable[..., ServeProc]) -> None:
-    srv = serve_demo()
-    kids = _descendants(srv.proc.pid)
-    srv.proc.send_signal(signal.SIGHUP)
-    assert srv.proc.wait(60) == 0  # a clean stop, not death by SIGHUP (-1)
-    deadline = time.monotonic() + 20
-    while (left := {k for k in kids if alive(k)}) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left, f"left running after SIGHUP: {left}"
-    assert "Traceback" not in srv.log.read_text()
 
 
 def test_access_policy_names() -> None:
