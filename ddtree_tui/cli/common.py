@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar, overload
 
 from pydantic import ValidationError
 
-from ddtree_tui.cli.args import CliArgs
+from ddtree_tui.cli.argbase import CliArgs
 
 if TYPE_CHECKING:  # the profile models are imported where profiles are read: `sim` and `report` read none
     from ddtree_tui.config import HostProfile, ServiceSpec
