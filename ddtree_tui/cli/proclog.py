@@ -10,6 +10,7 @@ A process killed by a signal it does not handle writes no line (the simulator ha
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import resource
@@ -57,12 +58,15 @@ class ProcLog:
             "cpu_s": _cpu(),
             "modules": len(sys.modules),
         }
-        # one short line in one O_APPEND write: lines of concurrent processes do not interleave
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, (json.dumps(line) + "\n").encode())
-        finally:
-            os.close(fd)
+        # one short line in one O_APPEND write: lines of concurrent processes do not interleave; a line that
+        # cannot be written (a test's file size limit, a full disk) is left out: the count never changes what
+        # the process does or prints
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, (json.dumps(line) + "\n").encode())
+            finally:
+                os.close(fd)
 
 
 _LOG: ProcLog | None = None
