@@ -30,6 +30,11 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+CLI_PROGS = {
+    "__main__.py",
+    "ddtree-tui",
+    "cli_batch.py",
+}  # argv[0] of a CLI child (cli_batch: several in one)
 
 
 def children_cpu() -> float:
@@ -201,6 +206,8 @@ def summarise(log: Path) -> None:
     for line in log.read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
+            if rec.get("prog", "__main__.py") not in CLI_PROGS:  # a test process that called cli.main itself
+                continue
             rows[rec.get("mode") or " ".join(rec["argv"])].append(rec)
     print(
         f"{'mode':<12} {'count':>6} {'start CPU s':>12} {'exit CPU s':>11} {'total CPU s':>12} {'modules':>8}"

@@ -2,7 +2,8 @@
 each `ddtree-tui` / `python -m ddtree_tui.cli` process appends one JSON line to FILE when it exits: its pid,
 its mode and first words (`argv[1:3]`), the CPU it had used when its handler began (start-up: interpreter, parser,
 imports) and at exit, and the modules loaded then. `benchmarks/process_starts.py` reads it (`--log FILE`). A process that runs several command lines
-(tests/cli_batch.py calls `main(argv)` for each) writes one line with all their modes.
+(tests/cli_batch.py calls `main(argv)` for each) writes one line with all their modes; `prog` (argv[0]'s
+name) tells a CLI process from a test process that called `main` in itself (a pytest worker).
 
 Unset (always, outside a measurement) nothing is imported or written: `cli.main` only reads the variable.
 A process killed by a signal it does not handle writes no line (the simulator handles SIGTERM and does)."""
@@ -53,6 +54,7 @@ class ProcLog:
             "mode": self.label(),
             "modes": self.modes,
             "argv": self.words,
+            "prog": os.path.basename(sys.argv[0]) if sys.argv else "",
             "start_cpu_s": self.start_cpu,
             "start_modules": self.start_modules,
             "cpu_s": _cpu(),
