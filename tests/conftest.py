@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.durations import estimates
 from tests.procs import SessionProcesses, describe, kill_all
 from tests.sshd import SSHD, SshEnv
 
@@ -22,11 +23,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             {MARKER_OF_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARKER_OF_FIXTURE}
         ):
             item.add_marker(name)
-    # The long tests (slow, and the browser ones) first, by a stable sort (each module keeps its own order
-    # otherwise): xdist hands tests out in this order, so a minute-long story starts at once instead of being
-    # the last one left running while the other workers sit idle. It changes the wall time of a parallel run,
-    # never what a test does.
-    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "browser")))
+    # The long tests first, by a stable sort (each module keeps its own order otherwise): xdist hands tests out
+    # in this order, so a minute-long story starts at once instead of being the last one left running while
+    # the other workers sit idle. Longest by tests/durations.json (tests/durations.py: an xdist_group ranked by
+    # its sum, as it runs on one worker), then the slow and browser ones. It changes the wall time of a
+    # parallel run, never what a test does.
+    est = estimates([item.nodeid for item in items])
+    group_of = {item.nodeid: _xdist_group(item) for item in items}
+    group_sum: dict[str, float] = {}
+    for nid, g in group_of.items():
+        if g is not None:
+            group_sum[g] = group_sum.get(g, 0.0) + est[nid]
+
+    def longest_first(item: pytest.Item) -> tuple[float, bool]:
+        g = group_of[item.nodeid]
+        seconds = group_sum[g] if g is not None else est[item.nodeid]
+        return -seconds, not any(item.get_closest_marker(m) for m in ("slow", "browser"))
+
+    items.sort(key=longest_first)
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return None
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", ""))
 
 
 @pytest.fixture(scope="session", autouse=True)

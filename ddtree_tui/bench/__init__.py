@@ -3,26 +3,35 @@
 The request and result types are here (`bench/models.py`, `bench/results.py`); the engines (`runner.py`
 `run_bench`, `loadrun.py`, `soak.py`, `agentic.py`) are imported from their modules by the fleet's bench desk
 only, so naming a type never loads an engine.
-"""
 
-from ddtree_tui.bench.models import (
-    BENCH_SCHEMA,
-    BenchEvent,
-    BenchRequest,
-    BenchRun,
-    BenchTarget,
-    BenchUsageError,
-    PromptFinished,
-    PromptRow,
-    PromptStarted,
-    RequestResult,
-    RunFinished,
-    RunStarted,
-    SamplingParams,
-    ServiceSummary,
-    ShapeRequest,
-    TokensReceived,
-)
+The names below are loaded when first asked for (PEP 562 `__getattr__`): importing a small module of this
+package (`bench.defaults`, `bench.history`) must not build every request and result model first (pydantic:
+about a quarter of a second of CPU in each simulator, CLI run and worker process that starts, issue 24)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ddtree_tui.bench.models import (
+        BENCH_SCHEMA,
+        BenchEvent,
+        BenchRequest,
+        BenchRun,
+        BenchTarget,
+        BenchUsageError,
+        PromptFinished,
+        PromptRow,
+        PromptStarted,
+        RequestResult,
+        RunFinished,
+        RunStarted,
+        SamplingParams,
+        ServiceSummary,
+        ShapeRequest,
+        TokensReceived,
+    )
 
 __all__ = [
     "BENCH_SCHEMA",
@@ -42,3 +51,13 @@ __all__ = [
     "ShapeRequest",
     "TokensReceived",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A model named in `__all__` imported from `bench/models.py` the first time it is asked for; a submodule
+    (`from ddtree_tui.bench import history`) imported as usual."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value: object = getattr(importlib.import_module("ddtree_tui.bench.models"), name)
+    globals()[name] = value
+    return value

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.acceptance import AcceptanceSummary
+from ddtree_tui.bench.defaults import DEFAULT_MAX_NEW_TOKENS as DEFAULT_MAX_NEW_TOKENS  # re-exported
 from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.windows import CacheFlush, ServerMetrics, SliceSet
@@ -23,7 +24,6 @@ from ddtree_tui.model.identity import TargetIdentity
 BENCH_SCHEMA = 1
 
 Api = Literal["generate", "chat", "completions"]
-DEFAULT_MAX_NEW_TOKENS = 256  # the README's; the TUI dialog, --run-bench and the collector alike
 DEFAULT_TIMEOUT = 300.0
 
 

@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--readonly", action="store_true", help="the TUI takes no actions (no launch, kill, move, "
                    "bench or todo edit); implied by --replay and by --attach without --token-file")  # fmt: skip
     _record_args(p, suppress=False)
-    from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS  # the one default (the TUI dialog's too)
+    from ddtree_tui.bench.defaults import DEFAULT_MAX_NEW_TOKENS  # the one default (the TUI dialog's too)
 
     b = p.add_argument_group("headless benchmark (--run-bench)")
     b.add_argument("--run-bench", action="store_true", help="run a benchmark headless; table on stdout")
@@ -582,6 +582,22 @@ def _no_gc(freeze: bool = False) -> Iterator[None]:
             gc.enable()
 
 
+BOOT_ENV = (
+    "DDTREE_CLI_BOOT"  # "plain": build every pydantic model as its class is made (a side-by-side measurement)
+)
+
+
+def _defer_model_builds() -> None:
+    """Pydantic builds a model's validator when its class is made: a headless mode imports a few hundred models
+    (doctor facts, host replies, every run kind's results, the intents) and uses a handful. Deferred (pydantic's
+    own `defer_build`, set on the base before the handler's modules make theirs), each is built the first time
+    it validates or is made; what a model means is unchanged. Not in the terminal UI's modes, which freeze their
+    imported heap (`_no_gc`). bench worker processes do the same (`benchworker.py`). Issue 24."""
+    import pydantic
+
+    pydantic.BaseModel.model_config = pydantic.ConfigDict(defer_build=True)
+
+
 def _resolve(spec: str, freeze: bool = False) -> Callable[[argparse.Namespace], int] | None:
     mod_name, func = spec.split(":")
     try:
@@ -595,6 +611,11 @@ def _resolve(spec: str, freeze: bool = False) -> Callable[[argparse.Namespace], 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    proclog = None
+    if os.environ.get("DDTREE_PROC_LOG"):  # test-only count of process starts (cli/proclog.py)
+        from ddtree_tui.cli.proclog import from_env
+
+        proclog = from_env()
     with _no_gc():  # the parser imports the request models (their defaults)
         parser = build_parser()
     ns = parser.parse_args(hoist_globals(sys.argv[1:] if argv is None else argv))
@@ -614,10 +635,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         mode = "replay"
     elif mode == "tui" and getattr(ns, "record", None):
         mode = "record"
+    if mode not in THEMED_MODES and os.environ.get(BOOT_ENV) != "plain":
+        _defer_model_builds()
     handler = _resolve(HANDLERS[mode], freeze=mode in THEMED_MODES)
     if handler is None:
         print(f"ddtree-tui: mode '{mode}' is not built yet", file=sys.stderr)
         return EXIT_USAGE
+    if proclog is not None:
+        proclog.started(mode)
     try:
         rc = int(handler(ns))
         sys.stdout.flush()  # here, where a closed pipe is caught, not at exit

@@ -10,34 +10,18 @@ BaseModel's). The sim mode's options already become one typed SimConfig (`cli/si
 
 from __future__ import annotations
 
-import argparse
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ddtree_tui.bench.models import DEFAULT_MAX_NEW_TOKENS
+from ddtree_tui.bench.defaults import DEFAULT_MAX_NEW_TOKENS
+from ddtree_tui.cli.argbase import CliArgs as CliArgs  # re-exported: every mode's model derives from it
+from ddtree_tui.cli.simargs import SimArgs as SimArgs  # re-exported (the simulator imports only that module)
 
 if TYPE_CHECKING:
     from ddtree_tui.collector.recording import SessionOptions
 
 Api = Literal["generate", "chat", "completions"]
-
-
-class CliArgs(BaseModel):
-    """The options every mode has (before or after the mode word)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-    mode: str | None = None
-    profile: list[str] | None = None
-    profiles: str | None = None
-    todos: str | None = None
-    demo: bool = False
-
-    @classmethod
-    def of(cls, ns: argparse.Namespace) -> Self:
-        """The model of this namespace; pydantic's ValidationError for a value of the wrong type."""
-        return cls.model_validate(vars(ns))
 
 
 class StatusArgs(CliArgs):
@@ -184,45 +168,6 @@ class SweepArgs(CliArgs):
     sw_no_flush: bool = False
     sw_gpu_max_temp: float = 83.0
     sw_settle: float = 30.0
-
-
-class SimArgs(CliArgs):
-    """`sim`: one simulated server; `cli/sim.config_from_args` turns these into its SimConfig."""
-
-    algorithm: Literal["dflash", "ddtree", "baseline"] = "dflash"
-    sim_mode: Literal["linear", "shadow-linear", "tree"] | None = None
-    port: int
-    host: str = "127.0.0.1"
-    accept_length: float | None = None
-    decode_rate: float = 40.0
-    load_time: float = 2.0
-    seed: int = 0
-    model_path: str = "sim/Qwen3.6-35B-A3B"
-    incremental_streaming_output: bool = False
-    decode_log_interval: int = 40
-    fault: list[str] = []
-    block_size: int | None = None
-    draft_window: int | None = None
-    budget: int | None = None
-    hybrid: bool = False
-    allow_hybrid_unsafe: bool = False
-    realistic: bool = False
-    health_latency: float | None = None
-    prefill_rate: float | None = None
-    batch_slowdown: bool = False
-    kv_capacity: int | None = None
-    max_running_requests: int | None = None
-    slowdown_after: float | None = None
-    slowdown_factor: float | None = None
-    mem_creep_after: float | None = None
-    mem_creep: float | None = None
-    reasoning: bool = False
-    usage_on_finish: bool = False
-    no_done: bool = False
-    detail_errors: bool = False
-    strict_openai: bool = False
-    openai_style: Literal["sglang", "transformers"] | None = None
-    no_metrics: bool = False  # issue 26: /metrics answers 404
 
 
 class BenchArgs(CliArgs):

@@ -10,12 +10,14 @@ import argparse
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from pydantic import ValidationError
 
-from ddtree_tui.cli.args import CliArgs
-from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, resolve_profiles
+from ddtree_tui.cli.argbase import CliArgs
+
+if TYPE_CHECKING:  # the profile models are imported where profiles are read: `sim` and `report` read none
+    from ddtree_tui.config import HostProfile, ServiceSpec
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 A = TypeVar("A", bound=CliArgs)
@@ -34,6 +36,8 @@ def err(msg: str, mode: str | None = None) -> None:
 
 def profiles_of(args: CliArgs | argparse.Namespace, *, required: bool = False) -> list[HostProfile]:
     """The profiles named by --profile / --profiles / --demo (or ./hostprofiles/, or the user's config)."""
+    from ddtree_tui.config import ProfileError, resolve_profiles
+
     a = args if isinstance(args, CliArgs) else CliArgs.of(args)
     try:
         profiles = resolve_profiles(a.profile, a.profiles, a.demo)
@@ -60,6 +64,8 @@ def service_of(
     ns: CliArgs | argparse.Namespace, ref: str
 ) -> tuple[list[HostProfile], HostProfile, ServiceSpec]:
     """The profiles and the one HOST/SVC a mode acts on."""
+    from ddtree_tui.config import find_service
+
     profiles = profiles_of(ns)
     try:
         host, spec = find_service(profiles, ref)

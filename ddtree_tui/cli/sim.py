@@ -11,8 +11,8 @@ import os
 import signal
 import sys
 
-from ddtree_tui.cli.args import SimArgs
 from ddtree_tui.cli.common import UsageError, handler
+from ddtree_tui.cli.simargs import SimArgs
 from ddtree_tui.sim.config import REALISTIC, TRANSFORMERS_LIKE, SimConfig, env_time_scale, parse_faults
 from ddtree_tui.sim.logs import log_prefix
 from ddtree_tui.sim.server import SimServer

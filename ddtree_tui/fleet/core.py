@@ -20,7 +20,6 @@ from ddtree_tui.alerts import run_alerts
 from ddtree_tui.bench.history import DEFAULT_HISTORY
 from ddtree_tui.bench.smoke import SmokeResult
 from ddtree_tui.config import HostProfile, ServiceSpec
-from ddtree_tui.doctor import DoctorReport
 from ddtree_tui.fleet import snapshot as snap
 from ddtree_tui.fleet.benching import BenchDesk
 from ddtree_tui.fleet.hosts import Hosts
@@ -32,8 +31,6 @@ from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.intents import AnyIntent, Bench, Kill, Launch, Move, Outcome, Restart, Todo
 from ddtree_tui.model.snapshot import ActionResult, FleetSnapshot, ServiceStatus
 from ddtree_tui.model.todo import ItemEvidence, TodoEdit, TodoResult
-from ddtree_tui.services.argcheck import ArgCheck
-from ddtree_tui.services.patches import PatchAction, PatchReport, PatchSet
 from ddtree_tui.todo import DEFAULT_TODOS, TodoStore
 from ddtree_tui.transport import Transport
 
@@ -41,6 +38,9 @@ if TYPE_CHECKING:
     from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest
     from ddtree_tui.bench.results import AnyRun, ShapeRun
     from ddtree_tui.bench.windows import CacheFlush
+    from ddtree_tui.doctor import DoctorReport  # types only: the doctor, the preflight and the patches are
+    from ddtree_tui.services.argcheck import ArgCheck  # imported by the desk when asked for (issue 24)
+    from ddtree_tui.services.patches import PatchAction, PatchReport, PatchSet
 
 log = logging.getLogger(__name__)
 

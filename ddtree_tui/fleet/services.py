@@ -9,29 +9,25 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ddtree_tui.bench.smoke import SmokeResult, failed, smoke_request
 from ddtree_tui.config import HostProfile, ServiceSpec
-from ddtree_tui.doctor import DoctorReport, run_doctor
 from ddtree_tui.fleet.hosts import Hosts
 from ddtree_tui.fleet.identity import FORCE_HINT, forced, served_identity
 from ddtree_tui.model.events import FleetEvent, Notice, PlannedVerb, ServicePlanned
 from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.ref import RefLike, ServiceRef
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
-from ddtree_tui.services import argcheck
 from ddtree_tui.services import holdfiles as holds
-from ddtree_tui.services.argcheck import ArgCheck
 from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.services.lifecycle import ServiceHeld, move_service
-from ddtree_tui.services.patches import (
-    PatchAction,
-    PatchReport,
-    PatchSet,
-    apply_patch,
-    patch_status,
-    revert_patch,
-)
+
+if TYPE_CHECKING:  # the doctor, the parser preflight and the patches: imported where asked for, not by every
+    # process that opens a fleet (the doctor's checks alone were ~0.3 s of each headless start, issue 24)
+    from ddtree_tui.doctor import DoctorReport
+    from ddtree_tui.services.argcheck import ArgCheck
+    from ddtree_tui.services.patches import PatchAction, PatchReport, PatchSet
 
 Ref = RefLike
 SMOKE_PROMPT = "Say hello in one short sentence."
@@ -169,6 +165,8 @@ class ServiceDesk:
     async def preflight(self, ref: Ref, spec: ServiceSpec) -> ArgCheck | None:
         """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
         h, _svc = self.hosts.split(ref)
+        from ddtree_tui.services import argcheck
+
         return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))
 
     async def deploy(self, ref: Ref, spec: ServiceSpec, *, holder: str | None = None) -> ActionResult:
@@ -205,12 +203,16 @@ class ServiceDesk:
     async def patches(self, action: PatchAction, host: str, sets: Sequence[PatchSet]) -> list[PatchReport]:
         """`status` / `apply` / `revert` each patch set on `host`'s SGLang, over its open transport."""
         h = self.hosts.host(host)
+        from ddtree_tui.services.patches import apply_patch, patch_status, revert_patch
+
         fn = {"status": patch_status, "apply": apply_patch, "revert": revert_patch}[action]
         return [await fn(h.transport, h.profile, ps) for ps in sets]
 
     async def doctor(self, host: str) -> DoctorReport:
         """Preflight checks of one host over its already-open transport (a DoctorReport)."""
         h = self.hosts.host(host)
+        from ddtree_tui.doctor import run_doctor
+
         return await run_doctor(h.transport, h.profile)
 
     async def reach(self, host: str) -> str | None:

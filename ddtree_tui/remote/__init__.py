@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Sequence
 from importlib import resources
 
 PACKAGE = "ddtree_tui.remote"
@@ -44,17 +45,25 @@ def _remote_imports(text: str) -> list[str]:
     return found
 
 
+@functools.cache
+def _helper_imports(name: str) -> tuple[str, ...]:
+    """`_remote_imports` of the helper module `name`, parsed once per process: the programs share their
+    helpers (hostlib, trust, atomicio), and every process that opens a fleet bundles several programs (issue 24:
+    parsing each helper again for each program was most of their ~0.1 s)."""
+    return tuple(_remote_imports(module_text(name)))
+
+
 def dependencies(text: str) -> list[str]:
     """Every helper module of this package that a program's text needs, dependencies first."""
     order: list[str] = []
 
-    def visit(src: str) -> None:
-        for dep in _remote_imports(src):
+    def visit(deps: Sequence[str]) -> None:
+        for dep in deps:
             if dep not in order:
-                visit(module_text(dep))
+                visit(_helper_imports(dep))
                 order.append(dep)
 
-    visit(text)
+    visit(_remote_imports(text))
     return order
 
 

@@ -13,8 +13,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ddtree_tui.config import display_mode
-
 SIM_VERSION = "0.5.23-sim"
 DEFAULT_ACCEPT_LENGTH = 3.4
 
@@ -302,6 +300,9 @@ class SimConfig(BaseModel):
     @property
     def display_mode(self) -> str | None:
         """config.display_mode's answer (the one every screen uses); None for no speculation (baseline)."""
+        # imported here: the profile models of ddtree_tui.config are no part of a simulator's start (issue 24)
+        from ddtree_tui.config import display_mode
+
         mode = display_mode(self.algorithm, self.mode)
         return None if mode == "-" else mode
 

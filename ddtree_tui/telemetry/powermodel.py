@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import aiohttp
 
-from ddtree_tui.config import HostProfile
 from ddtree_tui.lib import http
 from ddtree_tui.lib.jsontypes import JsonObject, JsonValue
+
+if TYPE_CHECKING:  # a type only: the simulator imports this module and never builds a profile
+    from ddtree_tui.config import HostProfile
 
 # --- modelled constants (not measurements) ------------------------------------------------------------------
 POWER_IDLE_W = 75.0  # modelled: an idle H200 with weights resident
