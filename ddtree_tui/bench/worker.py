@@ -12,8 +12,9 @@ as they are, without an offset. (Unix times, `started_at`, are for people, never
 
 How many (`plan_workers`, `--workers auto`, the default): one process reads chunks until its loop falls
 behind, and what it costs is per chunk, so the client plans the chunk rate it will read (streams in flight ×
-the chunks/s one stream brought in the warm-up) and gives every PER_WORKER_CHUNKS_S of it a process, never
-more than the cores it may run on (os.sched_getaffinity) or the streams in flight. `--workers N` overrides.
+the chunks/s one stream brought in the warm-up) and gives every PER_WORKER_CHUNKS_S of it a process, and
+every PER_WORKER_STREAMS of the streams too (requests started together wait for each other in one loop:
+their TTFT), whichever needs more, never more than the cores it may run on (os.sched_getaffinity) or the streams in flight. `--workers N` overrides.
 The run records how many and why (ClientStats.workers_reason).
 
 Inside each process (`quiet_gc`, `new_loop`): the objects made before the run are frozen out of the garbage
@@ -48,10 +49,16 @@ if TYPE_CHECKING:  # the runner's side only: a worker process imports no request
     from ddtree_tui.bench.prompts import Prompt
 
 STREAM_LIMIT = 16 * 1024 * 1024
-# chunks/s one process reads before its readings drift: on a 16-core host one process was 3.4 % off at
-# 16k chunks/s (c=64 × 250 chunks/s) and 1.25 % with 4 processes of 4k each (benchmarks/peers.py, issue 26)
-# (DDTREE_BENCH_CHUNKS_PER_WORKER sets another share, for a side-by-side measurement on a many-core host)
-PER_WORKER_CHUNKS_S = float(os.environ.get("DDTREE_BENCH_CHUNKS_PER_WORKER") or 4000.0)
+# What one process takes on, measured side by side on a 16-core host against the exact server
+# (benchmarks/results/issue-26-peers-16core.md, "Fifth device run"): the client stamps every ready socket
+# of a loop turn before parsing any, so one process reads 16000 chunks/s (c=64 × 250 chunks/s in one
+# process: e2e +0.04 %, TTFT +0.39 ms) as well as four of 4000 did, at 0.6 of their CPU; but requests started
+# together wait for each other in one loop, so at c=256 four processes of 64 streams read TTFT +1.72 ms where
+# eight of 32 read +0.64 (sixteen: +0.61, at 1.7× the CPU). So a process for each share of the chunk rate and
+# for each share of the streams in flight, whichever needs more. DDTREE_BENCH_CHUNKS_PER_WORKER and
+# DDTREE_BENCH_STREAMS_PER_WORKER set other shares, for side-by-side measurements.
+PER_WORKER_CHUNKS_S = float(os.environ.get("DDTREE_BENCH_CHUNKS_PER_WORKER") or 16000.0)
+PER_WORKER_STREAMS = float(os.environ.get("DDTREE_BENCH_STREAMS_PER_WORKER") or 32.0)
 # a planned rate this little over a whole number of shares needs no process more: the warm-up's chunk rate is
 # measured (16 streams × 250.06 chunks/s = 4001 gave c=16 × 250 chunks/s a second process, issue 26)
 PLAN_SLACK = 0.05
@@ -118,19 +125,24 @@ def plan_workers(
     requested: int, in_flight: float, chunk_rate: float | None, cores: int | None = None
 ) -> tuple[int, str]:
     """How many client processes, and why in words: `requested` when given (>= 1), else one per
-    PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate; PLAN_SLACK of a share over is
-    still that share), at most the usable cores and the streams in flight. 1 means this process alone (no worker processes)."""
+    PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate) or one per PER_WORKER_STREAMS of
+    the streams in flight, whichever is more (PLAN_SLACK of a share over is still that share), at most the
+    usable cores and the streams in flight. 1 means this process alone (no worker processes)."""
     if requested >= 1:
         return requested, f"--workers {requested}"
     cores = cores or usable_cores()
     if chunk_rate is None or in_flight <= 0:
         return 1, "auto: one process (no warm-up stream to measure the chunk rate by)"
     planned = in_flight * chunk_rate
-    need = max(1, math.ceil(planned / PER_WORKER_CHUNKS_S - PLAN_SLACK))
+    need = max(
+        1,
+        math.ceil(planned / PER_WORKER_CHUNKS_S - PLAN_SLACK),
+        math.ceil(in_flight / PER_WORKER_STREAMS - PLAN_SLACK),
+    )
     n = max(1, min(need, cores, math.ceil(in_flight), MAX_WORKERS))
     why = (
         f"auto: {in_flight:g} streams × {chunk_rate:.0f} chunks/s = {planned:.0f} chunks/s planned, one "
-        f"process per {PER_WORKER_CHUNKS_S:.0f}"
+        f"process per {PER_WORKER_CHUNKS_S:.0f} chunks/s and per {PER_WORKER_STREAMS:g} streams"
     )
     if n < need:
         why += f" (wanted {need}; {cores} usable cores)" if n == cores else f" (wanted {need})"

@@ -17,6 +17,7 @@ from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.runner import run_bench
 from ddtree_tui.bench.worker import (
     PER_WORKER_CHUNKS_S,
+    PER_WORKER_STREAMS,
     plan_workers,
     quiet_gc,
     stream_chunk_rate,
@@ -30,12 +31,12 @@ from ddtree_tui.sim.server import SimServer
 def test_the_plan_gives_a_process_to_each_share_of_the_chunk_rate_up_to_the_cores() -> None:
     assert plan_workers(3, 64, 250.0, cores=16) == (3, "--workers 3")  # asked: taken as it is
     per = PER_WORKER_CHUNKS_S
-    n, why = plan_workers(0, 64, 250.0, cores=16)
-    assert n == -(-64 * 250 // int(per)) and why.startswith(
-        "auto: 64 streams × 250 chunks/s = 16000 chunks/s"
-    )
-    n, why = plan_workers(0, 256, 250.0, cores=2)  # wants 16, has 2 cores
-    assert n == 2 and "wanted 16; 2 usable cores" in why
+    n, why = plan_workers(0, 16, 4 * per / 16, cores=16)  # 4 shares of chunks, streams for one process
+    assert n == 4 and why.startswith(f"auto: 16 streams × {4 * per / 16:.0f} chunks/s")
+    n, why = plan_workers(0, 4 * PER_WORKER_STREAMS, per / 1000, cores=16)  # few chunks, 4 shares of streams
+    assert n == 4 and f"per {PER_WORKER_STREAMS:g} streams" in why
+    n, why = plan_workers(0, 256, 250.0, cores=2)  # wants 8 (256 streams: 8 shares of 32), has 2 cores
+    assert n == 2 and "wanted 8; 2 usable cores" in why
     assert plan_workers(0, 1, 1e9, cores=16)[0] == 1  # never more processes than streams in flight
     assert plan_workers(0, 4, 10.0, cores=16)[0] == 1  # a slow stream needs no second process
     n, why = plan_workers(0, 64, None, cores=16)

@@ -227,14 +227,21 @@ def _plan_in_a_process(env: dict[str, str]) -> list[object]:
     return list(json.loads(out.stdout))
 
 
-def test_the_per_process_share_is_its_variable_and_workers_overrides_it() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "DDTREE_BENCH_CHUNKS_PER_WORKER"}
-    default, asked = _plan_in_a_process({**env, "DDTREE_BENCH_CHUNKS_PER_WORKER": ""})
-    assert default == [4, "auto: 64 streams × 250 chunks/s = 16000 chunks/s planned, one process per 4000"]
+def test_the_per_process_shares_are_their_variables_and_workers_overrides_them() -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DDTREE_BENCH_CHUNKS_PER_WORKER", "DDTREE_BENCH_STREAMS_PER_WORKER")
+    }
+    why = "auto: 64 streams × 250 chunks/s = 16000 chunks/s planned, one process per {} chunks/s and per {} streams"
+    default, asked = _plan_in_a_process(env)  # 16000 chunks/s: one share; 64 streams: two of 32
+    assert default == [2, why.format(16000, 32)]
     assert asked == [3, "--workers 3"]
-    eight, asked8 = _plan_in_a_process({**env, "DDTREE_BENCH_CHUNKS_PER_WORKER": "8000"})
-    assert eight == [2, "auto: 64 streams × 250 chunks/s = 16000 chunks/s planned, one process per 8000"]
-    assert asked8 == [3, "--workers 3"]
+    four, asked4 = _plan_in_a_process({**env, "DDTREE_BENCH_CHUNKS_PER_WORKER": "4000"})
+    assert four == [4, why.format(4000, 32)]
+    assert asked4 == [3, "--workers 3"]
+    streams, _ = _plan_in_a_process({**env, "DDTREE_BENCH_STREAMS_PER_WORKER": "8"})
+    assert streams == [8, why.format(16000, 8)]
 
 
 @pytest.mark.slow
