@@ -50,15 +50,15 @@ if TYPE_CHECKING:  # the runner's side only: a worker process imports no request
 
 STREAM_LIMIT = 16 * 1024 * 1024
 # What one process takes on, measured side by side on a 16-core host against the exact server
-# (benchmarks/results/issue-26-peers-16core.md, "Fifth device run"): the client stamps every ready socket
-# of a loop turn before parsing any, so one process reads 16000 chunks/s (c=64 × 250 chunks/s in one
-# process: e2e +0.04 %, TTFT +0.39 ms) as well as four of 4000 did, at 0.6 of their CPU; but requests started
-# together wait for each other in one loop, so at c=256 four processes of 64 streams read TTFT +1.72 ms where
-# eight of 32 read +0.64 (sixteen: +0.61, at 1.7× the CPU). So a process for each share of the chunk rate and
-# for each share of the streams in flight, whichever needs more. DDTREE_BENCH_CHUNKS_PER_WORKER and
-# DDTREE_BENCH_STREAMS_PER_WORKER set other shares, for side-by-side measurements.
+# (benchmarks/results/issue-26-peers-16core.md, fifth and sixth device runs): the client stamps every ready
+# socket of a loop turn before parsing any, so one process reads 16000 chunks/s (c=64 × 250 chunks/s in one
+# process: e2e +0.04 %, TTFT +0.39 ms) about as well as four of 4000 did, at 0.6 of their CPU; but at c=256
+# sixteen processes of 16 streams read TTFT +0.47 and +0.61 ms in two runs where eight of 32 read +0.64,
+# +1.72 and +2.18 ms in three (AIPerf: +0.47..+0.95), for 1.5× the CPU. So a process for each share of the
+# chunk rate and for each share of the streams in flight, whichever needs more: accuracy first.
+# DDTREE_BENCH_CHUNKS_PER_WORKER and DDTREE_BENCH_STREAMS_PER_WORKER set other shares, for side-by-side runs.
 PER_WORKER_CHUNKS_S = float(os.environ.get("DDTREE_BENCH_CHUNKS_PER_WORKER") or 16000.0)
-PER_WORKER_STREAMS = float(os.environ.get("DDTREE_BENCH_STREAMS_PER_WORKER") or 32.0)
+PER_WORKER_STREAMS = float(os.environ.get("DDTREE_BENCH_STREAMS_PER_WORKER") or 16.0)
 # a planned rate this little over a whole number of shares needs no process more: the warm-up's chunk rate is
 # measured (16 streams × 250.06 chunks/s = 4001 gave c=16 × 250 chunks/s a second process, issue 26)
 PLAN_SLACK = 0.05

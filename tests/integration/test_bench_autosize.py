@@ -35,8 +35,8 @@ def test_the_plan_gives_a_process_to_each_share_of_the_chunk_rate_up_to_the_core
     assert n == 4 and why.startswith(f"auto: 16 streams × {4 * per / 16:.0f} chunks/s")
     n, why = plan_workers(0, 4 * PER_WORKER_STREAMS, per / 1000, cores=16)  # few chunks, 4 shares of streams
     assert n == 4 and f"per {PER_WORKER_STREAMS:g} streams" in why
-    n, why = plan_workers(0, 256, 250.0, cores=2)  # wants 8 (256 streams: 8 shares of 32), has 2 cores
-    assert n == 2 and "wanted 8; 2 usable cores" in why
+    n, why = plan_workers(0, 256, 250.0, cores=2)  # wants 16 (256 streams: 16 shares of 16), has 2 cores
+    assert n == 2 and "wanted 16; 2 usable cores" in why
     assert plan_workers(0, 1, 1e9, cores=16)[0] == 1  # never more processes than streams in flight
     assert plan_workers(0, 4, 10.0, cores=16)[0] == 1  # a slow stream needs no second process
     n, why = plan_workers(0, 64, None, cores=16)

@@ -234,14 +234,14 @@ def test_the_per_process_shares_are_their_variables_and_workers_overrides_them()
         if k not in ("DDTREE_BENCH_CHUNKS_PER_WORKER", "DDTREE_BENCH_STREAMS_PER_WORKER")
     }
     why = "auto: 64 streams × 250 chunks/s = 16000 chunks/s planned, one process per {} chunks/s and per {} streams"
-    default, asked = _plan_in_a_process(env)  # 16000 chunks/s: one share; 64 streams: two of 32
-    assert default == [2, why.format(16000, 32)]
+    default, asked = _plan_in_a_process(env)  # 16000 chunks/s: one share; 64 streams: four of 16
+    assert default == [4, why.format(16000, 16)]
     assert asked == [3, "--workers 3"]
-    four, asked4 = _plan_in_a_process({**env, "DDTREE_BENCH_CHUNKS_PER_WORKER": "4000"})
-    assert four == [4, why.format(4000, 32)]
-    assert asked4 == [3, "--workers 3"]
-    streams, _ = _plan_in_a_process({**env, "DDTREE_BENCH_STREAMS_PER_WORKER": "8"})
-    assert streams == [8, why.format(16000, 8)]
+    two, asked2 = _plan_in_a_process({**env, "DDTREE_BENCH_STREAMS_PER_WORKER": "32"})
+    assert two == [2, why.format(16000, 32)]
+    assert asked2 == [3, "--workers 3"]
+    eight, _ = _plan_in_a_process({**env, "DDTREE_BENCH_CHUNKS_PER_WORKER": "2000"})
+    assert eight == [8, why.format(2000, 16)]
 
 
 @pytest.mark.slow
