@@ -46,12 +46,16 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from textual import events
 
 # --code DIR: import the package from DIR (REV's tree, for --compare), else from this checkout
 sys.path.insert(
     0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv[:-1] else str(Path(__file__).parents[1])
 )
+
+import ddtree_tui.ui  # noqa: F401  before Textual: it sets Textual's frame rate as the app has it
+
+# isort: split
+from textual import events
 
 from ddtree_tui.bench.models import BenchRequest
 from ddtree_tui.config import parse_profile
