@@ -10,8 +10,9 @@ about a quarter of a second of CPU in each simulator, CLI run and worker process
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ddtree_tui.lib.lazyexports import lazy_getattr
 
 if TYPE_CHECKING:
     from ddtree_tui.bench.models import (
@@ -53,11 +54,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """A model named in `__all__` imported from `bench/models.py` the first time it is asked for; a submodule
-    (`from ddtree_tui.bench import history`) imported as usual."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value: object = getattr(importlib.import_module("ddtree_tui.bench.models"), name)
-    globals()[name] = value
-    return value
+# a model named in `__all__` imported from bench/models.py the first time it is asked for; a submodule
+# (`from ddtree_tui.bench import history`) imported as usual
+__getattr__ = lazy_getattr(globals(), dict.fromkeys(__all__, "ddtree_tui.bench.models"), __name__)

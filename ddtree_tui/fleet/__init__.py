@@ -7,8 +7,9 @@ which is most of the TUI's import time before its first frame (issue 28)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ddtree_tui.lib.lazyexports import lazy_getattr
 
 if TYPE_CHECKING:
     from ddtree_tui.fleet.core import Fleet, FleetOptions
@@ -29,14 +30,8 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """`Fleet`, `collect_snapshot`, ... imported from their module the first time they are named."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value: object = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# each name imported from its module the first time it is named
+__getattr__ = lazy_getattr(globals(), _WHERE, __name__)
 
 
 __all__ = ["Fleet", "FleetOptions", "ServiceHeld", "TransportError", "collect_snapshot", "launch_line"]

@@ -7,8 +7,9 @@ registry (issue 24: every simulator process paid for them)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ddtree_tui.lib.lazyexports import lazy_getattr
 
 if TYPE_CHECKING:
     from ddtree_tui.telemetry.history import GpuHistory
@@ -43,11 +44,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """`HostTelemetry`, `snapshot_once`, ... imported from their module the first time they are named."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value: object = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# each name imported from its module the first time it is named
+__getattr__ = lazy_getattr(globals(), _WHERE, __name__)

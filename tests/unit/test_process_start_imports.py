@@ -39,6 +39,7 @@ SIM_START = {
     "ddtree_tui.lib",
     "ddtree_tui.lib.http",
     "ddtree_tui.lib.jsontypes",
+    "ddtree_tui.lib.lazyexports",  # the packages' lazy exports (bench/, telemetry/)
     "ddtree_tui.lib.paths",
     "ddtree_tui.sim",
     "ddtree_tui.sim.config",
