@@ -30,7 +30,11 @@ from tests.integration.test_sweep import cli_here, demo_copy
 from tests.util import free_port
 
 pytestmark = pytest.mark.timeout(400)
-SPEC_RATE, BASE_RATE = 60.0, 150.0
+# Half the rates the test first had (60 and 150): the baseline at c=16 streamed ~4200 tokens/s, one a chunk,
+# and on a busy CI machine the simulator and client could not keep up with it while the speculative arm (a
+# few tokens a chunk) could, so speculation "won" at c=16 (p 0.51). The ratios, which decide who wins at each
+# level, are the model's at any rate.
+SPEC_RATE, BASE_RATE = 30.0, 75.0
 MAX_TEMP = 36  # the replayed H200 runs 33..57 °C: some points wait for it, some are flagged
 
 
