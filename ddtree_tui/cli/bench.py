@@ -53,7 +53,6 @@ from ddtree_tui.fleet.benching import BenchRefused
 from ddtree_tui.fleet.benchprocs import worker_zygote
 from ddtree_tui.lib import paths
 from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
-from ddtree_tui.sim.process import demo_ports
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -402,6 +401,8 @@ def demo_profiles(profiles: Sequence[HostProfile], workdir: str) -> list[HostPro
     """The demo's local hosts for this run: a workdir of their own (their simulated services are launched
     and killed by this run; nothing else should find them) and a free port for a service whose port is taken
     (another demo, a test run: sim/process.demo_ports), said on stderr."""
+    from ddtree_tui.sim.process import demo_ports  # --demo only (psutil, urllib)
+
     moved, notes = demo_ports(profiles)
     for note in notes:
         _err(note)

@@ -197,3 +197,29 @@ async def test_a_whole_headless_run_forks_its_workers_and_records_them(tmp_path:
     assert run["client"]["workers"] == 2 and run["client"]["cpu_s"] > 0
     assert all(r["ok"] for r in run["results"])
     assert psutil.Process().children(recursive=True) == []
+
+
+# what a `--run-bench --url` process needs no host for: the services' manager and its aiohttp probes, the
+# telemetry sampler, the hold files and the simulator's launch code (issue 26: ~0.2 s of its start)
+HOSTLESS = (
+    "aiohttp",
+    "ddtree_tui.services.lifecycle",
+    "ddtree_tui.services.holdfiles",
+    "ddtree_tui.telemetry.sampler",
+    "ddtree_tui.sim.process",
+)
+
+
+async def test_a_url_run_imports_nothing_a_host_needs(tmp_path: Path) -> None:
+    async with _sim(3000) as sim:
+        argv = _bench_argv(sim.base_url, tmp_path, "--max-new-tokens", "8")
+        argv[1:1] = ["-X", "importtime"]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 120)
+    text = err.decode()
+    assert proc.returncode == 0, text[-2000:]
+    mods = {ln.rsplit("|", 1)[-1].strip() for ln in text.splitlines() if ln.startswith("import time:")}
+    assert "ddtree_tui.fleet.benching" in mods and "ddtree_tui.bench.runner" in mods  # the check sees imports
+    assert not {m for m in mods if any(m == h or m.startswith(h + ".") for h in HOSTLESS)}
