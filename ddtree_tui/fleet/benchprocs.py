@@ -9,15 +9,33 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from ddtree_tui.bench.load import parse_load
 from ddtree_tui.bench.models import BenchRequest, ShapeRequest
+
+AUTO = 0  # BenchRequest.workers: choose (bench/worker.py AUTO, not imported before it is needed)
+
+
+def may_start_workers(req: BenchRequest | ShapeRequest) -> bool:
+    """Whether the run may start worker processes: `--workers N>1`, or auto with more than one request in
+    flight at some point (one at a time never plans a second process: bench/worker.py plan_workers). An
+    unused zygote costs a fork and an exit (~20 ms of CPU here), so a run that cannot use one forks none."""
+    if req.workers != AUTO:
+        return req.workers > 1
+    if isinstance(req, ShapeRequest):
+        if req.sessions or req.trace:
+            return True
+        spec = parse_load(req.load)
+        if spec.kind == "sync":
+            return False
+        return spec.kind != "concurrency" or max(spec.levels) > 1
+    return req.concurrency > 1
 
 
 @contextlib.contextmanager
 def worker_zygote(req: BenchRequest | ShapeRequest) -> Iterator[bool]:
     """Around the run's event loop: the zygote forked when the run may start worker processes (not for
     `--workers 1` or one request at a time), ended and waited for after it. Yields whether it forked."""
-    wanted = req.workers != 1 and (isinstance(req, ShapeRequest) or req.concurrency > 1)
-    if not wanted:
+    if not may_start_workers(req):
         yield False
         return
     # imported before the fork (the runner imports them anyway): what every worker shares

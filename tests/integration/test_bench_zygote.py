@@ -223,3 +223,17 @@ async def test_a_url_run_imports_nothing_a_host_needs(tmp_path: Path) -> None:
     mods = {ln.rsplit("|", 1)[-1].strip() for ln in text.splitlines() if ln.startswith("import time:")}
     assert "ddtree_tui.fleet.benching" in mods and "ddtree_tui.bench.runner" in mods  # the check sees imports
     assert not {m for m in mods if any(m == h or m.startswith(h + ".") for h in HOSTLESS)}
+
+
+def test_a_run_forks_a_zygote_only_where_it_may_start_workers() -> None:
+    from ddtree_tui.bench.models import BenchRequest, ShapeRequest
+    from ddtree_tui.fleet.benchprocs import may_start_workers
+
+    assert may_start_workers(BenchRequest(concurrency=4))
+    assert not may_start_workers(BenchRequest(concurrency=1))
+    assert not may_start_workers(BenchRequest(concurrency=4, workers=1))
+    assert may_start_workers(BenchRequest(concurrency=1, workers=2))
+    assert may_start_workers(ShapeRequest(load="concurrency:1,4"))
+    assert not may_start_workers(ShapeRequest(load="concurrency:1"))
+    assert not may_start_workers(ShapeRequest(load="sync"))
+    assert may_start_workers(ShapeRequest(load="poisson:20,1"))
