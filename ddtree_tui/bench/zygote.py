@@ -437,7 +437,8 @@ def fork_zygote(main: Callable[[], None]) -> bool:
         return False
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()  # nothing buffered here is written twice
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.flush()  # nothing buffered here is written twice
     pid = os.fork()
     if pid == 0:
         code = 1
