@@ -12,6 +12,7 @@ import os
 import resource
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 import psutil
@@ -55,6 +56,7 @@ async def test_one_zygote_forks_every_worker_each_measures_and_all_end_with_the_
 ) -> None:
     monkeypatch.delenv(BOOT_ENV, raising=False)
     me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}  # other tests' servers in this process, if any
     workers = [Worker(i) for i in range(3)]
     async with _sim(5000) as sim:
         try:
@@ -73,7 +75,7 @@ async def test_one_zygote_forks_every_worker_each_measures_and_all_end_with_the_
     # the zygote was waited for before the last close returned, and its workers before it
     assert not zygote.is_running()
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).ppid() == zygote.pid for pid in pids)
-    assert me.children(recursive=True) == []
+    assert {p.pid for p in me.children(recursive=True)} <= before
 
 
 async def test_the_workers_cpu_is_counted_in_ours_once_they_have_ended(
@@ -187,7 +189,8 @@ async def test_a_whole_headless_run_forks_its_workers_and_records_them(tmp_path:
         argv = _bench_argv(
             sim.base_url, tmp_path, "--max-new-tokens", "30", "--json", str(tmp_path / "r.json")
         )
-        env = {k: v for k, v in os.environ.items() if k != BOOT_ENV}
+        token = uuid.uuid4().hex  # in the environment of the bench process, its zygote and its workers
+        env = {**{k: v for k, v in os.environ.items() if k != BOOT_ENV}, "ZYGOTE_TEST_TOKEN": token}
         proc = await asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
         )
@@ -196,7 +199,17 @@ async def test_a_whole_headless_run_forks_its_workers_and_records_them(tmp_path:
     run = json.loads((tmp_path / "r.json").read_text())
     assert run["client"]["workers"] == 2 and run["client"]["cpu_s"] > 0
     assert all(r["ok"] for r in run["results"])
-    assert psutil.Process().children(recursive=True) == []
+    assert _with_token(token) == []  # nothing of the run is left
+
+
+def _with_token(token: str) -> list[psutil.Process]:
+    """Running processes whose environment carries `token`."""
+    found = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get("ZYGOTE_TEST_TOKEN") == token:
+                found.append(p)
+    return found
 
 
 # what a `--run-bench --url` process needs no host for: the services' manager and its aiohttp probes, the
