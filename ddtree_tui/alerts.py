@@ -39,7 +39,6 @@ from ddtree_tui.model.events import (
     ServiceStateChanged,
 )
 from ddtree_tui.model.snapshot import Alert, AlertKind, GpuSample
-from ddtree_tui.services import holdfiles
 
 PLANNED_FOR_S = 120.0  # how long a planned launch / restart waits for its service to show it is starting
 OFF_BUS = ("lost", "off the bus", "no longer reported", "unknown error", "requires reset", "device handle")
@@ -209,6 +208,10 @@ def held_elsewhere(profiles: Callable[[], list[HostProfile]]) -> Callable[[str, 
     where the service lives): a `sweep` run from a shell relaunches what this fleet watches."""
 
     def check(host: str, service: str) -> bool:
+        # imported when first asked: the hold files bring psutil and the launch line (the simulator's argv),
+        # which a run with no host never needs (`--run-bench --url`: ~0.1 s of its start)
+        from ddtree_tui.services import holdfiles
+
         prof = next((p for p in profiles() if p.name == host), None)
         return (
             prof is not None and holdfiles.holder(f"{host}/{service}", holdfiles.place_of(prof)) is not None

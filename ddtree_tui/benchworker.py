@@ -11,11 +11,15 @@ installed distribution (about 0.1 s here), so a worker starts with pydantic's pl
 (PYDANTIC_DISABLE_PLUGINS, pydantic's own switch; a user's setting of it is kept).
 DDTREE_BENCH_WORKER_BOOT=plain starts a worker with plugins looked for, as any process: a side-by-side
 measurement of the start.
+
+`python -m ddtree_tui.benchworker --zygote` is the process that imports this once and forks each worker from
+then on (bench/zygote.py; its control socket is its stdin), where the run's process could not fork one itself.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 BOOT_ENV = "DDTREE_BENCH_WORKER_BOOT"
 
@@ -23,6 +27,11 @@ BOOT_ENV = "DDTREE_BENCH_WORKER_BOOT"
 def main() -> None:
     if os.environ.get(BOOT_ENV) != "plain":
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if sys.argv[1:] == ["--zygote"]:
+        from ddtree_tui.bench.worker import forked_main
+        from ddtree_tui.bench.zygote import serve_stdin
+
+        sys.exit(serve_stdin(forked_main))
     from ddtree_tui.bench.worker import main as worker_main
 
     worker_main()

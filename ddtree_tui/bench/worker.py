@@ -34,7 +34,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 import orjson
 
@@ -42,6 +42,7 @@ from ddtree_tui.bench.client import MeasureOpts, TokensCallback, measure_raw, pr
 from ddtree_tui.bench.evloop import loop_name, new_loop
 from ddtree_tui.bench.loadmon import LoopMonitor
 from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
+from ddtree_tui.bench.zygote import ForkedProcess, boot_mode, spawn_worker
 from ddtree_tui.lib.jsontypes import JsonObject
 
 if TYPE_CHECKING:  # the runner's side only: a worker process imports no request or result model
@@ -160,12 +161,27 @@ class WorkerError(RuntimeError):
     """A worker process died or broke the protocol."""
 
 
+class WorkerProc(Protocol):
+    """What Worker uses of its process: an asyncio subprocess (exec'd) or a zygote's fork (bench/zygote.py)."""
+
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdin(self) -> asyncio.StreamWriter | None: ...
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+    async def wait(self) -> int: ...
+    def kill(self) -> None: ...
+
+
 class Worker:
     """The runner's handle on one worker process."""
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: WorkerProc | None = None
         self.pending: dict[int, asyncio.Future[tuple[JsonObject, float, float]]] = {}
         self.on_tokens: dict[int, TokensCallback] = {}
         self.monitor: asyncio.Future[dict[str, Any]] | None = None
@@ -176,15 +192,20 @@ class Worker:
         self._next = 0
 
     async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            WORKER_MODULE,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=STREAM_LIMIT,
-        )
+        """Forked from a zygote (bench/zygote.py), or with DDTREE_BENCH_WORKER_BOOT=exec|plain its own
+        `python -m ddtree_tui.benchworker`."""
+        if boot_mode() == "zygote":
+            self.proc = await spawn_worker(STREAM_LIMIT)
+        else:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                WORKER_MODULE,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=STREAM_LIMIT,
+            )
         self._reader = asyncio.ensure_future(self._read())
         self._err_reader = asyncio.ensure_future(self._read_err())
 
@@ -326,6 +347,8 @@ class Worker:
                 t.cancel()
                 with contextlib.suppress(BaseException):
                     await t
+        if isinstance(p, ForkedProcess):
+            await p.zygote.settle()  # an exec'd zygote ends with its last worker, and is waited for
 
 
 async def _worker_main() -> None:
@@ -391,6 +414,16 @@ async def _worker_main() -> None:
 
 def main() -> None:
     with contextlib.suppress(KeyboardInterrupt), quiet_gc(), asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(_worker_main())
+
+
+def forked_main() -> None:
+    """A worker forked from a zygote (bench/zygote.py): main's GC policy, except that the inherited heap is
+    frozen without a collection first (a collection would walk, and so copy, every page the fork shares)."""
+    if os.environ.get("DDTREE_BENCH_GC") != "default":
+        gc.freeze()
+        gc.set_threshold(max(gc.get_threshold()[0], GC_GEN0), *gc.get_threshold()[1:])
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(_worker_main())
 
 

@@ -50,9 +50,9 @@ from ddtree_tui.cli.common import UsageError, handler, profiles_of
 from ddtree_tui.config import HostProfile, ServiceSpec, find_service
 from ddtree_tui.fleet import Fleet
 from ddtree_tui.fleet.benching import BenchRefused
+from ddtree_tui.fleet.benchprocs import worker_zygote
 from ddtree_tui.lib import paths
 from ddtree_tui.model.events import BenchEventWrap, FleetEvent, Notice
-from ddtree_tui.sim.process import demo_ports
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -401,6 +401,8 @@ def demo_profiles(profiles: Sequence[HostProfile], workdir: str) -> list[HostPro
     """The demo's local hosts for this run: a workdir of their own (their simulated services are launched
     and killed by this run; nothing else should find them) and a free port for a service whose port is taken
     (another demo, a test run: sim/process.demo_ports), said on stderr."""
+    from ddtree_tui.sim.process import demo_ports  # --demo only (psutil, urllib)
+
     moved, notes = demo_ports(profiles)
     for note in notes:
         _err(note)
@@ -597,13 +599,15 @@ def cli_main(ns: BenchArgs) -> int:
         return EXIT_USAGE
     hosts = {h.name for h, _ in chosen}
     profiles = [h for h in profiles_of(ns) if h.name in hosts] if chosen else []
+    # the client's worker processes are forked from a zygote forked here, before the loop and any thread
+    # (fleet/benchprocs.py); ended and waited for after the loop, so their CPU is counted in ours
     if not ns.demo:
-        with asyncio.Runner(loop_factory=new_loop) as runner:  # the measuring loop: uvloop (bench/evloop.py)
+        with worker_zygote(req), asyncio.Runner(loop_factory=new_loop) as runner:  # uvloop (bench/evloop.py)
             return runner.run(_main(ns, req, profiles))
     paths.PROJECT_DIR.mkdir(exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="run-bench-demo-", dir=paths.PROJECT_DIR)
     try:
-        with asyncio.Runner(loop_factory=new_loop) as runner:
+        with worker_zygote(req), asyncio.Runner(loop_factory=new_loop) as runner:
             return runner.run(_main(ns, req, demo_profiles(profiles, str(Path(workdir).resolve()))))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

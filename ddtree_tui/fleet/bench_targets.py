@@ -18,7 +18,6 @@ from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.model.events import FleetEvent
 from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.snapshot import FleetSnapshot
-from ddtree_tui.services.launchline import build_launch
 from ddtree_tui.transport import Transport
 
 
@@ -48,6 +47,9 @@ class Manifest(TypedDict):
 def manifest(host: HostProfile, spec: ServiceSpec) -> Manifest:
     """What the report's manifest shows of a service: its launch argv (as the profile builds it), GPUs and
     the host's telemetry source (replay: the GPU numbers are a recording)."""
+    # a profile's service only: a `--url` run never imports the launch line (the simulator's, psutil, urllib)
+    from ddtree_tui.services.launchline import build_launch
+
     try:
         argv: list[str] | None = build_launch(host, spec).argv
     except Exception:  # a manifest must never stop a benchmark

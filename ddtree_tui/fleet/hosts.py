@@ -12,6 +12,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING
 
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, load_profiles
 from ddtree_tui.model.events import (
@@ -24,9 +25,11 @@ from ddtree_tui.model.events import (
 )
 from ddtree_tui.model.ref import ServiceRef
 from ddtree_tui.model.snapshot import ConnStatus, GpuSample, HostSample, ServiceStatus, TelemetryStatus
-from ddtree_tui.services.lifecycle import ServiceManager
-from ddtree_tui.telemetry.sampler import HostTelemetry
 from ddtree_tui.transport import Transport, make_transport
+
+if TYPE_CHECKING:  # imported where a host starts: a run with no host (`--run-bench --url`) never needs them
+    from ddtree_tui.services.lifecycle import ServiceManager  # aiohttp (probes), the host scripts
+    from ddtree_tui.telemetry.sampler import HostTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +130,9 @@ class Hosts:
             await self.start_host(prof)
 
     async def start_host(self, prof: HostProfile) -> None:
+        from ddtree_tui.services.lifecycle import ServiceManager
+        from ddtree_tui.telemetry.sampler import HostTelemetry
+
         transport = make_transport(prof)
         h = HostRecord(prof, transport)
         self.by_name[prof.name] = h

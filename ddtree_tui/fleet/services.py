@@ -19,9 +19,6 @@ from ddtree_tui.model.events import FleetEvent, Notice, PlannedVerb, ServicePlan
 from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.ref import RefLike, ServiceRef
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
-from ddtree_tui.services import holdfiles as holds
-from ddtree_tui.services.launchline import build_launch
-from ddtree_tui.services.lifecycle import ServiceHeld, move_service
 
 if TYPE_CHECKING:  # the doctor, the parser preflight and the patches: imported where asked for, not by every
     # process that opens a fleet (the doctor's checks alone were ~0.3 s of each headless start, issue 24)
@@ -35,6 +32,8 @@ SMOKE_PROMPT = "Say hello in one short sentence."
 
 def launch_line(profile: HostProfile, spec: ServiceSpec) -> str:
     """The command line a launch of `spec` on `profile`'s host runs, as shown to a person (secrets masked)."""
+    from ddtree_tui.services.launchline import build_launch
+
     return build_launch(profile, spec).display()
 
 
@@ -103,6 +102,10 @@ class ServiceDesk:
         dst.adopt(src.spec(svc))
         self._planned(r, "move")
         self._planned(ServiceRef(to_host, svc), "move")
+        from ddtree_tui.services.lifecycle import (
+            move_service,
+        )  # with a host's ServiceManager (fleet/hosts.py)
+
         res = await move_service(src.services, dst.services, svc, startup_timeout=startup_timeout)
         if res.ok:
             self.launched.discard(r)
@@ -114,18 +117,24 @@ class ServiceDesk:
     def hold(self, ref: Ref, owner: str) -> None:
         """Reserve a service for `owner` (a sweep): launch/kill/restart/move of it are refused for others.
         Raises ServiceHeld when someone else holds it."""
+        from ddtree_tui.services import holdfiles as holds
+
         r = ServiceRef.parse(ref)
         h, svc = self.hosts.split(r)
         h.services.hold(svc, owner)
         try:
             holds.acquire(str(r), owner, holds.place_of(h.profile))  # other processes here see it too
         except ValueError as e:
+            from ddtree_tui.services.lifecycle import ServiceHeld
+
             h.services.release(svc, owner)
             raise ServiceHeld(str(e)) from None
         self._planned(r, "hold", owner)
         self._publish(Notice(severity="information", text=f"{r} is held by {owner}"))
 
     def release(self, ref: Ref, owner: str) -> None:
+        from ddtree_tui.services import holdfiles as holds
+
         h, svc = self.hosts.split(ref)
         h.services.release(svc, owner)
         holds.release(str(ServiceRef.parse(ref)), holds.place_of(h.profile))
@@ -134,6 +143,8 @@ class ServiceDesk:
     def _foreign_hold(self, ref: ServiceRef, verb: str) -> ActionResult | None:
         """An ActionResult refusing `verb` when a sweep in another process holds the service (at the same
         place: another checkout's service of the same name is another service)."""
+        from ddtree_tui.services import holdfiles as holds
+
         h, svc = self.hosts.split(ref)
         who = holds.holder(str(ref), holds.place_of(h.profile))
         if who is None:
@@ -153,6 +164,8 @@ class ServiceDesk:
 
     def held_elsewhere(self, ref: Ref) -> str | None:
         """Who holds `ref` from another process on this machine (a sweep), or None."""
+        from ddtree_tui.services import holdfiles as holds
+
         h, _svc = self.hosts.split(ref)
         return holds.holder(str(ServiceRef.parse(ref)), holds.place_of(h.profile))
 
@@ -164,6 +177,8 @@ class ServiceDesk:
 
     async def preflight(self, ref: Ref, spec: ServiceSpec) -> ArgCheck | None:
         """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
+        from ddtree_tui.services.launchline import build_launch
+
         h, _svc = self.hosts.split(ref)
         from ddtree_tui.services import argcheck
 

@@ -39,6 +39,8 @@ QUEUE_SIZE = 2000  # the core's (fleet/core.py): the stream is the same one once
 # build thread too, so that the start does not import on the event loop
 _CORE = "ddtree_tui.fleet.core"
 _SSH = "ddtree_tui.transport.ssh"
+# a host's start (fleet/hosts.py start_host) imports its service manager and sampler where a host starts
+_HOST = ("ddtree_tui.services.lifecycle", "ddtree_tui.telemetry.sampler")
 
 
 class FleetStopped(RuntimeError):
@@ -51,8 +53,11 @@ def connecting_view(profile: HostProfile) -> HostView:
     return HostView(name=profile.name, address=profile.address, state="connecting")
 
 
-def _import_core(ssh: bool) -> None:
+def _import_core(ssh: bool, hosts: bool = True) -> None:
     importlib.import_module(_CORE)
+    if hosts:
+        for name in _HOST:
+            importlib.import_module(name)
     if ssh:
         importlib.import_module(_SSH)
 
@@ -83,7 +88,9 @@ class StartingFleet:
 
     async def _make(self) -> Fleet | None:
         if not self._stopped:
-            await asyncio.to_thread(_import_core, any(not p.is_local for p in self._profiles))
+            await asyncio.to_thread(
+                _import_core, any(not p.is_local for p in self._profiles), bool(self._profiles)
+            )
         if self._stopped:
             return None
         from ddtree_tui.fleet.core import Fleet  # imported by the thread above: a dictionary lookup
