@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ddtree_tui.config_errors import explain, field_name, grep_key, locate_line
 from ddtree_tui.lib import paths
+from ddtree_tui.model.modes import display_mode as display_mode  # re-exported
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 # names that look like they hold a secret: environment variables (WANDB_KEY, PRIVATE_KEY, AWS_ACCESS_KEY_ID,
@@ -116,16 +117,6 @@ class AlertOptions(_Strict):
         ]
     )
     gpu_faults: bool = True
-
-
-def display_mode(algorithm: str, mode: str | None) -> str:
-    """The one answer to "which mode does this service run", for every place that shows it: the DDTree mode
-    (shadow-linear when unset, as the simulator runs it), linear for DFlash, `-` for baseline (no speculation)."""
-    if algorithm == "ddtree":
-        return mode or "shadow-linear"
-    if algorithm == "dflash":
-        return "linear"
-    return "-"
 
 
 class ServiceSpec(_Strict):

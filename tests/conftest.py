@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import json
+import os
+import resource
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +45,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return -seconds, not any(item.get_closest_marker(m) for m in ("slow", "browser"))
 
     items.sort(key=longest_first)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With DDTREE_TEST_CPU_LOG=FILE, one JSON line per test (setup + call + teardown): its CPU in this process
+    and in the children it waited for, its wall span and its worker, for benchmarks/test_cpu.py (issue 24:
+    where the suite's CPU goes, and which worker is left running at the end). Unset, nothing is measured."""
+    path = os.environ.get("DDTREE_TEST_CPU_LOG")
+    if not path:
+        yield
+        return
+    own0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    yield
+    t1 = time.time()
+    own1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = {
+        "test": item.nodeid,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "start": t0,
+        "end": t1,
+        "own_cpu_s": own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime,
+        "children_cpu_s": kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 def _xdist_group(item: pytest.Item) -> str | None:

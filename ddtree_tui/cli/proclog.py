@@ -59,6 +59,8 @@ class ProcLog:
             "start_modules": self.start_modules,
             "cpu_s": _cpu(),
             "modules": len(sys.modules),
+            # the test that started it (pytest sets this for each test; children inherit it): who pays for it
+            "test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0],
         }
         # one short line in one O_APPEND write: lines of concurrent processes do not interleave; a line that
         # cannot be written (a test's file size limit, a full disk) is left out: the count never changes what

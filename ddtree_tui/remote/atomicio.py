@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 
 
@@ -163,6 +162,10 @@ def write_file(
             existing_mode = stat.S_IMODE(os.stat(target).st_mode)
         except OSError:
             existing_mode = None
+    # imported here: the host programs that only read (listener, watch, read_log) start without tempfile and
+    # what it imports (shutil, random: issue 24, a few ms of every such program's start)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=tmp_suffix, dir=d)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -300,8 +300,9 @@ class SimConfig(BaseModel):
     @property
     def display_mode(self) -> str | None:
         """config.display_mode's answer (the one every screen uses); None for no speculation (baseline)."""
-        # imported here: the profile models of ddtree_tui.config are no part of a simulator's start (issue 24)
-        from ddtree_tui.config import display_mode
+        # imported here, and from model/modes, not ddtree_tui.config: the profile models are no part of a
+        # simulator's start (issue 24)
+        from ddtree_tui.model.modes import display_mode
 
         mode = display_mode(self.algorithm, self.mode)
         return None if mode == "-" else mode
