@@ -26,6 +26,7 @@ from ddtree_tui.fleet.hosts import Hosts
 from ddtree_tui.fleet.services import SMOKE_PROMPT, Ref, ServiceDesk
 from ddtree_tui.fleet.todos import Todos
 from ddtree_tui.lib.pubsub import PubSub
+from ddtree_tui.lib.tasks import cancel_and_wait
 from ddtree_tui.model.events import FleetEvent, Notice
 from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.intents import AnyIntent, Bench, Kill, Launch, Move, Outcome, Restart, Todo
@@ -150,11 +151,7 @@ class Fleet:
             await asyncio.gather(
                 *(self.services.kill(ref) for ref in list(self.services.launched)), return_exceptions=True
             )
-        for t in self._bg:
-            t.cancel()
-        for t in self._bg:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait(self._bg)
         await self.hosts.stop_all()
         self._started = False
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 from ddtree_tui.config import HostProfile, ProfileError, ServiceSpec, find_service, load_profiles
+from ddtree_tui.lib.tasks import cancel_and_wait
 from ddtree_tui.model.events import (
     FleetEvent,
     GpuSampleEvent,
@@ -164,11 +165,7 @@ class Hosts:
 
     async def stop_host(self, h: HostRecord) -> None:
         """Stop watching a host (its services keep running; their pidfiles find them again)."""
-        for t in h.tasks:
-            t.cancel()
-        for t in h.tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait(h.tasks)
         if h.services is not None:
             with contextlib.suppress(Exception):
                 await h.services.stop()

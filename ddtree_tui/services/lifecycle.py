@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from ddtree_tui.config import HostProfile, ServiceSpec
+from ddtree_tui.lib.tasks import cancel_and_wait
 from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
 from ddtree_tui.services.holds import Holds
@@ -188,11 +189,7 @@ class ServiceManager:
     async def stop(self) -> None:
         """Stop watching; services keep running."""
         tasks = [*self._watcher.take_tasks(), *self._logs.take_tasks(), *self._prober.take_tasks()]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         self._started = False
         await self._prober.close()
 

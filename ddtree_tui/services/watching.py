@@ -14,6 +14,7 @@ import json
 from collections import deque
 
 from ddtree_tui.lib.retry import Backoff
+from ddtree_tui.lib.tasks import cancel_and_wait
 from ddtree_tui.services import hostscripts
 from ddtree_tui.services.hostcall import HostCalls
 from ddtree_tui.services.publish import Publisher
@@ -159,7 +160,5 @@ class Watcher:
     async def restart(self) -> None:
         """A new stream (the services changed: the running one watches the old list)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait([self._task])
             self._task = asyncio.create_task(self._loop(), name=f"watch-{self._book.host}")

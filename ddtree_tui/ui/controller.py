@@ -114,6 +114,7 @@ class Controller:
         self.busy: set[str] = set()
         self.fleet_started = False
         self.fleet_stopped = False
+        self._stopping: asyncio.Task[None] | None = None
         self._log_buf: list[str] = []
         self._log_overflow = False
         self._logs_shown: tuple[str | None, str] | None = None
@@ -380,13 +381,26 @@ class Controller:
     # --- stopping ----------------------------------------------------------------------------------------
     async def shutdown(self, *, running: bool = True) -> None:
         """Stop watchers and, in the demo, the simulated services we launched; bounded in time. `running`:
-        the app is still on screen to say so (False after it left)."""
-        if self.fleet_started and not self.fleet_stopped:
+        the app is still on screen to say so (False after it left).
+
+        The stop is one task, and each caller waits for it at most `stop_timeout` (asyncio.wait): a bound that
+        holds even when something inside the stop swallows a cancel (an `asyncio.timeout` around the stop
+        needs the cancel to come back out; the stop's waits on its tasks used to swallow it). A second caller
+        (a hangup during a slow `q`, the run's last stop) waits for the same stop, not returning while it runs."""
+        if not self.fleet_started:
+            return
+        if self._stopping is None:
             self.fleet_stopped = True
             if running:
                 self.host.notify("stopping…", timeout=2)
-            try:
-                async with asyncio.timeout(self.stop_timeout):
-                    await self.fleet.stop()
-            except Exception as e:
-                print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)
+            self._stopping = asyncio.create_task(self._stop_fleet(), name="fleet-stop")
+        done, _ = await asyncio.wait({self._stopping}, timeout=self.stop_timeout)
+        if not done:
+            self._stopping.cancel()  # whatever it does with the cancel, nobody waits on it any longer
+            print(f"ddtree-tui: stopping the fleet: not done after {self.stop_timeout:g} s", file=sys.stderr)
+
+    async def _stop_fleet(self) -> None:
+        try:
+            await self.fleet.stop()
+        except Exception as e:
+            print(f"ddtree-tui: stopping the fleet: {e}", file=sys.stderr)

@@ -112,3 +112,98 @@ def test_a_demo_whose_port_is_taken_moves_to_a_free_one_and_says_so(
             assert rec["port"] != wanted
         finally:
             cleanup_workdir(tmp_path / ".ddtree" / "demo")
+
+
+def _launch_dflash(tmux: Tmux, cmd: str, tmp_path: Path) -> tuple[int, int]:  # noqa: F811
+    """The TUI (`cmd`) in the session `ui`, local/dflash launched and ready: (the TUI's pid, the sim's)."""
+    tmux.run("new-session", "-d", "-s", "ui", "-x", "120", "-y", "36", cmd)
+    tui = int(tmux.run("display-message", "-p", "-t", "ui", "#{pane_pid}").strip())
+    tmux.wait_for("● connected", 30)
+    tmux.wait_for("local/dflash", 20)
+    tmux.run("send-keys", "-t", "ui", "3")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "l")
+    tmux.wait_for("● ready", 40)
+    return tui, sim_pid(tmp_path / ".ddtree" / "demo", "dflash")
+
+
+def _gone_within(pids: list[int], bound_s: float) -> list[int]:
+    """The pids still alive after waiting up to `bound_s` (a hang bound, not a measurement)."""
+    deadline = time.monotonic() + bound_s
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.slow
+def test_a_hung_up_tui_whose_quit_never_returns_still_exits_and_stops_its_simulator(
+    tmux: Tmux,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The failure seen once under load: `q` did not return (here: a quit handler patched never to return),
+    then the terminal went away (`tmux kill-server`). The app's exit was queued behind the stuck handler, so
+    the TUI stayed, two Textual input threads spinning on the dead terminal, and its simulator with it. Now
+    the hangup's last resort stops the fleet and ends the process."""
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")  # the sim the TUI starts: its pace is not what is checked
+    script = tmp_path / "stuck_quit.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from ddtree_tui.ui.app import DDTreeApp\n"
+        "async def never_returns(self):\n"
+        "    self.notify('quit is stuck')\n"
+        "    await asyncio.Event().wait()\n"
+        "DDTreeApp.action_quit = never_returns\n"
+        "from ddtree_tui.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    prof = demo_profile(tmp_path)
+    cmd = (f"cd {tmp_path} && TERM=screen-256color exec {sys.executable} {script} --demo --profile {prof} "
+           f"--todos {tmp_path / 'todos.json'}")  # fmt: skip
+    tui = 0
+    try:
+        tui, pid = _launch_dflash(tmux, cmd, tmp_path)
+        tmux.run("send-keys", "-t", "ui", "q")
+        tmux.wait_for("quit is stuck", 20)
+        tmux.run("kill-server")  # the terminal goes away: SIGHUP (and SIGCONT) to the TUI
+        left = _gone_within([tui, pid], 30)
+        assert tui not in left, "the TUI outlived its terminal"
+        assert pid not in left, "the demo's simulated server outlived the TUI's terminal"
+    finally:  # a failed run must leave neither the simulator nor a stuck TUI behind
+        cleanup_workdir(tmp_path / ".ddtree" / "demo")
+        if tui and alive(tui):
+            os.kill(tui, signal.SIGKILL)  # the TUI this test started, by its pid
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.slow
+def test_sighup_with_the_terminal_still_there_restores_it_stops_the_simulator_and_exits_129(
+    tmux: Tmux,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kill -HUP` while the terminal is alive: the app leaves like `q` (the screen restored, the demo's
+    simulator stopped) and the status says a signal ended it (128 + 1)."""
+    monkeypatch.setenv(TIME_SCALE_ENV, "10")  # the sim the TUI starts: its pace is not what is checked
+    prof = demo_profile(tmp_path)
+    cmd = f"cd {tmp_path} && TERM=screen-256color exec {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
+    tui = 0
+    try:
+        tui, pid = _launch_dflash(tmux, cmd, tmp_path)
+        tmux.run("set-window-option", "-t", "ui", "remain-on-exit", "on")  # to read the exit status
+        assert "ddtree-tui" in " ".join(psutil.Process(tui).cmdline())
+        os.kill(tui, signal.SIGHUP)  # the TUI this test started
+        left = _gone_within([tui, pid], 30)
+        assert tui not in left, "the TUI did not leave on SIGHUP"
+        assert pid not in left, "the demo's simulated server outlived the TUI"
+        assert tmux.run("display-message", "-p", "-t", "ui", "#{pane_dead} #{pane_dead_status}").split() == [
+            "1",
+            "129",
+        ]
+        assert "local/dflash" not in tmux.screen()  # the alternate screen left: the terminal restored
+    finally:
+        cleanup_workdir(tmp_path / ".ddtree" / "demo")
+        if tui and alive(tui):
+            os.kill(tui, signal.SIGKILL)  # the TUI this test started, by its pid
+        tmux.run("kill-session", "-t", "ui", check=False)  # a dead pane kept on exit: nothing for `q`

@@ -3,6 +3,7 @@ intents carried to a (frozen) fleet with their results reported."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
@@ -131,3 +132,42 @@ def test_message_bar_holds_the_latest_message_then_shows_the_count() -> None:
     text, severity = bar_line(msgs, shown_until=10.0, now=11.0)
     assert severity is None and text.plain == "H: 2 messages"
     assert bar_line([], 0.0, 1.0)[0].plain == "H: message history"
+
+
+class SlowStop(StaticFleet):
+    """A fleet whose stop swallows the first cancel and then waits until released: as Fleet.stop did, whose
+    `suppress(BaseException): await t` swallowed the cancel of the `asyncio.timeout` meant to bound it."""
+
+    def __init__(self) -> None:
+        super().__init__(snapshot())
+        self.stops = 0
+        self.release = asyncio.Event()
+        self.ended = asyncio.Event()
+
+    async def stop(self) -> None:
+        self.stops += 1
+        try:
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                pass  # the first cancel, swallowed
+            await self.release.wait()
+        finally:
+            self.ended.set()
+
+
+async def test_shutdown_is_bounded_even_when_the_fleets_stop_swallows_the_cancel() -> None:
+    """`q` (and the run's last stop after it) must return within the stop timeout whatever the stop does
+    with a cancel; the second caller waits on the same one stop, none is started twice."""
+    fleet = SlowStop()
+    ctl = Controller(fleet, Host(), live=True, stop_timeout=0.2)
+    ctl.fleet_started = True  # what run_fleet marks (this fleet is never started)
+    try:
+        async with asyncio.timeout(10):  # a hang bound, not a measurement: the old code hit it
+            await ctl.shutdown()
+            await ctl.shutdown(running=False)
+        assert fleet.stops == 1
+        assert ctl.fleet_stopped
+    finally:
+        fleet.release.set()
+        await asyncio.wait_for(fleet.ended.wait(), 10)
