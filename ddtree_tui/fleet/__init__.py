@@ -15,9 +15,7 @@ if TYPE_CHECKING:
     from ddtree_tui.fleet.core import Fleet, FleetOptions
     from ddtree_tui.fleet.oneshot import collect_snapshot
     from ddtree_tui.fleet.services import launch_line
-    from ddtree_tui.services.lifecycle import (
-        ServiceHeld,  # raised by Fleet.hold: someone else holds the service
-    )
+    from ddtree_tui.services.holdfiles import ServiceHeld  # raised by Fleet.hold: someone else holds it
     from ddtree_tui.transport import TransportError  # raised when a host cannot be reached
 
 _WHERE = {
@@ -25,7 +23,7 @@ _WHERE = {
     "FleetOptions": "ddtree_tui.fleet.core",
     "collect_snapshot": "ddtree_tui.fleet.oneshot",
     "launch_line": "ddtree_tui.fleet.services",
-    "ServiceHeld": "ddtree_tui.services.lifecycle",
+    "ServiceHeld": "ddtree_tui.services.holdfiles",
     "TransportError": "ddtree_tui.transport",
 }
 

@@ -1,7 +1,6 @@
-"""The fleet's service desk: launch, kill, restart and move (each refused while someone else holds the
-service), holds, one-off deploys for the tuning lab, preflight, logs, patches, doctor and smoke. Each method
-hands the work to the host's ServiceManager (or its package) and publishes the result as a Notice; it
-remembers what this session launched so the demo can clean up."""
+"""The fleet's service desk: launch, kill, restart, move (refused while another holds the service), holds,
+the lab's one-off deploys, preflight, logs, patches, doctor, smoke. Each hands the work to the host's
+ServiceManager (or its package), publishes the result as a Notice and remembers what it launched (for cleanup)."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from ddtree_tui.model.events import FleetEvent, Notice, PlannedVerb, ServicePlan
 from ddtree_tui.model.identity import TargetIdentity
 from ddtree_tui.model.ref import RefLike, ServiceRef
 from ddtree_tui.model.snapshot import ActionResult, ServiceStatus
+from ddtree_tui.services import holdfiles as holds  # cheap: its launch-code and psutil imports are lazy
 
 if TYPE_CHECKING:  # the doctor, the parser preflight and the patches: imported where asked for, not by every
     # process that opens a fleet (the doctor's checks alone were ~0.3 s of each headless start, issue 24)
@@ -102,9 +102,7 @@ class ServiceDesk:
         dst.adopt(src.spec(svc))
         self._planned(r, "move")
         self._planned(ServiceRef(to_host, svc), "move")
-        from ddtree_tui.services.lifecycle import (
-            move_service,
-        )  # with a host's ServiceManager (fleet/hosts.py)
+        from ddtree_tui.services.lifecycle import move_service  # loaded with a host (fleet/hosts.py)
 
         res = await move_service(src.services, dst.services, svc, startup_timeout=startup_timeout)
         if res.ok:
@@ -117,24 +115,18 @@ class ServiceDesk:
     def hold(self, ref: Ref, owner: str) -> None:
         """Reserve a service for `owner` (a sweep): launch/kill/restart/move of it are refused for others.
         Raises ServiceHeld when someone else holds it."""
-        from ddtree_tui.services import holdfiles as holds
-
         r = ServiceRef.parse(ref)
         h, svc = self.hosts.split(r)
         h.services.hold(svc, owner)
         try:
             holds.acquire(str(r), owner, holds.place_of(h.profile))  # other processes here see it too
         except ValueError as e:
-            from ddtree_tui.services.lifecycle import ServiceHeld
-
             h.services.release(svc, owner)
-            raise ServiceHeld(str(e)) from None
+            raise holds.ServiceHeld(str(e)) from None
         self._planned(r, "hold", owner)
         self._publish(Notice(severity="information", text=f"{r} is held by {owner}"))
 
     def release(self, ref: Ref, owner: str) -> None:
-        from ddtree_tui.services import holdfiles as holds
-
         h, svc = self.hosts.split(ref)
         h.services.release(svc, owner)
         holds.release(str(ServiceRef.parse(ref)), holds.place_of(h.profile))
@@ -143,8 +135,6 @@ class ServiceDesk:
     def _foreign_hold(self, ref: ServiceRef, verb: str) -> ActionResult | None:
         """An ActionResult refusing `verb` when a sweep in another process holds the service (at the same
         place: another checkout's service of the same name is another service)."""
-        from ddtree_tui.services import holdfiles as holds
-
         h, svc = self.hosts.split(ref)
         who = holds.holder(str(ref), holds.place_of(h.profile))
         if who is None:
@@ -164,8 +154,6 @@ class ServiceDesk:
 
     def held_elsewhere(self, ref: Ref) -> str | None:
         """Who holds `ref` from another process on this machine (a sweep), or None."""
-        from ddtree_tui.services import holdfiles as holds
-
         h, _svc = self.hosts.split(ref)
         return holds.holder(str(ServiceRef.parse(ref)), holds.place_of(h.profile))
 
@@ -177,11 +165,10 @@ class ServiceDesk:
 
     async def preflight(self, ref: Ref, spec: ServiceSpec) -> ArgCheck | None:
         """The host parser's verdict on `spec`'s launch line (an ArgCheck, or None for non-sglang)."""
+        from ddtree_tui.services import argcheck
         from ddtree_tui.services.launchline import build_launch
 
         h, _svc = self.hosts.split(ref)
-        from ddtree_tui.services import argcheck
-
         return await argcheck.preflight(h.transport, h.profile, spec, build_launch(h.profile, spec))
 
     async def deploy(self, ref: Ref, spec: ServiceSpec, *, holder: str | None = None) -> ActionResult:

@@ -22,12 +22,13 @@ import re
 import time
 from pathlib import Path
 
-import psutil
-
 from ddtree_tui.config import HostProfile
 from ddtree_tui.lib import paths
 from ddtree_tui.remote.atomicio import write_file
-from ddtree_tui.services.launchline import workdir
+
+
+class ServiceHeld(Exception):
+    """The service is held by someone else (a running sweep)."""
 
 
 def holds_dir() -> Path:
@@ -36,6 +37,8 @@ def holds_dir() -> Path:
 
 def place_of(profile: HostProfile) -> str:
     """Where a host's services live: two profiles with this same place drive the same pidfiles."""
+    from ddtree_tui.services.launchline import workdir  # the launch code, loaded where a hold is placed
+
     if profile.is_local:
         return f"local:{workdir(profile)}"
     return f"{profile.user or ''}@{profile.address}:{profile.port or ''}:{workdir(profile)}"
@@ -49,6 +52,8 @@ def _path(ref: str, place: str) -> Path:
 
 
 def _create_time(pid: int) -> float | None:
+    import psutil  # loaded where a holder is checked: a `--run-bench --url` process imports this module
+
     try:
         return float(psutil.Process(pid).create_time())
     except (psutil.Error, OSError):

@@ -16,16 +16,13 @@ from dataclasses import dataclass, field
 from ddtree_tui.config import HostProfile, ServiceSpec
 from ddtree_tui.model.snapshot import ServiceStatus
 from ddtree_tui.services.health import HealthResult, ServerInfo
+from ddtree_tui.services.holdfiles import ServiceHeld  # the hold files keep it (the fleet raises it)
 from ddtree_tui.services.logs import LogMetrics
 from ddtree_tui.services.replies import WatchRecord
 from ddtree_tui.services.sglang_metrics import SglangGauges
 from ddtree_tui.services.status import initial_status
 
 __all__ = ["ServiceBook", "ServiceHeld", "SvcState"]
-
-
-class ServiceHeld(Exception):
-    """The service is held by someone else (a running sweep)."""
 
 
 @dataclass

@@ -217,7 +217,7 @@ def _with_token(token: str) -> list[psutil.Process]:
 HOSTLESS = (
     "aiohttp",
     "ddtree_tui.services.lifecycle",
-    "ddtree_tui.services.holdfiles",
+    "ddtree_tui.services.launchline",
     "ddtree_tui.telemetry.sampler",
     "ddtree_tui.sim.process",
 )
