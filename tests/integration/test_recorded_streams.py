@@ -87,7 +87,10 @@ async def test_reasoning_counts_for_ttft_and_itl() -> None:
     async with ReplayServer() as srv:
         r, text = await measure(srv, SGLANG["chat_reasoning"])
     assert text == "Hello! How can I help?"
-    assert r.ttft_s < 0.1 < 0.2 < r.first_answer_s  # thinking is output: TTFT 0.05 s, answer at 0.204 s
+    # thinking is output: TTFT is the first reasoning chunk's (0.05 s in the recording), not the answer's (0.204 s).
+    # Said as an order, not as wall-clock bounds: the server shares the test's loop, and a busy CI machine read
+    # 0.117 s for the first chunk once.
+    assert r.ttft_s < r.first_answer_s, (r.ttft_s, r.first_answer_s)
     assert r.chunks == 5 and r.reasoning_chars > 0
     # 20 tokens over 5 chunks in 0.185 s: ITL around 10 ms, not the ~0.02 ms of crediting them all to one chunk
     assert 3 < r.itl_p50_ms < 30, r.itl_p50_ms
