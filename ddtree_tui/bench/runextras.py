@@ -66,7 +66,7 @@ class RunExtras:
 
     def hooks(self, hooks: RunHooks, load: LoadSpec | None = None) -> RunHooks:
         """`hooks` with a flush before each load level after the first (the desk flushed before the first)
-        and a soak's origin taken from its first window."""
+        and a soak's origin: when its measuring began (on_measure_start)."""
         inner_recheck, inner_event = hooks.recheck, hooks.on_event
         levels = list(load.levels) if load is not None else []
         count = [0]
@@ -83,13 +83,24 @@ class RunExtras:
             return None
 
         def on_event(ev: Any) -> None:
-            if isinstance(ev, SoakWindow) and self.soak_origin is None:
+            if isinstance(ev, SoakWindow) and self.soak_origin is None:  # a runner that does not say it
                 self.soak_origin = time.time() - ev.end_s
             if inner_event is not None:
                 inner_event(ev)
 
+        def on_measure_start(t: float) -> None:
+            # the soak's own origin, not the first window's event less its end_s: that event comes after the
+            # window's lines are appended to disk, which on a busy machine put the origin late enough to move
+            # a scrape of window 0 before its start (the server then counted fewer requests than the client)
+            self.soak_origin = t
+            if hooks.on_measure_start is not None:
+                hooks.on_measure_start(t)
+
         return dataclasses.replace(
-            hooks, recheck=recheck if self.req.flush_cache else inner_recheck, on_event=on_event
+            hooks,
+            recheck=recheck if self.req.flush_cache else inner_recheck,
+            on_event=on_event,
+            on_measure_start=on_measure_start,
         )
 
     @contextlib.asynccontextmanager

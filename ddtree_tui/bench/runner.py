@@ -111,6 +111,9 @@ class RunHooks:
     # before each load level after the first: why the ladder must stop (a target's listener is no longer
     # the service checked at the start, issue 29), or None to go on
     recheck: Callable[[], Awaitable[str | None]] | None = None
+    # a soak: the unix time its measuring began (its windows' start_s/end_s count from it), read together
+    # with the monotonic clock the windows use, so a server's scrapes line up with them (bench/runextras.py)
+    on_measure_start: Callable[[float], None] | None = None
 
     def runner(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> BenchRunner:
         """The per-request machinery for `targets`, reporting through these hooks."""

@@ -137,6 +137,7 @@ class SoakRunner:
         if settings.window_s <= 0 or settings.duration_s <= 0:
             raise ValueError("--duration and --window must be above zero")
         self.runner = (hooks or RunHooks()).runner(req.model_copy(update={"warmup": 0}), targets)
+        self._on_measure_start = (hooks or RunHooks()).on_measure_start
         self.req = req
         self.load = load
         self.concurrency = max(1, int(load.levels[0])) if load.closed_loop else 1
@@ -266,6 +267,8 @@ class SoakRunner:
                 }
             )
             self._t0_measure = time.monotonic()
+            if self._on_measure_start is not None:
+                self._on_measure_start(time.time())
             await r._monitor_start()  # the client's CPU and loop lag over the measured windows
             await self._windows(client, self._t0_measure + self.settings.duration_s)
             await r._monitor_stop()

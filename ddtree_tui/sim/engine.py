@@ -80,6 +80,16 @@ class SimEngine:
             return 0.0
         return (time.monotonic() - self._first_request) * self.cfg.time_scale
 
+    def start_drift(self, kinds: set[str]) -> None:
+        """Start the configured slowdown and/or memory creep now (their `*_after` set to the drift clock's
+        reading; before any request the drift clock starts here): a soak test times the drift to its own
+        windows, not to a second process's clock."""
+        now = self.drift_clock()
+        if self._first_request is None:
+            self._first_request = time.monotonic()
+        upd = {f"{k}_after": now for k in kinds & {"slowdown", "mem_creep"}}
+        self.cfg = self.cfg.model_copy(update=upd)
+
     def slowdown(self) -> float:
         c = self.cfg
         if (

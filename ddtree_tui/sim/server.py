@@ -27,6 +27,8 @@ from ddtree_tui.sim.endpoints import SimEndpoints
 from ddtree_tui.sim.metrics import prometheus_text
 from ddtree_tui.telemetry.powermodel import modelled
 
+DRIFT_KINDS = frozenset({"slowdown", "mem_creep"})  # what POST /sim/drift starts (SimConfig's drift knobs)
+
 
 class SimServer(SimEndpoints):
     """One simulated SGLang server, in this process: `async with SimServer(cfg) as s: s.base_url`."""
@@ -50,6 +52,7 @@ class SimServer(SimEndpoints):
         r.add_route("*", "/flush_cache", self._flush_cache)
         r.add_get("/metrics", self._metrics)
         r.add_get("/sim/gpu", self._sim_gpu)
+        r.add_post("/sim/drift", self._sim_drift)
         r.add_post("/generate", self._generate)
         r.add_post("/v1/chat/completions", self._chat)
         r.add_post("/v1/completions", self._completions)
@@ -120,6 +123,29 @@ class SimServer(SimEndpoints):
                         "temperature_c": float(gpu["temp_c"]),
                     }
                 ],
+            }
+        )
+
+    async def _sim_drift(self, request: web.Request) -> web.Response:
+        """Start the configured drift now (a simulator-only endpoint): `{"start": ["slowdown", "mem_creep"]}`;
+        answers the drift clock and when each drift starts on it."""
+        try:
+            body = await request.json()
+            kinds = body["start"]
+            if not isinstance(kinds, list) or not set(kinds) <= DRIFT_KINDS:
+                raise ValueError(kinds)
+        except (ValueError, KeyError, TypeError):
+            return web.json_response(
+                {"error": f"want {{'start': [...]}} of {sorted(DRIFT_KINDS)}"}, status=400
+            )
+        self.start_drift(set(kinds))
+        c = self.cfg
+        return web.json_response(
+            {
+                "simulated": True,
+                "drift_clock": round(self.drift_clock(), 3),
+                "slowdown_after": c.slowdown_after,
+                "mem_creep_after": c.mem_creep_after,
             }
         )
 

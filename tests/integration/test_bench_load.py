@@ -26,8 +26,12 @@ CAP = 4  # the sim's max_running_requests: beyond it requests wait in its queue
 
 @pytest.mark.slow
 def test_concurrency_ladder_rises_flattens_and_stops_at_saturation() -> None:
+    # 30 passes/s (was 60): on a busy machine the client's turn-around between one request's end and the
+    # next one's start left the server's slots idle at c=4, while at c=8 its queue refilled them at once, so
+    # c=8 "rose" past the cap (440 against 367 tok/s under load 16); at half the pace that turn-around is a
+    # smaller share of each request. The modelled ratios asserted below do not depend on the pace.
     cfg = SimConfig.realistic(
-        algorithm="dflash", port=free_port(), accept_length=3.0, decode_rate=60.0, max_running_requests=CAP
+        algorithm="dflash", port=free_port(), accept_length=3.0, decode_rate=30.0, max_running_requests=CAP
     )
     with SimProcess(cfg) as sim:
         t = BenchTarget(ref="h/spec", base_url=sim.base_url, algorithm="dflash", mode="linear")
@@ -44,12 +48,15 @@ def test_concurrency_ladder_rises_flattens_and_stops_at_saturation() -> None:
         )
     assert run.status == "complete" and run.failed == 0 and run.schema_version == 2
     thr = {lv.label: lv.services[0].output_throughput for lv in run.levels}
-    e2e = {lv.label: lv.services[0].e2e_ms.p50 for lv in run.levels}
+    e2e = {lv.label: lv.services[0].e2e_ms for lv in run.levels}
     # rises: four in flight give well over twice one's throughput (the model: 4 / (1 + 3 g) ≈ 3.5x)
     assert thr["c=4"] > 2.0 * thr["c=1"]
     # flattens: beyond the cap of 4 running, doubling the clients adds (almost) nothing, latency doubles
     assert thr["c=8"] < 1.15 * thr["c=4"]
-    assert e2e["c=8"] > 1.5 * e2e["c=4"]
+    # (of c=8's 2 x CAP requests the second half waits in the queue for a whole request: their e2e, the p90,
+    # doubles; the median lies between the two halves, about 1.5x, which the stop rule's 25 % climb needs)
+    assert e2e["c=8"].p90 > 1.5 * e2e["c=4"].p50
+    assert e2e["c=8"].p50 > 1.25 * e2e["c=4"].p50
     # the stop fired at the first flat level: c=16 and c=32 never ran, and the knee is c=4
     assert [lv.label for lv in run.levels] == ["c=1", "c=2", "c=4", "c=8"]
     assert run.levels[-1].saturated and not any(lv.saturated for lv in run.levels[:-1])

@@ -1,10 +1,12 @@
-"""Soak on the simulator in a child process with injected drift: a slowdown from 9.3 s and a GPU memory
-creep from 16.5 s, 3 s windows: the slowdown is caught in window 3 (9-12 s), the creep in window 5
-(15-18 s); the windows were appended to the log as the run went; the drift rules on numbers alone.
+"""Soak on the simulator in a child process with injected drift, 3 s windows: a slowdown started as window
+3 begins and a GPU memory creep started as window 5 begins; the slowdown is caught in window 3, the creep in
+window 5; the windows were appended to the log as the run went; the drift rules on numbers alone.
 
-The slowdown begins a tenth into its window: the simulator's drift clock starts at its first request, after
-the client's, so on a busy machine a slowdown set at the window's middle covered too little of it (a CI run
-first saw the decay in window 4).
+Each drift is started by the test (the simulator's POST /sim/drift) when the window before it is announced,
+after that window's probe and before the next window's first request: the windows are the client's clock and
+the drift the simulator's, so drift set at a simulated time landed a window early or late on a busy machine
+(the simulator's clock starts at its first request, and a busy window's in-flight requests and probes ran
+0.8 s past its end: CI saw the decay in window 4, a loaded run the creep in window 4).
 
 The seconds above are the simulator's: it runs TIME_SCALE times faster (sim/config.py, time_scale) while a
 soak's windows are real seconds on the client's clock, so a window of 3 simulated seconds is 1 real one. The
@@ -33,10 +35,12 @@ from ddtree_tui.bench.soak import (
 )
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
+from tests import httpc
 from tests.util import free_port
 
 TIME_SCALE = 3.0  # simulated seconds per real second
 WINDOW = 3.0 / TIME_SCALE  # 3 simulated seconds, in the client's real ones
+NEVER = 1e9  # a drift's start: never by itself, only when the test starts it
 
 
 @pytest.mark.slow
@@ -46,9 +50,9 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
         port=free_port(),
         accept_length=3.0,
         decode_rate=60.0,
-        slowdown_after=9.3,  # a tenth into window 3: caught there with the clocks up to 0.6 s apart
+        slowdown_after=NEVER,  # until the test starts it (POST /sim/drift)
         slowdown_factor=3.0,
-        mem_creep_after=16.5,  # the middle of window 5
+        mem_creep_after=NEVER,
         mem_creep_mib_s=100.0,
         time_scale=TIME_SCALE,
     )
@@ -59,8 +63,12 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
         req = BenchRequest(prompts="seed3", max_new_tokens=16, ignore_eos=True)
 
         def on_event(ev: object) -> None:
-            if getattr(ev, "kind", None) == "soak_window":
+            if isinstance(ev, SoakWindow):
                 seen.append(len(log.read_text().splitlines()))  # already on disk when announced
+                start = {2: "slowdown", 4: "mem_creep"}.get(ev.index)
+                if start:  # between two windows: none of this window's requests or probes is running
+                    r = httpc.post(sim.base_url + "/sim/drift", json={"start": [start]}, timeout=30)
+                    assert r.status == 200 and r.json()[f"{start}_after"] < NEVER, r.text
 
         run = asyncio.run(
             run_soak(

@@ -46,6 +46,26 @@ async def test_load_time_health_latency_and_drift_follow_the_scale() -> None:
         assert s.drift_clock() >= 100 and s.slowdown() == 3
 
 
+async def test_drift_started_on_request_starts_then() -> None:
+    """POST /sim/drift starts a configured drift now, whatever its `*_after` (a soak test times it to its own
+    windows); the other drift stays off; a body that names no drift is refused."""
+    cfg = SimConfig(
+        slowdown_after=1e9, slowdown_factor=3, mem_creep_after=1e9, mem_creep_mib_s=100, time_scale=1000
+    )
+    async with SimServer(cfg, log=lambda s: None) as s:
+        async with httpx.AsyncClient(base_url=s.base_url, trust_env=False) as c:
+            for bad in ({"start": ["speed"]}, {"start": "slowdown"}, {}):
+                assert (await c.post("/sim/drift", json=bad)).status_code == 400
+            assert s.slowdown() == 1 and s.gpu_memory_mib() == 40000
+            r = await c.post("/sim/drift", json={"start": ["slowdown"]})
+            assert r.status_code == 200 and r.json()["slowdown_after"] <= r.json()["drift_clock"] < 1e9
+            assert s.slowdown() == 3 and s.gpu_memory_mib() == 40000 and s.cfg.mem_creep_after == 1e9
+            r = await c.post("/sim/drift", json={"start": ["mem_creep"]})
+            assert r.status_code == 200 and r.json()["mem_creep_after"] < 1e9
+            await asyncio.sleep(0.01)  # 10 model seconds: 1000 MiB more
+            assert s.gpu_memory_mib() > 40000
+
+
 def test_unscaled_is_real_time_and_says_nothing_new() -> None:
     cfg = SimConfig()
     assert cfg.time_scale == 1 and cfg.real_seconds(2.5) == 2.5 and cfg.step_seconds(1) == 1 / 40

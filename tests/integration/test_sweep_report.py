@@ -126,9 +126,12 @@ def test_failed_points_and_an_interrupted_sweep_in_the_report(tmp_path: Path) ->
     """mode x budget on a hybrid target: tree mode crashes at start, so two of the four cells are failed and
     drawn as such; then a sweep interrupted with SIGINT after its first point still writes its report."""
     wd = tmp_path / "wd"
+    # 50 passes/s (was 400): at 2.5 ms a pass a 16-token stream lasted ~12 ms, and a busy client read each
+    # whole in one socket read, so no request had an ITL, no point a step time, and the accept-length chart
+    # (which needs both) was left out; at 20 ms a pass its chunks get reads of their own
     sim = (
         f'[[service]]\nname = "dd"\nalgorithm = "ddtree"\nmode = "shadow-linear"\nlauncher = "sim"\n'
-        f"port = {free_port()}\nbudget = 16\nstartup_timeout = 20\n[service.sim]\ndecode_rate = 400.0\n"
+        f"port = {free_port()}\nbudget = 16\nstartup_timeout = 20\n[service.sim]\ndecode_rate = 50.0\n"
         "load_time = 0.1\nhybrid = true\n"
     )
     prof = tmp_path / "h.toml"
