@@ -377,10 +377,10 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
                 drawn.set_result(None)
 
         self.call_after_refresh(draw_done)
-        try:
-            await asyncio.wait_for(drawn, max(0.001, deadline - time.monotonic()))
-        except TimeoutError:
-            pass
+        # asyncio.wait, not wait_for: Python 3.11's wait_for returns the result when the future completes as
+        # the task is cancelled, swallowing the cancel; the repaint timer then never ended and the app's exit
+        # waited on it for good (a TUI story test's app exit, stuck in Timer._stop_all, under load)
+        await asyncio.wait({drawn}, timeout=max(0.001, deadline - time.monotonic()))
 
     def _collect_idle(self) -> None:
         """After a repaint tick's frame: the collector's due work, unless input came meanwhile."""

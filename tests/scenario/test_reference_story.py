@@ -19,7 +19,7 @@ from ddtree_tui.doctor import render
 from tests.scenario.helpers import HANDLE_FAULT, Timer, build_world, kill_strays, play_story
 from tests.sshd import SshEnv
 
-pytestmark = [pytest.mark.sshd, pytest.mark.timeout(300)]  # a hang bound: ~23 s idle, over 150 s at load 20
+pytestmark = [pytest.mark.sshd, pytest.mark.timeout(150)]
 
 
 def _finding(report, check: str):  # type: ignore[no-untyped-def]

@@ -35,7 +35,7 @@ from tests.scenario.helpers import (
 )
 from tests.sshd import SshEnv
 
-pytestmark = [pytest.mark.sshd, pytest.mark.timeout(300)]  # a hang bound: ~23 s idle, over 150 s at load 20
+pytestmark = [pytest.mark.sshd, pytest.mark.timeout(150)]
 SIZE = (160, 48)
 
 
