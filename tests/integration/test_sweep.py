@@ -79,6 +79,11 @@ def read_state(out: Path) -> dict:
 @pytest.mark.slow
 def test_demo_sweep_finds_interior_optimum_resumes_after_sigkill_and_applies(tmp_path: Path) -> None:
     profile, port = demo_copy(tmp_path)
+    # half demo_copy's pace: the best point is ~7 % ahead of the profile's own setting (the simulator's model),
+    # and 96-token requests of ~0.1 s at 250 passes/s let a starved machine's scheduling hiccups decide that
+    # (a helper's full run at load ~20 read the best point -0.16 % against the baseline); ~0.2 s requests
+    # halve their weight. The ratios, which decide the best point, are the model's at any pace.
+    profile.write_text(profile.read_text().replace("decode_rate = 250.0", "decode_rate = 125.0"))
     original = profile.read_text()
     out = tmp_path / "sweep"
     try:
