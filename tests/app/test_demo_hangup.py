@@ -51,11 +51,9 @@ def test_closing_the_demos_terminal_stops_its_simulated_server(
         tui = int(tmux.run("display-message", "-p", "-t", "ui", "#{pane_pid}").strip())
         assert "ddtree-tui" in " ".join(psutil.Process(tui).cmdline())
         tmux.run("kill-session", "-t", "ui")  # the terminal goes away: SIGHUP to the TUI
-        deadline = time.monotonic() + 30
-        while (alive(pid) or alive(tui)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not alive(tui), "the TUI outlived its terminal"
-        assert not alive(pid), "the demo's simulated server outlived the TUI's terminal"
+        left = _gone_within([tui, pid], 30)
+        assert tui not in left, "the TUI outlived its terminal"
+        assert pid not in left, "the demo's simulated server outlived the TUI's terminal"
     finally:  # a failed run must leave neither the simulator nor a stuck TUI behind
         cleanup_workdir(tmp_path / ".ddtree" / "demo")
         if tui and alive(tui):
