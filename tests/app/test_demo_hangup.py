@@ -4,6 +4,7 @@ launch on the same port; and a demo whose default ports are taken moves to free 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -18,9 +20,23 @@ import pytest
 
 from ddtree_tui.sim.config import TIME_SCALE_ENV
 from ddtree_tui.sim.process import demo_ports
-from tests.app.test_tmux import EXE, Tmux, demo_profile, tmux  # noqa: F401 (the fixture)
+from tests.app.test_tmux import EXE, Tmux, demo_profile, launch_dflash, tmux  # noqa: F401 (the fixture)
 from tests.fixtures.services.support import cleanup_workdir
 from tests.procs import alive
+
+
+@contextlib.contextmanager
+def _nothing_left(tmp_path: Path) -> Iterator[list[int]]:
+    """The test puts the TUI pids it started in the list; however it ends, the demo's workdir is cleaned up
+    (its simulators stopped) and a TUI still alive is killed by its pid: a failed run leaves nothing behind."""
+    started: list[int] = []
+    try:
+        yield started
+    finally:
+        cleanup_workdir(tmp_path / ".ddtree" / "demo")
+        for pid in started:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)  # a TUI this test started
 
 
 def sim_pid(workdir: Path, svc: str) -> int:
@@ -35,29 +51,17 @@ def test_closing_the_demos_terminal_stops_its_simulated_server(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(TIME_SCALE_ENV, "10")  # the sim the TUI starts: its pace is not what is checked
-    tui = 0
-    try:
-        prof = demo_profile(tmp_path)
-        cmd = f"cd {tmp_path} && TERM=screen-256color exec {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
-        tmux.run("new-session", "-d", "-s", "ui", "-x", "120", "-y", "36", cmd)
-        tmux.wait_for("● connected", 30)
-        tmux.wait_for("local/dflash", 20)
-        tmux.run("send-keys", "-t", "ui", "3")
-        time.sleep(0.5)
-        tmux.run("send-keys", "-t", "ui", "l")
-        tmux.wait_for("● ready", 40)
-        pid = sim_pid(tmp_path / ".ddtree" / "demo", "dflash")
+    prof = demo_profile(tmp_path)
+    cmd = f"cd {tmp_path} && TERM=screen-256color exec {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
+    with _nothing_left(tmp_path) as started:
+        tui, pid = _launch_dflash(tmux, cmd, tmp_path)
+        started.append(tui)
         assert alive(pid)
-        tui = int(tmux.run("display-message", "-p", "-t", "ui", "#{pane_pid}").strip())
         assert "ddtree-tui" in " ".join(psutil.Process(tui).cmdline())
         tmux.run("kill-session", "-t", "ui")  # the terminal goes away: SIGHUP to the TUI
         left = _gone_within([tui, pid], 30)
         assert tui not in left, "the TUI outlived its terminal"
         assert pid not in left, "the demo's simulated server outlived the TUI's terminal"
-    finally:  # a failed run must leave neither the simulator nor a stuck TUI behind
-        cleanup_workdir(tmp_path / ".ddtree" / "demo")
-        if tui and alive(tui):
-            os.kill(tui, signal.SIGKILL)  # the TUI this test started, by its pid
 
 
 @pytest.mark.timeout(120)
@@ -113,16 +117,8 @@ def test_a_demo_whose_port_is_taken_moves_to_a_free_one_and_says_so(
 
 
 def _launch_dflash(tmux: Tmux, cmd: str, tmp_path: Path) -> tuple[int, int]:  # noqa: F811
-    """The TUI (`cmd`) in the session `ui`, local/dflash launched and ready: (the TUI's pid, the sim's)."""
-    tmux.run("new-session", "-d", "-s", "ui", "-x", "120", "-y", "36", cmd)
-    tui = int(tmux.run("display-message", "-p", "-t", "ui", "#{pane_pid}").strip())
-    tmux.wait_for("● connected", 30)
-    tmux.wait_for("local/dflash", 20)
-    tmux.run("send-keys", "-t", "ui", "3")
-    time.sleep(0.5)
-    tmux.run("send-keys", "-t", "ui", "l")
-    tmux.wait_for("● ready", 40)
-    return tui, sim_pid(tmp_path / ".ddtree" / "demo", "dflash")
+    """The TUI (`cmd`) in the session `ui`, local/dflash launched and ready: (the pane's pid, the sim's)."""
+    return launch_dflash(tmux, cmd, 120, 36), sim_pid(tmp_path / ".ddtree" / "demo", "dflash")
 
 
 def _gone_within(pids: list[int], bound_s: float) -> list[int]:
@@ -159,19 +155,15 @@ def test_a_hung_up_tui_whose_quit_never_returns_still_exits_and_stops_its_simula
     prof = demo_profile(tmp_path)
     cmd = (f"cd {tmp_path} && TERM=screen-256color exec {sys.executable} {script} --demo --profile {prof} "
            f"--todos {tmp_path / 'todos.json'}")  # fmt: skip
-    tui = 0
-    try:
+    with _nothing_left(tmp_path) as started:
         tui, pid = _launch_dflash(tmux, cmd, tmp_path)
+        started.append(tui)
         tmux.run("send-keys", "-t", "ui", "q")
         tmux.wait_for("quit is stuck", 20)
         tmux.run("kill-server")  # the terminal goes away: SIGHUP (and SIGCONT) to the TUI
         left = _gone_within([tui, pid], 30)
         assert tui not in left, "the TUI outlived its terminal"
         assert pid not in left, "the demo's simulated server outlived the TUI's terminal"
-    finally:  # a failed run must leave neither the simulator nor a stuck TUI behind
-        cleanup_workdir(tmp_path / ".ddtree" / "demo")
-        if tui and alive(tui):
-            os.kill(tui, signal.SIGKILL)  # the TUI this test started, by its pid
 
 
 @pytest.mark.timeout(150)
@@ -190,22 +182,22 @@ def test_sighup_with_the_terminal_still_there_restores_it_stops_the_simulator_an
     rc = tmp_path / "rc"
     cmd = (f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
            f"; echo $? > {rc}")  # fmt: skip
-    tui = 0
-    try:
-        shell, pid = _launch_dflash(tmux, cmd, tmp_path)
-        tmux.run("set-window-option", "-t", "ui", "remain-on-exit", "on")  # to read the screen after
-        (tui,) = [c.pid for c in psutil.Process(shell).children() if "ddtree-tui" in " ".join(c.cmdline())]
-        os.kill(tui, signal.SIGHUP)  # the TUI this test started
-        left = _gone_within([tui, pid], 30)
-        assert tui not in left, "the TUI did not leave on SIGHUP"
-        assert pid not in left, "the demo's simulated server outlived the TUI"
-        deadline = time.monotonic() + 20
-        while not (rc.exists() and rc.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert rc.read_text().strip() == "129"  # 128 + SIGHUP, as the shell saw the TUI end
-        assert "local/dflash" not in tmux.screen()  # the alternate screen left: the terminal restored
-    finally:
-        cleanup_workdir(tmp_path / ".ddtree" / "demo")
-        if tui and alive(tui):
-            os.kill(tui, signal.SIGKILL)  # the TUI this test started, by its pid
-        tmux.run("kill-session", "-t", "ui", check=False)  # a dead pane kept on exit: nothing for `q`
+    with _nothing_left(tmp_path) as started:
+        try:
+            shell, pid = _launch_dflash(tmux, cmd, tmp_path)
+            tmux.run("set-window-option", "-t", "ui", "remain-on-exit", "on")  # to read the screen after
+            (tui,) = [
+                c.pid for c in psutil.Process(shell).children() if "ddtree-tui" in " ".join(c.cmdline())
+            ]
+            started.append(tui)
+            os.kill(tui, signal.SIGHUP)  # the TUI this test started
+            left = _gone_within([tui, pid], 30)
+            assert tui not in left, "the TUI did not leave on SIGHUP"
+            assert pid not in left, "the demo's simulated server outlived the TUI"
+            deadline = time.monotonic() + 20
+            while not (rc.exists() and rc.read_text().strip()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert rc.read_text().strip() == "129"  # 128 + SIGHUP, as the shell saw the TUI end
+            assert "local/dflash" not in tmux.screen()  # the alternate screen left: the terminal restored
+        finally:
+            tmux.run("kill-session", "-t", "ui", check=False)  # a dead pane kept on exit: nothing for `q`

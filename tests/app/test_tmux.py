@@ -132,6 +132,20 @@ def demo_profile(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+def launch_dflash(tmux: Tmux, cmd: str, width: int, height: int) -> int:
+    """The demo TUI (`cmd`) in the session `ui` at `width` x `height`, local/dflash launched with `3` `l`
+    and ready: the pane's pid."""
+    tmux.run("new-session", "-d", "-s", "ui", "-x", str(width), "-y", str(height), cmd)
+    pane = int(tmux.run("display-message", "-p", "-t", "ui", "#{pane_pid}").strip())
+    tmux.wait_for("● connected", 30)
+    tmux.wait_for("local/dflash", 20)
+    tmux.run("send-keys", "-t", "ui", "3")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "ui", "l")
+    tmux.wait_for("● ready", 40)
+    return pane
+
+
 def test_log_search_then_smoke_at_80x24_keeps_running(
     tmux: Tmux, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -139,13 +153,7 @@ def test_log_search_then_smoke_at_80x24_keeps_running(
     monkeypatch.setenv(TIME_SCALE_ENV, "10")  # the sims the TUI starts: their pace is not what is checked
     prof = demo_profile(tmp_path)
     cmd = f"cd {tmp_path} && TERM=screen-256color {EXE} --demo --profile {prof} --todos {tmp_path / 'todos.json'}"
-    tmux.run("new-session", "-d", "-s", "ui", "-x", "80", "-y", "24", cmd)
-    tmux.wait_for("● connected", 30)
-    tmux.wait_for("local/dflash", 20)
-    tmux.run("send-keys", "-t", "ui", "3")
-    time.sleep(0.5)
-    tmux.run("send-keys", "-t", "ui", "l")
-    tmux.wait_for("● ready", 40)
+    launch_dflash(tmux, cmd, 80, 24)
     tmux.run("send-keys", "-t", "ui", "6", "/")
     tmux.wait_for("search Logs")
     tmux.run("send-keys", "-t", "ui", "-l", "Prefill")
