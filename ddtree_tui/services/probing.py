@@ -78,14 +78,18 @@ class Prober:
                 if svc.info is not None and info.model_path is None:
                     info = info.model_copy(update={"model_path": svc.info.model_path})
                 svc.info_seen = observed_times(
-                    svc.info_seen, info_figures(svc.info), info_figures(info), self._book.clock()
+                    svc.info_seen, info_figures(svc.info), info_figures(info), self._book.clock(), svc.status
                 )
                 svc.info = info
         if svc.spec.enable_metrics:
             try:
                 sg = await fetch_sglang_metrics(http, base, self._timeout)
                 svc.sglang_seen = observed_times(
-                    svc.sglang_seen, gauge_figures(svc.sglang), gauge_figures(sg), self._book.clock()
+                    svc.sglang_seen,
+                    gauge_figures(svc.sglang),
+                    gauge_figures(sg),
+                    self._book.clock(),
+                    svc.status,
                 )
                 svc.sglang = sg
             except BodyTooLarge as e:

@@ -45,6 +45,13 @@ _CLEARED: dict[str, Any] = dict.fromkeys(
 _RATES = ("accept_length", "accept_rate", "gen_throughput")
 
 
+# /server_info figures that are another figure than the status field's other sources: its
+# avg_spec_accept_length averages the server's whole life (SGLang's scheduler, cum_spec_accept_length /
+# cum_spec_accept_count), the log line and /metrics' spec_accept_length the last decode window. Shown only
+# where neither of those has one.
+_LIFETIME = ("accept_length",)
+
+
 def _same(text: str) -> str:
     return text
 
@@ -130,17 +137,30 @@ def updated(previous: ServiceStatus, now: float, **upd: object) -> ServiceStatus
 
 
 def observed_times(
-    before: dict[str, float], old: Mapping[str, object], new: Mapping[str, object], now: float
+    before: dict[str, float],
+    old: Mapping[str, object],
+    new: Mapping[str, object],
+    now: float,
+    shown: ServiceStatus | None = None,
 ) -> dict[str, float]:
     """When each figure of a server read (`new`, by status field) was observed: `now`, except a figure the
-    server keeps between its decode lines (`_RATES`) that reads as it did in the last read (`old`): as
-    `before` says. The caller keeps what this returns as the next `before`."""
+    server keeps between its decode lines (`_RATES`) that reads as it did in the last read of this source
+    (`old`: as `before` says), or as the status already shows it from another source (`shown`: the log's
+    decode line, or /server_info beside /metrics: as its `observed_at` says); the earlier of the two. A
+    source read less often than the log (every fifth probe) otherwise sees the last decode's figure "change"
+    long after the log reported it, and an idle server's last figure looks fresh. The caller keeps what this
+    returns as the next `before`."""
     out: dict[str, float] = {}
     for key, value in new.items():
         if value is None:
             continue
-        same = key in _RATES and key in before and _same_figure(old.get(key), value)
-        out[key] = before[key] if same else now
+        seen = [now]
+        if key in _RATES:
+            if key in before and _same_figure(old.get(key), value):
+                seen.append(before[key])
+            if shown is not None and key in shown.observed_at and _same_figure(getattr(shown, key), value):
+                seen.append(shown.observed_at[key])
+        out[key] = min(seen)
     return out
 
 
@@ -164,12 +184,17 @@ def gauge_figures(sg: SglangGauges | None) -> dict[str, float | None]:
     return {} if sg is None else {key: getattr(sg, key, None) for key in _LOG_FIELD}
 
 
+def _log_has(f: Facts, key: str) -> bool:
+    """Whether the last parsed log line has the status field `key`."""
+    return f.metrics is not None and getattr(f.metrics, _LOG_FIELD[key], None) is not None
+
+
 def _from_server(
     f: Facts, upd: dict[str, Any], stamps: dict[str, float], key: str, value: float | None, at: float | None
 ) -> None:
     """A figure read from the server (/server_info or /metrics, observed at `at`) into `upd` with that time,
     unless the log's figure is at least as fresh (the log reports each decode step window; it wins a tie)."""
-    log_has = f.metrics is not None and getattr(f.metrics, _LOG_FIELD[key], None) is not None
+    log_has = _log_has(f, key)
     if value is None:
         if not log_has:
             upd[key] = None
@@ -189,6 +214,8 @@ def _server_numbers(f: Facts, upd: dict[str, Any], stamps: dict[str, float]) -> 
         upd["version"] = info.version
         upd["model"] = info.model_path
         for key, value in info_figures(info).items():
+            if key in _LIFETIME and (_log_has(f, key) or gauge_figures(f.sglang).get(key) is not None):
+                continue  # the server's whole-life average, not the last window the log and /metrics give
             _from_server(f, upd, stamps, key, value, f.info_seen.get(key))
 
 

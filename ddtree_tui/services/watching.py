@@ -59,6 +59,7 @@ class Watcher:
         svc.unreachable = None
         if rec.pid != prev_pid:
             svc.health, svc.fail_count, svc.fail_since, svc.info = None, 0, None, None
+            svc.info_seen, svc.sglang, svc.sglang_seen = {}, None, {}  # another process's figures and times
             svc.probe_note = None
         if rec.alive:
             svc.pids = list(rec.pids)

@@ -173,6 +173,54 @@ def test_an_argcheck_reply_becomes_a_verdict_and_a_malformed_one_a_clear_error()
         parse_reply(ArgcheckReply, {"argcheck": 1, "parser": True, "algorithms": 5}, "argcheck")
 
 
+def test_a_figure_a_slower_source_reads_after_the_log_keeps_the_time_the_log_saw_it() -> None:
+    """The cause of test_freshness's rare failure: /server_info and /metrics are read every fifth probe, the
+    log line as it is written. The last decode's figure (1117.85) reached the log between two reads; the next
+    read came only after six idle minutes and saw the figure "change" from the one before the decode
+    (1156.45), so it was stamped now and the idle server's last throughput looked fresh. A figure the status
+    already shows from another source keeps the time that source saw it."""
+    from ddtree_tui.model.snapshot import is_stale
+    from ddtree_tui.services.sglang_metrics import SglangGauges
+    from ddtree_tui.services.status import gauge_figures, info_figures, observed_times
+
+    t_read, t_log = NOW - 400, NOW - 399.5  # the last reads, then the last decode line
+    info_before = ServerInfo(last_gen_throughput=1156.45, avg_spec_accept_length=2.8)
+    sg_before = SglangGauges(running_reqs=1, queue_reqs=0, gen_throughput=1156.452, accept_length=2.8)
+    info_seen = observed_times({}, {}, info_figures(info_before), t_read)
+    sglang_seen = observed_times({}, {}, gauge_figures(sg_before), t_read)
+    m = LogMetrics(kind="decode", gen_throughput=1117.85, running_req=0, queue_req=0, accept_len=2.8)
+    shown = initial_status(SPEC, "h", t_read).model_copy(
+        update={"state": "ready", "gen_throughput": 1117.85, "accept_length": 2.8, "running_reqs": 0,
+                "queue_reqs": 0, "observed_at": {"gen_throughput": t_log, "accept_length": t_log,
+                                                 "running_reqs": t_log, "queue_reqs": t_log}}
+    )  # fmt: skip
+    # six minutes on; /server_info's accept length is the server's whole-life average, another figure
+    info = ServerInfo(last_gen_throughput=1117.85, avg_spec_accept_length=2.8777)
+    sg = SglangGauges(running_reqs=0, queue_reqs=0, gen_throughput=1117.847, accept_length=2.8)
+    # the figure changed since this source's last read, but not since the log reported it
+    assert (
+        observed_times(info_seen, info_figures(info_before), info_figures(info), NOW)["gen_throughput"] == NOW
+    )
+    info_seen = observed_times(info_seen, info_figures(info_before), info_figures(info), NOW, shown)
+    sglang_seen = observed_times(sglang_seen, gauge_figures(sg_before), gauge_figures(sg), NOW, shown)
+    assert info_seen["gen_throughput"] == sglang_seen["gen_throughput"] == t_log
+    assert info_seen["accept_length"] == NOW  # the lifetime average did change: it is a new observation
+    assert sglang_seen["running_reqs"] == NOW  # a count is observed when it is read
+    facts = Facts(proc=_alive(), health=OK, metrics=m, metrics_at=t_log, info=info, info_seen=info_seen,
+                  sglang=sg, sglang_seen=sglang_seen)  # fmt: skip
+    st = derive_status(SPEC, facts, shown, NOW)
+    assert st.observed_at["gen_throughput"] == t_log and is_stale(st.observed_at["gen_throughput"], NOW)
+    # ...but not the figure shown: the last window's, from the log and /metrics, as old as the decode
+    assert (st.accept_length, st.observed_at["accept_length"]) == (2.8, t_log)
+    # a server with neither the log's nor /metrics' figure: its lifetime average is all there is
+    alone = derive_status(SPEC, Facts(proc=_alive(), health=OK, info=info, info_seen=info_seen), shown, NOW)
+    assert (alone.accept_length, alone.observed_at["accept_length"]) == (2.8777, NOW)
+    # a figure that did change since the status showed it is a new observation
+    moved = observed_times(sglang_seen, gauge_figures(sg), gauge_figures(sg.model_copy(
+        update={"gen_throughput": 1200.0})), NOW + 1, st)  # fmt: skip
+    assert moved["gen_throughput"] == NOW + 1
+
+
 def test_every_live_value_says_when_it_was_observed_and_a_fresh_read_beats_a_stale_log_line() -> None:
     """Issue 29: after a bench the last decode line said 69.2 tok/s and 1 running; minutes later /metrics
     says 0 running (a count read now is observed now), and its throughput gauge still holds the last figure
