@@ -92,7 +92,10 @@ def test_soak_catches_injected_slowdown_and_memory_creep_in_their_windows(tmp_pa
     assert kinds["gpu_memory_creep"].window == 5, run.drift
     assert "error_onset" not in kinds and "restart" not in kinds and "unhealthy" not in kinds
     thr = [w.metrics.output_throughput for w in run.windows]
-    assert thr[4] < 0.6 * thr[2]  # the modelled 3x slower steps, with room to spare
+    # the modelled 3x slower steps, with room to spare, against the unslowed pace: the best of the windows
+    # before the drift (one of them starved on a busy machine, window 2 at 222 tok/s beside 532 and 504, is
+    # not the pace the slowdown divides)
+    assert thr[4] < 0.6 * max(thr[:3]), thr
     mem = [w.probe.gpus[0].memory_used_mib for w in run.windows]
     assert mem[:5] == [40000.0] * 5 and mem[7] > mem[6] > mem[5] > 40000.0
     assert all(w.probe.gpu_source == "sim" and w.probe.healthy for w in run.windows)
