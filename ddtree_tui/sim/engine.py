@@ -167,8 +167,6 @@ class SimEngine:
         prompt_tokens = approx_tokens(prompt)
         cached = self._cached_tokens(prompt)
         st = self.stats
-        st.requests_total += 1
-        st.prompt_tokens_total += prompt_tokens
         st.cache_hit_tokens += cached
         self._log_prefill(1, prompt_tokens - cached, cached, st.running_tokens + prompt_tokens)
         fmap = {f.kind: f.arg for f in faults}
@@ -272,7 +270,10 @@ class SimEngine:
             st.running -= 1
             st.running_tokens -= prompt_tokens + done
             st.e2e.observe(time.monotonic() - t_in)
-            # counted when the request ends, as 0.5.23's observe_one_finished_request does
+            # counted when the request ends, as 0.5.23's observe_one_finished_request does (num_requests_total
+            # and prompt_tokens_total too: a window's delta is the requests that finished in it)
+            st.requests_total += 1
+            st.prompt_tokens_total += prompt_tokens
             st.generation_tokens_total += done
             st.verify_calls_total += verify
         return {"id": rid, "completion_tokens": done, "prompt_tokens": prompt_tokens}
