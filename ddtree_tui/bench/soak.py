@@ -12,6 +12,12 @@ server restarted (its /server_info's start stamp or pid changed, or /health fail
 GPUs (`gpu_probe`: the host's telemetry snapshot for the service's GPUs; for the simulator its modelled GPU,
 GET /sim/gpu, labelled "sim").
 
+A window ends once the requests in flight at its edge have finished and its probe has answered, so it runs
+past its nominal length by about one request and one probe (0.82 s past a 1 s window was seen on a starved
+machine; a real 10 s+ window barely notices). Its figures are over the time its requests really ran (its
+turn, in-flight requests included), never the nominal length; the next window still ends on the nominal grid,
+so an overrun shortens that one rather than shifting every later window.
+
 Windows are appended to `log_path` as JSON lines while the run goes (one line a window, flushed and fsynced,
 O_APPEND): a crash or Ctrl-C loses at most the window in progress.
 
