@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]]) -> None:
+async def cancel_and_wait(tasks: Iterable[asyncio.Future[T]]) -> None:
     """Cancel `tasks` and wait until each has finished; their results and errors are dropped (read, so
     that none is reported as never retrieved). A cancel of the caller ends the wait at once."""
     pending = [t for t in tasks if not t.done()]
