@@ -46,9 +46,9 @@ _RATES = ("accept_length", "accept_rate", "gen_throughput")
 
 
 # /server_info figures that are another figure than the status field's other sources: its
-# avg_spec_accept_length averages the server's whole life (SGLang's scheduler, cum_spec_accept_length /
-# cum_spec_accept_count), the log line and /metrics' spec_accept_length the last decode window. Shown only
-# where neither of those has one.
+# avg_spec_accept_length averages the server's whole life (SGLang's scheduler divides its cumulative accepted
+# tokens by its cumulative verify passes), the log line and /metrics' spec_accept_length the last decode
+# window. Shown only where neither of those has one.
 _LIFETIME = ("accept_length",)
 
 
