@@ -39,6 +39,11 @@ LOG_LINES_KEPT = 500
 Guard = Callable[[Callable[[], Awaitable[None]], str], Coroutine[object, object, None]]
 
 
+def _with_note(ts: TelemetryStatus, why: str) -> TelemetryStatus:
+    """`ts` with `why` after its own note."""
+    return ts.model_copy(update={"note": f"{ts.note}; {why}" if ts.note else why})
+
+
 class HostRecord:
     """Everything the fleet keeps for one host."""
 
@@ -55,6 +60,7 @@ class HostRecord:
         self.extra_specs: dict[str, ServiceSpec] = {}  # services moved here from another host
         self.tasks: list[asyncio.Task[None]] = []
         self.sampled = asyncio.Event()
+        self.unsampled_note: str | None = None  # why a settle gave up on a GPU sample; kept until one comes
 
     def has(self, svc: str) -> bool:
         return self.profile.get_service(svc) is not None or svc in self.extra_specs
@@ -220,10 +226,8 @@ class Hosts:
                     async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                         await h.sampled.wait()
                 if not h.sampled.is_set():
-                    ts = h.telemetry_status
-                    why = f"no GPU sample within the {timeout:.0f} s timeout"
-                    note = f"{ts.note}; {why}" if ts.note else why
-                    h.telemetry_status = ts.model_copy(update={"note": note})
+                    h.unsampled_note = f"no GPU sample within the {timeout:g} s timeout"
+                    h.telemetry_status = _with_note(h.telemetry_status, h.unsampled_note)
             if ok and h.services is not None:
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
@@ -249,9 +253,12 @@ class Hosts:
         h = self.by_name.get(host)
         if h is None:
             return
-        h.host_sample, h.gpus, h.telemetry_status = hs, gpus, ts
         if h.telemetry is None or h.telemetry.settled:
             h.sampled.set()  # not on a first `stale` line without GPU rows: `status` would report no GPUs
+            h.unsampled_note = None
+        elif h.unsampled_note is not None:  # a `stale` line after the settle gave up: still no GPU rows
+            ts = _with_note(ts, h.unsampled_note)
+        h.host_sample, h.gpus, h.telemetry_status = hs, gpus, ts
         self._publish(GpuSampleEvent(host=host, host_sample=hs, gpus=gpus, telemetry=ts))
 
     def _on_service(self, host: str, st: ServiceStatus) -> None:
