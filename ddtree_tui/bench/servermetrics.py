@@ -7,7 +7,9 @@ parsed with prometheus_client's parser. The names are SGLang 0.5.23's (observabi
 gauges `sglang:num_running_reqs`, `num_queue_reqs`, `token_usage`, `gen_throughput`, `cache_hit_rate`,
 `spec_accept_length`, `spec_accept_rate`; counters `sglang:num_requests_total`, `prompt_tokens_total`,
 `generation_tokens_total`, `spec_verify_calls_total`, `cached_tokens_total` (0.5.23 counts a request's
-tokens and verify calls when it finishes); histograms `sglang:time_to_first_token_seconds`,
+tokens and verify calls when it finishes), `num_aborted_requests_total` (counted when the tokenizer manager
+aborts a request: a client that went away, as `--cancel`'s requests do; such a request is also counted as
+finished, with the tokens it got out); histograms `sglang:time_to_first_token_seconds`,
 `inter_token_latency_seconds`, `e2e_request_latency_seconds`. Series of several label sets (ranks, 0.5.23's
 `is_streaming`) are summed (counts, running/queued requests, throughput) or averaged (ratios).
 
@@ -60,6 +62,7 @@ COUNTERS = (
     "sglang:generation_tokens_total",
     "sglang:spec_verify_calls_total",
     "sglang:cached_tokens_total",
+    "sglang:num_aborted_requests_total",
 )
 HISTOGRAMS = {
     "ttft": "sglang:time_to_first_token_seconds",
@@ -219,6 +222,7 @@ def prometheus_window(
     if top is None or top is base:
         return w
     w.requests = _delta(base, top, "sglang:num_requests_total")
+    w.aborted = _delta(base, top, "sglang:num_aborted_requests_total")
     w.prompt_tokens = _delta(base, top, "sglang:prompt_tokens_total")
     w.generation_tokens = _delta(base, top, "sglang:generation_tokens_total")
     span = end_s - start_s

@@ -86,7 +86,8 @@ class ServerWindow(BaseModel):
     accept_length: float | None = None
     accept_length_from: str | None = None  # "Δgeneration_tokens/Δspec_verify_calls", "gauge", "log"
     accept_rate: float | None = None
-    requests: float | None = None  # Δ sglang:num_requests_total (finished)
+    requests: float | None = None  # Δ sglang:num_requests_total (finished, aborted ones included)
+    aborted: float | None = None  # Δ sglang:num_aborted_requests_total (the client went away: --cancel)
     prompt_tokens: float | None = None  # Δ sglang:prompt_tokens_total
     generation_tokens: float | None = None  # Δ sglang:generation_tokens_total
     output_throughput: float | None = None  # Δ generation tokens / window length

@@ -33,11 +33,12 @@ def slices_section(run: Run) -> str | None:
              _num(s.running_reqs_mean if s else None), _num(s.queue_reqs_mean if s else None),
              _num(s.token_usage_mean if s else None, "{:.2f}"), _num(srv_thr),
              _num(s.ttft_ms_p50 if s else None, "{:.0f}"), _num(s.e2e_ms_p50 if s else None, "{:.0f}"),
-             _num(s.accept_length if s else None, "{:.2f}"), e(s.source if s else "-")]
+             _num(s.accept_length if s else None, "{:.2f}"), _num(s.aborted if s else None, "{:.0f}"),
+             e(s.source if s else "-")]
         )  # fmt: skip
     headers = ["window", "s", "service", "ok", "failed", "in flight", "out tok/s", "TTFT p50", "TTFT p99",
                "e2e p50", "accept", "server running", "server queue", "server KV usage", "server out tok/s",
-               "server TTFT p50", "server e2e p50", "server accept", "server source"]  # fmt: skip
+               "server TTFT p50", "server e2e p50", "server accept", "server aborted", "server source"]  # fmt: skip
     how = (
         "the soak's windows (each service's turn)"
         if isinstance(run, SoakRun)
@@ -48,7 +49,7 @@ def slices_section(run: Run) -> str | None:
     return (
         f'<h2>Time slices</h2><p class="sub">{e(how)}. Server columns: the server\'s own figures for the same '
         "window (gauges averaged over the scrapes in it, counters and histograms as their change across it).</p>"
-        + _table(headers, rows, set(range(3, 18)))
+        + _table(headers, rows, set(range(3, 19)))
     )
 
 

@@ -265,6 +265,9 @@ class SimEngine:
                 self.log(
                     f"Request is disconnected from the client side. Abort request rid={rid} ({done} tokens out)"
                 )
+                # 0.5.23's abort_request counts it in num_aborted_requests_total at once; it is also in
+                # num_requests_total when it ends (the scheduler's abort finish reaches collect_metrics)
+                st.client_aborts_total += 1
             raise
         finally:
             st.running -= 1

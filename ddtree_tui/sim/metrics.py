@@ -39,7 +39,10 @@ class SimStats:
     def __init__(self) -> None:
         self.running = 0
         self.running_tokens = 0
+        # the scheduler's retract aborts; num_aborted_requests_total is client_aborts_total: 0.5.23 counts there
+        # only the tokenizer manager's abort_request, which a client's disconnect calls
         self.aborted_total = 0
+        self.client_aborts_total = 0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.requests_total = 0
@@ -82,6 +85,7 @@ def prometheus_text(s: SimStats, cfg: SimConfig) -> str:
         ("sglang:prompt_tokens_total", s.prompt_tokens_total, "Number of prefill tokens processed."),
         ("sglang:generation_tokens_total", s.generation_tokens_total, "Number of generation tokens."),
         ("sglang:num_requests_total", s.requests_total, "Number of requests processed."),
+        ("sglang:num_aborted_requests_total", s.client_aborts_total, "Number of requests aborted."),
         ("sglang:cached_tokens_total", s.cache_hit_tokens, "Number of cached prompt tokens."),
     ]
     if cfg.speculative_algorithm:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import re
 import signal
 import time
 
 import pytest
 
+from ddtree_tui.bench.servermetrics import parse_metrics, prometheus_window
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.process import SimProcess
 from ddtree_tui.sim.server import SimServer
@@ -173,6 +175,45 @@ async def test_requests_are_counted_when_they_finish_as_sglang_does() -> None:
             end = await metrics_when(0, "the request to end")
             assert _metric(end, "sglang:num_requests_total") == 1
             assert _metric(end, "sglang:prompt_tokens_total") > 0
+
+
+async def test_a_client_disconnect_is_an_abort_and_a_finished_request_as_in_sglang() -> None:
+    """SGLang 0.5.23: a streaming client that goes away is aborted by the tokenizer manager's abort_request,
+    which counts it in num_aborted_requests_total; the scheduler's abort finish then reaches collect_metrics,
+    so it is in num_requests_total too, with the tokens it got out."""
+    async with SimServer(SimConfig(decode_rate=50), log=lambda s: None) as s:
+        async with httpc.AClient(base_url=s.base_url) as c:
+            first = parse_metrics((await c.get("/metrics")).text, 0.0)
+        host, port = s.base_url.removeprefix("http://").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        body = json.dumps({"text": "leave early", "sampling_params": {"max_new_tokens": 400}, "stream": True})
+        writer.write(
+            f"POST /generate HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n{body}".encode()
+        )
+        await writer.drain()
+        got = b""
+        while b"data:" not in got:  # the first chunk: the request is running
+            more = await asyncio.wait_for(reader.read(4096), 20)
+            assert more, "the server closed before the first chunk"
+            got += more
+        writer.close()
+        async with httpc.AClient(base_url=s.base_url) as c:
+            for _ in range(400):  # bounded: 20 s
+                text = (await c.get("/metrics")).text
+                if _metric(text, "sglang:num_running_reqs") == 0:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the abandoned request never ended")
+        assert _metric(text, "sglang:num_aborted_requests_total") == 1
+        assert _metric(text, "sglang:num_requests_total") == 1
+        assert 0 < _metric(text, "sglang:generation_tokens_total") < 400
+        # --server-metrics reads it (prometheus_client's parser) into the window's `aborted`
+        last = parse_metrics(text, 2.0)
+        assert first is not None and last is not None
+        w = prometheus_window("sim", [first, last], 0, 0.0, 1.0, 0.0, last=True)
+        assert w.aborted == 1 and w.requests == 1
 
 
 @pytest.mark.slow
