@@ -265,8 +265,10 @@ class SimEngine:
                 self.log(
                     f"Request is disconnected from the client side. Abort request rid={rid} ({done} tokens out)"
                 )
-                # 0.5.23's abort_request counts it in num_aborted_requests_total at once; it is also in
-                # num_requests_total when it ends (the scheduler's abort finish reaches collect_metrics)
+                # 0.5.23's abort_request counts it in num_aborted_requests_total, and num_requests_total when
+                # the scheduler's abort finish reaches collect_metrics. (A real server's streaming response
+                # calls abort_request from a background task 2 s after the client went, so it decodes on for
+                # those 2 s; the simulator aborts at once.)
                 st.client_aborts_total += 1
             raise
         finally:

@@ -178,9 +178,10 @@ async def test_requests_are_counted_when_they_finish_as_sglang_does() -> None:
 
 
 async def test_a_client_disconnect_is_an_abort_and_a_finished_request_as_in_sglang() -> None:
-    """SGLang 0.5.23: a streaming client that goes away is aborted by the tokenizer manager's abort_request,
-    which counts it in num_aborted_requests_total; the scheduler's abort finish then reaches collect_metrics,
-    so it is in num_requests_total too, with the tokens it got out."""
+    """SGLang 0.5.23: a streaming client that goes away is aborted by the tokenizer manager's abort_request
+    (from the response's background abort task), which counts it in num_aborted_requests_total; the
+    scheduler's abort finish then reaches collect_metrics, so it is in num_requests_total too, with the tokens
+    it got out."""
     async with SimServer(SimConfig(decode_rate=50), log=lambda s: None) as s:
         async with httpc.AClient(base_url=s.base_url) as c:
             first = parse_metrics((await c.get("/metrics")).text, 0.0)
