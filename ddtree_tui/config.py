@@ -80,6 +80,8 @@ class SimOptions(_Strict):
         False  # the simulated target is a hybrid GDN/Mamba model: tree verify needs allow_hybrid_unsafe
     )
     max_running_requests: int = Field(default=0, ge=0, le=100000)  # 0: no cap; beyond it requests queue
+    # a stream whose client went decodes on this long, then aborts (SGLang 0.5.23: 2 s); 0: at once
+    disconnect_abort_s: float = Field(default=0.0, ge=0, le=60)
 
 
 class TelemetryOptions(_Strict):

@@ -474,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--max-running-requests", type=int, default=None, metavar="N", help="more than N wait in a queue"
     )
+    r.add_argument(
+        "--disconnect-abort", type=float, default=None, metavar="S",
+        help="a stream whose client went decodes on S s, then aborts (SGLang 0.5.23: 2)",
+    )  # fmt: skip
     d = sp.add_argument_group("inject drift (for soak tests; seconds from the first request)")
     d.add_argument(
         "--slowdown-after", type=float, default=None, metavar="S", help="steps slow down after S s"

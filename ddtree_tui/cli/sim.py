@@ -37,6 +37,7 @@ def config_from_args(a: SimArgs) -> SimConfig:
         decode_log_interval=a.decode_log_interval,
         kv_capacity=a.kv_capacity or 0,
         max_running_requests=a.max_running_requests or 0,
+        disconnect_abort_s=a.disconnect_abort or 0.0,
         slowdown_after=a.slowdown_after or 0.0,
         slowdown_factor=a.slowdown_factor or 1.0,
         mem_creep_after=a.mem_creep_after or 0.0,

@@ -35,6 +35,7 @@ class SimArgs(CliArgs):
     batch_slowdown: bool = False
     kv_capacity: int | None = None
     max_running_requests: int | None = None
+    disconnect_abort: float | None = None
     slowdown_after: float | None = None
     slowdown_factor: float | None = None
     mem_creep_after: float | None = None

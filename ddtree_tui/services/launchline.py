@@ -182,6 +182,7 @@ def sim_argv(profile: HostProfile, spec: ServiceSpec) -> list[str]:
         hybrid=spec.sim.hybrid,
         allow_hybrid_unsafe=spec.allow_hybrid_unsafe,
         max_running_requests=spec.sim.max_running_requests,
+        disconnect_abort_s=spec.sim.disconnect_abort_s,
         model_path=spec.model or _SIM_DEFAULT.model_path,
     )
     return simproc.sim_argv(

@@ -211,6 +211,10 @@ class SimConfig(BaseModel):
     # SGLang's --max-running-requests: more requests than this wait in the scheduler's queue (their TTFT
     # grows, throughput stops growing: the knee a concurrency ladder finds); 0 = no cap
     max_running_requests: int = Field(default=0, ge=0, le=100000)
+    # seconds a streaming request decodes on after its client went: SGLang 0.5.23's streaming response runs
+    # the tokenizer manager's abort 2 s after the client disconnected (create_abort_task), and only if the
+    # request is still there then (one that finished first is never counted as aborted); 0 = at once
+    disconnect_abort_s: float = Field(default=0.0, ge=0, le=60, description="stream abort delay (real: 2)")
     # --- injectable drift, for soak tests (times count from the first generation request): after
     # `slowdown_after` seconds every decode step takes `slowdown_factor` times as long; after
     # `mem_creep_after` seconds the simulated GPU memory (GET /sim/gpu) grows by `mem_creep_mib_s` MiB/s

@@ -171,20 +171,48 @@ class SimEndpoints(SimEngine):
                 await resp.write_eof()
             return resp
 
-        async def emit(ev: dict[str, Any]) -> None:
-            if ev.get("malformed"):
-                await resp.write(b'data: {"text": "this chunk is not json\n\n')
-                return
-            for obj in render(ev):
-                payload = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
-                await resp.write(b"data: " + payload.encode() + b"\n\n")
+        delay = self.cfg.real_seconds(self.cfg.disconnect_abort_s)
+        gone: list[asyncio.TimerHandle] = []  # the abort timer, once the client went (disconnect_abort_s)
 
+        def client_gone(gen: asyncio.Future[Any]) -> None:
+            # SGLang's create_abort_task: `delay` seconds after the client went, abort the request if it is
+            # still there; until then it decodes on, its chunks written nowhere
+            if not gone and not gen.done():
+                gone.append(asyncio.get_running_loop().call_later(delay, gen.cancel))
+                gen.add_done_callback(lambda _: gone[0].cancel())
+
+        async def emit(ev: dict[str, Any]) -> None:
+            if gone:
+                return
+            try:
+                if ev.get("malformed"):
+                    await resp.write(b'data: {"text": "this chunk is not json\n\n')
+                    return
+                for obj in render(ev):
+                    payload = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
+                    await resp.write(b"data: " + payload.encode() + b"\n\n")
+            except (ConnectionResetError, ConnectionError):
+                if delay <= 0:
+                    raise
+                client_gone(gen)
+
+        gen = asyncio.ensure_future(self._generation(prompt, max_new, faults, emit))
+        if delay > 0:
+            self._active.add(gen)  # cancelled on stop, as the handlers are
+            gen.add_done_callback(self._active.discard)
+            gen.add_done_callback(lambda f: f.cancelled() or f.exception())  # ended after its handler: read
         try:
-            await self._generation(prompt, max_new, faults, emit)
+            await (asyncio.shield(gen) if delay > 0 else gen)
+        except asyncio.CancelledError:
+            if delay > 0 and not self._shutting_down:
+                client_gone(gen)  # aiohttp cancelled the handler: the client went; the request decodes on
+            raise
         except Drop:
             _abort(request)
             return resp
         except (ConnectionResetError, ConnectionError):
+            return resp
+        if gone:
             return resp
         with contextlib.suppress(ConnectionResetError, ConnectionError):
             if done_line:

@@ -137,6 +137,11 @@ class SimEngine:
         self.stats.queued += 1  # sglang:num_queue_reqs while it waits for a running slot
         try:
             await self._slots.acquire()
+        except asyncio.CancelledError:
+            if not self._shutting_down:  # the client went while it waited: aborted from the queue
+                self.log("Request is disconnected from the client side. Abort request (waiting in the queue)")
+                self.stats.client_aborts_total += 1
+            raise
         finally:
             self.stats.queued -= 1
         try:

@@ -131,6 +131,8 @@ def sim_argv(
     ]
     if cfg.max_running_requests:
         a += ["--max-running-requests", str(cfg.max_running_requests)]
+    if cfg.disconnect_abort_s:
+        a += ["--disconnect-abort", f"{cfg.disconnect_abort_s:g}"]
     if cfg.model_path != d.model_path:
         a += ["--model-path", cfg.model_path]
     if cfg.decode_log_interval != d.decode_log_interval:

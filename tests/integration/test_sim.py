@@ -177,6 +177,35 @@ async def test_requests_are_counted_when_they_finish_as_sglang_does() -> None:
             assert _metric(end, "sglang:prompt_tokens_total") > 0
 
 
+async def _leave_after_first_chunk(base_url: str, max_new_tokens: int) -> None:
+    """A streaming /generate whose client reads its first chunk and goes away (closes the socket)."""
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    body = json.dumps(
+        {"text": "leave early", "sampling_params": {"max_new_tokens": max_new_tokens}, "stream": True}
+    )
+    writer.write(
+        f"POST /generate HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n{body}".encode()
+    )
+    await writer.drain()
+    got = b""
+    while b"data:" not in got:  # the first chunk: the request is running
+        more = await asyncio.wait_for(reader.read(4096), 20)
+        assert more, "the server closed before the first chunk"
+        got += more
+    writer.close()
+
+
+async def _metrics_when_idle(c: httpc.AClient) -> str:
+    for _ in range(600):  # bounded: 30 s
+        text = (await c.get("/metrics")).text
+        if _metric(text, "sglang:num_running_reqs") == 0:
+            return text
+        await asyncio.sleep(0.05)
+    raise AssertionError("a request the client left never ended")
+
+
 async def test_a_client_disconnect_is_an_abort_and_a_finished_request_as_in_sglang() -> None:
     """SGLang 0.5.23: a streaming client that goes away is aborted by the tokenizer manager's abort_request
     (from the response's background abort task), which counts it in num_aborted_requests_total; the
@@ -185,28 +214,8 @@ async def test_a_client_disconnect_is_an_abort_and_a_finished_request_as_in_sgla
     async with SimServer(SimConfig(decode_rate=50), log=lambda s: None) as s:
         async with httpc.AClient(base_url=s.base_url) as c:
             first = parse_metrics((await c.get("/metrics")).text, 0.0)
-        host, port = s.base_url.removeprefix("http://").rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port))
-        body = json.dumps({"text": "leave early", "sampling_params": {"max_new_tokens": 400}, "stream": True})
-        writer.write(
-            f"POST /generate HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\n\r\n{body}".encode()
-        )
-        await writer.drain()
-        got = b""
-        while b"data:" not in got:  # the first chunk: the request is running
-            more = await asyncio.wait_for(reader.read(4096), 20)
-            assert more, "the server closed before the first chunk"
-            got += more
-        writer.close()
-        async with httpc.AClient(base_url=s.base_url) as c:
-            for _ in range(400):  # bounded: 20 s
-                text = (await c.get("/metrics")).text
-                if _metric(text, "sglang:num_running_reqs") == 0:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError("the abandoned request never ended")
+            await _leave_after_first_chunk(s.base_url, 400)
+            text = await _metrics_when_idle(c)
         assert _metric(text, "sglang:num_aborted_requests_total") == 1
         assert _metric(text, "sglang:num_requests_total") == 1
         assert 0 < _metric(text, "sglang:generation_tokens_total") < 400
@@ -215,6 +224,23 @@ async def test_a_client_disconnect_is_an_abort_and_a_finished_request_as_in_sgla
         assert first is not None and last is not None
         w = prometheus_window("sim", [first, last], 0, 0.0, 1.0, 0.0, last=True)
         assert w.aborted == 1 and w.requests == 1
+
+
+async def test_a_stream_whose_client_went_decodes_on_until_the_abort_delay_as_sglang_does() -> None:
+    """disconnect_abort_s (real 0.5.23: 2 s, create_abort_task): a request the client left decodes on until
+    the delay, then aborts; one that finishes first is a finished request, never an aborted one."""
+    lines: list[str] = []
+    async with SimServer(SimConfig(decode_rate=50, disconnect_abort_s=3.0), log=lines.append) as s:
+        async with httpc.AClient(base_url=s.base_url) as c:
+            await _leave_after_first_chunk(s.base_url, 2000)  # ~13 s of decode: aborted at 3 s
+            await _leave_after_first_chunk(s.base_url, 30)  # well under 3 s: it finishes first
+            text = await _metrics_when_idle(c)
+    assert _metric(text, "sglang:num_aborted_requests_total") == 1
+    assert _metric(text, "sglang:num_requests_total") == 2
+    # the long one ran on for the delay (at 50 passes/s, ~150 passes) after its first chunk, then stopped
+    gen = _metric(text, "sglang:generation_tokens_total")
+    assert 30 + 100 <= gen < 30 + 2000
+    assert sum("Abort request rid=" in ln for ln in lines) == 1
 
 
 @pytest.mark.slow

@@ -24,8 +24,8 @@ def test_a_config_round_trips_through_its_argv() -> None:
     cfg = SimConfig(
         algorithm="ddtree", mode="tree", accept_length=3.25, decode_rate=55.5, load_time=0.5, seed=7,
         model_path="sim/other", decode_log_interval=5, block_size=8, budget=64, hybrid=True,
-        allow_hybrid_unsafe=True, max_running_requests=4, faults=["slow=2"], health_latency=0.25,
-        prefill_rate=900.0, kv_capacity=5000, slowdown_after=3.0, slowdown_factor=2.0, mem_creep_after=1.0,
+        allow_hybrid_unsafe=True, max_running_requests=4, disconnect_abort_s=2.0, faults=["slow=2"],
+        health_latency=0.25, prefill_rate=900.0, kv_capacity=5000, slowdown_after=3.0, slowdown_factor=2.0, mem_creep_after=1.0,
         mem_creep_mib_s=10.0, batch_slowdown=True, reasoning=True, usage_on_finish=True, no_done=True,
         detail_errors=True, strict_openai=True, incremental_streaming_output=True,
     )  # fmt: skip
@@ -45,10 +45,11 @@ def test_a_profiles_sim_service_uses_the_same_builder() -> None:
         'name = "local"\naddress = "local"\nworkdir = ".ddtree/demo"\n[[service]]\nname = "dd"\n'
         'algorithm = "ddtree"\nmode = "tree"\nlauncher = "sim"\nport = 31012\nbudget = 32\nblock_size = 8\n'
         'allow_hybrid_unsafe = true\nextra_args = ["--reasoning"]\n'
-        "[service.sim]\nhybrid = true\nrealistic = true\nmax_running_requests = 3\n"
+        "[service.sim]\nhybrid = true\nrealistic = true\nmax_running_requests = 3\ndisconnect_abort_s = 2.5\n"
     )
     argv = build_launch(prof, prof.services[0]).argv
     assert argv[-1] == "--reasoning" and "--realistic" in argv  # the switch, not its values one by one
     back = _read_back(argv)
     assert (back.budget, back.block_size, back.hybrid, back.allow_hybrid_unsafe) == (32, 8, True, True)
     assert back.max_running_requests == 3 and back.reasoning and back.batch_slowdown
+    assert back.disconnect_abort_s == 2.5
