@@ -51,7 +51,11 @@ async def launch_both(pilot: Any) -> None:
     await press(pilot, "3", "l", "down", "l")
     snap = lambda: [s.state for h in app.fleet.snapshot().hosts for s in h.services]  # noqa: E731
     await until(pilot, lambda: snap().count("ready") == 2, 40, "both services ready")
-    await pilot.pause(0.5)
+    # the keys act on the painted snapshot (`b` preselects from it, C/O/A load "the ready services"), which
+    # follows the fleet's by a frame or more: waited for, not assumed (a 0.5 s pause was once too short, in an
+    # idle fresh-clone run: C then found no ready service)
+    painted = lambda: [s.state for h in app.ctl.snap.hosts for s in h.services]  # noqa: E731
+    await until(pilot, lambda: painted().count("ready") == 2, 20, "the painted snapshot to show both ready")
 
 
 @contextlib.asynccontextmanager
