@@ -172,6 +172,7 @@ class SimEndpoints(SimEngine):
             return resp
 
         delay = self.cfg.real_seconds(self.cfg.disconnect_abort_s)
+        gen: asyncio.Future[Any] | None = None  # the request as a task of its own (only with a delay)
         gone: list[asyncio.TimerHandle] = []  # the abort timer, once the client went (disconnect_abort_s)
 
         def client_gone(gen: asyncio.Future[Any]) -> None:
@@ -192,19 +193,22 @@ class SimEndpoints(SimEngine):
                     payload = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
                     await resp.write(b"data: " + payload.encode() + b"\n\n")
             except (ConnectionResetError, ConnectionError):
-                if delay <= 0:
+                if gen is None:
                     raise
                 client_gone(gen)
 
-        gen = asyncio.ensure_future(self._generation(prompt, max_new, faults, emit))
-        if delay > 0:
-            self._active.add(gen)  # cancelled on stop, as the handlers are
-            gen.add_done_callback(self._active.discard)
-            gen.add_done_callback(lambda f: f.cancelled() or f.exception())  # ended after its handler: read
         try:
-            await (asyncio.shield(gen) if delay > 0 else gen)
+            if delay > 0:
+                # its own task, so that the handler's cancellation (the client went) does not end it
+                gen = asyncio.ensure_future(self._generation(prompt, max_new, faults, emit))
+                self._active.add(gen)  # cancelled on stop, as the handlers are
+                gen.add_done_callback(self._active.discard)
+                gen.add_done_callback(lambda f: f.cancelled() or f.exception())  # ended after its handler
+                await asyncio.shield(gen)
+            else:
+                await self._generation(prompt, max_new, faults, emit)  # in the handler's task: ends with it
         except asyncio.CancelledError:
-            if delay > 0 and not self._shutting_down:
+            if gen is not None and not self._shutting_down:
                 client_gone(gen)  # aiohttp cancelled the handler: the client went; the request decodes on
             raise
         except Drop:

@@ -272,8 +272,8 @@ class SimEngine:
                 )
                 # 0.5.23's abort_request counts it in num_aborted_requests_total, and num_requests_total when
                 # the scheduler's abort finish reaches collect_metrics. (A real server's streaming response
-                # calls abort_request from a background task 2 s after the client went, so it decodes on for
-                # those 2 s; the simulator aborts at once.)
+                # calls abort_request from a background task 2 s after the client went: disconnect_abort_s,
+                # sim/endpoints.py; with 0 the cancellation lands here at once.)
                 st.client_aborts_total += 1
             raise
         finally:
