@@ -24,6 +24,12 @@ in GET /stats as for /generate (OpenAI chunks have no room for it).
 A raw asyncio protocol (no framework) and precomputed chunk bytes keep the server's cost per chunk small;
 it still shares the machine's cores with the client, which is why it reports its own lateness.
 
+One process takes every connection by default. `ExactServer(cfg, procs=N)` starts N processes that share the
+port (SO_REUSEPORT: the kernel hands each new connection to one of them), so a burst of hundreds of arrivals
+and tens of thousands of chunks a second is spread over N event loops; each process also listens on a
+control port of its own, and `ExactServer.get("/stats")` merges their records (requests, chunks and `done`
+summed; lateness quantiles are the worst process's). Every process stamps with CLOCK_MONOTONIC, one clock.
+
 Run: python benchmarks/exact_server.py --port 30500 --rate 1000 --tokens-per-chunk 4 --ttft 0.02
 """
 
@@ -355,49 +361,100 @@ class ExactProtocol(asyncio.Protocol):
         self.transport.write(b + _frame(b"[DONE]") + b"0\r\n\r\n")
 
 
-async def serve(cfg: Config, port: int, host: str = "127.0.0.1") -> None:
+async def serve(
+    cfg: Config, port: int, host: str = "127.0.0.1", reuse_port: bool = False, control_port: int | None = None
+) -> None:
     loop = asyncio.get_running_loop()
     stats = Stats()
-    server = await loop.create_server(lambda: ExactProtocol(cfg, stats), host, port, backlog=1024)
+    server = await loop.create_server(
+        lambda: ExactProtocol(cfg, stats), host, port, backlog=1024, reuse_port=reuse_port or None
+    )
+    servers = [server]
+    if control_port is not None:  # this process's own port: its /stats, whichever process the port gave
+        servers.append(await loop.create_server(lambda: ExactProtocol(cfg, stats), host, control_port))
     print(f"exact server on http://{host}:{port}: {cfg}", flush=True)
-    async with server:
+    async with contextlib.AsyncExitStack() as stack:
+        for s in servers:
+            await stack.enter_async_context(s)
         await server.serve_forever()
 
 
-class ExactServer:
-    """This file as a child process on a free port: `with ExactServer(cfg) as base_url: ...`."""
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    def __init__(self, cfg: Config) -> None:
+
+def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The processes' /stats as one: counts and `done` summed; each lateness quantile the worst process's."""
+    out: dict[str, Any] = {
+        "requests": sum(p["requests"] for p in parts),
+        "chunks": sum(p["chunks"] for p in parts),
+        "done": [d for p in parts for d in p["done"]],
+        "processes": len(parts),
+    }
+    for k in ("late_ms_p50", "late_ms_p99", "late_ms_max"):
+        vals = [p[k] for p in parts if p.get(k) is not None]
+        out[k] = max(vals) if vals else None
+    return out
+
+
+class ExactServer:
+    """This file as child processes on a free port: `with ExactServer(cfg) as base_url: ...` (procs > 1: that
+    many processes share the port, each with a control port of its own that `get`/`reset` speak to)."""
+
+    def __init__(self, cfg: Config, procs: int = 1) -> None:
         self.cfg = cfg
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.procs_n = max(1, procs)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.controls: list[int] = []
         self.base_url = ""
 
     def __enter__(self) -> str:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _free_port()
         argv = [sys.executable, __file__, "--port", str(port), "--rate", str(self.cfg.rate)]
         argv += ["--tokens-per-chunk", str(self.cfg.tokens_per_chunk), "--ttft", str(self.cfg.ttft)]
         if self.cfg.incremental:
             argv.append("--incremental")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        if self.procs_n > 1:
+            self.controls = [_free_port() for _ in range(self.procs_n)]
+            for c in self.controls:
+                self.procs.append(
+                    subprocess.Popen(
+                        [*argv, "--reuse-port", "--control-port", str(c)], stdout=subprocess.DEVNULL
+                    )
+                )
+        else:
+            self.procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
         self.base_url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                return self.base_url
+        waiting = [port, *self.controls]
+        while waiting and time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", waiting[0]), 0.2):
+                waiting.pop(0)
+                continue
             time.sleep(0.05)
+        if not waiting:
+            return self.base_url
         self.__exit__()
         raise RuntimeError("exact server did not start")
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(5)
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.wait(5)
+        self.procs = []
+
+    def _get(self, url: str) -> Any:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
 
     def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.base_url + path, timeout=10) as r:
-            return json.loads(r.read())
+        if not self.controls:
+            return self._get(self.base_url + path)
+        parts = [self._get(f"http://127.0.0.1:{c}{path}") for c in self.controls]
+        return merge_stats(parts) if path == "/stats" else parts[0]
 
     def reset(self) -> None:
         self.get("/stats/reset")
@@ -410,10 +467,14 @@ def main() -> None:
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
     ap.add_argument("--ttft", type=float, default=0.02, help="seconds")
     ap.add_argument("--incremental", action="store_true")
+    ap.add_argument(
+        "--reuse-port", action="store_true", help="share --port with other processes (SO_REUSEPORT)"
+    )
+    ap.add_argument("--control-port", type=int, help="also listen here (this process's own /stats)")
     a = ap.parse_args()
     cfg = Config(a.rate, a.tokens_per_chunk, a.ttft, a.incremental)
     try:
-        asyncio.run(serve(cfg, a.port))
+        asyncio.run(serve(cfg, a.port, reuse_port=a.reuse_port, control_port=a.control_port))
     except KeyboardInterrupt:
         pass
 
