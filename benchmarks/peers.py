@@ -1,5 +1,6 @@
-"""Which benchmark client measures a streaming server best: ours, NVIDIA's AIPerf, GuideLLM and SGLang's
-`bench_serving`, side by side against one server whose schedule is exactly known (benchmarks/exact_server.py).
+"""Which benchmark client measures a streaming server best: ours, NVIDIA's AIPerf, GuideLLM, SGLang's
+`bench_serving` and vLLM's `bench serve`, side by side against one server whose schedule is exactly known
+(benchmarks/exact_server.py).
 
 Every tool speaks OpenAI's streaming `/v1/completions` to the same exact server (a child process on a free
 port), scenario after scenario; within a scenario the tools take turns round by round (A B C D, then D C B A),
@@ -18,6 +19,8 @@ never from its summary:
   guidellm  benchmarks.json (each successful request's start, first token and end times, output tokens)
   sglang    each counted RequestFuncOutput (start_time, ttft, latency, output_len), written by
             benchmarks/sglang_client.py (bench_serving's --output-details file has no start or latency)
+  vllm      `vllm bench serve --save-result --save-detailed`: start_times (time.perf_counter, which is
+            CLOCK_MONOTONIC on Linux, the server's clock), ttfts, latencies, output_lens, errors
 
 Columns (medians over rounds; per round the median over requests, client vs server):
   TTFT err ms     client's median TTFT − the true median TTFT (first send − arrival)
@@ -31,7 +34,8 @@ Columns (medians over rounds; per round the median over requests, client vs serv
                   tree) is compiled before the runs (`--no-compile-ours` leaves it out)
   headline        the tool's own summary: median TTFT ms / median e2e ms / output tok/s, beside the truth
 
-Needs: pip (or --wheels), about 1 GiB of disk for the three environments. AIPerf and GuideLLM read a local
+Needs: pip (or --wheels), about 1 GiB of disk for the AIPerf, GuideLLM and bench_serving environments and
+about 10 GiB for vLLM's (torch and CUDA libraries; `--only` leaves it out). AIPerf, GuideLLM and vLLM read a local
 word-level tokenizer (built here with `tokenizers`: each streamed word "wN" is one token); AIPerf will not read
 a local tokenizer folder while HF_HUB_OFFLINE=1, so that variable is removed from its environment.
 
@@ -74,7 +78,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from exact_server import Config, ExactServer  # noqa: E402
 
-TOOLS = ("ours", "aiperf", "guidellm", "sglang")
+TOOLS = ("ours", "aiperf", "guidellm", "sglang", "vllm")
 PINS = {
     "aiperf": ["aiperf==0.13.0"],
     "guidellm": ["guidellm==0.8.0"],
@@ -93,6 +97,10 @@ PINS = {
     ],
 }
 SGLANG_WHEEL = "sglang==0.5.23"
+# vLLM's `bench serve` runs from the vllm package (its benchmarks import vllm's own modules), so the whole
+# release is installed: 0.34.0, the newest, does not resolve here (it pins flashinfer-python==0.7.3, which the
+# package index lacks); 0.33.0 does. Several GiB (torch and CUDA libraries), though no GPU is used.
+PINS["vllm"] = ["vllm==0.33.0"]
 TOOL_TIMEOUT = 900
 
 
@@ -499,11 +507,46 @@ def run_sglang(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
     return res
 
 
+def run_vllm(sc: Scenario, base: str, work: Path, ctx: Ctx) -> Result:
+    """vLLM's `bench serve` (its OpenAI completions client: aiohttp, one loop), one warm-up request as
+    bench_serving gets; its counted requests are the detailed result's lists."""
+    out = work / "vllm.json"
+    argv = [str(ctx.py["vllm"]), "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+    argv += ["--backend", "openai", "--base-url", base, "--endpoint", "/v1/completions", "--model", "exact"]
+    argv += ["--tokenizer", str(ctx.tok_dir), "--dataset-name", "random", "--random-input-len", "8"]
+    argv += ["--random-output-len", str(sc.tokens), "--random-range-ratio", "0", "--num-prompts", str(sc.n)]
+    argv += ["--ignore-eos", "--num-warmups", "1", "--seed", "1", "--disable-tqdm"]
+    argv += ["--percentile-metrics", "ttft,tpot,itl,e2el"]
+    argv += ["--save-result", "--save-detailed", "--result-dir", str(work), "--result-filename", out.name]
+    if sc.poisson:
+        argv += ["--request-rate", f"{sc.poisson:g}"]
+    else:
+        argv += ["--request-rate", "inf", "--max-concurrency", str(sc.conc)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    rc, cpu, wall = _run(argv, env, work, work / "vllm.log", ctx.tool_timeout)
+    res = Result("vllm", cpu_tree_s=cpu, wall_s=wall)
+    if not out.exists():
+        res.note = f"failed ({rc}): {_tail(work / 'vllm.log')}"
+        return res
+    r = json.loads(out.read_text())
+    cols = zip(r["start_times"], r["ttfts"], r["latencies"], r["output_lens"], r["errors"], strict=True)
+    for start, ttft, lat, osl, err in cols:
+        if not err and lat and ttft:
+            res.recs.append(Rec(start, ttft, lat, int(osl or 0)))
+    res.headline = {
+        "ttft_ms": r.get("median_ttft_ms"),
+        "e2e_ms": r.get("median_e2el_ms"),
+        "agg": r.get("output_throughput"),
+    }
+    return res
+
+
 RUNNERS: dict[str, Callable[[Scenario, str, Path, Ctx], Result]] = {
     "ours": run_ours,
     "aiperf": run_aiperf,
     "guidellm": run_guidellm,
     "sglang": run_sglang,
+    "vllm": run_vllm,
 }
 
 
