@@ -502,6 +502,12 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             self._layout()
             self.ctl.stale |= {m for m, t in PANE_TAB.items() if t == self.active_tab}
             self.flush()
+        # focused now, before the next key is read: a key typed right after the pane's number (a fast typist,
+        # tmux send-keys, a paste) is queued behind it and went to the pane left behind; Widget.focus() and the
+        # deferral below both wait. Deferred as well, for a main widget that only becomes focusable once laid out
+        target = self.pane(n).main_widget()
+        if target.focusable and not (self.focused is not None and self.focused.id == "filter"):
+            self.screen.set_focus(target)
         self.call_after_refresh(self._focus_pane_main, n)
 
     def _focus_pane_main(self, n: int) -> None:

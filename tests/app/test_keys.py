@@ -87,6 +87,34 @@ async def test_every_bench_table_is_reachable_and_shown_when_focused(size: tuple
         assert seen == ["bench-live", "bench-results", "bench-prompts", "bench-history"]
 
 
+async def test_a_key_typed_right_behind_a_panes_number_reaches_that_pane() -> None:
+    """`5` then `C` (or `6` then `f`) read together, as tmux send-keys, a paste or a fast typist deliver them:
+    both keys are queued before the app handles the first, so the second must find the new pane focused (the
+    focus used to move only after the next refresh, and the key went to the table left behind, which has no
+    such binding: nothing happened, and once a CI run's ladder never started)."""
+    from tests.app.presskeys import key_event
+
+    app = DDTreeApp(StaticFleet(snapshot()), live=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.query_one("#services-table", DataTable).focus()
+        await pilot.pause()
+        bench, logs = app.query_one(BenchPane), app.query_one(LogsPane)
+        ladders: list[str] = []
+        bench.action_load_ladder = lambda: ladders.append(bench.load_text)  # type: ignore[method-assign]
+        following = logs.following
+        for pane, key in (("5", "C"), ("6", "f")):
+            for k in (pane, key):  # queued together: nothing handled in between
+                ev = key_event(k)
+                ev.set_sender(app)
+                assert app.post_message(ev)
+            await pilot.pause()
+            await pilot.pause()
+        assert ladders == [bench.load_text]  # C reached the Bench pane
+        assert logs.following is not following  # f reached the log pane
+        assert app.focused is logs.main_widget()
+
+
 @pytest.mark.slow
 async def test_the_log_keeps_its_own_G_and_f_while_j_k_scroll_and_its_search_takes_the_same_grammar() -> None:
     """Two checks of the log pane on one app start (each had its own)."""

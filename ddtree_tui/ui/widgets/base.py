@@ -15,6 +15,7 @@ from rich.text import Text
 from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.geometry import Region, Size
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 from textual.widgets._data_table import CellType, ColumnKey, RowKey
 
@@ -76,13 +77,14 @@ class Pane(Vertical, can_focus=False):
         cols = list(narrow if self.is_narrow() else wide)
         return cols, [cells.get(c, "") for c in cols]
 
+    def main_widget(self) -> Widget:
+        """The pane's main widget (its table), which takes the focus when the pane is chosen."""
+        tables = self.query(DataTable)
+        return tables.first() if tables else self
+
     def focus_main(self) -> None:
         """Give focus to the pane's main widget (its table)."""
-        tables = self.query(DataTable)
-        if tables:
-            tables.first().focus()
-        else:
-            self.focus()
+        self.main_widget().focus()
 
 
 # a rendered row: its key and the cells as the DataTable takes them

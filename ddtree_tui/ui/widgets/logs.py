@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.geometry import Region
+from textual.widget import Widget
 from textual.widgets import RichLog
 
 from ddtree_tui.lib import paths
@@ -105,8 +106,8 @@ class LogsPane(Pane):
     def compose(self) -> ComposeResult:
         yield TailLog(id="log-view", max_lines=MAX_LINES, wrap=False, highlight=False, auto_scroll=True)
 
-    def focus_main(self) -> None:
-        self.query_one(RichLog).focus()
+    def main_widget(self) -> Widget:
+        return self.query_one(RichLog)
 
     def _title(self) -> None:
         parts = [f"{self.pane_number} Logs", self.ref or "(select a service)"]
