@@ -507,7 +507,7 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
         # deferral below both wait. Deferred as well, for a main widget that only becomes focusable once laid out
         target = self.pane(n).main_widget()
         if target.focusable and not (self.focused is not None and self.focused.id == "filter"):
-            self.screen.set_focus(target)
+            target.screen.set_focus(target)
         self.call_after_refresh(self._focus_pane_main, n)
 
     def _focus_pane_main(self, n: int) -> None:
