@@ -503,18 +503,19 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
             self.ctl.stale |= {m for m, t in PANE_TAB.items() if t == self.active_tab}
             self.flush()
         # focused now, before the next key is read: a key typed right after the pane's number (a fast typist,
-        # tmux send-keys, a paste) is queued behind it and went to the pane left behind; Widget.focus() and the
-        # deferral below both wait. Deferred as well, for a main widget that only becomes focusable once laid out
-        target = self.pane(n).main_widget()
-        if target.focusable and not (self.focused is not None and self.focused.id == "filter"):
-            target.screen.set_focus(target)
+        # tmux send-keys, a paste) is queued behind it, and went to the pane left behind while the focus waited
+        # for the next refresh; again after it, for a main widget that only becomes focusable once laid out
+        self._focus_pane_main(n)
         self.call_after_refresh(self._focus_pane_main, n)
 
     def _focus_pane_main(self, n: int) -> None:
-        """Deferred focus after a tab switch; a `/` typed meanwhile keeps the focus in the filter."""
+        """The pane's main widget focused at once, on its own screen (Widget.focus waits a turn); a `/` typed
+        meanwhile keeps the focus in the filter."""
         if self.focused is not None and self.focused.id == "filter":
             return
-        self.pane(n).focus_main()
+        target = self.pane(n).main_widget()
+        if target.focusable:
+            target.screen.set_focus(target)
 
     def action_service(self, verb: str) -> None:
         ref = self.selected_service
