@@ -9,11 +9,12 @@ these numbers; `bench_args_problem` checks the `--run-bench` options.
 
 from __future__ import annotations
 
+import os
 import re
 
 from pydantic import ValidationError
 
-from ddtree_tui.bench.stream import StreamLimits, set_default_limits
+from ddtree_tui.bench.stream import READ_TICK_ENV, StreamLimits, set_default_limits
 
 MAX_PROMPTS = 100_000  # prompts in a set or FILE.jsonl (a run keeps every result in memory)
 MAX_NEW_TOKENS = 1_000_000  # a prompt's max_new_tokens, as BenchRequest's --max-new-tokens
@@ -25,6 +26,7 @@ MAX_TURNS = 1000  # turns of an agentic session (each carries the whole history 
 MAX_REQUESTS = 1_000_000  # --requests per service per level
 MAX_RUN_REQUESTS = 1_000_000  # counted requests of a plain run: prompts × repeats × services (all kept)
 MAX_THINK_TIME_S = 24 * 3600.0
+MAX_READ_TICK_MS = 1000.0  # --read-tick-ms: a stream read less often than this would hold its bytes too long
 
 __all__ = [
     "MAX_CONCURRENCY",
@@ -108,6 +110,9 @@ def bench_args_problem(ns: object) -> str | None:
     think = getattr(ns, "think_time", None)
     if think is not None and not 0 <= think <= MAX_THINK_TIME_S:
         return f"--think-time {think:g}: must be 0…{MAX_THINK_TIME_S:g} seconds"
+    tick = getattr(ns, "read_tick_ms", None)
+    if tick is not None and not 0 <= tick <= MAX_READ_TICK_MS:
+        return f"--read-tick-ms {tick:g}: must be 0…{MAX_READ_TICK_MS:g} ms (0: a read per readable socket)"
     try:
         limits_of(ns)
     except ValueError as e:
@@ -119,3 +124,8 @@ def use_limits(limits: StreamLimits) -> None:
     """The read limits for this process and the worker processes it starts (a face sets them here, never
     in the client's own module: faces do not import the client)."""
     set_default_limits(limits)
+
+
+def use_read_tick(ms: float) -> None:
+    """`--read-tick-ms` for this process and the worker processes it starts (they inherit the environment)."""
+    os.environ[READ_TICK_ENV] = f"{ms:g}"

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ddtree_tui.bench.stream import read_mode
 from ddtree_tui.bench.timeline import percentile
 
 if TYPE_CHECKING:  # a worker process runs LoopMonitor and never imports the result models (bench/timeline.py)
@@ -128,4 +129,5 @@ def verdict(
         cpu_pressure_pct=pressure,
         client_bound=bool(reasons),
         reason="; ".join(reasons) if reasons else None,
+        reads=read_mode(),
     )

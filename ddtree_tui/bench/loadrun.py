@@ -573,6 +573,7 @@ class LoadRunner:
             loop_lag_ms_p99=worst([c.loop_lag_ms_p99 for c in levels]),
             loop_lag_ms_max=worst([c.loop_lag_ms_max for c in levels]),
             cpu_us_per_token=cpu / tokens * 1e6 if tokens else None,
+            reads=levels[0].reads,
             cpu_pressure_pct=worst([c.cpu_pressure_pct for c in levels]),
             client_bound=bool(bound),
             reason=bound[0].reason if bound else None,

@@ -357,6 +357,7 @@ class ClientStats(BaseModel):
     cpu_pressure_pct: float | None = None  # the machine's: % of the last 10 s some task waited for a core
     client_bound: bool = False
     reason: str | None = None  # why client_bound
+    reads: str | None = None  # how streams were read and their times stamped (bench/stream.py read_mode)
 
 
 class TargetInfo(BaseModel):

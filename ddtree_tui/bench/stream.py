@@ -4,8 +4,18 @@ Chosen by measurement (benchmarks/stream_candidates.py): per SSE chunk it costs 
 and less than aiohttp's streaming reader, and it is the only candidate that can stamp each chunk with the
 time of the socket read that completed it.
 
-- Timestamps are taken in `data_received`, i.e. right after the loop's `recv()` returned, before any HTTP or
-  JSON parsing: every SSE line carries the monotonic time of the read that completed it.
+- A streaming body is read on a tick, with the kernel's receive stamps (`_Ticker`, the default on Linux:
+  `DDTREE_BENCH_READ_TICK_MS`, `--read-tick-ms`, 5 ms): once a 200 SSE head is in, the transport's reading is
+  paused and the stream is read through a duplicate of its socket with `recvmsg` and SO_TIMESTAMPNS. Its
+  first-token reads are taken the moment the socket is readable; after them, one callback every tick reads
+  every flowing stream. Each read carries the kernel's stamp of the last segment it returned, on the
+  monotonic clock, so a late tick or a busy loop moves when a chunk is read, never the time recorded for it:
+  TTFT and the end of a stream are the times the bytes reached this machine. Chunks of one read share its
+  stamp (bench/timeline.py spreads the gap over them). At c=64 × 1 token a chunk it cut a client process's
+  CPU per chunk by about a third, most of it the kernel's wakes and reads, and the TTFT error by about half.
+- Without the tick (0, TLS, or no kernel stamps), timestamps are taken in `data_received`, i.e. right after
+  the loop's `recv()` returned, before any HTTP or JSON parsing: every SSE line carries the monotonic time of
+  the read that completed it.
 - Reading never waits for parsing: the loop reads every readable socket as soon as it is readable (there is
   no flow control between the parser and the reader); the request's task consumes the timestamped lines in
   batches, at most every COALESCE_S (50 ms) while a stream flows, so a slow JSON parse shifts when a line is
@@ -33,10 +43,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import select
 import socket
 import ssl
+import struct
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import SplitResult, urlsplit
@@ -56,6 +69,14 @@ PARSE_ENV = "DDTREE_BENCH_PARSE"
 MAX_BODY = 64 * 1024  # of an error response: what is kept of it (the rest is read and dropped)
 KIB, MIB, GIB = 1024, 1024 * 1024, 1024 * 1024 * 1024
 LIMITS_ENV = "DDTREE_STREAM_LIMITS"
+# flowing streams are read together every this many ms (_Ticker), each read stamped by the kernel; 0: a wake
+# and a read per readable socket, stamped when the read returned (the way every stream was read before)
+READ_TICK_ENV = "DDTREE_BENCH_READ_TICK_MS"
+READ_TICK_MS = 5.0
+READ_SIZE = 64 * 1024  # one recvmsg of a ticked stream (a tick's worth of SSE at any real rate)
+EAGER_READS = 2  # reads with lines a stream takes one by one (the first token's) before it joins the tick
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same value
+_CMSG_TS = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 
 
 class StreamLimits(BaseModel):
@@ -163,6 +184,84 @@ def defer_parse() -> bool:
     return os.environ.get(PARSE_ENV) != "inline"
 
 
+def read_tick_s() -> float:
+    """This process's read tick in seconds (READ_TICK_ENV, ms; 0 or unreadable below 0: no tick)."""
+    raw = os.environ.get(READ_TICK_ENV)
+    try:
+        ms = READ_TICK_MS if raw is None or raw == "" else float(raw)
+    except ValueError:
+        ms = READ_TICK_MS
+    return max(0.0, min(ms, 1000.0)) / 1000.0 if math.isfinite(ms) else READ_TICK_MS / 1000.0
+
+
+def _kernel_stamps() -> bool:
+    """Whether this platform stamps TCP reads (SO_TIMESTAMPNS through recvmsg): Linux."""
+    return _CMSG_TS > 0 and hasattr(socket.socket, "recvmsg") and sys.platform.startswith("linux")
+
+
+def read_mode() -> str:
+    """How this process (and the worker processes it starts) reads and stamps a streaming body, in words:
+    what every result's times are measured from."""
+    tick = read_tick_s()
+    if tick > 0 and _kernel_stamps():
+        return (
+            f"kernel receive stamps; flowing streams read every {tick * 1000:g} ms (the first token's reads at "
+            "once)"
+        )
+    return "stamped at each socket read"
+
+
+def _mono_minus_real() -> float:
+    """CLOCK_MONOTONIC − CLOCK_REALTIME now, to put a kernel stamp (realtime) on the monotonic clock every
+    other time is on: of three readings, the one whose monotonic reads bracket its realtime read most tightly
+    (a preemption between the reads would skew it by however long it lasted)."""
+    best, off = math.inf, 0.0
+    for _ in range(3):
+        a = time.monotonic()
+        r = time.time()
+        b = time.monotonic()
+        if b - a < best:
+            best, off = b - a, (a + b) / 2 - r
+    return off
+
+
+class _Ticker:
+    """Flowing streams read together, every `tick` seconds, by one callback: a read per stream per tick instead of
+    a wake, an epoll round and a read per chunk (issue 26: at c=64 × 1 token a chunk those were about half of a
+    client process's CPU, most of it in the kernel). The times are not the tick's: each read carries the
+    kernel's receive stamp of the last segment it returned (SO_TIMESTAMPNS), so the end of a stream is timed
+    to when its last bytes reached this machine, however late the tick read them, and the chunks one read
+    brought share that time (bench/timeline.py spreads a read's gap over its tokens, as it does for any read
+    that held several chunks). A stream's first reads (its first token) are not ticked: each is read the
+    moment the socket is readable (EAGER_READS), so TTFT is the kernel's stamp of the first chunk itself."""
+
+    __slots__ = ("conns", "handle", "tick")
+
+    def __init__(self, tick: float) -> None:
+        self.tick = tick
+        self.conns: dict[_Conn, None] = {}  # insertion-ordered set: streams are read in the order they joined
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, c: _Conn) -> None:
+        self.conns[c] = None
+        if self.handle is None:
+            self.handle = asyncio.get_running_loop().call_later(self.tick, self.run)
+
+    def remove(self, c: _Conn) -> None:
+        self.conns.pop(c, None)
+        if not self.conns and self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+    def run(self) -> None:
+        self.handle = None
+        off = _mono_minus_real()  # kernel stamps are CLOCK_REALTIME: to monotonic, as of now
+        for c in list(self.conns):
+            c.read_ticked(off)
+        if self.conns:
+            self.handle = asyncio.get_running_loop().call_later(self.tick, self.run)
+
+
 class _Conn(asyncio.Protocol):
     """One HTTP/1.1 connection, one response at a time."""
 
@@ -176,6 +275,7 @@ class _Conn(asyncio.Protocol):
         "body_max",
         "complete",
         "discard",
+        "eager",
         "error",
         "framed",
         "got_bytes",
@@ -198,15 +298,24 @@ class _Conn(asyncio.Protocol):
         "pending",
         "reads",
         "resp_bytes",
+        "rsock",
         "sse",
         "status",
         "t_read",
+        "ticker",
+        "ticking",
         "transport",
     )
 
-    def __init__(self, limits: StreamLimits | None = None, reads: _Reads | None = None) -> None:
+    def __init__(
+        self, limits: StreamLimits | None = None, reads: _Reads | None = None, ticker: _Ticker | None = None
+    ) -> None:
         self.transport: asyncio.Transport | None = None
         self.reads = reads  # None: each read is parsed in data_received
+        self.ticker = ticker  # None: a streaming body is read by the transport, a read per readable socket
+        self.rsock: socket.socket | None = None  # a duplicate of the socket, read with its kernel stamps
+        self.ticking = False  # the transport's reading is paused: this stream's bytes come through rsock
+        self.eager = 0  # reads with lines still to be read one by one (the first token's) before the tick
         self.pending: list[tuple[float, bytes]] = []  # (read time, bytes) stamped, not parsed yet
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
@@ -309,6 +418,8 @@ class _Conn(asyncio.Protocol):
         self.sse = False
         self.partial, self.partial_len, self.lines = [], 0, []
         self.body = bytearray()
+        if self.rsock is not None:
+            self._drop_rsock()
         if self.transport is not None:
             self.transport.close()
         self.lost = True
@@ -329,6 +440,8 @@ class _Conn(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.rsock is not None:
+            self._drop_rsock()
         if self.pending:
             self.drain()
         if exc is None:
@@ -356,6 +469,105 @@ class _Conn(asyncio.Protocol):
         self.status = code
         self.keep_alive = self.parser.should_keep_alive()
         self.sse = self.status == 200 and not self.keep_body and not self.discard and self.error is None
+        if self.sse and self.ticker is not None and not self.ticking:
+            self._take_over()
+
+    # the ticked read (_Ticker): a streaming body read through a duplicate of the socket, with kernel stamps
+    def _take_over(self) -> None:
+        """From here on this stream's bytes are read by us through `rsock` (one by one while `eager`, then by
+        the ticker), the transport's own reading paused; plain TCP only (TLS bytes need the transport)."""
+        t = self.transport
+        if t is None or t.is_closing() or t.get_extra_info("sslcontext") is not None:
+            return
+        if self.rsock is None:
+            sock = t.get_extra_info("socket")
+            if sock is None:
+                return
+            try:
+                self.rsock = socket.socket(fileno=os.dup(sock.fileno()))
+                self.rsock.setblocking(False)
+                self.rsock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            except (OSError, ValueError):
+                self._drop_rsock()
+                return
+        t.pause_reading()
+        self.ticking = True
+        self.eager = EAGER_READS
+        asyncio.get_running_loop().add_reader(self.rsock.fileno(), self._eager_ready)
+
+    def _eager_ready(self) -> None:
+        self.read_ticked(_mono_minus_real())
+
+    def read_ticked(self, off: float) -> None:
+        """Read what the socket holds now, each read parsed under its kernel stamp (+ `off`: realtime to
+        monotonic); once the response is complete (or failed, or the server closed), the transport reads
+        again (what comes while the connection is pooled is its business, as before)."""
+        rs = self.rsock
+        if rs is None or not self.ticking:
+            return
+        while True:
+            try:
+                data, anc, _, _ = rs.recvmsg(READ_SIZE, _CMSG_TS)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self._give_back(resume=False)
+                if self.error is None and not self.complete:
+                    self.error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                self.close()
+                self._wake()
+                return
+            now = time.monotonic()
+            if self.idle:  # bytes nobody asked for (cannot come while ticking: a guard, as data_received)
+                self.close()
+                return
+            if not data:  # the server closed: what the transport's eof_received would have done
+                self._give_back(resume=False)
+                self.eof_received()
+                self.close()
+                return
+            t = now
+            if anc and len(anc[0][2]) >= 16:
+                sec, ns = struct.unpack_from("qq", anc[0][2])
+                t = min(now, max(sec + ns * 1e-9 + off, self.t_read))  # never ahead of now, never back
+            had = len(self.lines)
+            self.got_bytes = True
+            self.t_read = t
+            self._feed(data)
+            if self.complete or self.error is not None or self.lost or not self.sse:
+                self._give_back()
+                return
+            if self.eager and len(self.lines) > had:
+                self.eager -= 1
+                if not self.eager:  # the first token is in: from now on the tick reads this stream
+                    asyncio.get_running_loop().remove_reader(rs.fileno())
+                    assert self.ticker is not None
+                    self.ticker.add(self)
+                    return
+            if len(data) < READ_SIZE:
+                return  # all there was (one more recvmsg would only say so)
+
+    def _give_back(self, resume: bool = True) -> None:
+        """The transport reads this connection again (the stream ended or failed; not when it is closing)."""
+        if not self.ticking:
+            return
+        self.ticking = False
+        if self.eager and self.rsock is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self.rsock.fileno())
+        self.eager = 0
+        if self.ticker is not None:
+            self.ticker.remove(self)
+        t = self.transport
+        if resume and t is not None and not t.is_closing() and not self.lost:
+            t.resume_reading()
+
+    def _drop_rsock(self) -> None:
+        self._give_back(resume=False)
+        rs, self.rsock = self.rsock, None
+        if rs is not None:
+            with contextlib.suppress(OSError):
+                rs.close()
 
     def on_body(self, body: bytes) -> None:
         if self.sse:  # the hot path: a 200 streaming response, read line by line
@@ -418,6 +630,8 @@ class _Conn(asyncio.Protocol):
             if line.strip():
                 self.lines.append((self.t_read, line))
         self.complete = True
+        if self.ticking:  # the transport reads the connection again (as it would anything that comes now)
+            self._give_back()
         if self.on_complete is not None:  # released early (after [DONE]): back to the pool now
             cb, self.on_complete = self.on_complete, None
             asyncio.get_running_loop().call_soon(cb)
@@ -439,6 +653,8 @@ class _Conn(asyncio.Protocol):
             self._waiter = None
 
     def close(self) -> None:
+        if self.rsock is not None:
+            self._drop_rsock()
         if self.transport is not None:
             self.transport.close()
         self.lost = True
@@ -538,6 +754,8 @@ class StreamClient:
         self._open: list[_Conn] = []  # every connection made, so close() ends those still in use too
         self._ssl: ssl.SSLContext | None = None
         self._reads = _Reads() if defer_parse() else None  # this pool's reads of a loop turn (_Reads)
+        tick = read_tick_s()
+        self._ticker = _Ticker(tick) if tick > 0 and _kernel_stamps() else None  # flowing streams' reads
 
     async def __aenter__(self) -> StreamClient:
         return self
@@ -571,7 +789,7 @@ class StreamClient:
         try:
             async with asyncio.timeout(self.connect_timeout):
                 _, proto = await loop.create_connection(
-                    lambda: _Conn(self.limits, self._reads), host, port, ssl=ctx
+                    lambda: _Conn(self.limits, self._reads, self._ticker), host, port, ssl=ctx
                 )
         except TimeoutError:
             raise StreamError(

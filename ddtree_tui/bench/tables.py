@@ -228,6 +228,7 @@ def client_line(c: ClientStats | None) -> str | None:
     return (
         f"client: {c.workers} process(es), CPU {c.cpu_s:.2f} s ({per}), busiest at "
         f"{c.cpu_core_max * 100:.0f} % of a core, loop lag p99 {lat}"
+        + (f"; reads: {c.reads}" if c.reads else "")
         + (" — CLIENT-BOUND" if c.client_bound else "")
     )
 

@@ -268,6 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--max-response-bytes", metavar="SIZE", help="most bytes one response may send (default 8G)"
     )
+    b.add_argument(
+        "--read-tick-ms",
+        type=float,
+        metavar="MS",
+        help="read flowing streams together every MS ms, each read stamped by the kernel on arrival (default "
+        "5; 0: one read per readable socket, stamped when it returns)",
+    )
     b.add_argument("--baseline", metavar="HOST/SVC", help="Δ columns relative to it (default: the first)")
     b.add_argument(
         "--force",

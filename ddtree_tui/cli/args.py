@@ -200,6 +200,7 @@ class BenchArgs(CliArgs):
     timeout: float | None = None
     max_line_bytes: str | None = None
     max_response_bytes: str | None = None
+    read_tick_ms: float | None = None
     baseline: str | None = None
     force: bool = False  # measure a listener that is not the service we launched (recorded as forced)
     # --- issue 26 (W-GPU) ---

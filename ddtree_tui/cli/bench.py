@@ -529,6 +529,8 @@ def cli_main(ns: BenchArgs) -> int:
         return EXIT_USAGE
     if (limits := bounds.limits_of(ns)) is not None:
         bounds.use_limits(limits)
+    if ns.read_tick_ms is not None:
+        bounds.use_read_tick(ns.read_tick_ms)
     if ns.timeout is not None and ns.timeout <= 0:
         _err("--timeout must be positive")
         return EXIT_USAGE

@@ -111,7 +111,9 @@ def _chunk(payload: bytes) -> bytes:
 
 async def _reads_then_parses(monkeypatch: pytest.MonkeyPatch, inline: bool) -> list[tuple[str, int]]:
     """n streams; one chunk written to every connection while the client's loop is not polling, so the loop
-    finds them all ready in one turn: the order in which the client stamped and parsed those reads."""
+    finds them all ready in one turn: the order in which the client stamped and parsed those reads (the
+    transport's reads: the tick, which stamps in the kernel, is off)."""
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, "0")
     if inline:
         monkeypatch.setenv(stream_mod.PARSE_ENV, "inline")
     else:

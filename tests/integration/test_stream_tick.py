@@ -1,0 +1,156 @@
+"""Flowing streams read on a tick, each read stamped by the kernel (issue 26; bench/stream.py _Ticker).
+
+A plain-socket server on loopback writes each SSE chunk from the test's own coroutine, so the kernel stamps
+it inside that `sendall`, between two monotonic readings the test takes around it; the test then blocks its
+event loop, so no read can happen until later. A line read with the kernel's stamp carries a time inside
+the send's bracket, before the loop was free again; one stamped when the read returned (`--read-tick-ms 0`)
+carries a time after it. Both loops a run uses (asyncio's and uvloop) are checked; the first token's reads
+(taken at once) and the ticked ones after them alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from ddtree_tui.bench import stream as stream_mod
+from ddtree_tui.bench.evloop import new_loop
+from ddtree_tui.bench.stream import Line, StreamClient
+
+pytestmark = pytest.mark.skipif(not stream_mod._kernel_stamps(), reason="kernel receive stamps are Linux's")
+
+CHUNKS = 5  # the first EAGER_READS are read at once, the rest on the tick
+BLOCK_S = 0.05  # the loop is held this long after each write: no read can happen before it is free
+
+
+@contextmanager
+def _one_stream_server() -> Iterator[tuple[int, list[socket.socket]]]:
+    """Accepts one connection, reads its request, answers with a chunked SSE head; the test writes the body."""
+    ls = socket.create_server(("127.0.0.1", 0))
+    got: list[socket.socket] = []
+    ready = threading.Event()
+
+    def serve() -> None:
+        c, _ = ls.accept()
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += c.recv(65536)
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        length = 0
+        for h in head.split(b"\r\n"):
+            if h.lower().startswith(b"content-length"):
+                length = int(h.split(b":")[1])
+        while len(rest) < length:
+            rest += c.recv(65536)
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        got.append(c)
+        ready.set()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        yield ls.getsockname()[1], got
+    finally:
+        for c in got:
+            c.close()
+        ls.close()
+        th.join(5)
+
+
+def _chunk(payload: bytes) -> bytes:
+    ev = b"data: " + payload + b"\n\n"
+    return f"{len(ev):x}\r\n".encode() + ev + b"\r\n"
+
+
+async def _stamps_of_late_reads() -> list[tuple[float, float, float, Line]]:
+    """(before the write, after it, when the loop was free again, the line as read) for each chunk."""
+    out: list[tuple[float, float, float, Line]] = []
+    with _one_stream_server() as (port, conns):
+        async with StreamClient() as client:
+            resp = await client.post(f"http://127.0.0.1:{port}/v1/completions", b"{}")
+            assert resp.status == 200
+            c = conns[0]
+            lines = aiter(resp.batches())
+            pending: list[Line] = []
+            for k in range(CHUNKS):
+                t0 = time.monotonic()
+                c.sendall(_chunk(b'{"k": %d}' % k))
+                t1 = time.monotonic()
+                time.sleep(BLOCK_S)  # noqa: ASYNC251 (on purpose: the loop is held, the chunk waits in the socket)
+                t_free = time.monotonic()
+                while not pending:
+                    pending = list(await asyncio.wait_for(anext(lines), 10))
+                line = pending.pop(0)
+                assert line[1] == b'data: {"k": %d}' % k
+                out.append((t0, t1, t_free, line))
+            c.sendall(_chunk(b"[DONE]") + b"0\r\n\r\n")
+            async for _ in lines:
+                pass
+    return out
+
+
+def _run(
+    loop_kind: str, tick_ms: str, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[float, float, float, Line]]:
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, tick_ms)
+    factory = new_loop if loop_kind == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(_stamps_of_late_reads())
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_read_the_loop_got_to_late_carries_the_kernels_arrival_time(
+    loop_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got = _run(loop_kind, "5", monkeypatch)
+    assert len(got) == CHUNKS
+    for k, (t0, t1, t_free, (stamp, _)) in enumerate(got):
+        # stamped inside the write's bracket (a clock conversion's slack either side), long before the loop
+        # could read it: the kernel's time of arrival, not the read's
+        assert t0 - 0.005 <= stamp <= t1 + 0.005, (k, t0, stamp, t1)
+        assert stamp < t_free, (k, stamp, t_free)
+
+
+def test_without_the_tick_a_read_is_stamped_when_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    got = _run("uvloop", "0", monkeypatch)
+    assert len(got) == CHUNKS
+    for k, (_, _, t_free, (stamp, _)) in enumerate(got):
+        assert stamp >= t_free, (k, stamp, t_free)
+
+
+def test_read_mode_says_how_this_process_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, "5")
+    assert stream_mod.read_mode().startswith("kernel receive stamps; flowing streams read every 5 ms")
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, "0")
+    assert stream_mod.read_mode() == "stamped at each socket read"
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, "nonsense")  # unreadable: the default, never an error
+    assert stream_mod.read_tick_s() == stream_mod.READ_TICK_MS / 1000
+
+
+def test_run_bench_refuses_a_read_tick_out_of_bounds() -> None:
+    for bad in ("-1", "1001", "nan"):
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ddtree_tui.cli",
+                "--run-bench",
+                "--url",
+                "http://127.0.0.1:9",
+                "--read-tick-ms",
+                bad,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert p.returncode != 0, bad
+        assert "--read-tick-ms" in p.stderr and "0…1000 ms" in p.stderr, (bad, p.stderr[-500:])
