@@ -143,12 +143,33 @@ def _chunks(
     return tuple(out), last
 
 
-@lru_cache(maxsize=64)
 def _oai_chunks(
     cfg_key: tuple[float, int, float, bool], n: int, prompt_tokens: int, usage: bool
 ) -> tuple[tuple[bytes, ...], bytes]:
     """/v1/completions: the framed chunks of a request of n tokens but the last, and the last write (the
-    last chunk, the usage chunk when asked for, [DONE] and the end of the chunked body)."""
+    last chunk, the usage chunk when asked for, [DONE] and the end of the chunked body). The chunks are
+    built once per length (_oai_frames), whatever the prompt: a tool's first request of a length it has not
+    asked before costs the server no table, so no tool's measured requests pay for another's prompt."""
+    out, last = _oai_frames(cfg_key, n)
+    if usage:
+        u = {
+            "id": "cmpl-exact",
+            "object": "text_completion",
+            "created": 0,
+            "model": "exact",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": n,
+                "total_tokens": prompt_tokens + n,
+            },
+        }
+        last += _frame(json.dumps(u, separators=(",", ":")).encode())
+    return out, last + _frame(b"[DONE]") + b"0\r\n\r\n"
+
+
+@lru_cache(maxsize=64)
+def _oai_frames(cfg_key: tuple[float, int, float, bool], n: int) -> tuple[tuple[bytes, ...], bytes]:
     cfg = Config(*cfg_key)
     k = cfg.tokens_per_chunk
     nch = cfg.chunks(n)
@@ -170,21 +191,7 @@ def _oai_chunks(
             out.append(b)
         else:
             last = b
-    if usage:
-        u = {
-            "id": "cmpl-exact",
-            "object": "text_completion",
-            "created": 0,
-            "model": "exact",
-            "choices": [],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": n,
-                "total_tokens": prompt_tokens + n,
-            },
-        }
-        last += _frame(json.dumps(u, separators=(",", ":")).encode())
-    return tuple(out), last + _frame(b"[DONE]") + b"0\r\n\r\n"
+    return tuple(out), last
 
 
 _SSE_HEAD = (

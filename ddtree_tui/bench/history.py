@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from ddtree_tui.bench.drift import detect_drift
@@ -28,6 +29,7 @@ from ddtree_tui.bench.models import BenchRun, TargetInfo
 from ddtree_tui.bench.report import iter_json
 from ddtree_tui.bench.results import AgenticRun, AnyRun, LoadRun, ShapeRun, SoakRun, SoakWindow
 from ddtree_tui.lib import paths
+from ddtree_tui.model.identity import TargetIdentity
 
 DEFAULT_HISTORY = paths.BENCH_HISTORY
 RECENT_RUNS = 20  # what a live view keeps: the TUI's bench pane shows the last 20 runs
@@ -141,6 +143,44 @@ def load_shapes_from(objs: Sequence[object], keep: int = RECENT_RUNS) -> list[Sh
             continue
     runs.sort(key=lambda x: x[0])
     return [r for _, r in runs[-max(1, keep) :]]
+
+
+def recent_identities(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUNS) -> list[TargetIdentity]:
+    """The target identities the last `keep` runs recorded (plain, load, soak and agentic, and a soak that
+    never finished: its start line), oldest first: what a run compares its targets with before it sends
+    anything (fleet/benching.py, the latest of each target). Reads only those fields of each line (orjson, then the
+    identities validated one by one), so a long history of big runs costs a run's start almost nothing;
+    unreadable lines and identities are skipped, a missing file has none."""
+    try:
+        text = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    runs: list[list[TargetIdentity]] = []
+    for line in reversed(text.splitlines()):
+        if len(runs) >= max(1, keep):
+            break
+        if b'"identit' not in line:  # no identity recorded (an older run, a soak window): not a run to count
+            if line.strip() and b'"soak_window"' not in line:
+                runs.append([])
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict) or obj.get("kind") == "soak_window":
+            continue
+        found: list[object] = [t.get("identity") for t in obj.get("targets") or [] if isinstance(t, dict)]
+        found += obj.get("identities") or []
+        idents: list[TargetIdentity] = []
+        for raw in found:
+            if raw is None:
+                continue
+            try:
+                idents.append(TargetIdentity.model_validate(raw))
+            except ValidationError:
+                continue
+        runs.append(idents)
+    return [i for run in reversed(runs) for i in run]
 
 
 def _parse(line: bytes) -> BenchRun | None:

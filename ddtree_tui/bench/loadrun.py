@@ -342,7 +342,7 @@ class LoadRunner:
         await asyncio.gather(*(w.start() for w in new))
         r.workers.extend(new)
         for t in r.targets:
-            await self._warmup(client, t, width, NEW_WORKER_WARM_TOKENS)
+            await self._warmup(client, t, width, NEW_WORKER_WARM_TOKENS or self.req.warmup_tokens or None)
 
     async def _level(self, client: StreamClient, idx: int, level: float) -> LevelResult:
         r = self.runner
@@ -356,7 +356,7 @@ class LoadRunner:
         width = int(level) if self.load.closed_loop else max(1, int(level))
         n_warm = len(r.warmup_results)
         for t in r.targets:
-            await self._warmup(client, t, width)
+            await self._warmup(client, t, width, self.req.warmup_tokens or None)
         if self.req.workers == AUTO and self._cancel is None:  # a cancel closes requests on this loop only
             await self._auto_workers(client, level, width, r.warmup_results[n_warm:])
         await r.preconnect(client, width)
@@ -524,6 +524,7 @@ class LoadRunner:
             requests=self.settings.requests,
             rounds=self.rounds,
             warmup=0 if self.load.kind == "trace" else self.req.warmup,  # a trace replay has none
+            warmup_tokens=self.req.warmup_tokens,
             slo=self.settings.slo,
             prompt_set=r.prompt_set,
             sampling=sp.model_dump(mode="json"),

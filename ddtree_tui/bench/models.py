@@ -15,6 +15,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ddtree_tui.bench.acceptance import AcceptanceSummary
 from ddtree_tui.bench.defaults import DEFAULT_MAX_NEW_TOKENS as DEFAULT_MAX_NEW_TOKENS  # re-exported
+from ddtree_tui.bench.defaults import DEFAULT_WARMUP_TOKENS as DEFAULT_WARMUP_TOKENS  # re-exported
 from ddtree_tui.bench.energy import RunEnergy
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.bench.windows import CacheFlush, ServerMetrics, SliceSet
@@ -83,6 +84,12 @@ class BenchRequest(BaseModel):
     )
     repeats: int = Field(default=1, ge=1, le=10000)
     warmup: int = Field(default=1, ge=0, le=1000)
+    warmup_tokens: int = Field(
+        default=DEFAULT_WARMUP_TOKENS,
+        ge=0,
+        le=1_000_000,
+        description="new tokens a warm-up request asks for at most (0: as many as a measured one)",
+    )
     concurrency: int = Field(default=1, ge=1, le=4096)
     max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1, le=1_000_000)
     temperature: float = Field(default=0.0, ge=0)
@@ -402,6 +409,9 @@ class BenchRun(BaseModel):
     sampling: SamplingParams
     repeats: int
     warmup: int
+    warmup_tokens: int | None = (
+        None  # what each warm-up request asked for at most (0: whole); None: older runs
+    )
     concurrency: int
     timeout: float | None = None
     targets: list[TargetInfo] = Field(default_factory=list)

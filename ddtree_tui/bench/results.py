@@ -56,6 +56,9 @@ class LoadRun(ShapeRunHead):
     requests: int | None = None  # per service per level
     rounds: int = 1
     warmup: int = 0
+    warmup_tokens: int | None = (
+        None  # what each warm-up request asked for at most (0: whole); None: older runs
+    )
     slo: Slo | None = None
     prompt_set: str
     sampling: dict[str, Any] = Field(default_factory=dict)

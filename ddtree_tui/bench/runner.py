@@ -313,7 +313,7 @@ class BenchRunner:
                 # warm-up: not counted (but a failure is recorded); at concurrency N, N at once, so the
                 # connection pools (one a worker) are as warm as they will be while measuring
                 width = self.per_batch if self.req.concurrency > 1 else 1
-                await self._warm(client, width, self.req.warmup)
+                await self._warm(client, width, self.req.warmup, self.req.warmup_tokens or None)
                 if self.req.workers == AUTO:
                     # --workers auto: the warm-up's chunk rate × the streams in flight decides; new worker
                     # processes start with their pools filled (preconnect below), or with PRECONNECT off
@@ -321,7 +321,9 @@ class BenchRunner:
                     n, self.workers_reason = plan_workers(AUTO, width, stream_chunk_rate(self.warmup_results))
                     if n > 1:
                         await self._start_workers(n)
-                        await self._warm(client, width, 1, NEW_WORKER_WARM_TOKENS)
+                        await self._warm(
+                            client, width, 1, NEW_WORKER_WARM_TOKENS or self.req.warmup_tokens or None
+                        )
                 await self.preconnect(client, width)
                 with quiet_gc():
                     await self._monitor_start()
@@ -428,6 +430,7 @@ class BenchRunner:
             sampling=sp,
             repeats=self.req.repeats,
             warmup=self.req.warmup,
+            warmup_tokens=self.req.warmup_tokens,
             concurrency=self.req.concurrency,
             timeout=self.req.timeout,
             targets=[self.infos.get(t.ref) or _target_info(t, None) for t in self.targets],

@@ -74,6 +74,11 @@ LIMITS_ENV = "DDTREE_STREAM_LIMITS"
 READ_TICK_ENV = "DDTREE_BENCH_READ_TICK_MS"
 READ_TICK_MS = 5.0
 READ_SIZE = 64 * 1024  # one recvmsg of a ticked stream (a tick's worth of SSE at any real rate)
+# a stream joins the tick only while this many are flowing in the process: with fewer, a tick mostly finds
+# nothing new (c=1 × 150 chunks/s: a tick every 5 ms cost more CPU per chunk than a read per chunk), so each
+# of their reads is taken at once, stamped by the kernel all the same
+TICK_MIN_STREAMS = 4
+TICK_SLICE = 8  # streams a tick reads in one callback before the loop polls again (_Ticker._slice)
 EAGER_READS = 2  # reads with lines a stream takes one by one (the first token's) before it joins the tick
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same value
 _CMSG_TS = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
@@ -235,12 +240,14 @@ class _Ticker:
     that held several chunks). A stream's first reads (its first token) are not ticked: each is read the
     moment the socket is readable (EAGER_READS), so TTFT is the kernel's stamp of the first chunk itself."""
 
-    __slots__ = ("conns", "handle", "tick")
+    __slots__ = ("conns", "flowing", "handle", "tick", "todo")
 
     def __init__(self, tick: float) -> None:
         self.tick = tick
+        self.flowing = 0  # streams read through their duplicate now (at once or on the tick)
         self.conns: dict[_Conn, None] = {}  # insertion-ordered set: streams are read in the order they joined
         self.handle: asyncio.TimerHandle | None = None
+        self.todo: list[_Conn] = []  # this tick's streams not read yet (TICK_SLICE a callback)
 
     def add(self, c: _Conn) -> None:
         self.conns[c] = None
@@ -255,11 +262,22 @@ class _Ticker:
 
     def run(self) -> None:
         self.handle = None
-        off = _mono_minus_real()  # kernel stamps are CLOCK_REALTIME: to monotonic, as of now
-        for c in list(self.conns):
-            c.read_ticked(off)
-        if self.conns:
-            self.handle = asyncio.get_running_loop().call_later(self.tick, self.run)
+        loop = asyncio.get_running_loop()
+        self.todo = list(self.conns)
+        self._slice(_mono_minus_real())  # kernel stamps are CLOCK_REALTIME: to monotonic, as of now
+        if self.conns:  # the next tick counts from this one's start
+            self.handle = loop.call_later(self.tick, self.run)
+
+    def _slice(self, off: float) -> None:
+        """TICK_SLICE streams of this tick; the rest in a callback of their own, so the loop polls in between
+        and a first token's read (EAGER_READS) waits for at most a slice, not a whole tick's reads."""
+        todo = self.todo
+        n = min(TICK_SLICE, len(todo))
+        batch, self.todo = todo[:n], todo[n:]
+        for c in batch:
+            c.read_ticked(off)  # one that left the tick meanwhile returns at once
+        if self.todo:
+            asyncio.get_running_loop().call_soon(self._slice, off)
 
 
 class _Conn(asyncio.Protocol):
@@ -476,8 +494,8 @@ class _Conn(asyncio.Protocol):
     def _take_over(self) -> None:
         """From here on this stream's bytes are read by us through `rsock` (one by one while `eager`, then by
         the ticker), the transport's own reading paused; plain TCP only (TLS bytes need the transport)."""
-        t = self.transport
-        if t is None or t.is_closing() or t.get_extra_info("sslcontext") is not None:
+        t, tk = self.transport, self.ticker
+        if tk is None or t is None or t.is_closing() or t.get_extra_info("sslcontext") is not None:
             return
         if self.rsock is None:
             sock = t.get_extra_info("socket")
@@ -492,6 +510,7 @@ class _Conn(asyncio.Protocol):
                 return
         t.pause_reading()
         self.ticking = True
+        tk.flowing += 1
         self.eager = EAGER_READS
         asyncio.get_running_loop().add_reader(self.rsock.fileno(), self._eager_ready)
 
@@ -537,13 +556,16 @@ class _Conn(asyncio.Protocol):
             if self.complete or self.error is not None or self.lost or not self.sse:
                 self._give_back()
                 return
-            if self.eager and len(self.lines) > had:
+            if self.eager > 0 and len(self.lines) > had:
                 self.eager -= 1
-                if not self.eager:  # the first token is in: from now on the tick reads this stream
-                    asyncio.get_running_loop().remove_reader(rs.fileno())
+                if not self.eager:  # the first token is in
                     assert self.ticker is not None
-                    self.ticker.add(self)
-                    return
+                    if self.ticker.flowing < TICK_MIN_STREAMS:
+                        self.eager = -1  # few streams: each read at once to the end (a tick would cost more)
+                    else:  # from now on the tick reads this stream
+                        asyncio.get_running_loop().remove_reader(rs.fileno())
+                        self.ticker.add(self)
+                        return
             if len(data) < READ_SIZE:
                 return  # all there was (one more recvmsg would only say so)
 
@@ -552,6 +574,8 @@ class _Conn(asyncio.Protocol):
         if not self.ticking:
             return
         self.ticking = False
+        if self.ticker is not None:
+            self.ticker.flowing -= 1
         if self.eager and self.rsock is not None:
             with contextlib.suppress(Exception):
                 asyncio.get_running_loop().remove_reader(self.rsock.fileno())

@@ -71,9 +71,8 @@ AUTO = 0  # BenchRequest.workers: 0 = choose (`--workers auto`)
 # ms with it, +0.63..+0.79 ms without; c=64 × 1 tok/chunk: +0.25/+0.81 with, +0.14/+0.23 without; issue 26)
 PRECONNECT = os.environ.get("DDTREE_BENCH_PRECONNECT", "0") == "1"
 PRECONNECT_SLACK = 1.25
-# new worker processes warm up on one round of the level's width; DDTREE_BENCH_NEW_WORKER_WARM_TOKENS=N cuts
-# its requests to N new tokens (less CPU; on 2 cores here the first measured batch then read TTFT a few ms
-# later, so whole is the default until a many-core host says otherwise)
+# new worker processes warm up on one round of the level's width, cut as the level's own warm-up is
+# (BenchRequest.warmup_tokens); DDTREE_BENCH_NEW_WORKER_WARM_TOKENS=N cuts it to N new tokens instead
 NEW_WORKER_WARM_TOKENS = int(os.environ.get("DDTREE_BENCH_NEW_WORKER_WARM_TOKENS") or 0) or None
 
 
@@ -128,7 +127,12 @@ def plan_workers(
     """How many client processes, and why in words: `requested` when given (>= 1), else one per
     PER_WORKER_CHUNKS_S of the planned chunk rate (in_flight × chunk_rate) or one per PER_WORKER_STREAMS of
     the streams in flight, whichever is more (PLAN_SLACK of a share over is still that share), at most the
-    usable cores and the streams in flight. 1 means this process alone (no worker processes)."""
+    usable cores but one and the streams in flight. 1 means this process alone (no worker processes).
+
+    The core left over is for what else runs beside the workers: this process (it sends their jobs and
+    gathers their results), the zygote, an SSH forward's loop, a server on the same host. On 2 cores two
+    client processes beside a local server read TTFT no better than one (issue 26, since streams are read on
+    a tick: +0.95/+0.96 ms at c=64 × 1 token a chunk, +0.50/+0.44 at × 4) for a quarter more CPU."""
     if requested >= 1:
         return requested, f"--workers {requested}"
     cores = cores or usable_cores()
@@ -140,13 +144,17 @@ def plan_workers(
         math.ceil(planned / PER_WORKER_CHUNKS_S - PLAN_SLACK),
         math.ceil(in_flight / PER_WORKER_STREAMS - PLAN_SLACK),
     )
-    n = max(1, min(need, cores, math.ceil(in_flight), MAX_WORKERS))
+    n = max(1, min(need, cores - 1, math.ceil(in_flight), MAX_WORKERS))
     why = (
         f"auto: {in_flight:g} streams × {chunk_rate:.0f} chunks/s = {planned:.0f} chunks/s planned, one "
         f"process per {PER_WORKER_CHUNKS_S:.0f} chunks/s and per {PER_WORKER_STREAMS:g} streams"
     )
     if n < need:
-        why += f" (wanted {need}; {cores} usable cores)" if n == cores else f" (wanted {need})"
+        why += (
+            f" (wanted {need}; {cores} usable cores, one left for the rest)"
+            if n == max(1, cores - 1)
+            else f" (wanted {need})"
+        )
     return n, why
 
 

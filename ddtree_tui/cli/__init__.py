@@ -202,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=1, metavar="N", help="measured requests per prompt")
     b.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests first")
     b.add_argument(
+        "--warmup-tokens",
+        type=int,
+        metavar="N",
+        help="new tokens a warm-up request asks for at most (default 64; 0: as many as a measured one)",
+    )
+    b.add_argument(
         "--concurrency",
         type=int,
         default=1,

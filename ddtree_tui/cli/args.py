@@ -178,6 +178,7 @@ class BenchArgs(CliArgs):
     prompts: str = "seed3"
     repeats: int = 1
     warmup: int = 1
+    warmup_tokens: int | None = None
     concurrency: int = 1
     load: str | None = None
     duration: str | None = None

@@ -126,6 +126,8 @@ def build_request(ns: BenchArgs, refs: Sequence[str] = (), urls: Sequence[str] =
         "ignore_eos": ns.ignore_eos, "api": ns.api, "model": ns.model,
         "baseline": ns.baseline, "force": ns.force,
     }  # fmt: skip
+    if ns.warmup_tokens is not None:
+        fields["warmup_tokens"] = ns.warmup_tokens
     if ns.trace:  # issue 26: a trace brings its own prompts
         fields["prompts"] = f"trace:{ns.trace}"
     if ns.timeout is not None:
@@ -515,6 +517,7 @@ def cli_main(ns: BenchArgs) -> int:
     for name, value, low in (
         ("repeats", ns.repeats, 1),
         ("warmup", ns.warmup, 0),
+        ("warmup_tokens", 0 if ns.warmup_tokens is None else ns.warmup_tokens, 0),
         ("concurrency", ns.concurrency, 1),
         ("max_new_tokens", ns.max_new_tokens, 1),
         ("workers", 1 if ns.workers == "auto" else ns.workers, 1),

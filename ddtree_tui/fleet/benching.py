@@ -34,7 +34,7 @@ from ddtree_tui.bench.windows import CacheFlush
 from ddtree_tui.config import HostProfile
 from ddtree_tui.fleet.bench_extras import HeldFinish, attach, extras_for, joined, recorder, run_shape_engine
 from ddtree_tui.fleet.bench_targets import BenchFleet, gpu_probe, manifest, url_targets
-from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, last_identities, served_identity, stamp
+from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, served_identity, stamp
 from ddtree_tui.model.events import BenchEventWrap, Notice
 from ddtree_tui.model.identity import TargetIdentity
 
@@ -126,7 +126,7 @@ class BenchDesk:
         identity, checked before anything is sent. With `force` a refused one is kept, recorded as forced."""
         keep: list[str] = []
         words: list[str] = []
-        previous = last_identities(self.history())
+        previous = {i.ref: i for i in self.recorded_identities()}  # the latest of each
         for ref in refs:
             ident = await self.fleet.identify(ref)
             why = ident.refusal()
@@ -142,7 +142,7 @@ class BenchDesk:
 
     async def _identify_urls(self, targets: Sequence[BenchTarget]) -> None:
         """A --url server's identity is what its /server_info says; a change since the last run is said."""
-        previous = last_identities(self.history())
+        previous = {i.ref: i for i in self.recorded_identities()}  # the latest of each
         for t in targets:
             self._remember(await served_identity(t.ref, t.base_url, "url"), previous.get(t.ref))
 
@@ -281,6 +281,15 @@ class BenchDesk:
         return await gpu_probe(self.fleet, targets)
 
     # --- history -------------------------------------------------------------------------------------------
+    def recorded_identities(self) -> list[TargetIdentity]:
+        """The target identities the recent runs of the history recorded, oldest first (read apart from the
+        runs themselves: a run's start parses no earlier run's results)."""
+        try:
+            return history.recent_identities(self.fleet.history_path)
+        except Exception as e:
+            self._word(f"bench history unreadable: {e}")
+            return []
+
     def history(self) -> list[AnyRun]:
         """The last plain runs (read incrementally) and load / soak / agentic runs, oldest first."""
         try:

@@ -1,6 +1,6 @@
 """The client sizes its own worker processes (issue 26): `--workers auto` plans the chunk rate from the
 warm-up (streams in flight × one stream's chunks/s), one process per PER_WORKER_CHUNKS_S, at most the usable
-cores and the streams in flight; `--workers N` overrides; the run's JSON says how many and why."""
+cores but one and the streams in flight; `--workers N` overrides; the run's JSON says how many and why."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from ddtree_tui.bench import BenchRequest, BenchTarget
 from ddtree_tui.bench.load import LoadSpec
 from ddtree_tui.bench.loadrun import LoadSettings, run_load
-from ddtree_tui.bench.models import RequestResult
+from ddtree_tui.bench.models import PromptFinished, RequestResult
 from ddtree_tui.bench.prompts import Prompt
-from ddtree_tui.bench.runner import run_bench
+from ddtree_tui.bench.runner import RunHooks, run_bench
 from ddtree_tui.bench.worker import (
     PER_WORKER_CHUNKS_S,
     PER_WORKER_STREAMS,
@@ -36,7 +36,10 @@ def test_the_plan_gives_a_process_to_each_share_of_the_chunk_rate_up_to_the_core
     n, why = plan_workers(0, 4 * PER_WORKER_STREAMS, per / 1000, cores=16)  # few chunks, 4 shares of streams
     assert n == 4 and f"per {PER_WORKER_STREAMS:g} streams" in why
     n, why = plan_workers(0, 256, 250.0, cores=2)  # wants 16 (256 streams: 16 shares of 16), has 2 cores
-    assert n == 2 and "wanted 16; 2 usable cores" in why
+    assert n == 1 and "wanted 16; 2 usable cores, one left for the rest" in why  # one core left over
+    n, why = plan_workers(0, 256, 250.0, cores=8)
+    assert n == 7 and "wanted 16; 8 usable cores, one left for the rest" in why
+    assert plan_workers(0, 256, 250.0, cores=1)[0] == 1  # one core: this process alone
     assert plan_workers(0, 1, 1e9, cores=16)[0] == 1  # never more processes than streams in flight
     assert plan_workers(0, 4, 10.0, cores=16)[0] == 1  # a slow stream needs no second process
     n, why = plan_workers(0, 64, None, cores=16)
@@ -130,3 +133,45 @@ async def test_streams_are_counted_open_while_read_and_closed_after() -> None:
     bad = await run_bench(req, [_target("http://127.0.0.1:9")])
     assert all(r.ok for r in run.results) and not any(r.ok for r in bad.results)
     assert client._streams.open == 0
+
+
+async def test_a_warm_up_request_asks_for_at_most_warmup_tokens_and_the_run_records_it() -> None:
+    """Warm-ups are cut to `warmup_tokens` new tokens (default 64; 0: as many as a measured request), in a
+    plain run and a load level alike, through a real socket; the measured requests are not."""
+    cfg = SimConfig(algorithm="baseline", decode_rate=2000)
+    prompts = [Prompt(id=f"p{i}", text=f"q {i}") for i in range(2)]
+    seen: list[RequestResult] = []
+
+    def on_event(ev: object) -> None:
+        if isinstance(ev, PromptFinished):
+            seen.append(ev.result)
+
+    def tokens(warmup: bool) -> list[int | None]:
+        out = [r.output_tokens for r in seen if r.warmup == warmup and r.ok]
+        seen.clear()
+        return out
+
+    async with SimServer(cfg, log=lambda s: None) as sim:
+        req = BenchRequest(
+            prompts=prompts, warmup=1, concurrency=2, max_new_tokens=80, ignore_eos=True, warmup_tokens=16
+        )
+        assert BenchRequest(prompts=prompts).warmup_tokens == 64
+        run = await run_bench(req, [_target(sim.base_url)], on_event)
+        assert run.warmup_tokens == 16
+        warm = tokens(True)
+        assert warm and set(warm) == {16}, warm
+        assert {r.output_tokens for r in run.results} == {80}
+        whole = await run_bench(
+            req.model_copy(update={"warmup_tokens": 0}), [_target(sim.base_url)], on_event
+        )
+        assert whole.warmup_tokens == 0 and set(tokens(True)) == {80}
+        load = await run_load(
+            req,
+            [_target(sim.base_url)],
+            LoadSpec(kind="concurrency", levels=[2]),
+            LoadSettings(requests=2),
+            RunHooks(on_event=on_event),
+        )
+        assert load.warmup_tokens == 16 and {r.output_tokens for r in load.results} == {80}
+        lw = tokens(True)
+        assert lw and set(lw) == {16}, lw

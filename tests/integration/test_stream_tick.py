@@ -4,8 +4,8 @@ A plain-socket server on loopback writes each SSE chunk from the test's own coro
 it inside that `sendall`, between two monotonic readings the test takes around it; the test then blocks its
 event loop, so no read can happen until later. A line read with the kernel's stamp carries a time inside
 the send's bracket, before the loop was free again; one stamped when the read returned (`--read-tick-ms 0`)
-carries a time after it. Both loops a run uses (asyncio's and uvloop) are checked; the first token's reads
-(taken at once) and the ticked ones after them alike.
+carries a time after it. Both loops a run uses (asyncio's and uvloop) are checked; a lone stream's reads
+(each taken at once: below TICK_MIN_STREAMS) and the ticked reads of several streams alike.
 """
 
 from __future__ import annotations
@@ -32,27 +32,29 @@ BLOCK_S = 0.05  # the loop is held this long after each write: no read can happe
 
 
 @contextmanager
-def _one_stream_server() -> Iterator[tuple[int, list[socket.socket]]]:
-    """Accepts one connection, reads its request, answers with a chunked SSE head; the test writes the body."""
+def _stream_server(n: int = 1) -> Iterator[tuple[int, list[socket.socket]]]:
+    """Accepts n connections, reads each one's request, answers with a chunked SSE head; the test writes the
+    bodies."""
     ls = socket.create_server(("127.0.0.1", 0))
     got: list[socket.socket] = []
-    ready = threading.Event()
 
     def serve() -> None:
-        c, _ = ls.accept()
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            buf += c.recv(65536)
-        head, _, rest = buf.partition(b"\r\n\r\n")
-        length = 0
-        for h in head.split(b"\r\n"):
-            if h.lower().startswith(b"content-length"):
-                length = int(h.split(b":")[1])
-        while len(rest) < length:
-            rest += c.recv(65536)
-        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
-        got.append(c)
-        ready.set()
+        for _ in range(n):
+            c, _ = ls.accept()
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += c.recv(65536)
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            length = 0
+            for h in head.split(b"\r\n"):
+                if h.lower().startswith(b"content-length"):
+                    length = int(h.split(b":")[1])
+            while len(rest) < length:
+                rest += c.recv(65536)
+            c.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
+            got.append(c)
 
     th = threading.Thread(target=serve, daemon=True)
     th.start()
@@ -73,7 +75,7 @@ def _chunk(payload: bytes) -> bytes:
 async def _stamps_of_late_reads() -> list[tuple[float, float, float, Line]]:
     """(before the write, after it, when the loop was free again, the line as read) for each chunk."""
     out: list[tuple[float, float, float, Line]] = []
-    with _one_stream_server() as (port, conns):
+    with _stream_server() as (port, conns):
         async with StreamClient() as client:
             resp = await client.post(f"http://127.0.0.1:{port}/v1/completions", b"{}")
             assert resp.status == 200
@@ -117,6 +119,67 @@ def test_a_read_the_loop_got_to_late_carries_the_kernels_arrival_time(
         # could read it: the kernel's time of arrival, not the read's
         assert t0 - 0.005 <= stamp <= t1 + 0.005, (k, t0, stamp, t1)
         assert stamp < t_free, (k, stamp, t_free)
+
+
+async def _many_streams_late(n: int) -> list[list[tuple[float, float, float, Line]]]:
+    """n streams at once, each written a chunk at a time while the loop is held, then read: per stream, as
+    `_stamps_of_late_reads`."""
+    out: list[list[tuple[float, float, float, Line]]] = [[] for _ in range(n)]
+    with _stream_server(n) as (port, conns):
+        async with StreamClient() as client:
+            url = f"http://127.0.0.1:{port}/v1/completions"
+            resps = [await client.post(url, b"{}") for _ in range(n)]
+            assert all(r.status == 200 for r in resps)
+            for _ in range(100):  # the server thread appends each connection after its head
+                if len(conns) == n:
+                    break
+                await asyncio.sleep(0.01)
+            its = [aiter(r.batches()) for r in resps]
+            pending: list[list[Line]] = [[] for _ in range(n)]
+            for k in range(CHUNKS):
+                marks = []
+                for c in conns:
+                    t0 = time.monotonic()
+                    c.sendall(_chunk(b'{"k": %d}' % k))
+                    marks.append((t0, time.monotonic()))
+                time.sleep(BLOCK_S)  # noqa: ASYNC251 (on purpose: the loop is held)
+                t_free = time.monotonic()
+                for i in range(n):
+                    while not pending[i]:
+                        pending[i] = list(await asyncio.wait_for(anext(its[i]), 10))
+                    line = pending[i].pop(0)
+                    assert line[1] == b'data: {"k": %d}' % k
+                    out[i].append((min(m[0] for m in marks), max(m[1] for m in marks), t_free, line))
+            for c in conns:
+                c.sendall(_chunk(b"[DONE]") + b"0\r\n\r\n")
+            for it in its:
+                async for _ in it:
+                    pass
+    return out
+
+
+def test_a_tick_read_in_slices_stamps_every_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seven streams (past TICK_MIN_STREAMS: they join the tick after their first token), a tick reads two a
+    callback (the loop polls between slices): every line of every stream still carries its kernel stamp,
+    inside the writes' bracket."""
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, "5")
+    monkeypatch.setattr(stream_mod, "TICK_SLICE", 2)
+    slices: list[int] = []
+    real_slice = stream_mod._Ticker._slice
+
+    def counted(self: stream_mod._Ticker, off: float) -> None:
+        slices.append(min(len(self.todo), 2))
+        real_slice(self, off)
+
+    monkeypatch.setattr(stream_mod._Ticker, "_slice", counted)
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        got = runner.run(_many_streams_late(7))
+    assert slices and max(slices) == 2  # the tick read them, in slices of two
+    for i, stream in enumerate(got):
+        assert len(stream) == CHUNKS
+        for k, (t0, t1, t_free, (stamp, _)) in enumerate(stream):
+            assert t0 - 0.005 <= stamp <= t1 + 0.005, (i, k, t0, stamp, t1)
+            assert stamp < t_free, (i, k)
 
 
 def test_without_the_tick_a_read_is_stamped_when_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
