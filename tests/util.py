@@ -34,7 +34,9 @@ __all__ = [
     "free_ports",
     "port_free",
     "serve_http",
+    "sse_chunk",
     "sse_events",
+    "sse_socket_server",
     "until",
 ]
 
@@ -124,6 +126,52 @@ def serve_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[in
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@contextlib.contextmanager
+def sse_socket_server(n: int) -> Iterator[tuple[int, list[socket.socket]]]:
+    """A loopback server of plain sockets: each of n connections gets a chunked SSE response head as soon as
+    its request arrives, and is appended to the yielded list (in the order accepted); the test writes the
+    bodies itself (`sse_chunk`), so it knows to the syscall when each byte left."""
+    ls = socket.create_server(("127.0.0.1", 0))
+    conns: list[socket.socket] = []
+    ready = threading.Event()
+
+    def serve() -> None:
+        for _ in range(n):
+            c, _ = ls.accept()
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += c.recv(65536)
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            length = 0
+            for h in head.split(b"\r\n"):
+                if h.lower().startswith(b"content-length"):
+                    length = int(h.split(b":")[1])
+            while len(rest) < length:
+                rest += c.recv(65536)
+            c.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
+            conns.append(c)
+        ready.set()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        yield ls.getsockname()[1], conns
+        assert ready.is_set()  # every connection the test meant to make was made
+    finally:
+        for c in conns:
+            c.close()
+        ls.close()
+        th.join(5)
+
+
+def sse_chunk(payload: bytes) -> bytes:
+    """One SSE event as one HTTP/1.1 chunk."""
+    ev = b"data: " + payload + b"\n\n"
+    return f"{len(ev):x}\r\n".encode() + ev + b"\r\n"
 
 
 def demo_profile(tmp_path: Path) -> Path:

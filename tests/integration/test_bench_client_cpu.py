@@ -9,13 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +30,7 @@ from ddtree_tui.report.html import e
 from ddtree_tui.report.loadhtml import render_agentic, render_load, render_soak
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
+from tests.util import sse_chunk, sse_socket_server
 
 
 def _worker_imports(
@@ -61,54 +58,6 @@ def test_a_worker_process_imports_the_stream_client_and_no_request_or_result_mod
     assert "ddtree_tui.bench.models" in _worker_imports({}, ("-c", "import ddtree_tui.bench.models"))
 
 
-@contextmanager
-def _sse_server(n: int) -> Iterator[tuple[int, list[socket.socket]]]:
-    """A loopback server of plain sockets: each of n connections gets a chunked SSE response head as soon as
-    its request arrives; the test writes the body to the returned sockets itself."""
-    ls = socket.create_server(("127.0.0.1", 0))
-    conns: list[socket.socket] = []
-    ready = threading.Event()
-
-    def serve() -> None:
-        for _ in range(n):
-            c, _ = ls.accept()
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                buf += c.recv(65536)
-            head, _, rest = buf.partition(b"\r\n\r\n")
-            length = next(
-                (
-                    int(h.split(b":")[1])
-                    for h in head.split(b"\r\n")
-                    if h.lower().startswith(b"content-length")
-                ),
-                0,
-            )
-            while len(rest) < length:
-                rest += c.recv(65536)
-            c.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-            )
-            conns.append(c)
-        ready.set()
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    try:
-        yield ls.getsockname()[1], conns
-        assert ready.is_set()
-    finally:
-        for c in conns:
-            c.close()
-        ls.close()
-        th.join(5)
-
-
-def _chunk(payload: bytes) -> bytes:
-    ev = b"data: " + payload + b"\n\n"
-    return f"{len(ev):x}\r\n".encode() + ev + b"\r\n"
-
-
 async def _reads_then_parses(monkeypatch: pytest.MonkeyPatch, inline: bool) -> list[tuple[str, int]]:
     """n streams; one chunk written to every connection while the client's loop is not polling, so the loop
     finds them all ready in one turn: the order in which the client stamped and parsed those reads (the
@@ -134,16 +83,16 @@ async def _reads_then_parses(monkeypatch: pytest.MonkeyPatch, inline: bool) -> l
 
     monkeypatch.setattr(stream_mod._Conn, "data_received", recv)
     monkeypatch.setattr(stream_mod._Conn, "_feed", feed)
-    with _sse_server(n) as (port, conns):
+    with sse_socket_server(n) as (port, conns):
         async with StreamClient() as client:
             url = f"http://127.0.0.1:{port}/v1/completions"
             resps = [await client.post(url, b"{}") for _ in range(n)]
             assert all(r.status == 200 for r in resps)
             for c in conns:  # all written before the loop polls again (loopback delivers inside send())
-                c.sendall(_chunk(b'{"x": 1}'))
+                c.sendall(sse_chunk(b'{"x": 1}'))
             got = [await anext(aiter(r.batches())) for r in resps]
             for c in conns:
-                c.sendall(_chunk(b"[DONE]") + b"0\r\n\r\n")
+                c.sendall(sse_chunk(b"[DONE]") + b"0\r\n\r\n")
             for r in resps:
                 r.release(failed=True)
     assert [len(b) for b in got] == [1] * n
@@ -176,13 +125,13 @@ async def test_inline_parsing_is_the_side_by_side_setting(monkeypatch: pytest.Mo
 
 
 async def test_the_send_time_is_taken_when_the_request_bytes_are_ready() -> None:
-    with _sse_server(1) as (port, conns):
+    with sse_socket_server(1) as (port, conns):
         async with StreamClient() as client:
             t0 = time.monotonic()
             resp = await client.post(f"http://127.0.0.1:{port}/v1/completions", b"{}")
             t1 = time.monotonic()
             assert t0 <= resp.t_send <= t1  # taken inside post, before the write that the head answered
-            conns[0].sendall(_chunk(b"[DONE]") + b"0\r\n\r\n")
+            conns[0].sendall(sse_chunk(b"[DONE]") + b"0\r\n\r\n")
             async for _ in resp.batches():
                 pass
             resp.release()

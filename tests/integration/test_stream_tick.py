@@ -11,19 +11,16 @@ carries a time after it. Both loops a run uses (asyncio's and uvloop) are checke
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from ddtree_tui.bench import stream as stream_mod
 from ddtree_tui.bench.evloop import new_loop
 from ddtree_tui.bench.stream import Line, StreamClient
+from tests.util import sse_chunk, sse_socket_server
 
 pytestmark = pytest.mark.skipif(not stream_mod._kernel_stamps(), reason="kernel receive stamps are Linux's")
 
@@ -31,51 +28,10 @@ CHUNKS = 5  # the first EAGER_READS are read at once, the rest on the tick
 BLOCK_S = 0.05  # the loop is held this long after each write: no read can happen before it is free
 
 
-@contextmanager
-def _stream_server(n: int = 1) -> Iterator[tuple[int, list[socket.socket]]]:
-    """Accepts n connections, reads each one's request, answers with a chunked SSE head; the test writes the
-    bodies."""
-    ls = socket.create_server(("127.0.0.1", 0))
-    got: list[socket.socket] = []
-
-    def serve() -> None:
-        for _ in range(n):
-            c, _ = ls.accept()
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                buf += c.recv(65536)
-            head, _, rest = buf.partition(b"\r\n\r\n")
-            length = 0
-            for h in head.split(b"\r\n"):
-                if h.lower().startswith(b"content-length"):
-                    length = int(h.split(b":")[1])
-            while len(rest) < length:
-                rest += c.recv(65536)
-            c.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-            )
-            got.append(c)
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    try:
-        yield ls.getsockname()[1], got
-    finally:
-        for c in got:
-            c.close()
-        ls.close()
-        th.join(5)
-
-
-def _chunk(payload: bytes) -> bytes:
-    ev = b"data: " + payload + b"\n\n"
-    return f"{len(ev):x}\r\n".encode() + ev + b"\r\n"
-
-
 async def _stamps_of_late_reads() -> list[tuple[float, float, float, Line]]:
     """(before the write, after it, when the loop was free again, the line as read) for each chunk."""
     out: list[tuple[float, float, float, Line]] = []
-    with _stream_server() as (port, conns):
+    with sse_socket_server(1) as (port, conns):
         async with StreamClient() as client:
             resp = await client.post(f"http://127.0.0.1:{port}/v1/completions", b"{}")
             assert resp.status == 200
@@ -84,7 +40,7 @@ async def _stamps_of_late_reads() -> list[tuple[float, float, float, Line]]:
             pending: list[Line] = []
             for k in range(CHUNKS):
                 t0 = time.monotonic()
-                c.sendall(_chunk(b'{"k": %d}' % k))
+                c.sendall(sse_chunk(b'{"k": %d}' % k))
                 t1 = time.monotonic()
                 time.sleep(BLOCK_S)  # noqa: ASYNC251 (on purpose: the loop is held, the chunk waits in the socket)
                 t_free = time.monotonic()
@@ -93,7 +49,7 @@ async def _stamps_of_late_reads() -> list[tuple[float, float, float, Line]]:
                 line = pending.pop(0)
                 assert line[1] == b'data: {"k": %d}' % k
                 out.append((t0, t1, t_free, line))
-            c.sendall(_chunk(b"[DONE]") + b"0\r\n\r\n")
+            c.sendall(sse_chunk(b"[DONE]") + b"0\r\n\r\n")
             async for _ in lines:
                 pass
     return out
@@ -125,7 +81,7 @@ async def _many_streams_late(n: int) -> list[list[tuple[float, float, float, Lin
     """n streams at once, each written a chunk at a time while the loop is held, then read: per stream, as
     `_stamps_of_late_reads`."""
     out: list[list[tuple[float, float, float, Line]]] = [[] for _ in range(n)]
-    with _stream_server(n) as (port, conns):
+    with sse_socket_server(n) as (port, conns):
         async with StreamClient() as client:
             url = f"http://127.0.0.1:{port}/v1/completions"
             resps = [await client.post(url, b"{}") for _ in range(n)]
@@ -140,7 +96,7 @@ async def _many_streams_late(n: int) -> list[list[tuple[float, float, float, Lin
                 marks = []
                 for c in conns:
                     t0 = time.monotonic()
-                    c.sendall(_chunk(b'{"k": %d}' % k))
+                    c.sendall(sse_chunk(b'{"k": %d}' % k))
                     marks.append((t0, time.monotonic()))
                 time.sleep(BLOCK_S)  # noqa: ASYNC251 (on purpose: the loop is held)
                 t_free = time.monotonic()
@@ -151,7 +107,7 @@ async def _many_streams_late(n: int) -> list[list[tuple[float, float, float, Lin
                     assert line[1] == b'data: {"k": %d}' % k
                     out[i].append((min(m[0] for m in marks), max(m[1] for m in marks), t_free, line))
             for c in conns:
-                c.sendall(_chunk(b"[DONE]") + b"0\r\n\r\n")
+                c.sendall(sse_chunk(b"[DONE]") + b"0\r\n\r\n")
             for it in its:
                 async for _ in it:
                     pass
