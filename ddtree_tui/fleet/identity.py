@@ -11,7 +11,7 @@ a service, who is behind its port?
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from ddtree_tui.bench.client import server_info
 from ddtree_tui.bench.stream import StreamClient
@@ -64,22 +64,6 @@ def changed(prev: TargetIdentity | None, now: TargetIdentity) -> str | None:
     return ", ".join(diffs) or None
 
 
-def last_identities(runs: Iterable[object]) -> dict[str, TargetIdentity]:
-    """The latest recorded identity of each target in `runs` (oldest first), by ref."""
-    out: dict[str, TargetIdentity] = {}
-    for run in runs:
-        for ident in identities_of(run):
-            out[ident.ref] = ident
-    return out
-
-
-def identities_of(run: object) -> list[TargetIdentity]:
-    """The identities a run recorded: on its targets, or (agentic runs) in its own list."""
-    found = [t.identity for t in getattr(run, "targets", None) or [] if getattr(t, "identity", None)]
-    found += list(getattr(run, "identities", None) or [])
-    return [i for i in found if isinstance(i, TargetIdentity)]
-
-
 def stamp(run: object, idents: Sequence[TargetIdentity]) -> None:
     """Record `idents` on the run's targets (by ref), or in its `identities` list (agentic runs)."""
     by_ref = {i.ref: i for i in idents}
@@ -92,4 +76,4 @@ def stamp(run: object, idents: Sequence[TargetIdentity]) -> None:
         run.identities = list(idents)
 
 
-__all__ = ["FORCE_HINT", "changed", "forced", "identities_of", "last_identities", "served_identity", "stamp"]
+__all__ = ["FORCE_HINT", "changed", "forced", "served_identity", "stamp"]
