@@ -40,6 +40,7 @@ from ddtree_tui.model.events import (
 )
 from ddtree_tui.model.snapshot import Alert, AlertKind, GpuSample
 
+TICK_S = 5.0  # how often the engine checks what only time ends (a restart loop whose window passed)
 PLANNED_FOR_S = 120.0  # how long a planned launch / restart waits for its service to show it is starting
 OFF_BUS = ("lost", "off the bus", "no longer reported", "unknown error", "requires reset", "device handle")
 
@@ -229,13 +230,17 @@ async def run_alerts(fleet: AlertSource) -> None:
 
     engine = AlertEngine(options, fleet.publish, held_elsewhere(fleet.profiles))
     q = fleet.subscribe()
+    loop = asyncio.get_running_loop()
     try:
         while True:
+            # every event as it comes, under one deadline for TICK_S: a timeout (a timer made, moved and
+            # cancelled) per event was most of what following a run's progress events cost (issue 26)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5.0):
-                    engine.handle(await q.get())
-                    while not q.empty():
-                        engine.handle(q.get_nowait())
+                async with asyncio.timeout_at(loop.time() + TICK_S):
+                    while True:
+                        engine.handle(await q.get())
+                        while not q.empty():
+                            engine.handle(q.get_nowait())
             engine.tick()
     finally:
         fleet.unsubscribe(q)

@@ -43,6 +43,7 @@ from ddtree_tui.bench.evloop import loop_name, new_loop
 from ddtree_tui.bench.loadmon import LoopMonitor
 from ddtree_tui.bench.stream import CONNECT_TIMEOUT, StreamClient, StreamError
 from ddtree_tui.bench.zygote import ForkedProcess, boot_mode, spawn_worker
+from ddtree_tui.lib.heap import froze_more, frozen_by_app
 from ddtree_tui.lib.jsontypes import JsonObject
 
 if TYPE_CHECKING:  # the runner's side only: a worker process imports no request or result model
@@ -82,18 +83,21 @@ GC_GEN0 = 50_000  # allocations between young collections while measuring (Pytho
 @contextlib.contextmanager
 def quiet_gc() -> Iterator[None]:
     """While measuring: what exists now is frozen out of the collector and young collections are rarer
-    (cycles are still collected); restored after.
+    (cycles made during the run are still collected); restored after. Frozen as it is, without a full
+    collection first: at a `--run-bench` start that pass found 42 garbage objects among 46,000 and cost
+    20 ms, 1 µs a token of a poisson run's CPU (issue 26); the few it would free are freed after the run.
 
-    Where the process has frozen its heap already (the TUI does, after its start, and collects between its
-    frames: ui/gcpolicy.py), its policy is left as it is: no full collection on the app's loop at a run's
-    start, no raised young threshold (it made young collections of 77-99 ms inside the app), and no `unfreeze`
-    at its end, which would put the app's frozen objects back into every later full collection."""
-    if os.environ.get("DDTREE_BENCH_GC") == "default" or gc.get_freeze_count() > 0:
+    Where the process has frozen its heap already, other than a headless mode's imports (lib/heap.py; the TUI
+    does, after its start, and collects between its frames: ui/gcpolicy.py), its policy is left as it is: no
+    full collection on the app's loop at a run's start, no raised young threshold (it made young collections
+    of 77-99 ms inside the app), and no `unfreeze` at its end, which would put the app's frozen objects back
+    into every later full collection."""
+    if os.environ.get("DDTREE_BENCH_GC") == "default" or frozen_by_app():
         yield
         return
     old = gc.get_threshold()
-    gc.collect()
     gc.freeze()
+    froze_more()
     gc.set_threshold(max(old[0], GC_GEN0), *old[1:])
     try:
         yield

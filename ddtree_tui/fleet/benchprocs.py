@@ -15,12 +15,19 @@ from ddtree_tui.bench.models import BenchRequest, ShapeRequest
 AUTO = 0  # BenchRequest.workers: choose (bench/worker.py AUTO, not imported before it is needed)
 
 
-def may_start_workers(req: BenchRequest | ShapeRequest) -> bool:
+def may_start_workers(req: BenchRequest | ShapeRequest, cores: int | None = None) -> bool:
     """Whether the run may start worker processes: `--workers N>1`, or auto with more than one request in
-    flight at some point (one at a time never plans a second process: bench/worker.py plan_workers). An
-    unused zygote costs a fork and an exit (~20 ms of CPU here), so a run that cannot use one forks none."""
+    flight at some point and more than two usable cores (bench/worker.py plan_workers never plans a second
+    process for one request at a time, nor beyond the usable cores but one). An unused zygote costs a fork and
+    an exit (~20 ms of CPU here), so a run that cannot use one forks none."""
     if req.workers != AUTO:
         return req.workers > 1
+    if cores is None:
+        from ddtree_tui.bench.worker import usable_cores
+
+        cores = usable_cores()
+    if cores - 1 <= 1:
+        return False
     if isinstance(req, ShapeRequest):
         if req.sessions or req.trace:
             return True

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -90,6 +94,66 @@ def test_quiet_gc_leaves_a_heap_frozen_before_it_frozen() -> None:
     finally:
         gc.unfreeze()
     assert any(o is marker for o in gc.get_objects())
+
+
+def test_quiet_gc_sets_its_policy_over_a_headless_modes_frozen_imports() -> None:
+    """`--run-bench` freezes its imports (lib/heap.py, no collection first): unlike an app's frozen heap,
+    that is no policy to keep, so a run still raises the young threshold, and a run nested in it (the
+    freeze is now the run's) keeps the outer one's."""
+    from ddtree_tui.lib import heap
+
+    gc.unfreeze()
+    before = gc.get_threshold()
+    heap.freeze_imports()
+    try:
+        assert gc.get_freeze_count() > 0 and not heap.frozen_by_app()
+        with quiet_gc():
+            raised = gc.get_threshold()
+            assert raised[0] >= 50_000 and heap.frozen_by_app()
+            with quiet_gc():  # nested: left as the outer run set it
+                assert gc.get_threshold() == raised and gc.get_freeze_count() > 0
+            assert gc.get_threshold() == raised and gc.get_freeze_count() > 0
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+        heap.freeze_imports()  # a second freeze where the first was undone: imports only again
+        assert not heap.frozen_by_app()
+    finally:
+        gc.unfreeze()
+        heap.froze_more()  # this test process's heap is not a headless mode's imports
+    gc.freeze()  # frozen by someone else: freeze_imports leaves it, and it counts as an app's
+    try:
+        heap.freeze_imports()
+        assert heap.frozen_by_app()
+    finally:
+        gc.unfreeze()
+        heap.froze_more()
+
+
+def test_only_the_process_entry_freezes_its_heap() -> None:
+    """A headless mode run as the process's command freezes its imports once they are loaded and freezes
+    what is alive at exit before the interpreter's own collections; `main(argv)` from a caller (a test,
+    tests/cli_batch.py) leaves the caller's heap and exit alone."""
+    probe = (
+        "import atexit, gc, sys\n"
+        "from ddtree_tui.cli import main\n"
+        "n = atexit._ncallbacks()\n"
+        "if sys.argv[1] == 'entry':\n"
+        "    sys.argv[1:] = ['todo', 'list', '--todos', sys.argv[2]]\n"
+        "    rc = main()\n"
+        "else:\n"
+        "    rc = main(['todo', 'list', '--todos', sys.argv[2]])\n"
+        "print(rc, gc.get_freeze_count() > 0, atexit._ncallbacks() - n)\n"
+    )
+    out = {}
+    for how in ("entry", "call"):
+        with tempfile.TemporaryDirectory() as d:
+            todos = Path(d) / "todo.toml"
+            p = subprocess.run(
+                [sys.executable, "-c", probe, how, str(todos)], capture_output=True, text=True, timeout=120
+            )
+        assert p.returncode == 0, p.stderr[-2000:]
+        out[how] = p.stdout.split()[-3:]
+    assert out["entry"][:2] == ["0", "True"] and out["call"][:2] == ["0", "False"]
+    assert int(out["entry"][2]) - int(out["call"][2]) == 1  # the exit freeze (the mode may register others)
 
 
 def _target(url: str) -> BenchTarget:

@@ -240,13 +240,21 @@ async def test_a_url_run_imports_nothing_a_host_needs(tmp_path: Path) -> None:
 
 def test_a_run_forks_a_zygote_only_where_it_may_start_workers() -> None:
     from ddtree_tui.bench.models import BenchRequest, ShapeRequest
+    from ddtree_tui.bench.worker import plan_workers
     from ddtree_tui.fleet.benchprocs import may_start_workers
 
-    assert may_start_workers(BenchRequest(concurrency=4))
-    assert not may_start_workers(BenchRequest(concurrency=1))
-    assert not may_start_workers(BenchRequest(concurrency=4, workers=1))
-    assert may_start_workers(BenchRequest(concurrency=1, workers=2))
-    assert may_start_workers(ShapeRequest(load="concurrency:1,4"))
-    assert not may_start_workers(ShapeRequest(load="concurrency:1"))
-    assert not may_start_workers(ShapeRequest(load="sync"))
-    assert may_start_workers(ShapeRequest(load="poisson:20,1"))
+    assert may_start_workers(BenchRequest(concurrency=4), cores=16)
+    assert not may_start_workers(BenchRequest(concurrency=1), cores=16)
+    assert not may_start_workers(BenchRequest(concurrency=4, workers=1), cores=16)
+    assert may_start_workers(BenchRequest(concurrency=1, workers=2), cores=16)
+    assert may_start_workers(ShapeRequest(load="concurrency:1,4"), cores=16)
+    assert not may_start_workers(ShapeRequest(load="concurrency:1"), cores=16)
+    assert not may_start_workers(ShapeRequest(load="sync"), cores=16)
+    assert may_start_workers(ShapeRequest(load="poisson:20,1"), cores=16)
+    # on 2 usable cores auto never plans a second process (one core is left over), so no zygote is forked;
+    # an explicit --workers still gets its processes
+    assert plan_workers(0, 256, 1000.0, cores=2)[0] == 1
+    assert not may_start_workers(ShapeRequest(load="poisson:20,1"), cores=2)
+    assert not may_start_workers(BenchRequest(concurrency=64), cores=2)
+    assert may_start_workers(BenchRequest(concurrency=64, workers=2), cores=2)
+    assert may_start_workers(BenchRequest(concurrency=64), cores=3)

@@ -37,6 +37,7 @@ SIM_START = {
     "ddtree_tui.cli.simargs",
     "ddtree_tui.cli.sweep_args",
     "ddtree_tui.lib",
+    "ddtree_tui.lib.heap",
     "ddtree_tui.lib.http",
     "ddtree_tui.lib.jsontypes",
     "ddtree_tui.lib.lazyexports",  # the packages' lazy exports (bench/, telemetry/)
