@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
 APP = "ddtree-tui"
 
 # --- project-local (relative: resolved against the current directory when used) --------------------------
@@ -35,10 +33,16 @@ HOLDS_ENV = "DDTREE_TUI_HOLDS_DIR"  # tests and multi-user setups point the hold
 # --- the user's (absolute, from platformdirs) --------------------------------------------------------------
 def user_profiles_dir() -> Path:
     """Host profiles of this user (config: edited by hand, shared by every checkout)."""
+    import platformdirs  # when first asked: a run given its paths never needs it (~10 ms of a start)
+
     return Path(platformdirs.user_config_dir(APP)) / "hostprofiles"
 
 
 def holds_dir() -> Path:
     """GPU holds (state: every process of this user must see the same holds), or $DDTREE_TUI_HOLDS_DIR."""
     env = os.environ.get(HOLDS_ENV)
-    return Path(env) if env else Path(platformdirs.user_state_dir(APP)) / "holds"
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir(APP)) / "holds"
