@@ -40,13 +40,15 @@ from ddtree_tui.model.events import (
 )
 from ddtree_tui.model.snapshot import Alert, AlertKind, GpuSample
 
+# the events AlertEngine.handle reads (every other kind it ignores)
+ALERT_INPUTS: tuple[type, ...] = (GpuSampleEvent, ServiceStateChanged, ServicePlanned)
 TICK_S = 5.0  # how often the engine checks what only time ends (a restart loop whose window passed)
 PLANNED_FOR_S = 120.0  # how long a planned launch / restart waits for its service to show it is starting
 OFF_BUS = ("lost", "off the bus", "no longer reported", "unknown error", "requires reset", "device handle")
 
 
 class AlertSource(Protocol):
-    def subscribe(self) -> asyncio.Queue[FleetEvent]: ...
+    def subscribe(self, kinds: tuple[type, ...] = ...) -> asyncio.Queue[FleetEvent]: ...
     def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None: ...
     def publish(self, ev: FleetEvent) -> None: ...
     def profiles(self) -> list[HostProfile]: ...
@@ -229,7 +231,9 @@ async def run_alerts(fleet: AlertSource) -> None:
         return prof.alerts if prof is not None else AlertOptions()
 
     engine = AlertEngine(options, fleet.publish, held_elsewhere(fleet.profiles))
-    q = fleet.subscribe()
+    q = fleet.subscribe(
+        ALERT_INPUTS
+    )  # not woken for what it ignores (a bench run's several events a request)
     loop = asyncio.get_running_loop()
     try:
         while True:

@@ -114,9 +114,10 @@ class Fleet:
     def snapshot(self) -> FleetSnapshot:
         return snap.build_snapshot(self.hosts, self.todo_desk.view)
 
-    def subscribe(self) -> asyncio.Queue[FleetEvent]:
-        """A queue of every event from now on; a slow reader loses the oldest (the core never waits)."""
-        return self.events.subscribe()
+    def subscribe(self, kinds: tuple[type, ...] = ()) -> asyncio.Queue[FleetEvent]:
+        """A queue of every event from now on (or of `kinds` only); a slow reader loses the oldest (the core
+        never waits)."""
+        return self.events.subscribe(kinds)
 
     def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None:
         self.events.unsubscribe(q)

@@ -17,20 +17,23 @@ class PubSub(Generic[T]):
 
     def __init__(self, maxsize: int = QUEUE_SIZE) -> None:
         self.maxsize = maxsize
-        self._queues: list[asyncio.Queue[T]] = []
+        self._queues: list[tuple[asyncio.Queue[T], tuple[type, ...]]] = []
 
-    def subscribe(self) -> asyncio.Queue[T]:
+    def subscribe(self, kinds: tuple[type, ...] = ()) -> asyncio.Queue[T]:
+        """A queue of every event from now on, or only of those of `kinds` (instances of): a reader that
+        wants a few kinds is not woken for the rest (a bench run publishes several events a request)."""
         q: asyncio.Queue[T] = asyncio.Queue(maxsize=self.maxsize)
-        self._queues.append(q)
+        self._queues.append((q, kinds))
         return q
 
     def unsubscribe(self, q: asyncio.Queue[T]) -> None:
-        with contextlib.suppress(ValueError):
-            self._queues.remove(q)
+        self._queues = [(x, k) for x, k in self._queues if x is not q]
 
     def publish(self, ev: T) -> None:
         """Put `ev` on every subscriber's queue (the fleet's parts and the alert engine publish this way)."""
-        for q in self._queues:
+        for q, kinds in self._queues:
+            if kinds and not isinstance(ev, kinds):
+                continue
             if q.full():
                 with contextlib.suppress(asyncio.QueueEmpty):
                     q.get_nowait()
