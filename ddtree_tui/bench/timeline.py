@@ -35,7 +35,14 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
     """Linear-interpolated percentile, q in [0, 100]."""
     if not xs:
         return None
-    s = sorted(xs)
+    return sorted_percentile(sorted(xs), q)
+
+
+def sorted_percentile(s: Sequence[float], q: float) -> float | None:
+    """`percentile` of values already in ascending order (no copy: a request's ITL quantiles read one
+    sorted list 24 times)."""
+    if not s:
+        return None
     if len(s) == 1:
         return s[0]
     pos = (len(s) - 1) * q / 100.0
@@ -140,13 +147,13 @@ def timeline_metrics(tl: Timeline, total_tokens: int | None) -> TimelineMetrics:
                 itl.extend([gap] * n)
         t_prev = t
     if itl:
-        itl.sort()  # once: percentile() of a sorted list sorts in linear time (24 quantiles a request)
-        q = [percentile(itl, p) for p in ITL_QUANTILES]
+        itl.sort()  # once, and read 24 times as it is (sorted_percentile: no copy)
+        q = [sorted_percentile(itl, p) for p in ITL_QUANTILES]
         out["itl_quantiles_ms"] = [round(x, 4) for x in q if x is not None]
         out["itl_mean_ms"] = sum(itl) / len(itl)
-        out["itl_p50_ms"] = percentile(itl, 50)
-        out["itl_p90_ms"] = percentile(itl, 90)
-        out["itl_p99_ms"] = percentile(itl, 99)
+        out["itl_p50_ms"] = sorted_percentile(itl, 50)
+        out["itl_p90_ms"] = sorted_percentile(itl, 90)
+        out["itl_p99_ms"] = sorted_percentile(itl, 99)
     return out
 
 

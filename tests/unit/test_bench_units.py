@@ -22,6 +22,7 @@ from ddtree_tui.bench.models import (
 from ddtree_tui.bench.prompts import PromptError, agentic, load_jsonl, load_prompts, longctx, seed3
 from ddtree_tui.bench.runner import plan
 from ddtree_tui.bench.sse import parse_sse_line
+from ddtree_tui.bench.timeline import sorted_percentile
 from ddtree_tui.sim.config import parse_fault, schedule
 from tests.bench_runs import plain_run
 
@@ -89,6 +90,28 @@ def test_timeline_unknown_chunk_tokens_share_the_total() -> None:
     assert m["tokens_per_chunk"] == pytest.approx(2.0)
     assert m["itl_mean_ms"] == pytest.approx(50.0)
     assert percentile([1, 2, 3, 4], 50) == pytest.approx(2.5)
+
+
+def test_sorted_percentile_reads_a_sorted_list_as_percentile_does() -> None:
+    """timeline_metrics sorts a request's ITL samples once and reads its quantiles with sorted_percentile."""
+    xs = [7.0, 0.5, 3.25, 3.25, 12.0, 1.0, 9.5]
+    s = sorted(xs)
+    for q in (0, 5, 33, 50, 90, 99, 100):
+        assert sorted_percentile(s, q) == percentile(xs, q)
+    assert sorted_percentile([], 50) is None and sorted_percentile([4.0], 99) == 4.0
+    tl = Timeline(0.0)
+    for i, t in enumerate((0.1, 0.13, 0.2, 0.2, 0.31, 0.5)):
+        tl.add(t, 1.0 + (i % 2), True)
+    tl.t_end = 0.5
+    m = timeline_metrics(tl, 9)
+    # reads at 0.1 | 0.13 (2 tokens) | 0.2 and 0.2 (3 tokens) | 0.31 (1) | 0.5 (2): each gap per token
+    itl = [15.0, 15.0, 70 / 3, 70 / 3, 70 / 3, 110.0, 95.0, 95.0]
+    itl_ms = sorted(itl)
+    assert m["itl_p50_ms"] == pytest.approx(percentile(itl_ms, 50))
+    assert m["itl_p99_ms"] == pytest.approx(percentile(itl_ms, 99))
+    assert m["itl_quantiles_ms"] == [
+        round(x, 4) for x in (percentile(itl_ms, p) or 0.0 for p in range(0, 101, 5))
+    ]
 
 
 def test_prompt_sets() -> None:
