@@ -231,9 +231,8 @@ async def run_alerts(fleet: AlertSource) -> None:
         return prof.alerts if prof is not None else AlertOptions()
 
     engine = AlertEngine(options, fleet.publish, held_elsewhere(fleet.profiles))
-    q = fleet.subscribe(
-        ALERT_INPUTS
-    )  # not woken for what it ignores (a bench run's several events a request)
+    # only the kinds it reads: not woken for the rest (a bench run publishes several events a request)
+    q = fleet.subscribe(ALERT_INPUTS)
     loop = asyncio.get_running_loop()
     try:
         while True:

@@ -85,7 +85,7 @@ def quiet_gc() -> Iterator[None]:
     """While measuring: what exists now is frozen out of the collector and young collections are rarer
     (cycles made during the run are still collected); restored after. Frozen as it is, without a full
     collection first: at a `--run-bench` start that pass found 42 garbage objects among 46,000 and cost
-    20 ms, 1 µs a token of a poisson run's CPU (issue 26); the few it would free are freed after the run.
+    20 ms, 0.4 µs a token of a poisson run's CPU (issue 26); the few it would free are freed after the run.
 
     Where the process has frozen its heap already, other than a headless mode's imports (lib/heap.py; the TUI
     does, after its start, and collects between its frames: ui/gcpolicy.py), its policy is left as it is: no
