@@ -34,6 +34,13 @@ Columns (medians over rounds; per round the median over requests, client vs serv
                   tree) is compiled before the runs (`--no-compile-ours` leaves it out)
   headline        the tool's own summary: median TTFT ms / median e2e ms / output tok/s, beside the truth
 
+After each scenario, a table of CPU per token round by round: each tool's figure, its ratio to AIPerf's of
+the same round (where AIPerf ran), and what the machine was like for that run: `probe ms` (the CPU time of a
+fixed piece of Python work timed just before the tool started: the same work takes longer on a machine whose
+cores are shared with other guests) and `steal %` (the hypervisor's steal time over the tool's run, of all
+cores, /proc/stat). CPU time is not wall time, but on a shared host it still grows with contention: the same
+client measured 16 and 24 µs/token at poisson an hour apart on one 2-core machine.
+
 Needs: pip (or --wheels), about 1 GiB of disk for the AIPerf, GuideLLM and bench_serving environments and
 about 10 GiB for vLLM's (torch and CUDA libraries; `--only` leaves it out). AIPerf, GuideLLM and vLLM read a local
 word-level tokenizer (built here with `tokenizers`: each streamed word "wN" is one token); AIPerf will not read
@@ -151,6 +158,8 @@ class Result:
     headline: dict[str, float | None] = field(default_factory=dict)  # ttft_ms, e2e_ms, agg
     note: str = ""
     workers: str = ""
+    probe_ms: float | None = None  # speed_probe() just before the run
+    steal_pct: float | None = None  # steal time over the run, % of all cores' time
 
 
 @dataclass
@@ -251,6 +260,29 @@ def make_tokenizer(py: Path, out: Path) -> None:
 
 
 # --- running a tool -------------------------------------------------------------------------------------
+
+
+def speed_probe() -> float:
+    """CPU ms of a fixed piece of pure-Python work (dict stores, integer arithmetic): the median of three.
+    Taken before each tool run: how fast this machine ran Python then."""
+    out = []
+    for _ in range(3):
+        t = time.process_time()
+        d: dict[int, int] = {}
+        for i in range(200_000):
+            d[i & 1023] = i * 3
+        out.append((time.process_time() - t) * 1000)
+    return statistics.median(out)
+
+
+def _steal() -> tuple[int, int] | None:
+    """(steal, all) jiffies of all cores so far (/proc/stat); None where there is no such file."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (v[7] if len(v) > 7 else 0), sum(v[:8])
 
 
 def _children_cpu() -> float:
@@ -586,6 +618,8 @@ class Score:
     truth: Truth
     headline: dict[str, float | None]
     workers: str
+    probe_ms: float | None = None
+    steal_pct: float | None = None
 
 
 def score(res: Result, t: Truth) -> Score | None:
@@ -605,6 +639,8 @@ def score(res: Result, t: Truth) -> Score | None:
         truth=t,
         headline=res.headline,
         workers=res.workers,
+        probe_ms=res.probe_ms,
+        steal_pct=res.steal_pct,
     )
 
 
@@ -654,6 +690,40 @@ def table(
     ours = scores.get("ours") or []
     if ours and ours[-1].workers:
         out.append(f"- ours chose {ours[-1].workers} worker process(es)")
+    return out
+
+
+def cpu_rounds(scores: dict[str, list[Score]], tools: Sequence[str] = TOOLS) -> list[str]:
+    """CPU µs/token round by round: each tool's figure and its ratio to AIPerf's of the same round, with the
+    machine's speed probe and steal time for that run (`probe ms / steal %`)."""
+    names = [t for t in [*TOOLS, *(t for t in tools if t not in TOOLS)] if scores.get(t)]
+    rounds = max((len(v) for v in scores.values()), default=0)
+    if not names or not rounds:
+        return []
+    ref = scores.get("aiperf") or []
+    head = ["round", *(f"{t} µs/tok" + (" (÷ aiperf)" if ref and t != "aiperf" else "") for t in names),
+            *(f"{t} probe ms / steal %" for t in names)]  # fmt: skip
+    rows = []
+    for i in range(rounds):
+        row = [str(i + 1)]
+        base = ref[i].cpu_us_tok if i < len(ref) else None
+        for t in names:
+            s = scores[t][i] if i < len(scores[t]) else None
+            v = s.cpu_us_tok if s is not None else None
+            cell = _f(v, ".1f")
+            if ref and t != "aiperf" and v is not None and base:
+                cell += f" ({v / base * 100:.1f} %)"
+            row.append(cell)
+        for t in names:
+            s = scores[t][i] if i < len(scores[t]) else None
+            row.append(f"{_f(s.probe_ms if s else None, '.1f')} / {_f(s.steal_pct if s else None, '.2f')}")
+        rows.append(row)
+    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    out = ["", "CPU per token, round by round (rounds alternate the tools' order):", ""]
+    out.append("| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |")
+    out.append("|" + "|".join("-" * (x + 2) for x in w) + "|")
+    for r in rows:
+        out.append("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |")
     return out
 
 
@@ -772,7 +842,12 @@ def main() -> None:
                     work = Path(d) / f"{tool}-{rnd}"
                     work.mkdir()
                     srv.reset()
+                    probe, st0 = speed_probe(), _steal()
                     res = run_tool(tool, sc, base, work, ctx)
+                    st1 = _steal()
+                    res.probe_ms = probe
+                    if st0 is not None and st1 is not None and st1[1] > st0[1]:
+                        res.steal_pct = (st1[0] - st0[0]) / (st1[1] - st0[1]) * 100
                     t = truth_of(srv.get("/stats"), len(res.recs)) if res.recs else None
                     s = score(res, t) if t is not None else None
                     if s is None:
@@ -781,7 +856,7 @@ def main() -> None:
                         scores.setdefault(tool, []).append(s)
                     print(f"{sc.name} round {rnd + 1} {tool}: {s or res.note} ({res.wall_s:.0f} s)",
                           file=sys.stderr, flush=True)  # fmt: skip
-        block = table(sc, scores, notes, tools)
+        block = table(sc, scores, notes, tools) + cpu_rounds(scores, tools)
         print("\n".join(block), flush=True)
         lines += [*block, ""]
         if a.out:
