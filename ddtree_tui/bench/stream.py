@@ -18,8 +18,11 @@ time of the socket read that completed it.
   the read that completed it.
 - Reading never waits for parsing: the loop reads every readable socket as soon as it is readable (there is
   no flow control between the parser and the reader); the request's task consumes the timestamped lines in
-  batches, at most every COALESCE_S (50 ms) while a stream flows, so a slow JSON parse shifts when a line is
-  scored, never the time recorded for it, and a chunk costs a socket read, not a task switch.
+  batches, at most every COALESCE_S (200 ms) while a stream flows, so a slow JSON parse shifts when a line is
+  scored, never the time recorded for it, and a chunk costs a socket read, not a task switch. Each of those
+  wakes is a step of the request's task (its batches, the progress callback): at 50 ms they cost a poisson
+  run about a tenth of its measured CPU (issue 26, benchmarks/peers.py); a live view's tok/s now updates up to
+  5 times a second per request, and a stream's end still wakes its reader at once.
 - Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
   connection) pays its connect once, not per request; `preconnect` opens them before the clock starts, so
   no measured request (its TTFT) pays for a connect when more streams start at once than a warm-up made.
@@ -61,7 +64,7 @@ Line = tuple[float, bytes]  # (monotonic time of the socket read, one SSE line w
 
 CONNECT_TIMEOUT = 10.0
 MAX_INTERIM = 16  # 1xx interim responses before the final one (real servers send one 100 or 103)
-COALESCE_S = 0.050  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
+COALESCE_S = 0.200  # the consumer of a stream wakes at most this often while lines arrive (stamps are exact)
 PRECONNECT_AT_ONCE = 64  # connects in flight at once while filling the pool before a measured phase
 # reads are stamped in data_received and parsed once every socket that was ready in that loop turn has been
 # read and stamped (_Reads); DDTREE_BENCH_PARSE=inline parses each read at once, for a side-by-side measurement

@@ -138,6 +138,55 @@ def test_a_tick_read_in_slices_stamps_every_stream(monkeypatch: pytest.MonkeyPat
             assert stamp < t_free, (i, k)
 
 
+async def _readers_waiting(n: int, chunks: int, woken: list[list[float]] | None = None) -> list[list[Line]]:
+    """n streams whose readers wait for lines (each in its own task) while the server writes a chunk to every
+    stream each 10 ms, the loop free in between: per stream, the lines as its reader got them (and in
+    `woken`, when it got each batch)."""
+    got: list[list[Line]] = [[] for _ in range(n)]
+    woken = woken if woken is not None else [[] for _ in range(n)]
+    with sse_socket_server(n) as (port, conns):
+        async with StreamClient() as client:
+            url = f"http://127.0.0.1:{port}/v1/completions"
+            resps = [await client.post(url, b"{}") for _ in range(n)]
+            for _ in range(100):  # the server thread appends each connection after its head
+                if len(conns) == n:
+                    break
+                await asyncio.sleep(0.01)
+
+            async def read(i: int) -> None:
+                async for batch in resps[i].batches():
+                    got[i].extend(batch)
+                    woken[i].append(time.monotonic())
+
+            readers = [asyncio.create_task(read(i)) for i in range(n)]
+            for k in range(chunks):
+                for c in conns:
+                    c.sendall(sse_chunk(b'{"k": %d}' % k))
+                await asyncio.sleep(0.01)
+            for c in conns:
+                c.sendall(sse_chunk(b"[DONE]") + b"0\r\n\r\n")
+            await asyncio.wait_for(asyncio.gather(*readers), 10)
+    return got
+
+
+@pytest.mark.parametrize("tick_ms", ["5", "0"])
+def test_a_flowing_streams_reader_is_woken_at_most_every_coalescing_interval(
+    tick_ms: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines that arrive every 10 ms reach the reader in batches at most every COALESCE_S (each batch is a step
+    of the request's task), however the stream is read; the stream's end wakes it at once."""
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, tick_ms)
+    woken: list[list[float]] = [[] for _ in range(5)]
+    chunks = 30
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        got = runner.run(_readers_waiting(5, chunks, woken))
+    for i, (lines, times) in enumerate(zip(got, woken, strict=True)):
+        assert len(lines) == chunks + 1, i
+        span = times[-1] - lines[0][0]  # from the first line's arrival to the last batch
+        # a wake per chunk would be 31 batches; coalesced, one per interval begun, and the end's own
+        assert len(times) <= span / stream_mod.COALESCE_S + 2, (i, len(times), span)
+
+
 def test_without_the_tick_a_read_is_stamped_when_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
     got = _run("uvloop", "0", monkeypatch)
     assert len(got) == CHUNKS
