@@ -407,6 +407,7 @@ class _Conn(asyncio.Protocol):
     def _feed(self, data: bytes) -> None:
         if self.error is not None:
             return
+        headless = self.status is None  # the response's head not in yet: its waiter is woken when it is
         self.resp_bytes += len(data)
         if self.resp_bytes > self.max_response:
             self._over(f"the response is over {_size(self.max_response)} (--max-response-bytes)")
@@ -424,7 +425,7 @@ class _Conn(asyncio.Protocol):
             self.head_bytes += len(data)  # the whole read is head: the headers are not complete yet
             if self.head_bytes > self.limits.max_header_bytes:
                 self._over(f"the response head is over {_size(self.limits.max_header_bytes)}")
-        if self.complete or self.error is not None or self.status is None or self.status != 200:
+        if self.complete or self.error is not None or self.status is None or self.status != 200 or headless:
             self._wake()
         elif self._timer is None and self._waiter is not None:
             # coalesce: the reader of the lines wakes at most every COALESCE_S, not once a chunk; the lines
@@ -894,8 +895,12 @@ class StreamClient:
             conn.body_max = min(cap, max_bytes) if max_bytes is not None else cap
             assert conn.transport is not None
             conn.transport.write(req)
-            while conn.status is None and conn.error is None and not conn.lost:
-                await conn.wait()
+            try:
+                while conn.status is None and conn.error is None and not conn.lost:
+                    await conn.wait()
+            except BaseException:  # cancelled (a timeout, --cancel) before the head: the server sees it go
+                conn.close()
+                raise
             if conn.status is not None:
                 return Response(self, key, conn, t_send)
             conn.close()

@@ -11,6 +11,8 @@ carries a time after it. Both loops a run uses (asyncio's and uvloop) are checke
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import subprocess
 import sys
 import time
@@ -185,6 +187,58 @@ def test_a_flowing_streams_reader_is_woken_at_most_every_coalescing_interval(
         span = times[-1] - lines[0][0]  # from the first line's arrival to the last batch
         # a wake per chunk would be 31 batches; coalesced, one per interval begun, and the end's own
         assert len(times) <= span / stream_mod.COALESCE_S + 2, (i, len(times), span)
+
+
+@pytest.mark.parametrize("tick_ms", ["5", "0"])
+def test_the_head_wakes_its_waiter_at_once_not_after_the_coalescing_interval(
+    tick_ms: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`post` returns as soon as the response's head is in: the coalescing of a stream's lines (here an hour)
+    is for its body, never for the head a request waits on (a cancellation before it would find no response
+    to close)."""
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, tick_ms)
+    monkeypatch.setattr(stream_mod, "COALESCE_S", 3600.0)
+
+    async def go() -> int:
+        with sse_socket_server(1) as (port, _):
+            async with StreamClient() as client:
+                resp = await asyncio.wait_for(
+                    client.post(f"http://127.0.0.1:{port}/v1/completions", b"{}"), 10
+                )
+                status = resp.status
+                resp.release(failed=True)
+                return status
+
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        assert runner.run(go()) == 200
+
+
+def test_a_request_cancelled_before_its_head_closes_its_connection() -> None:
+    """A request cancelled (a timeout, `--cancel`) while it waits for the response's head closes its connection,
+    so the server sees the client go instead of generating an answer nobody reads."""
+    ls = socket.create_server(("127.0.0.1", 0))
+    ls.settimeout(10)
+    port = ls.getsockname()[1]
+
+    async def go() -> bytes:
+        async with StreamClient() as client:
+            task = asyncio.create_task(client.post(f"http://127.0.0.1:{port}/v1/completions", b"{}"))
+            srv, _ = await asyncio.to_thread(ls.accept)
+            with srv:
+                srv.settimeout(10)
+                got = b""
+                while b"\r\n\r\n{}" not in got:  # the whole request is in; no answer is ever sent
+                    got += await asyncio.to_thread(srv.recv, 65536)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                return await asyncio.to_thread(srv.recv, 65536)  # b"": the client closed it
+
+    try:
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            assert runner.run(go()) == b""
+    finally:
+        ls.close()
 
 
 def test_without_the_tick_a_read_is_stamped_when_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
