@@ -39,7 +39,7 @@ the same round (where AIPerf ran), and what the machine was like for that run: `
 fixed piece of Python work timed just before the tool started: the same work takes longer on a machine whose
 cores are shared with other guests) and `steal %` (the hypervisor's steal time over the tool's run, of all
 cores, /proc/stat). CPU time is not wall time, but on a shared host it still grows with contention: the same
-client measured 16 and 24 µs/token at poisson an hour apart on one 2-core machine.
+client measured 16 and 24 µs/token at poisson 20 minutes apart on one 2-core machine.
 
 Needs: pip (or --wheels), about 1 GiB of disk for the AIPerf, GuideLLM and bench_serving environments and
 about 10 GiB for vLLM's (torch and CUDA libraries; `--only` leaves it out). AIPerf, GuideLLM and vLLM read a local
@@ -679,12 +679,7 @@ def table(
             f"{t.ttft_ms:.1f}/{t.e2e_ms:.0f}/{t.agg:.0f}",
             _f(med(lambda s: s.truth.late_p99), ".2f"),
         ])  # fmt: skip
-    w = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    out = [f"### {sc.name}: {sc.label}, {sc.n} counted requests", ""]
-    out.append("| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |")
-    out.append("|" + "|".join("-" * (x + 2) for x in w) + "|")
-    for r in rows:
-        out.append("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |")
+    out = [f"### {sc.name}: {sc.label}, {sc.n} counted requests", "", *_markdown(head, rows)]
     for tool, n in notes.items():
         out.append(f"- {tool}: {n}")
     ours = scores.get("ours") or []
@@ -718,12 +713,20 @@ def cpu_rounds(scores: dict[str, list[Score]], tools: Sequence[str] = TOOLS) -> 
             s = scores[t][i] if i < len(scores[t]) else None
             row.append(f"{_f(s.probe_ms if s else None, '.1f')} / {_f(s.steal_pct if s else None, '.2f')}")
         rows.append(row)
-    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    out = ["", "CPU per token, round by round (rounds alternate the tools' order):", ""]
-    out.append("| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |")
+    return [
+        "",
+        "CPU per token, round by round (rounds alternate the tools' order):",
+        "",
+        *_markdown(head, rows),
+    ]
+
+
+def _markdown(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table, its columns padded to their widest cell."""
+    w = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    out = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |"]
     out.append("|" + "|".join("-" * (x + 2) for x in w) + "|")
-    for r in rows:
-        out.append("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |")
+    out += ["| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |" for r in rows]
     return out
 
 

@@ -20,9 +20,9 @@ time of the socket read that completed it.
   no flow control between the parser and the reader); the request's task consumes the timestamped lines in
   batches, at most every COALESCE_S (200 ms) while a stream flows, so a slow JSON parse shifts when a line is
   scored, never the time recorded for it, and a chunk costs a socket read, not a task switch. Each of those
-  wakes is a step of the request's task (its batches, the progress callback): at 50 ms they cost a poisson
-  run about a tenth of its measured CPU (issue 26, benchmarks/peers.py); a live view's tok/s now updates up to
-  5 times a second per request, and a stream's end still wakes its reader at once.
+  wakes is a step of the request's task (its batches, the progress callback): 200 ms rather than 50 took 3–5 %
+  of the CPU per token at c=64 and up to 9 % of a poisson run's measured phase (issue 26, benchmarks/peers.py);
+  a live view's tok/s updates up to 5 times a second per request, and a stream's end wakes its reader at once.
 - Connections are kept alive and reused per (scheme, host, port), so a forwarded port (an SSH channel a
   connection) pays its connect once, not per request; `preconnect` opens them before the clock starts, so
   no measured request (its TTFT) pays for a connect when more streams start at once than a warm-up made.
@@ -407,7 +407,7 @@ class _Conn(asyncio.Protocol):
     def _feed(self, data: bytes) -> None:
         if self.error is not None:
             return
-        headless = self.status is None  # the response's head not in yet: its waiter is woken when it is
+        no_head = self.status is None  # the response's head not in yet: its waiter is woken when it is
         self.resp_bytes += len(data)
         if self.resp_bytes > self.max_response:
             self._over(f"the response is over {_size(self.max_response)} (--max-response-bytes)")
@@ -425,7 +425,7 @@ class _Conn(asyncio.Protocol):
             self.head_bytes += len(data)  # the whole read is head: the headers are not complete yet
             if self.head_bytes > self.limits.max_header_bytes:
                 self._over(f"the response head is over {_size(self.limits.max_header_bytes)}")
-        if self.complete or self.error is not None or self.status is None or self.status != 200 or headless:
+        if self.complete or self.error is not None or self.status is None or self.status != 200 or no_head:
             self._wake()
         elif self._timer is None and self._waiter is not None:
             # coalesce: the reader of the lines wakes at most every COALESCE_S, not once a chunk; the lines
