@@ -99,8 +99,10 @@ async def test_flush_cache_refused_while_a_request_runs_then_flushed() -> None:
         _, second = await _requests(s.base_url, 2, prompt)
         assert second["cached_tokens"] > 0  # the radix cache reused the first prompt's prefix
         async with httpc.AClient(base_url=s.base_url) as c:
+            # ~3 s of decoding (300 tokens, 2 a step, 50 steps/s): both refused attempts land inside it even on
+            # a busy machine (at 60 tokens, 0.6 s, a loaded CI run once saw the second attempt succeed)
             slow = asyncio.create_task(
-                c.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 60}})
+                c.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 300}})
             )
             while s.stats.running == 0:
                 await asyncio.sleep(0.01)
