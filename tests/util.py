@@ -150,10 +150,12 @@ def sse_socket_server(n: int) -> Iterator[tuple[int, list[socket.socket]]]:
                     length = int(h.split(b":")[1])
             while len(rest) < length:
                 rest += c.recv(65536)
+            # listed before its head goes out: the client's post() returns on the head, and the test
+            # reads this list next
+            conns.append(c)
             c.sendall(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
             )
-            conns.append(c)
         ready.set()
 
     th = threading.Thread(target=serve, daemon=True)

@@ -219,6 +219,18 @@ def read_mode() -> str:
     return "stamped at each socket read"
 
 
+def _stamp_reads(transport: asyncio.BaseTransport) -> None:
+    """Have the kernel stamp this connection's reads from its connect on, not only once its response
+    streams. Linux turns receive stamps on for the whole host through deferred work the first time a socket
+    asks (net_enable_timestamp), and a segment that arrives before that work has run carries no stamp: its
+    read falls back to the read's own time. Asked at connect, that work is done long before a first token
+    but on a host too busy to run it, and an open connection keeps stamps on between streams."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+
+
 def _mono_minus_real() -> float:
     """CLOCK_MONOTONIC − CLOCK_REALTIME now, to put a kernel stamp (realtime) on the monotonic clock every
     other time is on: of three readings, the one whose monotonic reads bracket its realtime read most tightly
@@ -816,9 +828,11 @@ class StreamClient:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, proto = await loop.create_connection(
+                tr, proto = await loop.create_connection(
                     lambda: _Conn(self.limits, self._reads, self._ticker), host, port, ssl=ctx
                 )
+            if self._ticker is not None:
+                _stamp_reads(tr)
         except TimeoutError:
             raise StreamError(
                 f"connect to {host}:{port} timed out after {self.connect_timeout:g} s"

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,6 +29,32 @@ pytestmark = pytest.mark.skipif(not stream_mod._kernel_stamps(), reason="kernel 
 
 CHUNKS = 5  # the first EAGER_READS are read at once, the rest on the tick
 BLOCK_S = 0.05  # the loop is held this long after each write: no read can happen before it is free
+
+
+@pytest.fixture
+def kernel_stamping() -> Iterator[None]:
+    """Receive stamps on for the whole host before the test's first segment: Linux turns them on through
+    deferred work the first time a socket asks (stream._stamp_reads), which a busy host runs late, and a
+    segment that comes before it carries no stamp. A stamping loopback pair is held open for the test and
+    probed until a segment of its own comes stamped."""
+    ls = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(ls.getsockname())
+    b, _ = ls.accept()
+    try:
+        b.settimeout(10)
+        b.setsockopt(socket.SOL_SOCKET, stream_mod._SO_TIMESTAMPNS, 1)
+        deadline = time.monotonic() + 10
+        while True:
+            a.sendall(b"x")
+            _, anc, _, _ = b.recvmsg(16, stream_mod._CMSG_TS)
+            if anc:
+                break
+            assert time.monotonic() < deadline, "the kernel stamped no segment in 10 s"
+            time.sleep(0.001)
+        yield
+    finally:
+        for s in (a, b, ls):
+            s.close()
 
 
 async def _stamps_of_late_reads() -> list[tuple[float, float, float, Line]]:
@@ -67,6 +94,7 @@ def _run(
 
 
 @pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+@pytest.mark.usefixtures("kernel_stamping")
 def test_a_read_the_loop_got_to_late_carries_the_kernels_arrival_time(
     loop_kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,10 +116,7 @@ async def _many_streams_late(n: int) -> list[list[tuple[float, float, float, Lin
             url = f"http://127.0.0.1:{port}/v1/completions"
             resps = [await client.post(url, b"{}") for _ in range(n)]
             assert all(r.status == 200 for r in resps)
-            for _ in range(100):  # the server thread appends each connection after its head
-                if len(conns) == n:
-                    break
-                await asyncio.sleep(0.01)
+            assert len(conns) == n  # each listed before its head, which post() waited for
             its = [aiter(r.batches()) for r in resps]
             pending: list[list[Line]] = [[] for _ in range(n)]
             for k in range(CHUNKS):
@@ -116,6 +141,7 @@ async def _many_streams_late(n: int) -> list[list[tuple[float, float, float, Lin
     return out
 
 
+@pytest.mark.usefixtures("kernel_stamping")
 def test_a_tick_read_in_slices_stamps_every_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     """Seven streams (past TICK_MIN_STREAMS: they join the tick after their first token), a tick reads two a
     callback (the loop polls between slices): every line of every stream still carries its kernel stamp,
@@ -150,10 +176,7 @@ async def _readers_waiting(n: int, chunks: int, woken: list[list[float]] | None 
         async with StreamClient() as client:
             url = f"http://127.0.0.1:{port}/v1/completions"
             resps = [await client.post(url, b"{}") for _ in range(n)]
-            for _ in range(100):  # the server thread appends each connection after its head
-                if len(conns) == n:
-                    break
-                await asyncio.sleep(0.01)
+            assert len(conns) == n  # each listed before its head, which post() waited for
 
             async def read(i: int) -> None:
                 async for batch in resps[i].batches():
@@ -239,6 +262,19 @@ def test_a_request_cancelled_before_its_head_closes_its_connection() -> None:
             assert runner.run(go()) == b""
     finally:
         ls.close()
+
+
+async def test_a_connection_asks_for_stamps_when_it_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stamps are asked for at connect, not when the response starts to stream: the kernel's deferred work
+    that turns them on then has the request's whole round trip to run (stream._stamp_reads)."""
+    monkeypatch.setenv(stream_mod.READ_TICK_ENV, "5")
+    with sse_socket_server(0) as (port, _):
+        async with StreamClient() as client:
+            assert await client.preconnect(f"http://127.0.0.1:{port}/v1/completions", 1) == 1
+            (conn,) = client._open
+            assert conn.transport is not None
+            sock = conn.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.SOL_SOCKET, stream_mod._SO_TIMESTAMPNS) == 1
 
 
 def test_without_the_tick_a_read_is_stamped_when_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
