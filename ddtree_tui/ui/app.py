@@ -361,13 +361,14 @@ class DDTreeApp(FilterBar, MessageLine, ThemeSwitch, CrashReporter):
                 return True
         return False
 
-    async def _after_input(self, limit_s: float = INPUT_FIRST_S) -> None:
+    async def _after_input(self, limit_s: float | None = None) -> None:
         """Return at once when no input is queued; else once it has been handled and the next frame drawn,
-        at most `limit_s` later (a held key must not stop the panes for good)."""
+        at most `limit_s` (INPUT_FIRST_S, read when called) later: a held key must not stop the panes for
+        good."""
         if not self.input_pending():
             return
         self.ticks_deferred += 1
-        deadline = time.monotonic() + limit_s
+        deadline = time.monotonic() + (INPUT_FIRST_S if limit_s is None else limit_s)
         while self.input_pending() and time.monotonic() < deadline:
             await asyncio.sleep(0.001)
         drawn: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -35,3 +35,22 @@ async def test_a_tick_waiting_for_a_frame_is_cancelled_even_when_the_frame_comes
     with pytest.raises(asyncio.CancelledError):
         await task
     assert tick.ticks_deferred == 1  # it did wait for the key's frame
+
+
+class _HeldKey(_Tick):
+    """A key that stays queued and a frame that never comes: a held key on a stalled display."""
+
+    def input_pending(self) -> bool:
+        return True
+
+    def call_after_refresh(self, cb: Callable[[], None]) -> None:
+        pass
+
+
+async def test_a_held_key_does_not_stop_the_panes_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait for a key's frame ends at its bound (INPUT_FIRST_S, read when the wait starts), so the tick
+    paints its panes after all; without the bound this would wait for good."""
+    monkeypatch.setattr("ddtree_tui.ui.app.INPUT_FIRST_S", 0.02)
+    tick = _HeldKey()
+    await asyncio.wait_for(DDTreeApp._after_input(tick), 10)  # type: ignore[arg-type]
+    assert tick.ticks_deferred == 1
