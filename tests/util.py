@@ -162,7 +162,8 @@ def sse_socket_server(n: int) -> Iterator[tuple[int, list[socket.socket]]]:
     th.start()
     try:
         yield ls.getsockname()[1], conns
-        assert ready.wait(10)  # every connection the test meant to make was made (its thread may trail post())
+        # every connection the test meant to make was made (the server's thread may trail post())
+        assert ready.wait(10)
     finally:
         for c in conns:
             c.close()
