@@ -12,13 +12,14 @@ skips.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 from pydantic import ValidationError
@@ -34,6 +35,41 @@ from ddtree_tui.model.identity import TargetIdentity
 DEFAULT_HISTORY = paths.BENCH_HISTORY
 RECENT_RUNS = 20  # what a live view keeps: the TUI's bench pane shows the last 20 runs
 _TAILS_KEPT = 8  # history files followed at once by load_tail (one per fleet in practice)
+
+
+BLOCK = 64 * 1024  # what lines_backward reads at a time
+
+
+def lines_backward(path: Path | str, block: int | None = None) -> Generator[bytes, None, None]:
+    """The file's lines, newest first, read a block at a time from its end (without their line breaks; the
+    first one is what follows the last line break: empty, or a line being appended). A reader of the last
+    few runs reads only their bytes, however long the history has grown: every run appends a line, and a
+    poisson run's is ~125 KB, so reading the whole file each time made a run's start, and the fleet's
+    todo check after it, cost more with every run (issue 26). Opening raises what open() raises; close the
+    iterator (contextlib.closing) when it is left before its end."""
+    return _backward(open(path, "rb"), block or BLOCK)  # closed by the generator
+
+
+def _backward(f: BinaryIO, block: int, end: int | None = None) -> Generator[bytes, None, None]:
+    """lines_backward of an open file (closed when done), from byte `end` (default: its end now)."""
+    with f:
+        pos = f.seek(0, os.SEEK_END) if end is None else end
+        tail: list[bytes] = []  # pieces of the line being assembled, newest piece first
+        while pos > 0:
+            n = min(block, pos)
+            pos -= n
+            f.seek(pos)
+            buf = f.read(n)
+            cut = buf.rfind(b"\n")
+            if cut < 0:  # the whole block is inside one line
+                tail.append(buf)
+                continue
+            tail.append(buf[cut + 1 :])
+            yield b"".join(reversed(tail))
+            parts = buf[:cut].split(b"\n")
+            yield from reversed(parts[1:])
+            tail = [parts[0]]
+        yield b"".join(reversed(tail))
 
 
 def append(run: BenchRun | Path | str, path: Path | str | BenchRun = DEFAULT_HISTORY) -> Path:
@@ -78,20 +114,35 @@ def load(path: Path | str = DEFAULT_HISTORY) -> list[BenchRun]:
 
 def load_shapes(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUNS) -> list[ShapeRun]:
     """The last `keep` load, soak and agentic runs, oldest first, with every soak that began but never
-    appended its run rebuilt from its start line and windows (status "interrupted")."""
+    appended its run rebuilt from its start line and windows (status "interrupted"). Read from the end
+    (lines_backward) until `keep` of them are in: an unfinished soak's windows follow its start line, so
+    they are read before it; a finished soak's run line carries its windows."""
+    keep = max(1, keep)
     try:
-        text = Path(path).read_bytes()
+        lines = lines_backward(path)
     except FileNotFoundError:
         return []
-    objs: list[object] = []
-    for line in text.splitlines():
-        if b'"kind"' not in line:
-            continue  # a plain run (or a torn line)
-        try:
-            objs.append(json.loads(line))
-        except ValueError:
-            continue
-    return load_shapes_from(objs, keep)
+    objs: list[object] = []  # newest first
+    ids: set[str] = set()  # the runs those lines are, or begin: soak_started, or a whole run
+    want = keep
+    runs: list[ShapeRun] = []
+    with contextlib.closing(lines):
+        for line in lines:
+            if b'"kind"' not in line:
+                continue  # a plain run (or a torn line)
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            objs.append(obj)
+            if isinstance(obj, dict) and (obj.get("kind") == "soak_started" or obj.get("kind") in _SHAPES):
+                ids.add(str(obj.get("run_id") if obj.get("kind") == "soak_started" else obj.get("id")))
+                if len(ids) >= want:
+                    runs = load_shapes_from(objs[::-1], keep)
+                    if len(runs) >= keep:
+                        return runs
+                    want += keep  # some were unreadable: further back
+    return load_shapes_from(objs[::-1], keep)
 
 
 def load_shapes_from(objs: Sequence[object], keep: int = RECENT_RUNS) -> list[ShapeRun]:
@@ -152,12 +203,19 @@ def recent_identities(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUN
     identities validated one by one), so a long history of big runs costs a run's start almost nothing;
     unreadable lines and identities are skipped, a missing file has none."""
     try:
-        text = Path(path).read_bytes()
+        lines = lines_backward(path)
     except FileNotFoundError:
         return []
     runs: list[list[TargetIdentity]] = []
-    for line in reversed(text.splitlines()):
-        if len(runs) >= max(1, keep):
+    with contextlib.closing(lines):
+        _identities_of(lines, runs, max(1, keep))
+    return [i for run in reversed(runs) for i in run]
+
+
+def _identities_of(lines: Iterator[bytes], runs: list[list[TargetIdentity]], keep: int) -> None:
+    """recent_identities' reading: the identities of each run line, newest first, until `keep` runs."""
+    for line in lines:
+        if len(runs) >= keep:
             break
         if b'"identit' not in line:  # no identity recorded (an older run, a soak window): not a run to count
             if line.strip() and b'"soak_window"' not in line:
@@ -180,7 +238,11 @@ def recent_identities(path: Path | str = DEFAULT_HISTORY, keep: int = RECENT_RUN
             except ValidationError:
                 continue
         runs.append(idents)
-    return [i for run in reversed(runs) for i in run]
+
+
+def parse_plain(line: bytes) -> BenchRun | None:
+    """One history line as a plain run; None for anything else (a load, soak or agentic line, a torn one)."""
+    return _parse(line)
 
 
 def _parse(line: bytes) -> BenchRun | None:
@@ -226,7 +288,9 @@ class HistoryTail:
             if ident != self._ident or st.st_size < self._offset:
                 self._runs.clear()
                 self._ident, self._offset = ident, 0
-            if st.st_size > self._offset:
+            if self._offset == 0 and st.st_size > BLOCK:
+                self._first_look()
+            elif st.st_size > self._offset:
                 with open(self.path, "rb") as f:
                     f.seek(self._offset)
                     data = f.read(st.st_size - self._offset)
@@ -244,6 +308,27 @@ class HistoryTail:
                     self._runs.extend(reversed(fresh))
                     self._offset += end + 1
             return list(self._runs)
+
+    def _first_look(self) -> None:
+        """The first read of a long file: its last `keep` readable runs, read from the end (lines_backward),
+        and the offset set past its last complete line; from then on only appended bytes are read."""
+        try:
+            f = open(self.path, "rb")  # closed by _backward
+        except FileNotFoundError:
+            return
+        end = os.fstat(f.fileno()).st_size
+        lines = _backward(f, BLOCK, end)
+        fresh: list[BenchRun] = []
+        with contextlib.closing(lines):
+            torn = next(lines)  # what follows the last line break: read next time, once it is whole
+            for line in lines:
+                if len(fresh) >= self.keep:
+                    break
+                run = _parse(line)
+                if run is not None:
+                    fresh.append(run)
+        self._runs.extend(reversed(fresh))
+        self._offset = max(0, end - len(torn))
 
 
 _TAILS: dict[tuple[str, int], HistoryTail] = {}

@@ -1,6 +1,7 @@
 """The fleet's todo desk: the todo store, of which the fleet is the one writer while it runs (`apply`, the
 auto-complete loop), one change at a time under its lock and saved off the event loop; evidence re-judged
-against the snapshot and bench history every second; readers get the view the snapshot carries."""
+against the snapshot and bench history every second (the history read only for the bench checks there are,
+from its end); readers get the view the snapshot carries."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from ddtree_tui.model.events import FleetEvent, Notice, TodoChanged
 from ddtree_tui.model.snapshot import FleetSnapshot
 from ddtree_tui.model.todo import ItemEvidence, TodoEdit, TodoResult, TodoView
 from ddtree_tui.todo import TodoError, TodoStore
-from ddtree_tui.todo.evidence import RunsContext, apply_auto_complete, evaluate, history_runs, todo_view
+from ddtree_tui.todo.evidence import (
+    VerdictsContext,
+    apply_auto_complete,
+    bench_keys,
+    evaluate,
+    history_verdicts,
+    todo_view,
+)
 
 
 class Todos:
@@ -54,8 +62,9 @@ class Todos:
             changed = await asyncio.to_thread(self.todos.reload_if_changed)
         except OSError as e:  # pragma: no cover - reported
             self._publish(Notice(severity="warning", text=f"todo file not re-read: {e}"))
-        runs = await asyncio.to_thread(history_runs, self.history_path)
-        ctx = RunsContext(self._snapshot(), runs)
+        keys = bench_keys(self.todos.items)
+        verdicts = await asyncio.to_thread(history_verdicts, self.history_path, keys) if keys else {}
+        ctx = VerdictsContext(self._snapshot(), verdicts)
         ev = evaluate(self.todos.items, ctx)
         if not self.todos.read_only:
             # None: the user's own switch in the todo file decides (off unless they turned it on)

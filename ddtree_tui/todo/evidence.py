@@ -8,6 +8,7 @@ The snapshot type is imported for annotations only (it is only read here).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -199,27 +200,96 @@ class RunsContext:
 
 class HistoryBenchContext(RunsContext):
     """An EvidenceContext over a snapshot and the bench history JSONL (BenchRun lines; unreadable lines are
-    skipped, a missing file is an empty history)."""
+    skipped, a missing file is an empty history), each check's run read from the file's end when asked
+    (history_bench_ok)."""
 
     def __init__(self, snapshot: FleetSnapshot, history: Path | None = None) -> None:
         self.history = Path(history) if history else DEFAULT_HISTORY
-        super().__init__(snapshot, bench_history.load(self.history))
+        super().__init__(snapshot, [])
+
+    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
+        return history_bench_ok(self.history, service_ref, prompt_set)
 
 
-_RUNS_CACHE: dict[str, tuple[Sig | None, list[BenchRun]]] = {}
+class VerdictsContext(RunsContext):
+    """An EvidenceContext over a snapshot and bench verdicts already decided (history_verdicts): what the
+    fleet judges its todo list against on the event loop, the history read in a thread beforehand."""
+
+    def __init__(self, snapshot: FleetSnapshot, verdicts: dict[tuple[str, str], bool | None]) -> None:
+        super().__init__(snapshot, [])
+        self.verdicts = verdicts
+
+    def bench_ok(self, service_ref: str, prompt_set: str) -> bool | None:
+        return self.verdicts.get((service_ref, prompt_set))
 
 
-def history_runs(history: Path | str) -> list[BenchRun]:
-    """The history file's runs, re-read only when the file changed (the fleet asks every second)."""
+def bench_keys(items: Sequence[TodoItem]) -> set[tuple[str, str]]:
+    """(service ref, prompt set) of every bench check of `items`: the history verdicts their evidence needs
+    (none: the history is not read at all)."""
+    keys: set[tuple[str, str]] = set()
+    for it in items:
+        if not it.check:
+            continue
+        try:
+            chk = parse_check(it.check)
+        except ValueError:
+            continue
+        if chk.kind == "bench":
+            keys.add((chk.service_ref, chk.prompt_set or ""))
+    return keys
+
+
+_VERDICTS: dict[str, tuple[Sig | None, dict[tuple[str, str], bool | None]]] = {}
+
+
+def history_verdicts(history: Path | str, keys: set[tuple[str, str]]) -> dict[tuple[str, str], bool | None]:
+    """history_bench_ok of each key (in a thread: it reads the file)."""
+    return {k: history_bench_ok(history, *k) for k in keys}
+
+
+def history_bench_ok(history: Path | str, service_ref: str, prompt_set: str) -> bool | None:
+    """`bench_ok` over a history file: its plain runs read from the end (history.lines_backward) until the
+    latest that decides it, so a check costs the bytes of the runs since that one, not the whole file that
+    every run makes longer; cached by the file's signature (the fleet asks every second)."""
     path = Path(history)
     sig = stat_sig(path)
-    cached = _RUNS_CACHE.get(str(path))
-    if cached is None or cached[0] != sig:
-        cached = (sig, bench_history.load(path))
-        _RUNS_CACHE[str(path)] = cached
-    return cached[1]
+    entry = _VERDICTS.get(str(path))
+    if entry is None or entry[0] != sig:
+        entry = (sig, {})
+        _VERDICTS[str(path)] = entry
+    key = (service_ref, prompt_set)
+    if key not in entry[1]:
+        entry[1][key] = None if sig is None else _scan(path, service_ref, prompt_set)
+    return entry[1][key]
+
+
+def _plain(text: str) -> bytes | None:
+    """`text` as it appears inside a JSON string when JSON writes it unescaped (printable ASCII without a
+    quote or backslash), to skip lines without it cheaply; None when it may be written escaped."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return text.encode()
+    return None
+
+
+def _scan(path: Path, service_ref: str, prompt_set: str) -> bool | None:
+    try:
+        lines = bench_history.lines_backward(path)
+    except FileNotFoundError:
+        return None
+    needles = [b for b in (_plain(service_ref), _plain(prompt_set)) if b]
+    with contextlib.closing(lines):
+        for line in lines:
+            if line.startswith(b'{"schema":2') or not all(b in line for b in needles):
+                continue  # a load, soak or agentic run's line (as written), or not a run of this check
+            run = bench_history.parse_plain(line)
+            if run is None:
+                continue
+            ok = bench_ok([run], service_ref, prompt_set)
+            if ok is not None:
+                return ok
+    return None
 
 
 def bench_ok_from_history(history: Path | str, service_ref: str, prompt_set: str) -> bool | None:
-    """`bench_ok` over a history file (cached by the file's signature)."""
-    return bench_ok(history_runs(history), service_ref, prompt_set)
+    """`bench_ok` over a history file (history_bench_ok)."""
+    return history_bench_ok(history, service_ref, prompt_set)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ddtree_tui.bench import history
 from ddtree_tui.bench.models import BenchRequest, ShapeRequest
 from ddtree_tui.bench.prompts import Prompt
 from ddtree_tui.config import load_profile
@@ -29,7 +30,7 @@ from ddtree_tui.fleet.benching import BenchRefused
 from ddtree_tui.model.events import BenchEventWrap, Notice
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
-from ddtree_tui.todo.evidence import HistoryBenchContext
+from ddtree_tui.todo.evidence import HistoryBenchContext, bench_ok
 from tests.fixtures.services.support import cleanup_workdir
 from tests.util import cli_argv, cli_batch, free_port
 
@@ -188,8 +189,7 @@ async def test_a_run_records_a_verified_identity_and_refuses_a_foreign_one(
     # the latest run is not evidence; the earlier verified one still is
     ctx = HistoryBenchContext(fleet.snapshot(), tmp_path / "h.jsonl")
     assert ctx.bench_ok(REF, "seed3") is True
-    ctx.runs = ctx.runs[-1:]
-    assert ctx.bench_ok(REF, "seed3") is None
+    assert bench_ok(history.load(tmp_path / "h.jsonl")[-1:], REF, "seed3") is None
 
 
 def _drain(q: asyncio.Queue[object]) -> list[object]:
