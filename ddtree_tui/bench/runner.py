@@ -114,10 +114,14 @@ class RunHooks:
     # a soak: the unix time its measuring began (its windows' start_s/end_s count from it), read together
     # with the monotonic clock the windows use, so a server's scrapes line up with them (bench/runextras.py)
     on_measure_start: Callable[[float], None] | None = None
+    # whether a request's tokens are wanted as they come (TokensReceived: a live view's tok/s); None: yes
+    wants_tokens: Callable[[], bool] | None = None
 
     def runner(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> BenchRunner:
         """The per-request machinery for `targets`, reporting through these hooks."""
-        return BenchRunner(req, targets, self.on_event, gates=self.gates, where=self.where)
+        return BenchRunner(
+            req, targets, self.on_event, gates=self.gates, where=self.where, wants_tokens=self.wants_tokens
+        )
 
 
 def _connection_error(err: str | None) -> bool:
@@ -134,6 +138,7 @@ class BenchRunner:
         on_event: EventCallback | None = None,
         gates: Mapping[str, Gate] | None = None,
         where: Mapping[str, str] | None = None,
+        wants_tokens: Callable[[], bool] | None = None,
     ) -> None:
         if not targets:
             raise BenchUsageError("no services to benchmark")
@@ -145,6 +150,7 @@ class BenchRunner:
         self.req = req
         self.targets = list(targets)
         self.on_event = on_event
+        self.wants_tokens = wants_tokens  # asked per request: a viewer may come or go during a run
         self.gates = dict(gates or {})
         self.where = dict(where or {})
         if isinstance(req.prompts, str):
@@ -209,7 +215,7 @@ class BenchRunner:
             )
 
         sp = self.req.sampling()
-        cb = on_tokens if self.on_event else None
+        cb = on_tokens if self.on_event and (self.wants_tokens is None or self.wants_tokens()) else None
         gate = self.gates.get(t.ref)
         note = None
         for attempt in range(2):
@@ -519,12 +525,14 @@ async def run_bench(
     stop: asyncio.Event | None = None,
     gates: Mapping[str, Gate] | None = None,
     where: Mapping[str, str] | None = None,
+    wants_tokens: Callable[[], bool] | None = None,
 ) -> BenchRun:
     """Run the benchmark. Setting `stop` (or cancelling) ends it early: requests in flight are abandoned and
     the run returned so far has status "interrupted" (cancellation re-raises after emitting RunFinished).
     `gates` (by service ref) hold requests to a host whose SSH connection dropped until it is back;
-    `where` describes a service's route for connection errors ("http://127.0.0.1:N -> host:port over ssh")."""
-    runner = BenchRunner(req, targets, on_event, gates=gates, where=where)
+    `where` describes a service's route for connection errors ("http://127.0.0.1:N -> host:port over ssh");
+    `wants_tokens` whether TokensReceived events are made (None: always)."""
+    runner = BenchRunner(req, targets, on_event, gates=gates, where=where, wants_tokens=wants_tokens)
 
     def finished(run: BenchRun) -> None:
         runner._emit(RunFinished(run=run))

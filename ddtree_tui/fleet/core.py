@@ -114,13 +114,19 @@ class Fleet:
     def snapshot(self) -> FleetSnapshot:
         return snap.build_snapshot(self.hosts, self.todo_desk.view)
 
-    def subscribe(self, kinds: tuple[type, ...] = ()) -> asyncio.Queue[FleetEvent]:
-        """A queue of every event from now on (or of `kinds` only); a slow reader loses the oldest (the core
-        never waits)."""
-        return self.events.subscribe(kinds)
+    def subscribe(
+        self, kinds: tuple[type, ...] = (), skip: tuple[type, ...] = ()
+    ) -> asyncio.Queue[FleetEvent]:
+        """A queue of every event from now on (or of `kinds` only, less `skip`); a slow reader loses the
+        oldest (the core never waits)."""
+        return self.events.subscribe(kinds, skip)
 
     def unsubscribe(self, q: asyncio.Queue[FleetEvent]) -> None:
         self.events.unsubscribe(q)
+
+    def wants(self, kind: type) -> bool:
+        """Whether any subscriber takes an event of type `kind` now (an event nobody reads need not be made)."""
+        return self.events.wants(kind)
 
     def publish(self, ev: FleetEvent) -> None:
         self.events.publish(ev)

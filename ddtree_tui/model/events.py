@@ -52,6 +52,12 @@ class BenchEventWrap(Event):
     event: Any
 
 
+class BenchTokensWrap(BenchEventWrap):
+    """A request's tokens so far (bench TokensReceived): what a live view's tok/s column shows. Its own type,
+    so a reader that shows none (the headless run's progress lines) skips it, and a run that nobody watches
+    live makes none (fleet/benching.py)."""
+
+
 class TodoChanged(Event):
     kind: Literal["todo"] = "todo"
 

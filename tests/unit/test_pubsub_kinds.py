@@ -34,6 +34,25 @@ async def test_a_subscriber_of_some_kinds_gets_only_those() -> None:
     assert await asyncio.wait_for(got, 5) == 7
 
 
+def test_a_subscriber_skips_kinds_and_wants_says_who_takes_what() -> None:
+    """`skip` leaves kinds out of a queue (a bool is an int: skipped as one); `wants` is whether any queue
+    takes a kind now, so a publisher need not make what nobody reads (bench token events)."""
+    bus: PubSub[object] = PubSub()
+    assert not bus.wants(int)
+    no_bools = bus.subscribe((int,), skip=(bool,))
+    assert bus.wants(int) and not bus.wants(bool) and not bus.wants(str)
+    for ev in (1, True, "a", 2):
+        bus.publish(ev)
+    assert [no_bools.get_nowait() for _ in range(no_bools.qsize())] == [1, 2]
+    no_str = bus.subscribe(skip=(str,))
+    assert bus.wants(bool) and not bus.wants(str)
+    bus.publish("b")
+    bus.publish(False)
+    assert no_str.get_nowait() is False and no_str.empty() and no_bools.empty()
+    bus.unsubscribe(no_str)
+    assert not bus.wants(bool)
+
+
 def test_the_alert_engine_reads_only_the_kinds_it_subscribes_to() -> None:
     """ALERT_INPUTS is what run_alerts subscribes to: an event of any other kind must change nothing the engine
     publishes, so filtering them out before the queue loses nothing."""
