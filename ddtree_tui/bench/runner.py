@@ -114,13 +114,14 @@ class RunHooks:
     # a soak: the unix time its measuring began (its windows' start_s/end_s count from it), read together
     # with the monotonic clock the windows use, so a server's scrapes line up with them (bench/runextras.py)
     on_measure_start: Callable[[float], None] | None = None
-    # whether a request's tokens are wanted as they come (TokensReceived: a live view's tok/s); None: yes
-    wants_tokens: Callable[[], bool] | None = None
+    # whether a request in flight's events are wanted (PromptStarted, TokensReceived: a live view's rows);
+    # None: yes
+    wants_live: Callable[[], bool] | None = None
 
     def runner(self, req: BenchRequest, targets: Sequence[BenchTarget]) -> BenchRunner:
         """The per-request machinery for `targets`, reporting through these hooks."""
         return BenchRunner(
-            req, targets, self.on_event, gates=self.gates, where=self.where, wants_tokens=self.wants_tokens
+            req, targets, self.on_event, gates=self.gates, where=self.where, wants_live=self.wants_live
         )
 
 
@@ -138,7 +139,7 @@ class BenchRunner:
         on_event: EventCallback | None = None,
         gates: Mapping[str, Gate] | None = None,
         where: Mapping[str, str] | None = None,
-        wants_tokens: Callable[[], bool] | None = None,
+        wants_live: Callable[[], bool] | None = None,
     ) -> None:
         if not targets:
             raise BenchUsageError("no services to benchmark")
@@ -150,7 +151,7 @@ class BenchRunner:
         self.req = req
         self.targets = list(targets)
         self.on_event = on_event
-        self.wants_tokens = wants_tokens  # asked per request: a viewer may come or go during a run
+        self.wants_live = wants_live  # asked per request: a viewer may come or go during a run
         self.gates = dict(gates or {})
         self.where = dict(where or {})
         if isinstance(req.prompts, str):
@@ -193,11 +194,13 @@ class BenchRunner:
     async def _one(
         self, client: StreamClient, t: BenchTarget, p: Prompt, rep: int, seq: int, warmup: bool
     ) -> RequestResult:
-        self._emit(
-            PromptStarted(
-                run_id=self.run_id, service=t.ref, prompt_id=p.id, repeat=rep, seq=seq, warmup=warmup
+        live = self.on_event is not None and (self.wants_live is None or self.wants_live())
+        if live:  # a request in flight, as a live view shows it: made only while one reads it
+            self._emit(
+                PromptStarted(
+                    run_id=self.run_id, service=t.ref, prompt_id=p.id, repeat=rep, seq=seq, warmup=warmup
+                )
             )
-        )
 
         def on_tokens(n: int, elapsed: float) -> None:
             self._emit(
@@ -215,7 +218,7 @@ class BenchRunner:
             )
 
         sp = self.req.sampling()
-        cb = on_tokens if self.on_event and (self.wants_tokens is None or self.wants_tokens()) else None
+        cb = on_tokens if live else None
         gate = self.gates.get(t.ref)
         note = None
         for attempt in range(2):
@@ -525,14 +528,15 @@ async def run_bench(
     stop: asyncio.Event | None = None,
     gates: Mapping[str, Gate] | None = None,
     where: Mapping[str, str] | None = None,
-    wants_tokens: Callable[[], bool] | None = None,
+    wants_live: Callable[[], bool] | None = None,
 ) -> BenchRun:
     """Run the benchmark. Setting `stop` (or cancelling) ends it early: requests in flight are abandoned and
     the run returned so far has status "interrupted" (cancellation re-raises after emitting RunFinished).
     `gates` (by service ref) hold requests to a host whose SSH connection dropped until it is back;
     `where` describes a service's route for connection errors ("http://127.0.0.1:N -> host:port over ssh");
-    `wants_tokens` whether TokensReceived events are made (None: always)."""
-    runner = BenchRunner(req, targets, on_event, gates=gates, where=where, wants_tokens=wants_tokens)
+    `wants_live` whether a request in flight's events (PromptStarted, TokensReceived) are made (None:
+    always)."""
+    runner = BenchRunner(req, targets, on_event, gates=gates, where=where, wants_live=wants_live)
 
     def finished(run: BenchRun) -> None:
         runner._emit(RunFinished(run=run))

@@ -52,7 +52,7 @@ from ddtree_tui.fleet import Fleet
 from ddtree_tui.fleet.benching import BenchRefused
 from ddtree_tui.fleet.benchprocs import worker_zygote
 from ddtree_tui.lib import paths
-from ddtree_tui.model.events import BenchEventWrap, BenchTokensWrap, FleetEvent, Notice
+from ddtree_tui.model.events import BenchEventWrap, BenchLiveWrap, FleetEvent, Notice
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -485,7 +485,7 @@ async def _main(ns: BenchArgs, req: BenchRequest, profiles: list[HostProfile]) -
         async with Fleet.open(
             profiles, demo=bool(ns.demo), telemetry=req.energy, watch=False, history_path=_history_path(ns)
         ) as fleet:
-            q = fleet.subscribe(skip=(BenchTokensWrap,))  # its lines show no request's tokens so far
+            q = fleet.subscribe(skip=(BenchLiveWrap,))  # its lines show no request in flight
 
             async def pump() -> None:
                 while True:

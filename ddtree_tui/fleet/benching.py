@@ -25,7 +25,14 @@ from typing import TypeVar
 
 from ddtree_tui.bench import history
 from ddtree_tui.bench.load import parse_load, parse_slo
-from ddtree_tui.bench.models import BenchRequest, BenchRun, BenchTarget, ShapeRequest, TokensReceived
+from ddtree_tui.bench.models import (
+    BenchRequest,
+    BenchRun,
+    BenchTarget,
+    PromptStarted,
+    ShapeRequest,
+    TokensReceived,
+)
 from ddtree_tui.bench.results import AnyRun, ShapeRun
 from ddtree_tui.bench.runextras import RunExtras
 from ddtree_tui.bench.runner import Gate, RunHooks, run_bench
@@ -35,7 +42,7 @@ from ddtree_tui.config import HostProfile
 from ddtree_tui.fleet.bench_extras import HeldFinish, attach, extras_for, joined, recorder, run_shape_engine
 from ddtree_tui.fleet.bench_targets import BenchFleet, gpu_probe, manifest, url_targets
 from ddtree_tui.fleet.identity import FORCE_HINT, changed, forced, served_identity, stamp
-from ddtree_tui.model.events import BenchEventWrap, BenchTokensWrap, Notice
+from ddtree_tui.model.events import BenchEventWrap, BenchLiveWrap, Notice
 from ddtree_tui.model.identity import TargetIdentity
 
 R = TypeVar("R", bound=BenchRequest)
@@ -62,12 +69,12 @@ class BenchDesk:
         self.fleet.publish(Notice(severity="warning", text=text))
 
     def _publish(self, ev: object) -> None:
-        wrap = BenchTokensWrap if isinstance(ev, TokensReceived) else BenchEventWrap
+        wrap = BenchLiveWrap if isinstance(ev, PromptStarted | TokensReceived) else BenchEventWrap
         self.fleet.publish(wrap(event=ev))
 
-    def _wants_tokens(self) -> bool:
-        """Whether anyone reads a request's tokens as they come (a live view): else none are made."""
-        return self.fleet.wants(BenchTokensWrap)
+    def _wants_live(self) -> bool:
+        """Whether anyone reads a request in flight's events (a live view): else none are made."""
+        return self.fleet.wants(BenchLiveWrap)
 
     # --- targets -------------------------------------------------------------------------------------------
     def runnable(self, refs: Sequence[str], force: bool = False) -> tuple[list[str], list[str]]:
@@ -192,7 +199,7 @@ class BenchDesk:
     ) -> RunHooks:
         return RunHooks(
             on_event=on_event or self._publish, gates=self.gates, where=self.where, stop=stop,
-            recheck=self._recheck, wants_tokens=self._wants_tokens,
+            recheck=self._recheck, wants_live=self._wants_live,
         )  # fmt: skip
 
     async def _recheck(self) -> str | None:
@@ -223,7 +230,7 @@ class BenchDesk:
                 async with extras.scraping():
                     run = await run_bench(
                         req, targets, on_event=held, stop=stop, gates=self.gates, where=self.where,
-                        wants_tokens=self._wants_tokens,
+                        wants_live=self._wants_live,
                     )  # fmt: skip
                 await joined(req, run, rec)
                 attach(extras, run, self._word)

@@ -52,10 +52,10 @@ class BenchEventWrap(Event):
     event: Any
 
 
-class BenchTokensWrap(BenchEventWrap):
-    """A request's tokens so far (bench TokensReceived): what a live view's tok/s column shows. Its own type,
-    so a reader that shows none (the headless run's progress lines) skips it, and a run that nobody watches
-    live makes none (fleet/benching.py)."""
+class BenchLiveWrap(BenchEventWrap):
+    """A request in flight (bench PromptStarted, TokensReceived): what a live view's rows show, its state and
+    tok/s so far. Its own type, so a reader that shows none (the headless run's progress lines) skips it,
+    and a run that nobody watches live makes none (fleet/benching.py)."""
 
 
 class TodoChanged(Event):
