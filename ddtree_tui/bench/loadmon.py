@@ -3,8 +3,11 @@
 A client that cannot keep up reads chunks late: it then reports a slower server and a longer TTFT than the
 truth. Two signs, measured while the counted requests run:
 - CPU: the process's CPU time / wall time; near 1.0 the loop has no idle time left (a core).
-- loop lag: a task asks to wake every 25 ms and records how late it woke; a busy or starved loop (own work,
-  or other processes taking the cores) wakes late, and reads sockets as late.
+- loop lag: how late a timer runs, every 25 ms; a busy or starved loop (own work, or other processes taking
+  the cores) runs it late, and reads sockets as late. While streams flow, the read tick (bench/stream.py
+  _Ticker, every 5 ms) is that timer, sampled every 25 ms; the monitor's own timer wakes the loop only when
+  no tick has run for a while. Each wake of an idle process costs: on the 2-core VM of issue 26 the monitor's
+  own 25 ms timer was ~8 ms of CPU a second, ~9 % of a poisson run's measured phase.
 
 `verdict()` turns the busiest process's numbers into "client-bound" with the reason. Where Linux has it,
 the machine's CPU pressure (/proc/pressure/cpu, "some avg10": the share of time runnable tasks waited for
@@ -19,6 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ddtree_tui.bench import stream
 from ddtree_tui.bench.stream import read_mode
 from ddtree_tui.bench.timeline import percentile
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:  # a worker process runs LoopMonitor and never imports the res
     from ddtree_tui.bench.models import ClientStats
 
 TICK = 0.025
+IDLE_WAIT = 0.25  # the monitor's own timer while read ticks sample the lag for it
 CPU_BOUND = 0.85  # of a core
 LAG_BOUND_MS = 10.0  # p99 of the tick's lateness: a read that late skews a 1 s stream by 1 %
 
@@ -50,26 +55,71 @@ class LoopMonitor:
     def __init__(self) -> None:
         self.lags: list[float] = []  # ms
         self._task: asyncio.Task[None] | None = None
+        self._sampled = 0.0  # time.monotonic() of the last lag sample, of either source
+        self._tick_seen = 0.0  # of the last read tick told (bench/stream.py TICK_OBSERVERS)
         self._cpu0 = 0.0
         self._t0 = 0.0
         self.cpu_s = 0.0
         self.wall_s = 0.0
+        self._on = False  # started and not stopped
+        self._halted = False
 
     def start(self) -> None:
         self.lags = []
         self._cpu0 = time.process_time()
         self._t0 = time.monotonic()
+        self._sampled = self._tick_seen = self._t0 - 2 * TICK  # none yet: the own timer samples first
+        self._on, self._halted = True, False
+        stream.TICK_OBSERVERS.append(self.ticked)
         self._task = asyncio.ensure_future(self._run())
+        owner = asyncio.current_task()
+        if owner is not None:  # a run cancelled or stopped mid-way never calls stop(): its end halts us
+            owner.add_done_callback(self._owner_done)
+
+    def _owner_done(self, _task: object) -> None:
+        self.halt()
+
+    def halt(self) -> None:
+        """Sampling ends now, without stop(): the task that started the monitor ended (a run cancelled or
+        stopped mid-way). Its figures so far stay for `sample` (an interrupted run's client figures), and
+        no timer of it is left on the loop (a live view's loop outlives every run it starts)."""
+        if not self._on or self._halted:
+            return
+        self.cpu_s = time.process_time() - self._cpu0
+        self.wall_s = time.monotonic() - self._t0
+        self._halted = True
+        with contextlib.suppress(ValueError):
+            stream.TICK_OBSERVERS.remove(self.ticked)
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def ticked(self, late: float, now: float) -> None:
+        """A read tick ran `late` s after it was due: a lag sample, at most one every TICK."""
+        self._tick_seen = now
+        if now - self._sampled >= TICK:
+            self._sampled = now
+            self.lags.append(max(0.0, late * 1000.0))
 
     async def _run(self) -> None:
         while True:
             t = time.monotonic()
-            await asyncio.sleep(TICK)
-            self.lags.append(max(0.0, (time.monotonic() - t - TICK) * 1000.0))
+            # ticks sampled lately (they come every TICK while they run): they will go on; else this timer
+            # is the sample, every TICK
+            wait = IDLE_WAIT if t - self._tick_seen < 2 * TICK else TICK
+            await asyncio.sleep(wait)
+            now = time.monotonic()
+            if now - self._sampled >= TICK or wait == TICK:
+                self._sampled = now
+                self.lags.append(max(0.0, (now - t - wait) * 1000.0))
 
     async def stop(self) -> None:
-        self.cpu_s = time.process_time() - self._cpu0
-        self.wall_s = time.monotonic() - self._t0
+        if not self._halted:
+            self.cpu_s = time.process_time() - self._cpu0
+            self.wall_s = time.monotonic() - self._t0
+        self._on = False
+        with contextlib.suppress(ValueError):
+            stream.TICK_OBSERVERS.remove(self.ticked)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -78,11 +128,12 @@ class LoopMonitor:
 
     @property
     def running(self) -> bool:
-        return self._task is not None
+        """Started and not stopped (also once halted: a stopped run's figures so far are read then)."""
+        return self._on
 
     def sample(self) -> dict[str, float | None]:
         """This process's numbers (so far, while running), as a worker sends them to the runner."""
-        if self.running:
+        if self._on and not self._halted:
             self.cpu_s = time.process_time() - self._cpu0
             self.wall_s = time.monotonic() - self._t0
         return {

@@ -219,6 +219,11 @@ def read_mode() -> str:
     return "stamped at each socket read"
 
 
+# told (lateness s, now) each time a read tick runs: a timer that fires anyway, so a loop monitor need not wake
+# for one of its own while streams flow (bench/loadmon.py LoopMonitor)
+TICK_OBSERVERS: list[Callable[[float, float], None]] = []
+
+
 def _stamp_reads(transport: asyncio.BaseTransport) -> None:
     """Have the kernel stamp this connection's reads from its connect on, not only once its response
     streams. Linux turns receive stamps on for the whole host through deferred work the first time a socket
@@ -255,10 +260,11 @@ class _Ticker:
     that held several chunks). A stream's first reads (its first token) are not ticked: each is read the
     moment the socket is readable (EAGER_READS), so TTFT is the kernel's stamp of the first chunk itself."""
 
-    __slots__ = ("conns", "flowing", "handle", "tick", "todo")
+    __slots__ = ("conns", "due", "flowing", "handle", "tick", "todo")
 
     def __init__(self, tick: float) -> None:
         self.tick = tick
+        self.due = 0.0  # when the next tick should run (time.monotonic): its lateness is the loop's lag
         self.flowing = 0  # streams read through their duplicate now (at once or on the tick)
         self.conns: dict[_Conn, None] = {}  # insertion-ordered set: streams are read in the order they joined
         self.handle: asyncio.TimerHandle | None = None
@@ -267,6 +273,7 @@ class _Ticker:
     def add(self, c: _Conn) -> None:
         self.conns[c] = None
         if self.handle is None:
+            self.due = time.monotonic() + self.tick
             self.handle = asyncio.get_running_loop().call_later(self.tick, self.run)
 
     def remove(self, c: _Conn) -> None:
@@ -278,9 +285,13 @@ class _Ticker:
     def run(self) -> None:
         self.handle = None
         loop = asyncio.get_running_loop()
+        start = time.monotonic()
+        for note in TICK_OBSERVERS:  # how late this timer ran: the loop's lag (bench/loadmon.py)
+            note(start - self.due, start)
         self.todo = list(self.conns)
         self._slice(_mono_minus_real())  # kernel stamps are CLOCK_REALTIME: to monotonic, as of now
         if self.conns:  # the next tick counts from this one's start
+            self.due = start + self.tick
             self.handle = loop.call_later(self.tick, self.run)
 
     def _slice(self, off: float) -> None:
