@@ -17,7 +17,7 @@ import json
 import os
 import threading
 from collections import deque
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -254,6 +254,18 @@ def _parse(line: bytes) -> BenchRun | None:
         return None
 
 
+def _last_runs(lines: Iterable[bytes], keep: int) -> list[BenchRun]:
+    """The first `keep` readable plain runs of `lines` (newest first, as read from the end)."""
+    out: list[BenchRun] = []
+    for line in lines:
+        if len(out) >= keep:
+            break
+        run = _parse(line)
+        if run is not None:
+            out.append(run)
+    return out
+
+
 class HistoryTail:
     """The last `keep` runs of a history file, reading only the bytes appended since the previous call.
 
@@ -296,15 +308,9 @@ class HistoryTail:
                     data = f.read(st.st_size - self._offset)
                 end = data.rfind(b"\n")
                 if end >= 0:
-                    # newest first, and no further than `keep` readable runs: a first look at a long history
-                    # parses only what is kept
-                    fresh: list[BenchRun] = []
-                    for line in reversed(data[: end + 1].splitlines()):
-                        if len(fresh) >= self.keep:
-                            break
-                        run = _parse(line)
-                        if run is not None:
-                            fresh.append(run)
+                    # newest first, and no further than `keep` readable runs: a long append parses only
+                    # what is kept
+                    fresh = _last_runs(reversed(data[: end + 1].splitlines()), self.keep)
                     self._runs.extend(reversed(fresh))
                     self._offset += end + 1
             return list(self._runs)
@@ -318,15 +324,9 @@ class HistoryTail:
             return
         end = os.fstat(f.fileno()).st_size
         lines = _backward(f, BLOCK, end)
-        fresh: list[BenchRun] = []
         with contextlib.closing(lines):
             torn = next(lines)  # what follows the last line break: read next time, once it is whole
-            for line in lines:
-                if len(fresh) >= self.keep:
-                    break
-                run = _parse(line)
-                if run is not None:
-                    fresh.append(run)
+            fresh = _last_runs(lines, self.keep)
         self._runs.extend(reversed(fresh))
         self._offset = max(0, end - len(torn))
 

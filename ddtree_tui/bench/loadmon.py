@@ -88,11 +88,16 @@ class LoopMonitor:
         self.cpu_s = time.process_time() - self._cpu0
         self.wall_s = time.monotonic() - self._t0
         self._halted = True
+        self._detach()
+
+    def _detach(self) -> asyncio.Task[None] | None:
+        """No more samples: off the read ticks, and the own timer's task cancelled (returned, to await)."""
         with contextlib.suppress(ValueError):
             stream.TICK_OBSERVERS.remove(self.ticked)
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        return task
 
     def ticked(self, late: float, now: float) -> None:
         """A read tick ran `late` s after it was due: a lag sample, at most one every TICK."""
@@ -118,13 +123,10 @@ class LoopMonitor:
             self.cpu_s = time.process_time() - self._cpu0
             self.wall_s = time.monotonic() - self._t0
         self._on = False
-        with contextlib.suppress(ValueError):
-            stream.TICK_OBSERVERS.remove(self.ticked)
-        if self._task is not None:
-            self._task.cancel()
+        task = self._detach()
+        if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
 
     @property
     def running(self) -> bool:
