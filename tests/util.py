@@ -177,6 +177,18 @@ def sse_chunk(payload: bytes) -> bytes:
     return f"{len(ev):x}\r\n".encode() + ev + b"\r\n"
 
 
+def local_profile(tmp_path: Path, services: list[tuple[str, str, int]]) -> Path:
+    """Host `loc` on this machine (its workdir under tmp_path) with dflash services (name, launcher, port)."""
+    p = tmp_path / "loc.toml"
+    text = f'name = "loc"\naddress = "local"\nworkdir = "{tmp_path / "wd"}"\npython = {json.dumps(sys.executable)}\n'
+    for name, launcher, port in services:
+        text += (
+            f'\n[[service]]\nname = "{name}"\nalgorithm = "dflash"\nlauncher = "{launcher}"\nport = {port}\n'
+        )
+    p.write_text(text)
+    return p
+
+
 def demo_profile(tmp_path: Path) -> Path:
     """The shipped demo profile with free ports instead of 31010/31011, written into `tmp_path`: two demos
     started at once (parallel test workers, a developer's demo) would otherwise race for the same ports."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,13 @@ from ddtree_tui.fleet.benching import BenchRefused
 from ddtree_tui.model.events import FleetEvent, Notice
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
-from tests.util import cli_batch
+from tests.util import cli_batch, local_profile
 
 PROMPTS = [Prompt(id="p0", messages=[{"role": "user", "content": "question"}])]
 
 
 def _profile(tmp_path: Path, up_port: int, down_port: int) -> Path:
-    p = tmp_path / "loc.toml"
-    p.write_text(
-        f'name = "loc"\naddress = "local"\nworkdir = "{tmp_path / "wd"}"\npython = {json.dumps(sys.executable)}\n\n'
-        f'[[service]]\nname = "up"\nalgorithm = "dflash"\nlauncher = "external"\nport = {up_port}\n\n'
-        f'[[service]]\nname = "down"\nalgorithm = "dflash"\nlauncher = "sim"\nport = {down_port}\n'
-    )
-    return p
+    return local_profile(tmp_path, [("up", "external", up_port), ("down", "sim", down_port)])
 
 
 def _words(q: asyncio.Queue[FleetEvent]) -> list[str]:

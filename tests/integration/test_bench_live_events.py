@@ -6,8 +6,6 @@ simulated server."""
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,17 +17,9 @@ from ddtree_tui.fleet import Fleet
 from ddtree_tui.model.events import BenchEventWrap, BenchLiveWrap, FleetEvent
 from ddtree_tui.sim.config import SimConfig
 from ddtree_tui.sim.server import SimServer
+from tests.util import local_profile
 
 PROMPTS = [Prompt(id="p0", messages=[{"role": "user", "content": "question"}])]
-
-
-def _profile(tmp_path: Path, port: int) -> Path:
-    p = tmp_path / "loc.toml"
-    p.write_text(
-        f'name = "loc"\naddress = "local"\nworkdir = "{tmp_path / "wd"}"\npython = {json.dumps(sys.executable)}\n\n'
-        f'[[service]]\nname = "up"\nalgorithm = "dflash"\nlauncher = "external"\nport = {port}\n'
-    )
-    return p
 
 
 def _drain(q: asyncio.Queue[FleetEvent]) -> list[FleetEvent]:
@@ -44,7 +34,7 @@ async def test_in_flight_events_are_made_only_while_someone_reads_them(tmp_path:
     # 300 tokens at 600 tok/s: half a second a request, past the reader's 200 ms wakes, so tokens come mid-run
     cfg = SimConfig(algorithm="dflash", decode_rate=600, load_time=0)
     async with SimServer(cfg, log=lambda s: None) as srv:
-        profiles = load_profiles([_profile(tmp_path, srv.port)])
+        profiles = load_profiles([local_profile(tmp_path, [("up", "external", srv.port)])])
         async with Fleet.open(
             profiles, telemetry=False, watch=False, history_path=tmp_path / "h.jsonl"
         ) as fleet:
